@@ -1,0 +1,236 @@
+"""Typed session-log events, format version 1 (SPEC section 3).
+
+One msgspec Struct per event type, tagged on the envelope's ``type`` field, so a
+whole line decodes in one C call and a wrong shape fails with a path in the
+message (``Expected `int`, got `str` - at `$.data.goal.revision```).
+
+The log layer (layer 1) stores and reads lines; it never imports this module.
+Callers hand it :func:`decode_line` when they want typed events.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+from msgspec import Struct
+
+FORMAT_VERSION = 1
+
+
+class _Data(Struct, forbid_unknown_fields=True, omit_defaults=True, frozen=True):
+    """Base for payloads: strict (unknown keys are corruption), absent optionals omitted."""
+
+
+# ---- payloads ---------------------------------------------------------------
+
+
+class ForkedFrom(_Data):
+    sessionId: str
+    seq: int
+
+
+class SessionStartData(_Data):
+    sessionId: str
+    formatVersion: Literal[1]
+    forkedFrom: ForkedFrom | None = None
+    # Our addition (documented in docs/log-format.md): the title shown by session/list.
+    title: str | None = None
+
+
+TurnCause = Literal["prompt", "continuation", "steer"]
+
+
+class TurnOpenData(_Data):
+    turn: int
+    cause: TurnCause
+
+
+class TurnCloseData(_Data):
+    turn: int
+    stopReason: str
+
+
+class GoalRound(_Data):
+    goalId: str
+    round: int
+    revision: int
+
+
+class UserMessageData(_Data):
+    text: str
+    source: Literal["user", "plugin"]
+    plugin: str | None = None
+    goalRound: GoalRound | None = None
+
+
+class RequestHeaderData(_Data):
+    step: int
+    planActive: bool
+    sections: list[str]
+    tools: list[str]
+
+
+class AssistantMessageData(_Data):
+    text: str
+
+
+class ToolCallData(_Data):
+    callId: str
+    name: str
+    arguments: dict
+
+
+class ToolResultData(_Data):
+    callId: str
+    ok: bool
+    content: str
+
+
+class PlanModeData(_Data):
+    active: bool
+
+
+GoalPhase = Literal["active", "paused", "blocked", "complete"]
+GoalOp = Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
+
+
+class BlockedReason(_Data):
+    code: str
+    message: str
+
+
+class GoalRef(_Data):
+    id: str
+    revision: int
+
+
+class GoalSnapshot(_Data):
+    id: str
+    revision: int
+    objective: str
+    phase: GoalPhase
+    maxRounds: int
+    blockedReason: BlockedReason | None = None
+
+
+class GoalChangeData(_Data):
+    """Either a snapshot (op != "clear": goal, roundsStarted, createdAt, updatedAt)
+    or a tombstone (op == "clear": cleared, clearedAt). Which keys go with which op
+    is checked by the goal fold, which reports the exact line."""
+
+    version: Literal[1]
+    op: GoalOp
+    goal: GoalSnapshot | None = None
+    roundsStarted: int | None = None
+    createdAt: str | None = None
+    updatedAt: str | None = None
+    cleared: GoalRef | None = None
+    clearedAt: str | None = None
+
+
+# ---- envelopes ----------------------------------------------------------------
+
+
+class _Event(Struct, tag_field="type", forbid_unknown_fields=True, omit_defaults=True, frozen=True, kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+
+
+class SessionStart(_Event, tag="session/start", kw_only=True):
+    data: SessionStartData
+
+
+class TurnOpen(_Event, tag="turn/open", kw_only=True):
+    data: TurnOpenData
+
+
+class TurnClose(_Event, tag="turn/close", kw_only=True):
+    data: TurnCloseData
+
+
+class UserMessage(_Event, tag="user/message", kw_only=True):
+    data: UserMessageData
+
+
+class RequestHeader(_Event, tag="request/header", kw_only=True):
+    data: RequestHeaderData
+
+
+class AssistantMessage(_Event, tag="assistant/message", kw_only=True):
+    data: AssistantMessageData
+
+
+class ToolCall(_Event, tag="tool/call", kw_only=True):
+    data: ToolCallData
+
+
+class ToolResult(_Event, tag="tool/result", kw_only=True):
+    data: ToolResultData
+
+
+class PlanMode(_Event, tag="plan/mode", kw_only=True):
+    data: PlanModeData
+
+
+class GoalChange(_Event, tag="goal/change", kw_only=True):
+    data: GoalChangeData
+
+
+Event = Union[
+    SessionStart,
+    TurnOpen,
+    TurnClose,
+    UserMessage,
+    RequestHeader,
+    AssistantMessage,
+    ToolCall,
+    ToolResult,
+    PlanMode,
+    GoalChange,
+]
+
+EVENT_CLASSES: dict[str, type] = {
+    cls.__struct_config__.tag: cls  # type: ignore[attr-defined]
+    for cls in (
+        SessionStart,
+        TurnOpen,
+        TurnClose,
+        UserMessage,
+        RequestHeader,
+        AssistantMessage,
+        ToolCall,
+        ToolResult,
+        PlanMode,
+        GoalChange,
+    )
+}
+
+# Data classes by event type, for building an event from (type, data-dict).
+DATA_CLASSES: dict[str, type] = {
+    tag: next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
+    for tag, cls in EVENT_CLASSES.items()
+}
+
+_decoder = msgspec.json.Decoder(Event)
+_encoder = msgspec.json.Encoder()
+
+
+def decode_line(line: bytes) -> Event:
+    """Decode one log line (with or without its trailing newline).
+
+    Raises ``msgspec.DecodeError`` (malformed JSON) or ``msgspec.ValidationError``
+    (wrong envelope or payload shape); both messages are fit to show a person.
+    """
+    return _decoder.decode(line)
+
+
+def encode_event(event: Event) -> bytes:
+    """The event as one log line, newline included."""
+    return _encoder.encode(event) + b"\n"
+
+
+def to_builtins(event: Event) -> dict:
+    """The event as plain JSON-ready values, as the wire's ``dsh/session/event`` sends it."""
+    return msgspec.to_builtins(event)
