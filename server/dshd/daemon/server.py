@@ -1,0 +1,178 @@
+"""The dshd language server: pygls 2 for the LSP lifecycle and request bookkeeping,
+our own stdio framing (transport.py) and our own strict params handling (handlers.py).
+
+Why the overrides below exist (each one is a pygls 2.1.1 behaviour, see NOTES.md):
+- ``structure_message``: pygls turns untyped params into namedtuples (a new class per
+  message) and drops typed requests whose params fail to structure without answering.
+  We keep ``dsh/*`` params as the raw JSON value and validate them in the handler.
+- ``_handle_response``: a reply that arrives after we stopped waiting (a person answering
+  a plan review late) raises InvalidStateError inside pygls (pygls issue #621).
+- ``_send_handler_result``: domain errors are answers, not server faults: no traceback
+  logged, no ``window/showMessage``.
+- exit code: pygls always exits 0; LSP says 1 when ``exit`` came without ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+)
+
+from dshd import __version__
+from dshd.daemon import transport
+
+logger = logging.getLogger("dshd.daemon")
+
+DSH_PREFIX = "dsh/"
+
+
+class DshRpcError(JsonRpcException):
+    """A JSON-RPC error answer carrying ``data.kind`` (a DshError or invalid params)."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any]) -> None:
+        super().__init__(message=message, code=code, data=data)
+
+
+class DshProtocol(LanguageServerProtocol):
+    _server: "DshServer"
+
+    def structure_message(self, data: dict[str, Any]):
+        method = data.get("method")
+        if isinstance(method, str) and method.startswith(DSH_PREFIX):
+            if "id" in data:
+                return JsonRPCRequestMessage(
+                    id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
+                )
+            return JsonRPCNotification(method=method, jsonrpc=data["jsonrpc"], params=data.get("params"))
+        if method is None and "id" in data and "error" not in data:
+            # Replies to our own requests (dsh/questions/ask) stay raw: validated by the asker.
+            if self._result_types.get(data["id"], None) is None:
+                self._result_types.pop(data["id"], None)
+                return JsonRPCResponseMessage(id=data["id"], jsonrpc=data["jsonrpc"], result=data.get("result"))
+        return super().structure_message(data)
+
+    def _handle_response(self, msg_id, result=None, error=None):
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():
+            self._request_futures.pop(msg_id, None)
+            logger.info("late reply to %s ignored (the daemon stopped waiting)", msg_id)
+            return
+        super()._handle_response(msg_id, result, error)
+
+    def _send_handler_result(self, future: Future, *, msg_id):
+        if not future.cancelled() and isinstance(future.exception(), DshRpcError):
+            self._request_futures.pop(msg_id, None)
+            exc = future.exception()
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
+    def _send_data(self, data: Any):
+        # json.dumps with pygls' default hook, but framed in one write and never logged
+        # at INFO (per-message logging halves throughput, NOTES.md).
+        if not data or self.writer is None:
+            return
+        try:
+            body = json.dumps(data, default=self._serialize_message, separators=(",", ":")).encode()
+            self.writer.write(transport.encode_frame(body))
+        except BrokenPipeError:
+            logger.error("the client closed the connection")
+            self._server.connection_lost()
+        except Exception:
+            logger.exception("failed to send a message")
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams):
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {"dsh": {"version": 1, "questions": True}}
+        return result
+
+    def cancel_client_request(self, msg_id) -> None:
+        """Withdraw a request we sent (``$/cancelRequest``) and forget its future."""
+        self._request_futures.pop(msg_id, None)
+        self._result_types.pop(msg_id, None)
+        self.notify(types.CANCEL_REQUEST, {"id": msg_id})
+
+
+class DshServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("dshd", __version__, protocol_cls=DshProtocol)
+        self.shutdown_requested = False
+        self.exit_requested = False
+        self._done: asyncio.Event | None = None
+
+    # pygls reports errors outside requests with window/showMessage; keep them in logs.
+    def report_server_error(self, error: Exception, source) -> None:
+        logger.error("server error (%s): %s", getattr(source, "__name__", source), error)
+
+    def connection_lost(self) -> None:
+        if self._done is not None:
+            self._done.set()
+
+    async def serve_stdio(self, stdin, stdout) -> None:
+        self._done = asyncio.Event()
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(transport.StdoutWriter(stdout))
+        reader = await transport.open_stdin_reader(stdin)
+        read_task = asyncio.ensure_future(
+            transport.read_messages(reader, self._on_message, self._on_bad_message)
+        )
+        done_task = asyncio.ensure_future(self._done.wait())
+        await asyncio.wait({read_task, done_task}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (read_task, done_task):
+            task.cancel()
+        await self.on_stop()
+
+    async def on_stop(self) -> None:
+        """Hook for subclasses: close sessions (writes checkpoints, releases locks)."""
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        try:
+            structured = self.protocol.structure_message(message)
+        except JsonRpcException as exc:
+            if "id" in message and "method" in message:
+                self.protocol._send_response(message["id"], error=exc.to_response_error())
+            else:
+                logger.warning("dropping a message that does not structure: %s", exc)
+            return
+        if structured.__class__ is dict:
+            self._on_bad_message(-32600, "Invalid Request", message.get("id"))
+            return
+        if getattr(structured, "method", None) == types.EXIT:
+            self.exit_requested = True
+            self.connection_lost()
+            return
+        self.protocol.handle_message(structured)
+        if getattr(structured, "method", None) == types.SHUTDOWN:
+            self.shutdown_requested = True
+
+    def _on_bad_message(self, code: int, text: str, msg_id: Any) -> None:
+        logger.warning("bad message: %s", text)
+        if msg_id is None or isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool):
+            self.protocol._send_data(
+                {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}}
+            )
+
+
+def run_stdio(server: DshServer) -> int:
+    """Serve stdio until ``exit`` or EOF; return the LSP exit code."""
+    stdin, stdout = transport.stdio_streams()
+    try:
+        asyncio.run(server.serve_stdio(stdin, stdout))
+    except KeyboardInterrupt:
+        pass
+    return 0 if server.shutdown_requested and server.exit_requested else 1

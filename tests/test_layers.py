@@ -1,0 +1,85 @@
+"""Architecture rule (docs/architecture.md): a layer imports only itself and inner layers,
+and layers 1-4 run without pygls, lsprotocol or the wire package."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "server" / "dshd"
+
+# dshd subpackage -> layer number
+LAYERS = {
+    "errors": 0,
+    "log": 1,
+    "folds": 2,
+    "services": 3,
+    "agent": 4,
+    "plugins": 4,
+    "daemon": 5,
+    "demo": 6,
+    "cli": 6,
+}
+WIRE_ONLY = ("pygls", "lsprotocol", "dshd_protocol")
+
+
+def _module_layer(path: Path) -> tuple[str, int]:
+    rel = path.relative_to(PACKAGE)
+    top = rel.parts[0].removesuffix(".py")
+    return top, LAYERS.get(top, 6 if top != "__init__" else 0)
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def test_every_package_module_has_a_layer():
+    unknown = {p.relative_to(PACKAGE).parts[0] for p in SOURCES} - {f"{k}.py" for k in LAYERS} - set(LAYERS) - {"__init__.py", "__main__.py"}
+    assert not unknown, f"modules outside the layer map: {unknown}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_layer_imports_point_inwards(path: Path):
+    top, layer = _module_layer(path)
+    for name in _imports(path):
+        root = name.split(".")[0]
+        if layer <= 4:
+            assert root not in WIRE_ONLY, f"{path.name} (layer {layer}) imports {name}"
+        if root == "dshd" and name.count(".") >= 1:
+            target = name.split(".")[1]
+            target_layer = LAYERS.get(target, 0)
+            if top == "plugins" and target == "agent" or top == "agent" and target == "plugins":
+                # The agent loop never imports a plugin; plugins may use agent interfaces.
+                assert top == "plugins", f"{path} imports {name}: the agent loop depends on no plugin"
+                continue
+            assert target_layer <= layer, f"{path.relative_to(PACKAGE)} (layer {layer}) imports {name} (layer {target_layer})"
+
+
+def test_core_layers_import_without_pygls():
+    code = (
+        "import sys, importlib, pkgutil\n"
+        "import dshd\n"
+        "for sub in ('log', 'folds', 'services', 'agent', 'plugins'):\n"
+        "    pkg = importlib.import_module('dshd.' + sub)\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, 'dshd.' + sub + '.'):\n"
+        "        importlib.import_module(m.name)\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'dshd_protocol')]\n"
+        "assert not bad, bad\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
