@@ -1,0 +1,25 @@
+"""Layer 1: append-only session log, lock, torn tail, checkpoint file. Knows nothing of plans or goals."""
+
+from dshd.log.sessionlog import (
+    CHECKPOINT_NAME,
+    LOCK_NAME,
+    LOG_NAME,
+    SessionLocked,
+    SessionLog,
+    TornTail,
+    find_complete_end,
+    iter_records,
+    read_line_before,
+)
+
+__all__ = [
+    "CHECKPOINT_NAME",
+    "LOCK_NAME",
+    "LOG_NAME",
+    "SessionLocked",
+    "SessionLog",
+    "TornTail",
+    "find_complete_end",
+    "iter_records",
+    "read_line_before",
+]

@@ -1,0 +1,182 @@
+"""Strict streaming replay of a session log, in full or from a projection checkpoint.
+
+The checkpoint (``projection.json``) is a cache: the folded state plus the byte offset,
+seq and line it covers, a fingerprint (length, sha256) of the last covered line, and a
+sha256 of the checkpoint's own body. Anything that does not check out makes replay
+ignore it and read the whole log, so deleting or damaging it changes no result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import msgspec
+from msgspec import Struct
+
+from dshd.errors import DshError
+from dshd.folds.events import FORMAT_VERSION, Event
+from dshd.folds.rules import FoldError, apply
+from dshd.folds.state import SessionState
+from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, iter_records, read_line_before
+
+CHECKPOINT_VERSION = 1
+_CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
+
+
+class ReplayError(DshError):
+    """The first line a strict replay rejects: kind "replay-failed", data {seq, line, reason}."""
+
+    def __init__(self, seq: int | None, line: int, reason: str) -> None:
+        super().__init__("replay-failed", f"line {line} (seq {seq}): {reason}", seq=seq, line=line, reason=reason)
+        self.seq = seq
+        self.line = line
+        self.reason = reason
+
+
+class LineFingerprint(Struct, frozen=True, forbid_unknown_fields=True):
+    length: int
+    sha256: str
+
+
+class Checkpoint(Struct, frozen=True, forbid_unknown_fields=True):
+    version: int
+    formatVersion: int
+    offset: int  # byte offset just after the last covered line
+    seq: int
+    line: int
+    last: LineFingerprint
+    state: SessionState
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    state: SessionState
+    events: int  # events in the log (= state.seq)
+    torn_tail: TornTail | None  # cut on open (SessionLog) or just found (read-only path)
+    end: int  # byte offset after the last complete line
+    last_line: bytes  # the last complete line, for the next checkpoint's fingerprint
+    checkpoint: str  # "used" | "absent" | "disabled" | "ignored: <why>"
+    tail_events: int  # events actually decoded and folded
+
+
+class _SeqOnly(Struct):
+    seq: int
+
+
+_decode_event = msgspec.json.Decoder(Event).decode
+_decode_seq = msgspec.json.Decoder(_SeqOnly).decode
+_encode = msgspec.json.Encoder().encode
+_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
+
+
+def fingerprint(line: bytes) -> LineFingerprint:
+    return LineFingerprint(len(line), hashlib.sha256(line).hexdigest())
+
+
+def encode_checkpoint(state: SessionState, offset: int, last_line: bytes) -> bytes:
+    body = _encode(
+        Checkpoint(CHECKPOINT_VERSION, FORMAT_VERSION, offset, state.seq, state.seq, fingerprint(last_line), state)
+    )
+    return _CHECKPOINT_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def _load_checkpoint(raw: bytes | None, log_path: Path, end: int) -> tuple[Checkpoint | None, str]:
+    """The checkpoint if it matches the log up to ``end``; else None and why not."""
+    if raw is None:
+        return None, "absent"
+    head, nl, body = raw.partition(b"\n")
+    if not nl or not head.startswith(_CHECKPOINT_MAGIC):
+        return None, "ignored: unknown header"
+    if hashlib.sha256(body).hexdigest().encode() != head[len(_CHECKPOINT_MAGIC) :]:
+        return None, "ignored: checksum mismatch"
+    try:
+        cp = _decode_checkpoint(body)
+    except msgspec.MsgspecError as exc:
+        return None, f"ignored: undecodable ({exc})"
+    if cp.version != CHECKPOINT_VERSION or cp.formatVersion != FORMAT_VERSION:
+        return None, "ignored: version changed"
+    if not (cp.seq == cp.line == cp.state.seq) or cp.seq < 1:
+        return None, "ignored: inconsistent seq/line"
+    if cp.offset > end or cp.offset < cp.last.length:
+        return None, "ignored: offset outside the log"
+    covered = read_line_before(log_path, cp.offset, cp.last.length)
+    if covered is None or not covered.endswith(b"\n") or fingerprint(covered) != cp.last:
+        return None, "ignored: last covered line differs"
+    return cp, "used"
+
+
+def _reject(line_no: int, line: bytes, exc: Exception) -> ReplayError:
+    try:
+        seq = _decode_seq(line).seq
+    except msgspec.MsgspecError:
+        seq = None
+    return ReplayError(seq, line_no, str(exc))
+
+
+def fold_lines(
+    state: SessionState | None, records: Iterable[tuple[int, int, bytes]]
+) -> tuple[SessionState | None, int, bytes | None, int]:
+    """Decode and fold lines strictly. Returns (state, lines folded, last line, end offset of it).
+
+    Raises ReplayError at the first line that does not decode or may not follow.
+    """
+    count = 0
+    line = None
+    line_no = 0
+    pos = 0
+    decode = _decode_event
+    try:
+        for line_no, pos, line in records:
+            event = decode(line)
+            state = apply(state, event)
+            count += 1
+    except FoldError as exc:
+        raise ReplayError(event.seq, line_no, exc.reason) from None
+    except msgspec.MsgspecError as exc:
+        raise _reject(line_no, line, exc) from None
+    end = pos + len(line) if line is not None else 0
+    return state, count, line, end
+
+
+def replay(source: SessionLog | str | os.PathLike, *, use_checkpoint: bool = True) -> ReplayResult:
+    """Strictly replay a session log.
+
+    ``source`` is an open :class:`SessionLog` (its torn tail is already cut) or a path to a
+    ``log.jsonl`` read without locking or modifying anything (a torn tail is reported, not
+    cut). With ``use_checkpoint`` the sibling ``projection.json`` is verified and, if it
+    matches, only the tail after it is replayed. Raises :class:`ReplayError`.
+    """
+    if isinstance(source, SessionLog):
+        path = source.path
+        end = source.size
+        torn = source.torn_tail
+        raw = source.read_checkpoint() if use_checkpoint else None
+    else:
+        path = Path(source)
+        end, size = find_complete_end(path)
+        torn = TornTail(end, size - end, None) if size > end else None
+        raw = None
+        if use_checkpoint:
+            try:
+                raw = (path.parent / CHECKPOINT_NAME).read_bytes()
+            except FileNotFoundError:
+                pass
+    status = "disabled"
+    start_state = None
+    offset, line_no = 0, 1
+    last_line = b""
+    if use_checkpoint:
+        cp, status = _load_checkpoint(raw, path, end)
+        if cp is not None:
+            start_state, offset, line_no = cp.state, cp.offset, cp.line + 1
+            last_line = read_line_before(path, cp.offset, cp.last.length) or b""
+    state, count, tail_last, tail_end = fold_lines(start_state, iter_records(path, offset, line_no, end))
+    if state is None:
+        raise ReplayError(None, 1, "empty log: line 1 must be session/start")
+    if tail_last is not None:
+        last_line = tail_last
+    return ReplayResult(state, state.seq, torn, end, last_line, status, count)

@@ -1,0 +1,299 @@
+"""Pure folds (layer 2). Each returns a new frozen state, or the same object when the
+event does not concern it, or raises :class:`FoldError` with the reason the event may
+not follow the prefix. Every reason text is listed in docs/log-format.md.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dshd.folds.events import (
+    AssistantMessage,
+    GoalChange,
+    GoalChangeData,
+    GoalRef,
+    PlanMode,
+    RequestHeader,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+    TurnClose,
+    TurnOpen,
+    UserMessage,
+)
+from dshd.folds.state import GoalState, PlanState, SessionState, TurnState
+
+
+class FoldError(Exception):
+    """An event that may not follow the prefix it is applied to."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+_INITIAL_PLAN = PlanState()
+_INITIAL_TURN = TurnState()
+_INITIAL_GOAL = GoalState()
+
+
+# ---- plan mode (PM-6, PM-14) ------------------------------------------------------
+
+
+def fold_plan_mode(state: PlanState, event) -> PlanState:
+    cls = event.__class__
+    if cls is PlanMode:
+        active = event.data.active
+        return state if state.active is active else PlanState(active, state.header_active)
+    if cls is RequestHeader:
+        header_active = event.data.planActive
+        return state if state.header_active is header_active else PlanState(state.active, header_active)
+    return state
+
+
+# ---- open turn (PM-13) ------------------------------------------------------------
+
+
+def fold_open_turn(state: TurnState, event) -> TurnState:
+    cls = event.__class__
+    if cls is RequestHeader:
+        if not state.open:
+            raise FoldError("request/header outside a turn")
+        step = event.data.step
+        if step != state.step + 1:
+            raise FoldError(f"request/header step {step}: expected step {state.step + 1}")
+        return TurnState(state.last_turn, True, step, state.cause)
+    if cls is TurnOpen:
+        if state.open:
+            raise FoldError(f"turn/open while turn {state.last_turn} is open")
+        turn = event.data.turn
+        if turn != state.last_turn + 1:
+            raise FoldError(f"turn/open {turn}: expected turn {state.last_turn + 1}")
+        return TurnState(turn, True, 0, event.data.cause)
+    if cls is TurnClose:
+        if not state.open:
+            raise FoldError("turn/close with no open turn")
+        if event.data.turn != state.last_turn:
+            raise FoldError(f"turn/close {event.data.turn} but the open turn is {state.last_turn}")
+        return TurnState(state.last_turn, False, 0, None)
+    return state
+
+
+def _check_envelope_turn(state: TurnState, event) -> None:
+    """``turn`` on an event names the open turn (for turn/open and turn/close: the turn in data)."""
+    turn = event.turn
+    cls = event.__class__
+    if cls is TurnOpen or cls is TurnClose:
+        if turn != event.data.turn:
+            raise FoldError(f"envelope turn {turn} differs from data turn {event.data.turn}")
+        return
+    if not state.open:
+        raise FoldError(f"event in turn {turn} but no turn is open")
+    if turn != state.last_turn:
+        raise FoldError(f"event in turn {turn} but the open turn is {state.last_turn}")
+
+
+# ---- goals (G-3..G-8) -------------------------------------------------------------
+
+_SNAPSHOT_KEYS = ("goal", "roundsStarted", "createdAt", "updatedAt")
+_TOMBSTONE_KEYS = ("cleared", "clearedAt")
+
+# op -> phases it may start from; the phase it leads to (None: keeps the phase).
+_TRANSITIONS: dict[str, tuple[frozenset[str], str | None]] = {
+    "edit": (frozenset({"active", "paused", "blocked"}), None),
+    "pause": (frozenset({"active"}), "paused"),
+    "resume": (frozenset({"paused", "blocked"}), "active"),
+    "complete": (frozenset({"active", "paused", "blocked"}), "complete"),
+    "block": (frozenset({"active", "paused"}), "blocked"),
+}
+
+
+def _present(data: GoalChangeData, keys: tuple[str, ...]) -> list[str]:
+    return [k for k in keys if getattr(data, k) is not None]
+
+
+def _no_current(state: GoalState, goal_id: str, what: str) -> FoldError:
+    if state.cleared is not None and state.cleared.id == goal_id:
+        return FoldError(f"write to cleared goal {goal_id}")
+    return FoldError(f"{what} of goal {goal_id} but there is no current goal")
+
+
+def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
+    op = data.op
+    if op == "clear":
+        extra = _present(data, _SNAPSHOT_KEYS)
+        if extra:
+            raise FoldError(f"malformed goal/change: clear with snapshot keys {', '.join(extra)}")
+        cleared = data.cleared
+        if cleared is None or data.clearedAt is None:
+            raise FoldError("malformed goal/change: clear needs cleared and clearedAt")
+        current = state.goal
+        if current is None:
+            raise _no_current(state, cleared.id, "clear")
+        if cleared.id != current.id:
+            raise FoldError(f"clear of goal {cleared.id} but the current goal is {current.id}")
+        if cleared.revision != current.revision:
+            raise FoldError(f"clear names revision {cleared.revision}, the current revision is {current.revision}")
+        return GoalState(None, 0, None, None, GoalRef(id=current.id, revision=current.revision), state.used_ids)
+
+    extra = _present(data, _TOMBSTONE_KEYS)
+    if extra:
+        raise FoldError(f"malformed goal/change: {op} with tombstone keys {', '.join(extra)}")
+    missing = [k for k in _SNAPSHOT_KEYS if getattr(data, k) is None]
+    if missing:
+        raise FoldError(f"malformed goal/change: {op} without {', '.join(missing)}")
+    goal = data.goal
+    reason = goal.blockedReason
+    if goal.phase == "blocked":
+        if reason is None:
+            raise FoldError("blocked goal without blockedReason")
+        if _KEBAB.fullmatch(reason.code) is None:
+            raise FoldError(f"blockedReason code {reason.code!r} is not lowercase-kebab-case")
+        if not reason.message.strip():
+            raise FoldError("blockedReason message is empty")
+    elif reason is not None:
+        raise FoldError(f"blockedReason on a {goal.phase} goal")
+    if goal.maxRounds < 1:
+        raise FoldError(f"maxRounds {goal.maxRounds} is below 1")
+
+    if op == "create":
+        current = state.goal
+        if current is not None and current.phase != "complete":
+            raise FoldError(f"create while goal {current.id} is {current.phase}")
+        if goal.id in state.used_ids:
+            raise FoldError(f"reused goal id {goal.id}")
+        if goal.revision != 1:
+            raise FoldError(f"revision {goal.revision} is not previous+1: expected 1")
+        if goal.phase != "active":
+            raise FoldError(f"invalid transition create to {goal.phase}")
+        if data.roundsStarted != 0:
+            raise FoldError(f"roundsStarted {data.roundsStarted} disagrees with rounds counted 0")
+        return GoalState(goal, 0, data.createdAt, data.updatedAt, None, state.used_ids | {goal.id})
+
+    current = state.goal
+    if current is None:
+        raise _no_current(state, goal.id, op)
+    if goal.id != current.id:
+        raise FoldError(f"{op} of goal {goal.id} but the current goal is {current.id}")
+    if current.phase == "complete":
+        raise FoldError(f"write to stopped goal {goal.id}")
+    if goal.revision != current.revision + 1:
+        raise FoldError(f"revision {goal.revision} is not previous+1: expected {current.revision + 1}")
+    if data.createdAt != state.created_at:
+        raise FoldError(f"createdAt changed from {state.created_at} to {data.createdAt}")
+    if data.roundsStarted != state.rounds_started:
+        raise FoldError(f"roundsStarted {data.roundsStarted} disagrees with rounds counted {state.rounds_started}")
+    sources, target = _TRANSITIONS[op]
+    if current.phase not in sources:
+        raise FoldError(f"invalid transition {op} from {current.phase}")
+    expected = current.phase if target is None else target
+    if goal.phase != expected:
+        raise FoldError(f"invalid transition {op} from {current.phase} to {goal.phase}")
+    if op == "edit" and goal.maxRounds < state.rounds_started:
+        raise FoldError(f"maxRounds {goal.maxRounds} is below roundsStarted {state.rounds_started}")
+    if op == "resume" and state.rounds_started >= goal.maxRounds:
+        raise FoldError(f"resume with no rounds left ({state.rounds_started} of {goal.maxRounds})")
+    return GoalState(goal, state.rounds_started, state.created_at, data.updatedAt, None, state.used_ids)
+
+
+def _goal_round(state: GoalState, goal_round) -> GoalState:
+    goal_id = goal_round.goalId
+    current = state.goal
+    if current is None:
+        raise _no_current(state, goal_id, "round")
+    if goal_id != current.id:
+        raise FoldError(f"round of goal {goal_id} but the current goal is {current.id}")
+    if current.phase == "complete":
+        raise FoldError(f"write to stopped goal {goal_id}")
+    if current.phase != "active":
+        raise FoldError(f"round of a {current.phase} goal")
+    if goal_round.revision != current.revision:
+        raise FoldError(f"round names revision {goal_round.revision}, the current revision is {current.revision}")
+    n = goal_round.round
+    if n <= 0:
+        raise FoldError(f"non-positive round {n}")
+    if n != state.rounds_started + 1:
+        raise FoldError(f"non-sequential round {n}: expected {state.rounds_started + 1}")
+    if n > current.maxRounds:
+        raise FoldError(f"rounds over the cap: round {n} > maxRounds {current.maxRounds}")
+    return GoalState(current, n, state.created_at, state.updated_at, state.cleared, state.used_ids)
+
+
+def fold_goal(state: GoalState, event) -> GoalState:
+    cls = event.__class__
+    if cls is GoalChange:
+        return _goal_change(state, event.data)
+    if cls is UserMessage:
+        goal_round = event.data.goalRound
+        if goal_round is not None:
+            return _goal_round(state, goal_round)
+    return state
+
+
+# ---- the whole session --------------------------------------------------------------
+
+
+def _start(event) -> SessionState:
+    if event.__class__ is not SessionStart:
+        raise FoldError("line 1 must be session/start")
+    if event.turn is not None:
+        raise FoldError("session/start has a turn")
+    data = event.data
+    return SessionState(
+        data.sessionId, event.seq, _INITIAL_PLAN, _INITIAL_TURN, _INITIAL_GOAL, data.title, data.forkedFrom, event.at
+    )
+
+
+def apply(state: SessionState | None, event) -> SessionState:
+    """The state after ``event``; raises FoldError if it may not follow ``state``.
+
+    ``state`` is None only before session/start. Dispatch is on the event class so the
+    common events (messages, tool calls) cost one dict lookup and one small Struct.
+    """
+    seq = event.seq
+    if state is None:
+        if seq != 1:
+            raise FoldError(f"seq gap: expected 1, got {seq}")
+        return _start(event)
+    expected = state.seq + 1
+    if seq != expected:
+        kind = "gap" if seq > expected else "repeat"
+        raise FoldError(f"seq {kind}: expected {expected}, got {seq}")
+    turn = state.turn
+    if event.turn is not None:
+        _check_envelope_turn(turn, event)
+    plan = state.plan
+    goal = state.goal
+    concern = _CONCERNS.get(event.__class__)
+    if concern is None:
+        raise FoldError("session/start only on line 1")
+    if concern & _TURN:
+        turn = fold_open_turn(turn, event)
+    if concern & _PLAN:
+        plan = fold_plan_mode(plan, event)
+    if concern & _GOAL:
+        goal = fold_goal(goal, event)
+    return SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at)
+
+
+_TURN, _PLAN, _GOAL = 1, 2, 4
+# Which folds an event class concerns (0: none; the state only advances seq). SessionStart is
+# absent on purpose: after line 1 it is an error.
+_CONCERNS: dict[type, int] = {
+    TurnOpen: _TURN,
+    TurnClose: _TURN,
+    RequestHeader: _TURN | _PLAN,
+    PlanMode: _PLAN,
+    GoalChange: _GOAL,
+    UserMessage: _GOAL,
+    AssistantMessage: 0,
+    ToolCall: 0,
+    ToolResult: 0,
+}
+
+
+def initial_state_for(session_id: str) -> SessionState:
+    """A state before any event but session/start (for tests of single folds)."""
+    return SessionState(session_id, 1, _INITIAL_PLAN, _INITIAL_TURN, _INITIAL_GOAL)

@@ -1,0 +1,49 @@
+"""Folded state of a session: frozen msgspec Structs (cheap to build, encodable for checkpoints)."""
+
+from __future__ import annotations
+
+from msgspec import Struct
+
+from dshd.folds.events import ForkedFrom, GoalRef, GoalSnapshot
+
+
+class PlanState(Struct, frozen=True):
+    """PM-6: ``active`` is the last plan/mode's value, else False.
+    ``header_active`` is the last request/header's planActive (None before any header), for PM-14."""
+
+    active: bool = False
+    header_active: bool | None = None
+
+
+class TurnState(Struct, frozen=True):
+    """PM-13: whether a turn is open comes from here. ``step`` is the last request/header step
+    of the open turn (0 before its first)."""
+
+    last_turn: int = 0
+    open: bool = False
+    step: int = 0
+    cause: str | None = None
+
+
+class GoalState(Struct, frozen=True):
+    """G-1..G-8 as folded from goal/change events and goalRound messages."""
+
+    goal: GoalSnapshot | None = None  # None: no goal yet, or cleared
+    rounds_started: int = 0  # rounds counted for the current goal
+    created_at: str | None = None
+    updated_at: str | None = None
+    cleared: GoalRef | None = None  # the tombstoned ref while no goal follows it
+    used_ids: frozenset[str] = frozenset()
+
+
+class SessionState(Struct, frozen=True):
+    session_id: str
+    seq: int  # seq of the last event folded (= its line number)
+    plan: PlanState
+    turn: TurnState
+    goal: GoalState
+    # Beyond docs/architecture.md's minimum, for session/list: title from session/start,
+    # where a fork came from, and the `at` of the last event.
+    title: str | None = None
+    forked_from: ForkedFrom | None = None
+    last_at: str | None = None

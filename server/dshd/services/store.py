@@ -1,0 +1,232 @@
+"""SessionStore: the single commit path of one session (log + folds).
+
+Every event of a session goes through :meth:`SessionStore.commit`: build the envelope,
+check it against the folded state (a FoldError writes nothing), append it durably, set
+the state, then tell listeners. The store never decides *what* to write; the services
+above it (PlanModeController, GoalService, the agent loop) do.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from dshd.errors import DshError
+from dshd.folds import SessionState, apply, encode_checkpoint, replay
+from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, decode_line, encode_event
+from dshd.folds.replay import ReplayError
+from dshd.log import SessionLog, TornTail
+
+log = logging.getLogger("dshd")
+
+# A checkpoint every this many appended events bounds a cold open after a crash to a tail
+# of at most this many events (about 1 ms of replay) for ~1 us amortized per event
+# (an atomic checkpoint write costs ~1 ms). Clean close always writes one.
+CHECKPOINT_EVERY = 1000
+
+# Events only one service may write (SPEC PM-4/PM-6, G-1/G-2: the only writers of their events).
+_OWNERS = {"plan/mode": "plan", "goal/change": "goals"}
+
+# sessionId is an opaque token the daemon issues; this also keeps it a single path segment.
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+Listener = Callable[[Event], None]
+
+
+def now_rfc3339() -> str:
+    """Current UTC time as RFC 3339 with milliseconds and ``Z``."""
+    ns = time.time_ns()
+    secs, rem = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{rem // 1_000_000:03d}Z"
+
+
+def check_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or _SESSION_ID.fullmatch(session_id) is None:
+        raise DshError("invalid-params", f"not a session id: {session_id!r}", field="sessionId")
+    return session_id
+
+
+class SessionStore:
+    """One open session: holds its log's write lock until :meth:`close`."""
+
+    def __init__(self, session_log: SessionLog, state: SessionState | None, last_line: bytes) -> None:
+        self._log = session_log
+        self.dir = session_log.dir
+        self.state: SessionState = state  # type: ignore[assignment]  # None only inside create()
+        self._last_line = last_line
+        self._since_checkpoint = 0
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+        self.torn_tail: TornTail | None = session_log.torn_tail
+        self.checkpoint_status = "absent"
+
+    @property
+    def session_id(self) -> str:
+        return self.state.session_id
+
+    @property
+    def path(self) -> Path:
+        return self._log.path
+
+    # ---- opening -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, sessions_dir: Path, session_id: str, *, title: str | None = None, forked_from: dict | None = None
+    ) -> "SessionStore":
+        """A new session directory with its log and session/start (FileExistsError if it exists)."""
+        check_session_id(session_id)
+        session_log = SessionLog.create(Path(sessions_dir) / session_id)
+        store = cls(session_log, None, b"")
+        try:
+            data: dict[str, Any] = {"sessionId": session_id, "formatVersion": 1}
+            if forked_from is not None:
+                data["forkedFrom"] = forked_from
+            if title is not None:
+                data["title"] = title
+            store.commit("session/start", data)
+        except BaseException:
+            session_log.close()
+            raise
+        return store
+
+    @classmethod
+    def open(cls, sessions_dir: Path, session_id: str) -> "SessionStore":
+        """Lock the session, cut a torn tail, strictly replay (checkpoint + tail).
+
+        Raises SessionLocked, ReplayError, FileNotFoundError (no such session).
+        """
+        check_session_id(session_id)
+        session_log = SessionLog.open(Path(sessions_dir) / session_id)
+        try:
+            result = replay(session_log)
+            if result.state.session_id != session_id:
+                raise ReplayError(1, 1, f"session/start names session {result.state.session_id}, not {session_id}")
+            store = cls(session_log, result.state, result.last_line)
+            store.checkpoint_status = result.checkpoint
+            store._since_checkpoint = result.tail_events
+            # A missing or mismatched checkpoint is rebuilt now; so is one left far behind.
+            if result.checkpoint != "used" or result.tail_events >= CHECKPOINT_EVERY:
+                store.checkpoint()
+        except BaseException:
+            session_log.close()
+            raise
+        return store
+
+    # ---- the commit path ---------------------------------------------------------------
+
+    def commit(self, type: str, data: Any, *, turn: int | None = None, writer: str | None = None) -> Event:
+        """Append one event durably and return it (as it will replay).
+
+        ``data`` is the payload as a dict or its msgspec Struct. Raises ValueError for an
+        unknown type, a payload of the wrong shape or the wrong writer, FoldError when the
+        event may not follow the log; in both cases nothing is written.
+        """
+        owner = _OWNERS.get(type)
+        if owner is not None and writer != owner:
+            raise ValueError(f"{type} is written only by writer={owner!r}, not {writer!r}")
+        event_cls = EVENT_CLASSES.get(type)
+        if event_cls is None:
+            raise ValueError(f"unknown event type {type!r}")
+        with self._lock:
+            if self._log.closed:
+                raise ValueError(f"session {self.dir.name} is closed")
+            seq = 1 if self.state is None else self.state.seq + 1
+            try:
+                if not isinstance(data, DATA_CLASSES[type]):
+                    data = msgspec.convert(data, DATA_CLASSES[type])
+                line = encode_event(event_cls(seq=seq, at=now_rfc3339(), turn=turn, data=data))
+                # Decode what we are about to write: the event is then exactly what replay
+                # will see (a Struct built with wrong field types is caught here, not at replay).
+                event = decode_line(line)
+            except (msgspec.MsgspecError, TypeError) as exc:
+                raise ValueError(f"invalid {type} event: {exc}") from None
+            new_state = apply(self.state, event)  # FoldError: nothing written
+            self._log.append(line)
+            self.state = new_state
+            self._last_line = line
+            self._since_checkpoint += 1
+            if self._since_checkpoint >= CHECKPOINT_EVERY:
+                self._checkpoint_quietly()
+            for fn in list(self._listeners):
+                try:
+                    fn(event)
+                except Exception:
+                    log.exception("session %s: listener %r failed on seq %d (ignored)", self.session_id, fn, seq)
+            return event
+
+    def add_listener(self, fn: Listener) -> Callable[[], None]:
+        """Call ``fn(event)`` after each committed event; returns a function that removes it."""
+        with self._lock:
+            self._listeners.append(fn)
+
+        def remove() -> None:
+            with self._lock:
+                try:
+                    self._listeners.remove(fn)
+                except ValueError:
+                    pass
+
+        return remove
+
+    # ---- reading -------------------------------------------------------------------
+
+    def events(self, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        """Committed events with seq > after_seq, oldest first, at most ``limit``."""
+        if limit is not None and limit <= 0:
+            return []
+        out: list[Event] = []
+        with self._lock:
+            records = self._log.records()
+            for line_no, _offset, line in records:
+                # In a replayed log, line number == seq.
+                if line_no <= after_seq:
+                    continue
+                out.append(decode_line(line))
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    # ---- checkpoints and closing -----------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write projection.json for the current state (atomic)."""
+        with self._lock:
+            if self.state is None:
+                return
+            self._log.write_checkpoint(encode_checkpoint(self.state, self._log.size, self._last_line))
+            self._since_checkpoint = 0
+
+    def _checkpoint_quietly(self) -> None:
+        # The checkpoint is a cache: failing to write one never fails a committed event.
+        try:
+            self.checkpoint()
+        except OSError:
+            log.exception("session %s: checkpoint write failed (ignored; next open replays more)", self.session_id)
+
+    def close(self) -> None:
+        """Write a checkpoint and release the lock. Idempotent."""
+        with self._lock:
+            if self._log.closed:
+                return
+            try:
+                if self._since_checkpoint:
+                    self._checkpoint_quietly()
+            finally:
+                self._log.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._log.closed
+
+    def __enter__(self) -> "SessionStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
