@@ -23,6 +23,7 @@ LAYERS = {
     "daemon": 5,
     "demo": 6,
     "cli": 6,
+    "client": 6,
 }
 WIRE_ONLY = ("pygls", "lsprotocol", "dshd_protocol")
 

@@ -176,3 +176,10 @@ def run_stdio(server: DshServer) -> int:
     except KeyboardInterrupt:
         pass
     return 0 if server.shutdown_requested and server.exit_requested else 1
+
+
+def serve(argv: list[str] | None = None) -> int:
+    """`dshd serve`: the daemon over stdio (the wiring lives in app.py)."""
+    from dshd.daemon.app import serve as serve_app
+
+    return serve_app(argv)

@@ -1,0 +1,3 @@
+from dshd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""The daemon: LSP lifecycle + the Workspace + notifications, wired together.
+
+- ``initialize`` takes the workspace root (rootUri, else the first workspace folder,
+  else rootPath, else the current directory), loads the config (defaults <- .dsh/config.toml
+  <- ``initializationOptions.config``; an invalid one fails ``initialize`` with
+  ``invalid-config`` naming the key) and records whether the client answers
+  ``dsh/questions/ask``.
+- Every live agent gets listeners that turn its committed events, plan changes and goal
+  changes into ``dsh/session/event``, ``dsh/plan/changed`` and ``dsh/goal/changed``. The
+  core calls them after the event is durable; each carries that agent's id only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import attrs
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from dshd.agent.config import load_config
+from dshd.agent.workspace import Workspace
+from dshd.daemon import handlers
+from dshd.daemon.questions import DEFAULT_TIMEOUT_S, WireQuestions
+from dshd.daemon.server import DshRpcError, DshServer
+from dshd.errors import DshError
+from dshd_protocol import errors as wire_errors
+
+logger = logging.getLogger("dshd.daemon")
+
+INIT_OPTION_KEYS = {"config", "questionTimeoutMs"}
+
+
+def _uri_to_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        raise ValueError(f"not a file URI: {uri}")
+    return Path(unquote(parsed.path))
+
+
+def _invalid_init(field: str, message: str) -> DshRpcError:
+    err = wire_errors.jsonrpc_error("invalid-params", message, field=field)
+    return DshRpcError(err["code"], err["message"], err["data"])
+
+
+class DshDaemon(DshServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.workspace: Workspace | None = None
+        self.questions = WireQuestions(self)
+        self._detach: dict[str, list] = {}
+        self.feature(types.INITIALIZE)(self._on_initialize)
+        handlers.register(self)
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    def _on_initialize(self, params: types.InitializeParams) -> None:
+        root = self._workspace_root(params)
+        options = params.initialization_options
+        if options is None:
+            options = {}
+        if not isinstance(options, dict):
+            raise _invalid_init("initializationOptions", "initializationOptions must be an object")
+        unknown = set(options) - INIT_OPTION_KEYS
+        if unknown:
+            raise _invalid_init(f"initializationOptions.{sorted(unknown)[0]}", "unknown initialization option")
+        overrides = options.get("config")
+        if overrides is not None and not isinstance(overrides, dict):
+            raise _invalid_init("initializationOptions.config", "config must be an object")
+        timeout_ms = options.get("questionTimeoutMs", DEFAULT_TIMEOUT_S * 1000)
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+            raise _invalid_init("initializationOptions.questionTimeoutMs", "an integer >= 1 (milliseconds)")
+        self.questions.timeout_s = timeout_ms / 1000
+        try:
+            config = load_config(root, overrides)
+        except DshError as exc:
+            err = wire_errors.jsonrpc_error(exc.kind, exc.message, **exc.data)
+            raise DshRpcError(err["code"], err["message"], err["data"]) from None
+        experimental = params.capabilities.experimental if params.capabilities else None
+        dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
+        self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
+        self.workspace = Workspace(root, config, questions=self.questions)
+        logger.info("workspace %s (questions: %s)", root, self.questions.client_can_answer)
+
+    def _workspace_root(self, params: types.InitializeParams) -> Path:
+        try:
+            if params.root_uri:
+                return _uri_to_path(params.root_uri)
+            if params.workspace_folders:
+                return _uri_to_path(params.workspace_folders[0].uri)
+        except ValueError as exc:
+            raise _invalid_init("rootUri", str(exc)) from None
+        if params.root_path:
+            return Path(params.root_path)
+        return Path(os.getcwd())
+
+    def connection_lost(self) -> None:
+        self.questions.fail_all()
+        super().connection_lost()
+
+    async def on_stop(self) -> None:
+        self.questions.fail_all()
+        if self.workspace is not None:
+            await self.workspace.shutdown()
+
+    # ---- agents and notifications ------------------------------------------------
+
+    def attach(self, agent) -> None:
+        """Forward this agent's changes to the client (once per agent)."""
+        if agent.agent_id in self._detach:
+            return
+        base = {"agentId": agent.agent_id, "sessionId": agent.session_id}
+        notify = self.protocol.notify
+        removers = [
+            agent.add_event_listener(
+                lambda event: notify("dsh/session/event", {**base, "event": self.event_json(event)})
+            )
+        ]
+        if agent.plan is not None:
+            removers.append(agent.plan.add_listener(lambda view: notify("dsh/plan/changed", {**base, **self.to_json(view)})))
+        if agent.goals is not None:
+            removers.append(agent.goals.add_listener(lambda note: notify("dsh/goal/changed", {**base, **self.to_json(note)})))
+        self._detach[agent.agent_id] = removers
+
+    def plan_view(self, agent) -> Any:
+        if agent.plan is None:
+            return {"active": False}
+        return self.to_json(agent.plan.get())
+
+    @staticmethod
+    def event_json(event) -> dict:
+        return msgspec.to_builtins(event)
+
+    @staticmethod
+    def to_json(value: Any) -> Any:
+        """Core values (msgspec structs, dataclasses, dicts) as JSON-ready values."""
+        if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+            return value
+        to_dict = getattr(value, "to_dict", None)
+        if callable(to_dict):
+            return to_dict()
+        if attrs.has(type(value)):
+            from dshd_protocol import codec
+
+            return codec.to_wire(value)
+        return msgspec.to_builtins(value)
+
+
+def serve(argv: list[str] | None = None) -> int:
+    from dshd.daemon.server import run_stdio
+
+    level = os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(
+        level=level, format="dshd %(levelname)s %(name)s: %(message)s", handlers=[logging.StreamHandler()]
+    )
+    return run_stdio(DshDaemon())

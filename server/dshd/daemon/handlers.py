@@ -1,0 +1,237 @@
+"""dsh/* request handlers: thin. Each takes the strictly parsed params (dshd_protocol)
+and delegates to the Workspace or the Agent; results are plain JSON values.
+
+Registered on the server by :func:`register`; errors are turned into JSON-RPC answers
+by :func:`_guard` (DshError -> its kind's code; InvalidParams -> -32602 naming the field).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Awaitable, Callable
+
+from dshd_protocol import codec, errors as wire_errors, types as t
+
+from dshd.errors import DshError
+
+logger = logging.getLogger("dshd.daemon")
+
+Handler = Callable[..., Any]
+HANDLERS: dict[str, Handler] = {}
+
+
+def method(name: str) -> Callable[[Handler], Handler]:
+    def register_handler(fn: Handler) -> Handler:
+        HANDLERS[name] = fn
+        return fn
+
+    return register_handler
+
+
+def _plan(agent):
+    if agent.plan is None:
+        raise DshError("plugin-not-loaded", "the plan plugin is not loaded in this workspace (config: plugins)")
+    return agent.plan
+
+
+def _goals(agent):
+    if agent.goals is None:
+        raise DshError("plugin-not-loaded", "the goals plugin is not loaded in this workspace (config: plugins)")
+    return agent.goals
+
+
+def _ref(ref: t.GoalRef) -> dict:
+    return {"id": ref.id, "revision": ref.revision}
+
+
+# ---- sessions -----------------------------------------------------------------------
+
+
+@method(t.SESSION_CREATE)
+def session_create(d, p: t.SessionCreateParams):
+    agent = d.workspace.create_session(title=p.title)
+    d.attach(agent)
+    return {"sessionId": agent.session_id, "agentId": agent.agent_id}
+
+
+@method(t.SESSION_LIST)
+def session_list(d, p: t.SessionListParams):
+    return {"sessions": d.workspace.list_sessions()}
+
+
+@method(t.SESSION_OPEN)
+def session_open(d, p: t.SessionOpenParams):
+    agent = d.workspace.open_session(p.session_id, reload=p.reload)
+    d.attach(agent)
+    return {
+        "sessionId": agent.session_id,
+        "agentId": agent.agent_id,
+        "plan": d.plan_view(agent),
+        "goal": agent.goals.get() if agent.goals is not None else None,
+    }
+
+
+@method(t.SESSION_FORK)
+def session_fork(d, p: t.SessionForkParams):
+    agent = d.workspace.fork(p.agent_id, at_seq=p.at_seq)
+    d.attach(agent)
+    return {"sessionId": agent.session_id, "agentId": agent.agent_id}
+
+
+@method(t.SESSION_CLOSE)
+async def session_close(d, p: t.AgentParams):
+    await d.workspace.close(p.agent_id)
+    return None
+
+
+@method(t.SESSION_EVENTS)
+def session_events(d, p: t.SessionEventsParams):
+    agent = d.workspace.agent(p.agent_id)
+    after = p.after_seq or 0
+    events = agent.store.events(after_seq=after, limit=p.limit)
+    next_seq = events[-1].seq if events else max(after, 0)
+    return {"events": [d.event_json(e) for e in events], "nextSeq": next_seq}
+
+
+# ---- the agent ----------------------------------------------------------------------
+
+
+@method(t.AGENT_PROMPT)
+async def agent_prompt(d, p: t.AgentTextParams):
+    agent = d.workspace.agent(p.agent_id)
+    return await agent.prompt(p.text)
+
+
+@method(t.AGENT_STEER)
+def agent_steer(d, p: t.AgentTextParams):
+    agent = d.workspace.agent(p.agent_id)
+    return {"queued": agent.steer(p.text)}
+
+
+@method(t.AGENT_CANCEL)
+async def agent_cancel(d, p: t.AgentParams):
+    await d.workspace.agent(p.agent_id).cancel()
+    return None
+
+
+# ---- plan mode ----------------------------------------------------------------------
+
+
+@method(t.PLAN_SET)
+def plan_set(d, p: t.PlanSetParams):
+    agent = d.workspace.agent(p.agent_id)
+    outcome = _plan(agent).set(p.active)
+    return {"outcome": outcome, "state": d.plan_view(agent)}
+
+
+@method(t.PLAN_GET)
+def plan_get(d, p: t.AgentParams):
+    agent = d.workspace.agent(p.agent_id)
+    _plan(agent)
+    return d.plan_view(agent)
+
+
+# ---- goals --------------------------------------------------------------------------
+
+
+@method(t.GOAL_GET)
+def goal_get(d, p: t.AgentParams):
+    return _goals(d.workspace.agent(p.agent_id)).get()
+
+
+@method(t.GOAL_CREATE)
+def goal_create(d, p: t.GoalCreateParams):
+    return _goals(d.workspace.agent(p.agent_id)).create(p.objective, max_rounds=p.max_rounds)
+
+
+@method(t.GOAL_EDIT)
+def goal_edit(d, p: t.GoalEditParams):
+    goals = _goals(d.workspace.agent(p.agent_id))
+    return goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds)
+
+
+@method(t.GOAL_PAUSE)
+def goal_pause(d, p: t.GoalRefParams):
+    return _goals(d.workspace.agent(p.agent_id)).pause(_ref(p.ref))
+
+
+@method(t.GOAL_RESUME)
+def goal_resume(d, p: t.GoalRefParams):
+    return _goals(d.workspace.agent(p.agent_id)).resume(_ref(p.ref))
+
+
+@method(t.GOAL_COMPLETE)
+def goal_complete(d, p: t.GoalRefParams):
+    return _goals(d.workspace.agent(p.agent_id)).complete(_ref(p.ref))
+
+
+@method(t.GOAL_BLOCK)
+def goal_block(d, p: t.GoalBlockParams):
+    reason = {"code": p.reason.code, "message": p.reason.message}
+    return _goals(d.workspace.agent(p.agent_id)).block(_ref(p.ref), reason)
+
+
+@method(t.GOAL_CLEAR)
+def goal_clear(d, p: t.GoalRefParams):
+    return {"ref": _goals(d.workspace.agent(p.agent_id)).clear(_ref(p.ref))}
+
+
+@method(t.GOAL_DISARM)
+def goal_disarm(d, p: t.AgentParams):
+    return _goals(d.workspace.agent(p.agent_id)).disarm()
+
+
+# ---- registration ---------------------------------------------------------------------
+
+
+def _rpc_error(exc: Exception):
+    from dshd.daemon.server import DshRpcError
+
+    if isinstance(exc, codec.InvalidParams):
+        err = wire_errors.jsonrpc_error("invalid-params", str(exc), field=exc.field)
+    elif isinstance(exc, DshError):
+        err = wire_errors.jsonrpc_error(exc.kind, exc.message, **exc.data)
+    else:
+        raise exc
+    return DshRpcError(err["code"], err["message"], err["data"])
+
+
+def _require_initialized(d) -> None:
+    if d.workspace is None:
+        from pygls.exceptions import JsonRpcException
+
+        raise JsonRpcException(message="the daemon is not initialized: send initialize first", code=-32002)
+
+
+def _guard(d, name: str, fn: Handler) -> Handler:
+    """Parse params strictly, run the handler, shape the result; errors become answers."""
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(params: Any) -> Any:
+            _require_initialized(d)
+            try:
+                parsed = codec.parse_params(name, params)
+                return d.to_json(await fn(d, parsed))
+            except (DshError, codec.InvalidParams) as exc:
+                raise _rpc_error(exc) from None
+
+        return run_async
+
+    def run(params: Any) -> Any:
+        _require_initialized(d)
+        try:
+            parsed = codec.parse_params(name, params)
+            return d.to_json(fn(d, parsed))
+        except (DshError, codec.InvalidParams) as exc:
+            raise _rpc_error(exc) from None
+
+    return run
+
+
+def register(d) -> None:
+    missing = {m for m, spec in t.METHODS.items() if spec.kind == "request"} - set(HANDLERS)
+    if missing:
+        raise RuntimeError(f"no handler for {sorted(missing)}")
+    for name, fn in HANDLERS.items():
+        d.feature(name)(_guard(d, name, fn))
