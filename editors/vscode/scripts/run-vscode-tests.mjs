@@ -1,0 +1,127 @@
+// Runs the integration suite inside a real VS Code: the VS Code server bundled in code-server
+// (started with --enable-smoke-test-driver) serves the workbench to headless Chromium (driven by
+// playwright-core); the page URL names this extension as extensionDevelopmentPath and the bundled
+// suite as extensionTestsPath, so VS Code calls the suite's run() inside its real Node extension host.
+//
+// The extension host exits 0 even when tests fail, so the suite writes its results to a file.
+// The suite asks for screenshots by writing `<control>/<name>.req`; we shoot the page and answer
+// with `<control>/<name>.done`.
+//
+// usage: node run-vscode-tests.mjs --workspace DIR --artifacts DIR [--timeout SECONDS] [--env K=V]...
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const extRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const repo = path.resolve(extRoot, '../..');
+const cache = process.env.DSHD_VSCODE_CACHE || path.join(repo, '.cache/vscode');
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : dflt; };
+const workspace = path.resolve(opt('--workspace'));
+const artifacts = path.resolve(opt('--artifacts', path.join(repo, 'artifacts/vscode')));
+const timeoutMs = Number(opt('--timeout', '300')) * 1000;
+const extraEnv = {};
+args.forEach((a, i) => { if (a === '--env') { const [k, ...v] = args[i + 1].split('='); extraEnv[k] = v.join('='); } });
+
+const node24 = path.join(cache, 'node24/bin/node');
+const serverMain = path.join(cache, 'cs/node_modules/code-server/lib/vscode/out/server-main.js');
+const { chromium } = createRequire(path.join(cache, 'tools/package.json'))('playwright-core');
+const chromiumPath = process.env.DSHD_CHROMIUM || '/usr/bin/chromium';
+
+const state = fs.mkdtempSync(path.join(os.tmpdir(), 'dshd-vscode-'));
+const control = path.join(state, 'control');
+const results = path.join(state, 'results.json');
+fs.mkdirSync(control); fs.mkdirSync(artifacts, { recursive: true });
+
+const t0 = Date.now();
+const since = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+const log = (...m) => console.log(`[vscode ${since()}]`, ...m);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort() {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer(); srv.unref(); srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+}
+
+let server; let browser; let exitCode = 1;
+function stopServer() {
+  // The server spawns the extension host, which spawns dshd: stop the whole process group.
+  if (server && server.exitCode === null) { try { process.kill(-server.pid, 'SIGTERM'); } catch {} }
+}
+process.on('exit', stopServer);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { stopServer(); process.exit(130); });
+
+try {
+  const port = await freePort();
+  const serverLog = fs.openSync(path.join(artifacts, 'vscode-server.log'), 'w');
+  server = spawn(node24, [serverMain, '--host', '127.0.0.1', '--port', String(port), '--without-connection-token',
+    '--accept-server-license-terms', '--enable-smoke-test-driver', '--disable-telemetry', '--disable-workspace-trust',
+    '--server-data-dir', path.join(state, 'srv'), '--user-data-dir', path.join(state, 'srv/user'),
+    '--extensions-dir', path.join(state, 'srv-ext')], {
+    detached: true, // own process group, so stopServer reaches the extension host and dshd too
+    stdio: ['ignore', serverLog, serverLog],
+    env: { ...process.env, ...extraEnv, DSHD_VSCODE_TEST_CONTROL: control, DSHD_VSCODE_TEST_RESULTS: results,
+      XDG_DATA_HOME: path.join(state, 'xdg-data'), XDG_CONFIG_HOME: path.join(state, 'xdg-config') },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (server.exitCode !== null) throw new Error(`VS Code server exited with ${server.exitCode}; see vscode-server.log`);
+    try { if ((await fetch(`${base}/version`)).ok) break; } catch {}
+    if (i > 300) throw new Error('VS Code server did not answer in 60s');
+    await sleep(200);
+  }
+  log('VS Code server up on', base);
+
+  const auth = new URL(base).host;
+  const payload = [['extensionDevelopmentPath', `vscode-remote://${auth}${extRoot}`],
+    ['extensionTestsPath', `vscode-remote://${auth}${path.join(extRoot, 'out/integration/suite.js')}`]];
+  const url = `${base}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
+  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 850 } });
+  const consoleLog = fs.createWriteStream(path.join(artifacts, 'browser-console.log'));
+  page.on('console', (m) => consoleLog.write(`[${m.type()}] ${m.text()}\n`));
+  await page.goto(url);
+  log('workbench page opened');
+
+  const deadline = Date.now() + timeoutMs;
+  while (!fs.existsSync(results)) {
+    if (Date.now() > deadline) { await page.screenshot({ path: path.join(artifacts, 'timeout.png') }).catch(() => {}); throw new Error(`no results after ${timeoutMs / 1000}s`); }
+    for (const f of fs.readdirSync(control).filter((n) => n.endsWith('.req'))) {
+      const name = f.slice(0, -4);
+      const req = JSON.parse(fs.readFileSync(path.join(control, f), 'utf8') || '{}');
+      fs.unlinkSync(path.join(control, f));
+      await sleep(req.settleMs ?? 700); // let the workbench paint what the suite just did
+      const out = path.join(artifacts, `${name}.png`);
+      try {
+        if (req.selector) await page.locator(req.selector).first().screenshot({ path: out });
+        else await page.screenshot({ path: out });
+        const statusTexts = await page.locator('#workbench\\.parts\\.statusbar .statusbar-item').allInnerTexts();
+        fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify({ ok: true, path: out, statusTexts: statusTexts.filter((t) => t.trim()) }));
+        log('screenshot', out);
+      } catch (e) {
+        fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify({ ok: false, error: String(e) }));
+      }
+    }
+    await sleep(200);
+  }
+  const r = JSON.parse(fs.readFileSync(results, 'utf8'));
+  fs.writeFileSync(path.join(artifacts, 'results.json'), JSON.stringify(r, null, 2));
+  for (const t of r.results) log(t.ok ? 'PASS' : 'FAIL', `${t.name} (${t.ms} ms)`, t.ok ? '' : `\n${t.error}`);
+  log(`${r.passed} passed, ${r.failed} failed`);
+  exitCode = r.failed === 0 && r.passed > 0 ? 0 : 1;
+} catch (e) {
+  console.error(`[vscode ${since()}] harness error:`, e && e.stack || e);
+  exitCode = 2;
+} finally {
+  if (browser) await browser.close().catch(() => {});
+  stopServer();
+  if (!process.env.DSHD_VSCODE_KEEP_STATE) fs.rmSync(state, { recursive: true, force: true });
+}
+process.exit(exitCode);

@@ -1,0 +1,59 @@
+// A tiny test runner for the suite that VS Code runs inside its extension host: it records each
+// test's outcome and writes them to the file the driver (scripts/run-vscode-tests.mjs) waits for,
+// because the extension host exits 0 whether tests pass or not.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export interface TestResult { name: string; ok: boolean; ms: number; error?: string }
+type TestFn = () => Promise<void>;
+const tests: { name: string; fn: TestFn }[] = [];
+
+export function test(name: string, fn: TestFn): void { tests.push({ name, fn }); }
+
+export async function runAll(): Promise<TestResult[]> {
+  const results: TestResult[] = [];
+  let failedBefore = false;
+  for (const t of tests) {
+    const started = Date.now();
+    try {
+      await t.fn();
+      results.push({ name: t.name, ok: true, ms: Date.now() - started });
+    } catch (e) {
+      failedBefore = true;
+      results.push({ name: t.name, ok: false, ms: Date.now() - started, error: String((e as Error)?.stack ?? e) });
+    }
+    void failedBefore;
+  }
+  const passed = results.filter((r) => r.ok).length;
+  const file = process.env.DSHD_VSCODE_TEST_RESULTS;
+  if (file) fs.writeFileSync(file, JSON.stringify({ passed, failed: results.length - passed, results }, null, 2));
+  return results;
+}
+
+/** Asks the driver to screenshot the workbench (or one element) and waits until it has. */
+export async function screenshot(name: string, selector?: string): Promise<{ statusTexts: string[] }> {
+  const control = process.env.DSHD_VSCODE_TEST_CONTROL;
+  if (!control) return { statusTexts: [] };
+  const done = path.join(control, `${name}.done`);
+  fs.writeFileSync(path.join(control, `${name}.req`), JSON.stringify({ selector }));
+  for (let i = 0; i < 150; i++) {
+    if (fs.existsSync(done)) {
+      const r = JSON.parse(fs.readFileSync(done, 'utf8'));
+      if (!r.ok) throw new Error(`screenshot ${name} failed: ${r.error}`);
+      return r;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`screenshot ${name}: the driver did not answer`);
+}
+
+/** Polls `probe` until it returns a truthy value; fails with `what` after `ms`. */
+export async function waitFor<T>(what: string, probe: () => T | Promise<T>, ms = 20000): Promise<NonNullable<T>> {
+  const end = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try { const v = await probe(); if (v) return v as NonNullable<T>; last = v; } catch (e) { last = e; }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
