@@ -1,0 +1,424 @@
+"""Wire types of the dshd protocol, version 1 (SPEC section 6).
+
+Convention (one for every class here):
+
+* Python fields are snake_case; on the wire every field is camelCase
+  (``agent_id`` <-> ``agentId``). :mod:`dshd_protocol.codec` does the mapping, the
+  same one lsprotocol's hooks (which pygls installs) apply to attrs classes.
+* A field with a default (always ``None``, except ``reload: bool = False``) is
+  *optional*: it may be absent, and :func:`~dshd_protocol.codec.to_wire` leaves it
+  out when it equals the default. An optional field never accepts an explicit
+  ``null`` (null is not a string, nor a number).
+* A field without a default whose type includes ``None`` is *nullable*: it is always
+  present, and ``null`` is a meaningful value (``goal`` in ``dsh/session/open``).
+* Value rules (minimums, patterns, non-blank text) ride on the type as
+  ``Annotated[base, Rule(...)]``; the codec enforces them and the JSON Schema
+  generator writes them out, so both read one definition.
+
+The table :data:`METHODS` maps every method name to its kind and its params and result
+types; the daemon, the tests, the schema and the docs check all read it.
+"""
+
+# No `from __future__ import annotations`: the codec and the schema read the
+# Annotated rules from real type objects.
+from typing import Annotated, Any, Literal, Union
+
+import attrs
+
+from .ids import SESSION_ID_PATTERN
+
+PROTOCOL_VERSION = 1
+
+
+@attrs.frozen(kw_only=True)
+class Rule:
+    """A value rule on top of a JSON type; written into the schema as the same keywords.
+
+    ``pattern`` is searched (not anchored), as JSON Schema's ``pattern`` is.
+    """
+
+    minimum: int | None = None
+    pattern: str | None = None
+    min_items: int | None = None
+    description: str | None = None  # what the rule means, for error messages
+
+
+NON_BLANK = r"\S"
+KEBAB_CASE = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+PositiveInt = Annotated[int, Rule(minimum=1, description="an integer >= 1")]
+NonNegativeInt = Annotated[int, Rule(minimum=0, description="an integer >= 0")]
+Revision = Annotated[int, Rule(minimum=1, description="a revision >= 1")]
+Seq = Annotated[int, Rule(minimum=0, description="a log sequence number >= 0")]
+NonBlankText = Annotated[str, Rule(pattern=NON_BLANK, description="a non-blank string")]
+SessionId = Annotated[
+    str, Rule(pattern=SESSION_ID_PATTERN, description="a session id issued by the daemon (s-<26 base32>)")
+]
+AgentId = Annotated[str, Rule(pattern=NON_BLANK, description="a non-blank agent id")]
+KebabCode = Annotated[str, Rule(pattern=KEBAB_CASE, description="a lowercase-kebab-case code")]
+RFC3339_UTC = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$"
+Timestamp = Annotated[str, Rule(pattern=RFC3339_UTC, description="an RFC 3339 UTC timestamp")]
+
+GoalPhase = Literal["active", "paused", "blocked", "complete"]
+Activation = Literal["armed", "disarmed"]
+PlanOutcome = Literal["committed", "queued", "cancelled", "noop"]
+GoalChangeOp = Literal[
+    "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "arm", "disarm"
+]
+QuestionKind = Literal["plan-review"]
+
+# ---- shared values --------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class GoalRef:
+    """The goal and revision a write read (G-3); a stale one is `stale-revision`."""
+
+    id: NonBlankText
+    revision: Revision
+
+
+@attrs.frozen(kw_only=True)
+class BlockedReason:
+    """Why a goal is blocked (G-4)."""
+
+    code: KebabCode
+    message: NonBlankText
+
+
+@attrs.frozen(kw_only=True)
+class GoalView:
+    """The derived state of the session's goal, as editors show it."""
+
+    id: NonBlankText
+    revision: Revision
+    objective: NonBlankText
+    phase: GoalPhase
+    max_rounds: PositiveInt
+    rounds_started: NonNegativeInt
+    rounds_left: NonNegativeInt
+    created_at: Timestamp
+    updated_at: Timestamp
+    activation: Activation
+    blocked_reason: BlockedReason | None = None  # present only while phase == "blocked"
+
+
+@attrs.frozen(kw_only=True)
+class PlanState:
+    """Plan mode as recorded (`active`) and the choice not yet appended (`pending`, PM-9)."""
+
+    active: bool
+    pending: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionEvent:
+    """One committed log event, exactly as its line in `log.jsonl` (SPEC section 3)."""
+
+    seq: PositiveInt
+    type: NonBlankText
+    at: Timestamp
+    data: dict[str, Any]
+    turn: PositiveInt | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionSummary:
+    session_id: SessionId
+    title: str | None  # nullable: null when the session was created without a title
+    updated_at: Timestamp
+    goal: GoalView | None = None  # absent when the session has no goal
+
+
+@attrs.frozen(kw_only=True)
+class SessionHandle:
+    """A session and the live agent that now holds it."""
+
+    session_id: SessionId
+    agent_id: AgentId
+
+
+# ---- dsh/session/* ------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SessionCreateParams:
+    title: NonBlankText | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionListParams:
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class SessionListResult:
+    sessions: list[SessionSummary]
+
+
+@attrs.frozen(kw_only=True)
+class SessionOpenParams:
+    session_id: SessionId
+    reload: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SessionOpenResult:
+    session_id: SessionId
+    agent_id: AgentId
+    plan: PlanState
+    goal: GoalView | None  # nullable: null when the session has no goal
+
+
+@attrs.frozen(kw_only=True)
+class SessionForkParams:
+    agent_id: AgentId
+    at_seq: Seq | None = None  # absent: fork at the last event
+
+
+@attrs.frozen(kw_only=True)
+class AgentParams:
+    """Params of every method that names only the agent."""
+
+    agent_id: AgentId
+
+
+@attrs.frozen(kw_only=True)
+class SessionEventsParams:
+    agent_id: AgentId
+    after_seq: Seq | None = None  # absent: from the first event
+    limit: PositiveInt | None = None  # absent: no limit
+
+
+@attrs.frozen(kw_only=True)
+class SessionEventsResult:
+    events: list[SessionEvent]
+    next_seq: NonNegativeInt  # pass as afterSeq to read on
+
+
+# ---- dsh/agent/* --------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class AgentTextParams:
+    agent_id: AgentId
+    text: NonBlankText
+
+
+@attrs.frozen(kw_only=True)
+class PromptResult:
+    turn: PositiveInt
+    stop_reason: NonBlankText
+
+
+@attrs.frozen(kw_only=True)
+class SteerResult:
+    queued: bool
+
+
+# ---- dsh/plan/* ---------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PlanSetParams:
+    agent_id: AgentId
+    active: bool
+
+
+@attrs.frozen(kw_only=True)
+class PlanSetResult:
+    outcome: PlanOutcome
+    state: PlanState
+
+
+# ---- dsh/goal/* ---------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class GoalCreateParams:
+    agent_id: AgentId
+    objective: NonBlankText
+    max_rounds: PositiveInt | None = None  # absent: the service default (256)
+
+
+@attrs.frozen(kw_only=True)
+class GoalEditParams:
+    """At least one of objective and maxRounds (G-6)."""
+
+    __dsh_any_of__ = ("objective", "max_rounds")
+
+    agent_id: AgentId
+    ref: GoalRef
+    objective: NonBlankText | None = None
+    max_rounds: PositiveInt | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GoalRefParams:
+    """Params of pause, resume, complete and clear."""
+
+    agent_id: AgentId
+    ref: GoalRef
+
+
+@attrs.frozen(kw_only=True)
+class GoalBlockParams:
+    agent_id: AgentId
+    ref: GoalRef
+    reason: BlockedReason
+
+
+@attrs.frozen(kw_only=True)
+class GoalClearResult:
+    ref: GoalRef  # revision: the cleared revision + 1
+
+
+# ---- server -> client ---------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PlanReviewQuestion:
+    id: NonBlankText
+    kind: QuestionKind
+    title: NonBlankText
+    plan: NonBlankText  # the markdown plan
+    choices: Annotated[list[NonBlankText], Rule(min_items=1, description="at least one choice")]
+
+
+@attrs.frozen(kw_only=True)
+class QuestionsAskParams:
+    agent_id: AgentId
+    session_id: SessionId
+    questions: Annotated[list[PlanReviewQuestion], Rule(min_items=1, description="at least one question")]
+
+
+@attrs.frozen(kw_only=True)
+class LineComment:
+    line: PositiveInt  # 1-based line of the plan
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    id: NonBlankText
+    # A string, not an enum: an unknown choice is a reply the agent answers with
+    # corrective feedback (PM-19), not a malformed message.
+    choice: str
+    feedback: str | None = None
+    comments: list[LineComment] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class QuestionsAskResult:
+    answers: list[Answer]
+
+
+@attrs.frozen(kw_only=True)
+class GoalChangedParams:
+    agent_id: AgentId
+    session_id: SessionId
+    op: GoalChangeOp
+    revision: Revision
+    goal: GoalView | None = None  # absent after "clear"
+
+
+@attrs.frozen(kw_only=True)
+class PlanChangedParams:
+    agent_id: AgentId
+    session_id: SessionId
+    active: bool
+    pending: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionEventParams:
+    agent_id: AgentId
+    session_id: SessionId
+    event: SessionEvent
+
+
+# ---- capabilities -------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class DshClientCapabilities:
+    """`initialize` params `capabilities.experimental.dsh`."""
+
+    questions: bool = False  # true: the client answers dsh/questions/ask
+
+
+# ---- the method table -----------------------------------------------------------------
+
+MethodKind = Literal["request", "notification", "server-request"]
+
+
+@attrs.frozen(kw_only=True)
+class MethodSpec:
+    """One method: who sends it, and the types of its params and result.
+
+    ``result`` is a type expression (a class, ``X | None``) for requests; ``None``
+    means the result is JSON ``null`` for a request, and no response for a
+    notification.
+    """
+
+    kind: MethodKind
+    params: type
+    result: Any = None
+
+
+SESSION_CREATE = "dsh/session/create"
+SESSION_LIST = "dsh/session/list"
+SESSION_OPEN = "dsh/session/open"
+SESSION_FORK = "dsh/session/fork"
+SESSION_CLOSE = "dsh/session/close"
+SESSION_EVENTS = "dsh/session/events"
+AGENT_PROMPT = "dsh/agent/prompt"
+AGENT_STEER = "dsh/agent/steer"
+AGENT_CANCEL = "dsh/agent/cancel"
+PLAN_SET = "dsh/plan/set"
+PLAN_GET = "dsh/plan/get"
+GOAL_GET = "dsh/goal/get"
+GOAL_CREATE = "dsh/goal/create"
+GOAL_EDIT = "dsh/goal/edit"
+GOAL_PAUSE = "dsh/goal/pause"
+GOAL_RESUME = "dsh/goal/resume"
+GOAL_COMPLETE = "dsh/goal/complete"
+GOAL_BLOCK = "dsh/goal/block"
+GOAL_CLEAR = "dsh/goal/clear"
+GOAL_DISARM = "dsh/goal/disarm"
+QUESTIONS_ASK = "dsh/questions/ask"
+GOAL_CHANGED = "dsh/goal/changed"
+PLAN_CHANGED = "dsh/plan/changed"
+SESSION_EVENT = "dsh/session/event"
+
+OptionalGoalView = Union[GoalView, None]
+
+METHODS: dict[str, MethodSpec] = {
+    SESSION_CREATE: MethodSpec(kind="request", params=SessionCreateParams, result=SessionHandle),
+    SESSION_LIST: MethodSpec(kind="request", params=SessionListParams, result=SessionListResult),
+    SESSION_OPEN: MethodSpec(kind="request", params=SessionOpenParams, result=SessionOpenResult),
+    SESSION_FORK: MethodSpec(kind="request", params=SessionForkParams, result=SessionHandle),
+    SESSION_CLOSE: MethodSpec(kind="request", params=AgentParams, result=None),
+    SESSION_EVENTS: MethodSpec(kind="request", params=SessionEventsParams, result=SessionEventsResult),
+    AGENT_PROMPT: MethodSpec(kind="request", params=AgentTextParams, result=PromptResult),
+    AGENT_STEER: MethodSpec(kind="request", params=AgentTextParams, result=SteerResult),
+    AGENT_CANCEL: MethodSpec(kind="request", params=AgentParams, result=None),
+    PLAN_SET: MethodSpec(kind="request", params=PlanSetParams, result=PlanSetResult),
+    PLAN_GET: MethodSpec(kind="request", params=AgentParams, result=PlanState),
+    GOAL_GET: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
+    GOAL_CREATE: MethodSpec(kind="request", params=GoalCreateParams, result=GoalView),
+    GOAL_EDIT: MethodSpec(kind="request", params=GoalEditParams, result=GoalView),
+    GOAL_PAUSE: MethodSpec(kind="request", params=GoalRefParams, result=GoalView),
+    GOAL_RESUME: MethodSpec(kind="request", params=GoalRefParams, result=GoalView),
+    GOAL_COMPLETE: MethodSpec(kind="request", params=GoalRefParams, result=GoalView),
+    GOAL_BLOCK: MethodSpec(kind="request", params=GoalBlockParams, result=GoalView),
+    GOAL_CLEAR: MethodSpec(kind="request", params=GoalRefParams, result=GoalClearResult),
+    GOAL_DISARM: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
+    QUESTIONS_ASK: MethodSpec(kind="server-request", params=QuestionsAskParams, result=QuestionsAskResult),
+    GOAL_CHANGED: MethodSpec(kind="notification", params=GoalChangedParams),
+    PLAN_CHANGED: MethodSpec(kind="notification", params=PlanChangedParams),
+    SESSION_EVENT: MethodSpec(kind="notification", params=SessionEventParams),
+}
+
+# Named types with no method of their own that the schema still describes.
+EXTRA_SCHEMA_TYPES: tuple[type, ...] = (DshClientCapabilities,)
