@@ -65,6 +65,7 @@ class DshClient:
     def __init__(self, answer_questions: Callable[[dict], Any] | None = None) -> None:
         self.lsp = LanguageClient("dshd-client", "0.1", protocol_cls=DshClientProtocol)
         self.notifications: list[dict] = []
+        self.listeners: list[Callable[[dict], None]] = []  # called with every dsh/* notification
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
         self.answer_questions = answer_questions
         for method in ("dsh/goal/changed", "dsh/plan/changed", "dsh/session/event"):
@@ -87,6 +88,8 @@ class DshClient:
         def collect(params):
             note = {"method": method, "params": params}
             self.notifications.append(note)
+            for listener in self.listeners:
+                listener(note)
             for pred, fut in list(self._waiters):
                 if not fut.done() and pred(note):
                     fut.set_result(note)

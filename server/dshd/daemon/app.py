@@ -29,7 +29,7 @@ from dshd.daemon import handlers
 from dshd.daemon.questions import DEFAULT_TIMEOUT_S, WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
 from dshd.errors import DshError
-from dshd_protocol import errors as wire_errors
+from dshd_protocol import jsonrpc_error, to_wire
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -44,7 +44,7 @@ def _uri_to_path(uri: str) -> Path:
 
 
 def _invalid_init(field: str, message: str) -> DshRpcError:
-    err = wire_errors.jsonrpc_error("invalid-params", message, field=field)
+    err = jsonrpc_error("invalid-params", message, field=field)
     return DshRpcError(err["code"], err["message"], err["data"])
 
 
@@ -79,7 +79,7 @@ class DshDaemon(DshServer):
         try:
             config = load_config(root, overrides)
         except DshError as exc:
-            err = wire_errors.jsonrpc_error(exc.kind, exc.message, **exc.data)
+            err = jsonrpc_error(exc.kind, exc.message, **exc.data)
             raise DshRpcError(err["code"], err["message"], err["data"]) from None
         experimental = params.capabilities.experimental if params.capabilities else None
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
@@ -145,9 +145,7 @@ class DshDaemon(DshServer):
         if callable(to_dict):
             return to_dict()
         if attrs.has(type(value)):
-            from dshd_protocol import codec
-
-            return codec.to_wire(value)
+            return to_wire(value)
         return msgspec.to_builtins(value)
 
 

@@ -11,7 +11,7 @@ import inspect
 import logging
 from typing import Any, Awaitable, Callable
 
-from dshd_protocol import codec, errors as wire_errors, types as t
+from dshd_protocol import InvalidParams, jsonrpc_error, parse_params, types as t
 
 from dshd.errors import DshError
 
@@ -188,10 +188,10 @@ def goal_disarm(d, p: t.AgentParams):
 def _rpc_error(exc: Exception):
     from dshd.daemon.server import DshRpcError
 
-    if isinstance(exc, codec.InvalidParams):
-        err = wire_errors.jsonrpc_error("invalid-params", str(exc), field=exc.field)
+    if isinstance(exc, InvalidParams):
+        err = exc.to_jsonrpc_error()
     elif isinstance(exc, DshError):
-        err = wire_errors.jsonrpc_error(exc.kind, exc.message, **exc.data)
+        err = jsonrpc_error(exc.kind, exc.message, **exc.data)
     else:
         raise exc
     return DshRpcError(err["code"], err["message"], err["data"])
@@ -211,9 +211,9 @@ def _guard(d, name: str, fn: Handler) -> Handler:
         async def run_async(params: Any) -> Any:
             _require_initialized(d)
             try:
-                parsed = codec.parse_params(name, params)
+                parsed = parse_params(name, params)
                 return d.to_json(await fn(d, parsed))
-            except (DshError, codec.InvalidParams) as exc:
+            except (DshError, InvalidParams) as exc:
                 raise _rpc_error(exc) from None
 
         return run_async
@@ -221,9 +221,9 @@ def _guard(d, name: str, fn: Handler) -> Handler:
     def run(params: Any) -> Any:
         _require_initialized(d)
         try:
-            parsed = codec.parse_params(name, params)
+            parsed = parse_params(name, params)
             return d.to_json(fn(d, parsed))
-        except (DshError, codec.InvalidParams) as exc:
+        except (DshError, InvalidParams) as exc:
             raise _rpc_error(exc) from None
 
     return run
