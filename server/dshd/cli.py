@@ -1,0 +1,291 @@
+"""`dshd` command line (SPEC section 7).
+
+    dshd                       serve stdio (same as `dshd serve`)
+    dshd serve                 the daemon over stdio (dshd.daemon.server:serve)
+    dshd demo ...              the scripted scenario (dshd.demo:main)
+    dshd log verify PATH [--json]
+    dshd log show PATH
+
+`serve` and `demo` live in other modules, imported only when asked for, so `dshd log`
+works (and fails clearly) whatever state the rest of the package is in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _lazy(target: str) -> Callable[[list[str]], int] | None:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # Only "the module is not there" means not built yet; a broken import inside it is
+        # a real error and must show its traceback.
+        if exc.name is not None and module_name.startswith(exc.name):
+            return None
+        raise
+    return getattr(module, attr, None)
+
+
+def _run_external(target: str, what: str, argv: list[str]) -> int:
+    fn = _lazy(target)
+    if fn is None:
+        print(f"dshd: `{what}` is not available yet in this build ({target} is missing)", file=sys.stderr)
+        return EXIT_FAIL
+    rc = fn(argv)
+    return int(rc or 0)
+
+
+# ---- log verify / show --------------------------------------------------------------
+
+
+def _check_path(path: Path) -> str | None:
+    """A clear message if PATH cannot be a readable log file, else None."""
+    if not path.exists():
+        return f"no such file: {path}"
+    if path.is_dir():
+        return f"{path} is a directory, not a log file (give the log.jsonl inside it)"
+    if not os.access(path, os.R_OK):
+        return f"cannot read {path}: permission denied"
+    return None
+
+
+def goal_summary(goal_state) -> dict[str, Any] | None:
+    """The folded goal as JSON (GoalView's persisted fields; activation is in-process only)."""
+    goal = goal_state.goal
+    if goal is None:
+        return None
+    out: dict[str, Any] = {
+        "id": goal.id,
+        "revision": goal.revision,
+        "objective": goal.objective,
+        "phase": goal.phase,
+    }
+    if goal.blockedReason is not None:
+        out["blockedReason"] = {"code": goal.blockedReason.code, "message": goal.blockedReason.message}
+    out.update(
+        maxRounds=goal.maxRounds,
+        roundsStarted=goal_state.rounds_started,
+        roundsLeft=max(0, goal.maxRounds - goal_state.rounds_started),
+        createdAt=goal_state.created_at,
+        updatedAt=goal_state.updated_at,
+    )
+    return out
+
+
+def _verify(path: Path, as_json: bool) -> int:
+    from dshd.folds import ReplayError, replay
+
+    problem = _check_path(path)
+    result = None
+    error: ReplayError | None = None
+    if problem is None:
+        try:
+            # A full strict replay: verify trusts no checkpoint, takes no lock, changes nothing.
+            result = replay(path, use_checkpoint=False)
+        except ReplayError as exc:
+            error = exc
+        except OSError as exc:
+            problem = f"cannot read {path}: {exc.strerror or exc}"
+    if problem is not None:
+        if as_json:
+            print(json.dumps({"ok": False, "reason": problem}))
+        else:
+            print(f"dshd: {problem}", file=sys.stderr)
+        return EXIT_FAIL
+    if error is not None:
+        if as_json:
+            print(json.dumps({"ok": False, "line": error.line, "seq": error.seq, "reason": error.reason}))
+        else:
+            print(f"{path}: NOT sound: line {error.line}, seq {error.seq}: {error.reason}")
+        return EXIT_FAIL
+    assert result is not None
+    state = result.state
+    goal = goal_summary(state.goal)
+    if as_json:
+        out: dict[str, Any] = {
+            "ok": True,
+            "events": result.events,
+            "plan": {"active": state.plan.active},
+            "goal": goal,
+        }
+        if result.torn_tail is not None:
+            out["tornTail"] = {"offset": result.torn_tail.offset, "length": result.torn_tail.length}
+        print(json.dumps(out))
+    else:
+        print(f"{path}: sound: {result.events} events, session {state.session_id}")
+        print(f"  plan mode: {'on' if state.plan.active else 'off'}")
+        print(f"  goal: {_goal_line(goal, state.goal.cleared)}")
+        if result.torn_tail is not None:
+            print(
+                f"  torn tail: {result.torn_tail.length} bytes after offset {result.torn_tail.offset} "
+                "(an unacknowledged write; the next open cuts it and keeps a copy)"
+            )
+    return EXIT_OK
+
+
+def _goal_line(goal: dict[str, Any] | None, cleared) -> str:
+    if goal is None:
+        return f"none (goal {cleared.id} cleared at revision {cleared.revision})" if cleared else "none"
+    text = (
+        f"{goal['id']} rev {goal['revision']} {goal['phase']}, "
+        f"{goal['roundsStarted']}/{goal['maxRounds']} rounds: {goal['objective']!r}"
+    )
+    if "blockedReason" in goal:
+        text += f" [blocked: {goal['blockedReason']['code']}: {goal['blockedReason']['message']}]"
+    return text
+
+
+def _clip(text: str, width: int = 72) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def describe_event(event) -> str:
+    """One line for people."""
+    from dshd.folds import events as ev
+
+    d = event.data
+    cls = event.__class__
+    if cls is ev.SessionStart:
+        text = f"session {d.sessionId}"
+        if d.title:
+            text += f" {d.title!r}"
+        if d.forkedFrom:
+            text += f" (forked from {d.forkedFrom.sessionId} at seq {d.forkedFrom.seq})"
+        return text
+    if cls is ev.TurnOpen:
+        return f"turn {d.turn} opened ({d.cause})"
+    if cls is ev.TurnClose:
+        return f"turn {d.turn} closed: {d.stopReason}"
+    if cls is ev.UserMessage:
+        who = d.source if d.plugin is None else f"{d.source}:{d.plugin}"
+        text = f"[{who}] {_clip(d.text)}"
+        if d.goalRound:
+            text += f"  (round {d.goalRound.round} of goal {d.goalRound.goalId} rev {d.goalRound.revision})"
+        return text
+    if cls is ev.RequestHeader:
+        return (
+            f"step {d.step}, plan {'on' if d.planActive else 'off'}, "
+            f"sections [{', '.join(d.sections)}], tools [{', '.join(d.tools)}]"
+        )
+    if cls is ev.AssistantMessage:
+        return f"[assistant] {_clip(d.text)}"
+    if cls is ev.ToolCall:
+        return f"call {d.callId}: {d.name}({_clip(json.dumps(d.arguments), 60)})"
+    if cls is ev.ToolResult:
+        return f"result {d.callId}: {'ok' if d.ok else 'FAILED'} {_clip(d.content, 60)}"
+    if cls is ev.PlanMode:
+        return f"plan mode {'on' if d.active else 'off'}"
+    if cls is ev.GoalChange:
+        if d.op == "clear":
+            return f"goal {d.cleared.id} cleared (was rev {d.cleared.revision})"
+        g = d.goal
+        text = f"goal {g.id} {d.op} -> rev {g.revision} {g.phase}, {d.roundsStarted}/{g.maxRounds} rounds"
+        if d.op in ("create", "edit"):
+            text += f": {_clip(g.objective, 50)!r}"
+        if g.blockedReason:
+            text += f" [{g.blockedReason.code}: {_clip(g.blockedReason.message, 40)}]"
+        return text
+    return cls.__name__
+
+
+def _show(path: Path) -> int:
+    import msgspec
+
+    from dshd.folds import ReplayError, replay
+    from dshd.folds.events import decode_line
+    from dshd.log import iter_records
+
+    problem = _check_path(path)
+    if problem is not None:
+        print(f"dshd: {problem}", file=sys.stderr)
+        return EXIT_FAIL
+    error: ReplayError | None = None
+    try:
+        result = replay(path, use_checkpoint=False)
+    except ReplayError as exc:
+        error, result = exc, None
+    except OSError as exc:
+        print(f"dshd: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
+    out = sys.stdout
+    if result is not None:
+        state = result.state
+        out.write(f"session {state.session_id}" + (f" {state.title!r}" if state.title else "") + "\n")
+        out.write(f"  events:    {result.events} (last at {state.last_at})\n")
+        out.write(f"  plan mode: {'on' if state.plan.active else 'off'}\n")
+        out.write(f"  goal:      {_goal_line(goal_summary(state.goal), state.goal.cleared)}\n")
+        turn = state.turn
+        out.write(f"  turn:      {f'{turn.last_turn} open (step {turn.step})' if turn.open else f'{turn.last_turn} turns, none open'}\n")
+        if result.torn_tail is not None:
+            out.write(f"  torn tail: {result.torn_tail.length} bytes (unacknowledged; cut on next open)\n")
+    else:
+        out.write(f"log is NOT sound: line {error.line}, seq {error.seq}: {error.reason}\n")
+    out.write("\n")
+    stop = error.line if error is not None else None
+    for line_no, _offset, line in iter_records(path):
+        if stop is not None and line_no >= stop:
+            out.write(f"{line_no:>6}  !! {error.reason}\n")
+            break
+        try:
+            event = decode_line(line)
+        except msgspec.MsgspecError as exc:  # only reachable if the file changed under us
+            out.write(f"{line_no:>6}  !! {exc}\n")
+            return EXIT_FAIL
+        turn_mark = f"t{event.turn}" if event.turn is not None else ""
+        out.write(f"{event.seq:>6}  {event.at}  {turn_mark:>4}  {event.__class__.__struct_config__.tag:<17} {describe_event(event)}\n")
+    return EXIT_OK if error is None else EXIT_FAIL
+
+
+# ---- entry point ------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dshd", description="Editor daemon for coding agents.")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,log}")
+    sub.add_parser("serve", help="serve JSON-RPC over stdio (the default)", add_help=False)
+    # demo parses its own options (including --help): everything after `demo` goes to it.
+    sub.add_parser("demo", help="run the scripted scenario as a real client of the daemon", add_help=False)
+    log_parser = sub.add_parser("log", help="inspect a session log")
+    log_sub = log_parser.add_subparsers(dest="log_command", metavar="{verify,show}", required=True)
+    verify = log_sub.add_parser("verify", help="strictly replay one log; exit 1 names the first bad line")
+    verify.add_argument("path", type=Path, metavar="PATH")
+    verify.add_argument("--json", action="store_true", help="print one JSON object")
+    show = log_sub.add_parser("show", help="print the folded state and the events")
+    show.add_argument("path", type=Path, metavar="PATH")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        return _run_external("dshd.daemon.server:serve", "serve", [])
+    if argv[0] == "serve":
+        return _run_external("dshd.daemon.server:serve", "serve", argv[1:])
+    if argv[0] == "demo":
+        return _run_external("dshd.demo:main", "demo", argv[1:])
+    args = _parser().parse_args(argv)  # usage errors exit 2
+    if args.command == "log":
+        try:
+            if args.log_command == "verify":
+                return _verify(args.path, args.json)
+            return _show(args.path)
+        except BrokenPipeError:  # `dshd log show | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+    _parser().print_usage(sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
