@@ -1,0 +1,367 @@
+"""The agent: one live instance of a loaded session, running its turns and steps.
+
+A turn::
+
+    turn/open {turn, cause}  user/message            (committed before prompt() yields)
+    step*:  propose -> pre-step chain (plan listener first) -> accepted:
+              steered user/messages -> request/header -> model call ->
+              assistant/message, tool/call* -> run tools -> tool/result*
+    turn/close {turn, stopReason}
+
+Stop reasons: "end-turn" (a reply without tool calls and nothing steered in),
+"cancelled" (:meth:`Agent.cancel`), "rejected" (a step was rejected
+``maxStepRetries + 1`` times in a row), "max-steps" (``[agent] maxSteps`` steps ran and
+the model still called tools), "model-error" (the adapter raised or broke the stream
+contract), "interrupted" (written on load for a turn the log left open: the process died
+mid-turn; nothing resumes it), "forked" (written in a fork whose cut fell inside a turn).
+Every tool call gets a result: calls a turn cannot finish get a failed ``tool/result``
+("cancelled", "interrupted", ...) before the ``turn/close``, so every transcript is well
+formed for the model.
+
+``steer(text)``: while a turn runs the text is queued and recorded as an ordinary
+``user/message`` (source "user") at the next accepted step, before its request; a turn
+whose reply has no tool calls takes one more step when steered text is waiting. With no
+turn running, ``steer`` starts a turn with cause "steer" in the background and returns
+False (``prompt`` is the way to wait for a turn).
+
+The loop imports no plugin. Plugins add sections, tools, commands and pre-step listeners
+through the registries here, and may start turns with :meth:`Agent.start_turn`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from dshd.agent.commands import CommandRegistry
+from dshd.agent.config import Config
+from dshd.agent.model import Message, ModelAdapter, ModelError, ModelRequest, ToolCallRequest, collect
+from dshd.agent.prompt import PromptContext, SectionRegistry
+from dshd.agent.questions import NoQuestions, UserQuestions
+from dshd.agent.steps import PreStepChain, StepProposal
+from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
+from dshd.errors import DshError
+from dshd.folds.events import AssistantMessage, GoalRound, ToolCall, ToolResult, UserMessage
+
+if TYPE_CHECKING:
+    from dshd.services.goals import GoalService
+    from dshd.services.plan_mode import PlanModeController
+    from dshd.services.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+
+def new_agent_id() -> str:
+    return "a-" + secrets.token_hex(8)
+
+
+class Agent:
+    def __init__(
+        self,
+        store: "SessionStore",
+        config: Config,
+        model: ModelAdapter,
+        *,
+        questions: UserQuestions | None = None,
+        left_open_reason: str = "interrupted",
+    ) -> None:
+        self.agent_id = new_agent_id()
+        self.store = store
+        self.config = config
+        self.model = model
+        self.questions: UserQuestions = questions or NoQuestions()
+        self.plan: PlanModeController | None = None  # set by the plan plugin
+        self.goals: GoalService | None = None  # set by the goals plugin
+        self.sections = SectionRegistry()
+        self.tools = ToolCatalogue()
+        self.commands = CommandRegistry()
+        self.pre_step = PreStepChain()
+        self.closed = False
+        self._turn_task: asyncio.Task | None = None
+        self._steered: list[str] = []
+        self._open_calls: list[str] = []  # tool calls of the running step without a result
+        self._detachers: list[Callable[[], None]] = []
+        self._transcript: list[Message] = []
+        for event in store.events():
+            self._follow(event)
+        self._detachers.append(store.add_listener(self._follow))
+        self._close_left_open_turn(left_open_reason)
+
+    @property
+    def session_id(self) -> str:
+        return self.store.session_id
+
+    # ---- plugin wiring -------------------------------------------------------------------
+
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when the agent closes (plugins detach here)."""
+        self._detachers.append(fn)
+
+    def add_event_listener(self, fn: Callable[[Any], None]) -> Callable[[], None]:
+        """``fn(event)`` for each event this agent's store commits; returns a remover."""
+        remove = self.store.add_listener(fn)
+        self._detachers.append(remove)
+        return remove
+
+    # ---- state -----------------------------------------------------------------------
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn_task is not None and not self._turn_task.done()
+
+    def transcript(self) -> list[Message]:
+        return list(self._transcript)
+
+    async def wait_idle(self) -> None:
+        """Return once no turn is running (never cancels the running turn)."""
+        while self.turn_running:
+            assert self._turn_task is not None
+            await asyncio.wait({self._turn_task})
+
+    # ---- the public operations ----------------------------------------------------------
+
+    async def prompt(self, text: str) -> dict[str, Any]:
+        """Run a turn for ``text`` and return ``{"turn", "stopReason"}`` when it ends.
+
+        Text starting with "/" runs a command; if the command started a turn this waits
+        for it, otherwise it returns ``{"turn": None, "stopReason": "command"}``.
+        """
+        self._require_live()
+        if not isinstance(text, str) or not text.strip():
+            raise DshError("invalid-params", "text must be non-empty", field="text")
+        if text.startswith("/"):
+            command, rest = self.commands.resolve(text)
+            before = self._turn_task
+            await command.run(self, rest)
+            if self._turn_task is not None and self._turn_task is not before:
+                return await self._turn_task
+            return {"turn": None, "stopReason": "command"}
+        task = self.start_turn(text, cause="prompt")
+        return await task
+
+    def steer(self, text: str) -> bool:
+        """Queue ``text`` for the running turn (True), or start a turn with cause
+        "steer" in the background (False)."""
+        self._require_live()
+        if not isinstance(text, str) or not text.strip():
+            raise DshError("invalid-params", "text must be non-empty", field="text")
+        if self.turn_running:
+            self._steered.append(text)
+            return True
+        self.start_turn(text, cause="steer")
+        return False
+
+    async def cancel(self) -> None:
+        """End the running turn with "cancelled" (an open question is withdrawn with
+        it: the tool fails closed) and disarm the goal (no durable change)."""
+        self._require_live()
+        # Disarm first, so the continuation driver sees it when the turn ends.
+        if self.goals is not None:
+            self.goals.disarm()
+        task = self._turn_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    def start_turn(
+        self,
+        text: str,
+        *,
+        cause: str,
+        source: str = "user",
+        plugin: str | None = None,
+        goal_round: GoalRound | None = None,
+    ) -> asyncio.Task:
+        """Open a turn now (turn/open and its user/message are durable when this returns)
+        and run its steps in a task. ``turn-open`` if a turn is running."""
+        self._require_live()
+        if self.turn_running or self.store.state.turn.open:
+            raise DshError("turn-open", "a turn is running: use steer, or cancel it first")
+        turn = self.store.state.turn.last_turn + 1
+        self.store.commit("turn/open", {"turn": turn, "cause": cause}, turn=turn)
+        message: dict[str, Any] = {"text": text, "source": source}
+        if plugin is not None:
+            message["plugin"] = plugin
+        if goal_round is not None:
+            message["goalRound"] = msgspec.to_builtins(goal_round)
+        try:
+            self.store.commit("user/message", message, turn=turn)
+        except Exception:
+            # The turn cannot start (e.g. a stale goalRound): close it, report the cause.
+            self.store.commit("turn/close", {"turn": turn, "stopReason": "rejected"}, turn=turn)
+            raise
+        self._turn_task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn-{turn}")
+        return self._turn_task
+
+    def close(self) -> None:
+        """Stop everything this agent runs and release the session. The running turn is
+        cancelled without writing (the log keeps it open; the next load closes it as
+        "interrupted")."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._turn_task is not None and not self._turn_task.done():
+            self._turn_task.cancel()
+        for detach in reversed(self._detachers):
+            try:
+                detach()
+            except Exception:
+                log.exception("detaching from agent %s failed", self.agent_id)
+        self._detachers.clear()
+        self.store.close()
+
+    async def aclose(self) -> None:
+        task = self._turn_task
+        self.close()
+        if task is not None and not task.done():
+            await asyncio.wait({task})
+
+    # ---- turns and steps -------------------------------------------------------------
+
+    async def _run_turn(self, turn: int) -> dict[str, Any]:
+        try:
+            reason = await self._steps(turn)
+        except asyncio.CancelledError:
+            reason = "cancelled"
+            if self.closed:
+                return {"turn": turn, "stopReason": reason}
+        except Exception:
+            log.exception("turn %d of session %s failed", turn, self.session_id)
+            reason = "error"
+        if not self.closed and self.store.state.turn.open:
+            self._close_turn(turn, reason)
+        return {"turn": turn, "stopReason": reason}
+
+    def _close_turn(self, turn: int, reason: str) -> None:
+        for call_id in self._open_calls:
+            self.store.commit("tool/result", {"callId": call_id, "ok": False, "content": f"not run: turn {reason}"}, turn=turn)
+        self._open_calls = []
+        self._steered.clear()
+        self.store.commit("turn/close", {"turn": turn, "stopReason": reason}, turn=turn)
+
+    def _close_left_open_turn(self, reason: str) -> None:
+        state = self.store.state.turn
+        if state.open:
+            self._open_calls = self._calls_without_results()
+            self._close_turn(state.last_turn, reason)
+
+    def _calls_without_results(self) -> list[str]:
+        open_calls: list[str] = []
+        for message in self._transcript:
+            if message.role == "assistant":
+                open_calls.extend(call.call_id for call in message.tool_calls)
+            elif message.role == "tool" and message.call_id in open_calls:
+                open_calls.remove(message.call_id)
+        return open_calls
+
+    async def _steps(self, turn: int) -> str:
+        agent_config = self.config.agent
+        step = 0
+        while True:
+            if step >= agent_config.maxSteps:
+                return "max-steps"
+            attempt = 1
+            while True:
+                decision = self.pre_step.run(StepProposal(turn=turn, step=step + 1, attempt=attempt))
+                if decision.accepted:
+                    break
+                log.info("step %d of turn %d rejected: %s", step + 1, turn, decision.reason)
+                if attempt > agent_config.maxStepRetries:
+                    return "rejected"
+                attempt += 1
+                await asyncio.sleep(0)
+            step += 1
+            while self._steered:
+                self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
+            request = self._derive_request(turn, step)
+            try:
+                reply = await collect(self.model.stream(request))
+            except ModelError:
+                log.exception("model broke the stream contract in turn %d", turn)
+                return "model-error"
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("model call failed in turn %d", turn)
+                return "model-error"
+            if reply.text or not reply.tool_calls:
+                self.store.commit("assistant/message", {"text": reply.text}, turn=turn)
+            for call in reply.tool_calls:
+                self.store.commit(
+                    "tool/call",
+                    {"callId": call.call_id, "name": call.name, "arguments": call.arguments or {}},
+                    turn=turn,
+                )
+                self._open_calls.append(call.call_id)
+            for call in reply.tool_calls:
+                if call.arguments is None:
+                    outcome = ToolOutcome.failure(call.arguments_error or "invalid arguments")
+                else:
+                    outcome = await self._run_tool(ToolContext(self, call.call_id, turn, step), call.name, call.arguments)
+                self.store.commit(
+                    "tool/result", {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}, turn=turn
+                )
+                self._open_calls.remove(call.call_id)
+            if not reply.tool_calls and not self._steered:
+                return "end-turn"
+
+    def _derive_request(self, turn: int, step: int) -> ModelRequest:
+        state = self.store.state
+        rendered = self.sections.render(PromptContext(state=state, turn=turn, step=step))
+        self.store.commit(
+            "request/header",
+            {
+                "step": step,
+                "planActive": state.plan.active,
+                "sections": list(rendered.section_ids),
+                "tools": self.tools.names(),
+            },
+            turn=turn,
+        )
+        return ModelRequest(rendered.system, tuple(self._transcript), self.tools.specs())
+
+    async def _run_tool(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.tools.names()) or "none"
+            return ToolOutcome.failure(f"unknown tool {name!r} (tools: {known})")
+        try:
+            outcome = await tool.run(ctx, arguments)
+        except asyncio.CancelledError:
+            raise
+        except DshError as exc:
+            return ToolOutcome.failure(f"{exc.kind}: {exc.message}")
+        except Exception as exc:
+            log.exception("tool %s failed", name)
+            return ToolOutcome.failure(f"tool {name} failed: {exc}")
+        if not isinstance(outcome, ToolOutcome):
+            return ToolOutcome.failure(f"tool {name} returned {type(outcome).__name__}, not a ToolOutcome")
+        return outcome
+
+    # ---- transcript ------------------------------------------------------------------
+
+    def _follow(self, event: Any) -> None:
+        """Keep the model transcript in step with the log (plan/mode, request/header and
+        goal/change never enter it: PM-5)."""
+        if isinstance(event, UserMessage):
+            self._transcript.append(Message("user", event.data.text))
+        elif isinstance(event, AssistantMessage):
+            self._transcript.append(Message("assistant", event.data.text))
+        elif isinstance(event, ToolCall):
+            call = ToolCallRequest(event.data.callId, event.data.name, dict(event.data.arguments))
+            last = self._transcript[-1] if self._transcript else None
+            if last is not None and last.role == "assistant":
+                self._transcript[-1] = Message("assistant", last.text, last.tool_calls + (call,))
+            else:
+                self._transcript.append(Message("assistant", "", (call,)))
+        elif isinstance(event, ToolResult):
+            self._transcript.append(Message("tool", event.data.content, call_id=event.data.callId, ok=event.data.ok))
+
+    def _require_live(self) -> None:
+        if self.closed:
+            raise DshError("stale-agent", f"agent {self.agent_id} is closed")

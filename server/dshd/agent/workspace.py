@@ -1,0 +1,211 @@
+"""The workspace: one per daemon; owns the live agents of ``<root>/.dsh/sessions/``.
+
+Identity rules (SPEC 6 "Sessions and agents"):
+
+* ``sessionId`` = ``s-`` + 26 characters of lowercase Crockford base32 (a ULID: 48 bits
+  of milliseconds, 80 random bits, so ids sort by creation), issued here; the same
+  token format as ``dshd_protocol.ids`` (which layer 4 may not import).
+  :func:`is_session_id` is the core's check (anything else, e.g. ``../x``, is
+  ``invalid-params`` field ``sessionId``).
+* ``agentId`` = ``a-`` + 16 hex characters, fresh for every load. Opening a session
+  this workspace already holds returns its live agent; ``reload=True`` closes it and
+  loads again. Ids of agents that were replaced or closed get ``stale-agent``; ids
+  never issued get ``unknown-agent``.
+
+Fork (``fork(agent_id, at_seq)``): a new session whose log starts with a new
+``session/start`` carrying ``forkedFrom {sessionId, seq: atSeq}``, then events 2..atSeq
+of the source re-committed through the new store (so every one passes the folds again;
+``at`` stamps are new). If the cut falls inside a turn, the fork closes that turn at
+once: failed ``tool/result`` "not run: turn forked" for calls without a result, then
+``turn/close`` with stopReason "forked". Plan and goal state come from the log alone
+(PM-7, G-1): a pending plan choice of the source is not carried over, and the fork's
+goal starts disarmed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dshd.agent.config import Config
+from dshd.agent.loop import Agent
+from dshd.agent.model import ModelAdapter, model_from_config
+from dshd.agent.questions import UserQuestions
+from dshd.errors import DshError
+from dshd.folds import replay
+from dshd.folds.events import EVENT_CLASSES
+from dshd.services.goals import goal_view
+from dshd.services.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+_SESSION_ID_RE = re.compile(r"s-[0-9a-hjkmnp-tv-z]{26}")
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_WRITERS = {"plan/mode": "plan", "goal/change": "goals"}
+_TAGS = {cls: tag for tag, cls in EVENT_CLASSES.items()}
+
+
+def is_session_id(value: object) -> bool:
+    """True for a token this daemon could have issued: ``s-`` + 26 Crockford base32."""
+    return isinstance(value, str) and _SESSION_ID_RE.fullmatch(value) is not None
+
+
+def new_session_id() -> str:
+    value = (time.time_ns() // 1_000_000 << 80) | secrets.randbits(80)
+    return "s-" + "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def _check_session_id(session_id: object) -> str:
+    if not is_session_id(session_id):
+        raise DshError("invalid-params", f"not a session id: {session_id!r}", field="sessionId")
+    return session_id  # type: ignore[return-value]
+
+
+class Workspace:
+    def __init__(
+        self,
+        root: Path,
+        config: Config,
+        *,
+        questions: UserQuestions | None = None,
+        model: ModelAdapter | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.config = config
+        self.questions = questions
+        # One model for the workspace: the scripted model's replies run in order across
+        # every turn of every session, as one script for one demo.
+        self.model = model if model is not None else model_from_config(config)
+        self.sessions_dir = self.root / ".dsh" / "sessions"
+        self._agents: dict[str, Agent] = {}  # live, by agentId
+        self._by_session: dict[str, Agent] = {}
+        self._retired: set[str] = set()  # agentIds issued and no longer live
+        # Plugins by name, imported once; the loop itself imports none of them.
+        self._plugins = [importlib.import_module(f"dshd.plugins.{name}") for name in config.plugins]
+
+    # ---- sessions ------------------------------------------------------------------
+
+    def create_session(self, title: str | None = None) -> Agent:
+        if title is not None and not isinstance(title, str):
+            raise DshError("invalid-params", "title must be a string", field="title")
+        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        store = SessionStore.create(self.sessions_dir, new_session_id(), title=title)
+        return self._load(store)
+
+    def open_session(self, session_id: str, *, reload: bool = False) -> Agent:
+        _check_session_id(session_id)
+        live = self._by_session.get(session_id)
+        if live is not None:
+            if not reload:
+                return live
+            self._retire(live)
+        if not (self.sessions_dir / session_id / "log.jsonl").is_file():
+            raise DshError("invalid-params", f"no session {session_id} in this workspace", field="sessionId")
+        return self._load(SessionStore.open(self.sessions_dir, session_id))
+
+    def fork(self, agent_id: str, at_seq: int | None = None) -> Agent:
+        source = self.agent(agent_id)
+        last = source.store.state.seq
+        if at_seq is None:
+            at_seq = last
+        if isinstance(at_seq, bool) or not isinstance(at_seq, int) or not 1 <= at_seq <= last:
+            raise DshError("invalid-params", f"atSeq must be an integer from 1 to {last}", field="atSeq")
+        events = source.store.events(after_seq=1, limit=at_seq - 1) if at_seq > 1 else []
+        store = SessionStore.create(
+            self.sessions_dir,
+            new_session_id(),
+            title=source.store.state.title,
+            forked_from={"sessionId": source.session_id, "seq": at_seq},
+        )
+        try:
+            for event in events:
+                tag = _TAGS[type(event)]
+                store.commit(tag, event.data, turn=event.turn, writer=_WRITERS.get(tag))
+        except BaseException:
+            store.close()
+            raise
+        return self._load(store, left_open_reason="forked")
+
+    def close(self, agent_id: str) -> None:
+        self._retire(self.agent(agent_id))
+
+    def agent(self, agent_id: str) -> Agent:
+        live = self._agents.get(agent_id) if isinstance(agent_id, str) else None
+        if live is not None:
+            return live
+        if agent_id in self._retired:
+            raise DshError("stale-agent", f"agent {agent_id} was replaced or closed; open the session again")
+        raise DshError("unknown-agent", f"no agent {agent_id!r}")
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        out = []
+        if not self.sessions_dir.is_dir():
+            return out
+        for directory in sorted(self.sessions_dir.iterdir()):
+            if not is_session_id(directory.name) or not (directory / "log.jsonl").is_file():
+                continue
+            live = self._by_session.get(directory.name)
+            if live is not None:
+                state, armed = live.store.state, live.goals is not None and live.goals.armed
+            else:
+                try:
+                    state, armed = replay(directory / "log.jsonl").state, False
+                except DshError as exc:
+                    log.warning("session %s not listed: %s", directory.name, exc)
+                    continue
+            entry: dict[str, Any] = {
+                "sessionId": directory.name,
+                "title": state.title,
+                "updatedAt": state.last_at or _mtime(directory / "log.jsonl"),
+            }
+            view = goal_view(state.goal, armed)
+            if view is not None:
+                entry["goal"] = view.to_dict()
+            out.append(entry)
+        return out
+
+    async def shutdown(self) -> None:
+        agents = list(self._agents.values())
+        for agent in agents:
+            self._retire(agent)
+        for agent in agents:
+            await agent.aclose()
+
+    # ---- internals -----------------------------------------------------------------
+
+    def _load(self, store: SessionStore, left_open_reason: str = "interrupted") -> Agent:
+        try:
+            agent = Agent(store, self.config, self.model, questions=self.questions, left_open_reason=left_open_reason)
+        except BaseException:
+            store.close()
+            raise
+        try:
+            for plugin in self._plugins:
+                plugin.attach(agent, self.config)
+        except BaseException:
+            agent.close()
+            raise
+        self._agents[agent.agent_id] = agent
+        self._by_session[agent.session_id] = agent
+        return agent
+
+    def _retire(self, agent: Agent) -> None:
+        self._agents.pop(agent.agent_id, None)
+        if self._by_session.get(agent.session_id) is agent:
+            del self._by_session[agent.session_id]
+        self._retired.add(agent.agent_id)
+        agent.close()
+
+
+def _mtime(path: Path) -> str:
+    stamp = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+__all__ = ["Workspace", "is_session_id", "new_session_id"]

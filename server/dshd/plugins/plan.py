@@ -1,0 +1,198 @@
+"""The plan plugin (PM-1): section ``plan:policy``, tool ``exit_plan_mode``, command ``/plan``.
+
+Nothing else: it never touches the sandbox, approvals or the tool catalogue (PM-4,
+PM-23). The plan text lives only as the ``exit_plan_mode`` call's argument in the log
+(PM-21): no plan file, no copy as an assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from dshd.agent.commands import Command
+from dshd.agent.config import Config
+from dshd.agent.prompt import PromptContext, Section
+from dshd.agent.questions import QuestionsUnavailable
+from dshd.agent.tools import Tool, ToolContext, ToolOutcome
+from dshd.services.plan_mode import PlanModeController
+
+if TYPE_CHECKING:
+    from dshd.agent.loop import Agent
+
+SECTION_ID = "plan:policy"
+SECTION_ORDER = 50
+TOOL_NAME = "exit_plan_mode"
+_HEADING = re.compile(r"#{1,6}[ \t]+\S")
+
+TOOL_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "plan": {
+            "type": "string",
+            "description": "The whole plan in markdown; its first line is a # heading.",
+        }
+    },
+    "required": ["plan"],
+    "additionalProperties": False,
+}
+
+STILL_PLANNING = "Plan mode stays on: keep planning and call exit_plan_mode again with the revised plan."
+FAIL_CLOSED = (
+    "The plan could not be reviewed ({why}), so plan mode stays on. Do not start the work. "
+    "The person can leave plan mode with /plan off."
+)
+
+
+def attach(agent: "Agent", config: Config) -> "PlanPlugin":
+    return PlanPlugin(agent, config.plan.section)
+
+
+def first_heading(plan: str) -> str | None:
+    """The text of the plan's first non-blank line if it is a markdown # heading."""
+    for line in plan.splitlines():
+        if line.strip():
+            stripped = line.strip()
+            return stripped.lstrip("#").strip() if _HEADING.match(stripped) else None
+    return None
+
+
+class PlanPlugin:
+    def __init__(self, agent: "Agent", section_text: str) -> None:
+        self.agent = agent
+        self.section_text = section_text
+        self.controller = PlanModeController(agent.store)
+        self.attached = True
+        agent.plan = self.controller
+        agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
+        agent.tools.add(
+            Tool(
+                TOOL_NAME,
+                "Leave plan mode: present the full plan (markdown, starting with a # heading) "
+                "for the person to review. Works only while plan mode is on.",
+                TOOL_PARAMETERS,
+                self.exit_plan_mode,
+            )
+        )
+        agent.commands.add(Command("plan", "/plan, /plan off, /plan <message>", self.command))
+        # PM-10: first in the chain, so it sees every other listener's verdict.
+        remove_listener = agent.pre_step.add(self.controller.pre_step, first=True)
+        agent.on_close(remove_listener)
+        agent.on_close(self.detach)
+
+    def detach(self) -> None:
+        self.attached = False
+
+    def render_policy(self, ctx: PromptContext) -> str | None:
+        # PM-2: verbatim, only while the recorded state that builds this step is on.
+        return self.section_text if ctx.state.plan.active else None
+
+    async def command(self, agent: "Agent", rest: str) -> None:
+        """PM-22: ``/plan`` on; ``/plan off`` off (dropping a pending entry);
+        ``/plan <message>`` on, then ``<message>`` steered in as a user message."""
+        if rest == "off":
+            self.controller.set(False)
+            return
+        self.controller.set(True)
+        if rest:
+            agent.steer(rest)
+
+    async def exit_plan_mode(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+        if not ctx.agent.store.state.plan.active:
+            return ToolOutcome.failure("Plan mode is off, so there is nothing to exit; go on with the work.")
+        unknown = sorted(set(arguments) - {"plan"})
+        if unknown:
+            return ToolOutcome.failure(f"exit_plan_mode takes only `plan`; unexpected: {', '.join(unknown)}.")
+        plan = arguments.get("plan")
+        if not isinstance(plan, str) or not plan.strip():
+            return ToolOutcome.failure("Give the whole plan as markdown text in `plan`. " + STILL_PLANNING)
+        title = first_heading(plan)
+        if title is None:
+            return ToolOutcome.failure(
+                "The plan must be full markdown whose first non-blank line is a # heading "
+                "(for example `# Plan: ...`). " + STILL_PLANNING
+            )
+        if not self.attached:
+            return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded"))
+        question = {
+            "id": f"plan-review-{ctx.call_id}",
+            "kind": "plan-review",
+            "title": title,
+            "plan": plan,
+            "choices": ["approve", "revise"],
+        }
+        try:
+            answers = await ctx.agent.questions.ask(ctx.agent, [question])
+        except QuestionsUnavailable as exc:
+            return ToolOutcome.failure(FAIL_CLOSED.format(why=f"no one can answer: {exc}"))
+        except TimeoutError:
+            return ToolOutcome.failure(FAIL_CLOSED.format(why="the review timed out"))
+        except Exception as exc:  # noqa: BLE001 - any failure of the channel fails closed
+            return ToolOutcome.failure(FAIL_CLOSED.format(why=f"the review failed: {exc}"))
+        if not self.attached:  # PM-20: unloaded while the person was reviewing
+            return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded during review"))
+        return self._judge(question["id"], plan, answers)
+
+    def _judge(self, question_id: str, plan: str, answers: Any) -> ToolOutcome:
+        """PM-18/PM-19: exactly one clean approval exits; a clean "revise" is feedback;
+        anything else keeps plan mode with corrective feedback."""
+        if not isinstance(answers, list) or len(answers) != 1 or not isinstance(answers[0], dict):
+            return ToolOutcome.failure(f"The review gave no single clear answer. {STILL_PLANNING}")
+        answer = answers[0]
+        problem = _answer_problem(answer, question_id)
+        if problem is not None:
+            return ToolOutcome.failure(f"The review answer was not usable ({problem}). {STILL_PLANNING}")
+        feedback = answer.get("feedback") or ""
+        comments = answer.get("comments") or []
+        if answer["choice"] == "approve":
+            if feedback.strip() or comments:
+                return ToolOutcome.failure(
+                    "The approval came with feedback, so it is not a clean approval:\n"
+                    + _feedback_text(plan, feedback, comments)
+                    + "\n"
+                    + STILL_PLANNING
+                )
+            self.controller.approve_exit()
+            return ToolOutcome.success(json.dumps({"approved": True}))
+        body = _feedback_text(plan, feedback, comments) or "(the person gave no details)"
+        return ToolOutcome.failure(f"The person wants you to keep planning.\n{body}\n{STILL_PLANNING}")
+
+
+def _answer_problem(answer: dict, question_id: str) -> str | None:
+    unknown = sorted(set(answer) - {"id", "choice", "feedback", "comments"})
+    if unknown:
+        return f"unexpected keys {', '.join(unknown)}"
+    if answer.get("id") != question_id:
+        return "it answers another question"
+    if answer.get("choice") not in ("approve", "revise"):
+        return f"unknown choice {answer.get('choice')!r}"
+    if "feedback" in answer and not isinstance(answer["feedback"], str):
+        return "feedback is not text"
+    comments = answer.get("comments", [])
+    if not isinstance(comments, list):
+        return "comments is not a list"
+    for comment in comments:
+        if (
+            not isinstance(comment, dict)
+            or set(comment) != {"line", "text"}
+            or isinstance(comment["line"], bool)
+            or not isinstance(comment["line"], int)
+            or not isinstance(comment["text"], str)
+        ):
+            return "a comment is not {line: integer, text: string}"
+    return None
+
+
+def _feedback_text(plan: str, feedback: str, comments: list[dict]) -> str:
+    """The person's feedback, then each line comment with its line number and the text
+    of that plan line, so the model can find the spot."""
+    lines = plan.splitlines()
+    parts = []
+    if feedback.strip():
+        parts.append(f"Feedback: {feedback.strip()}")
+    for comment in comments:
+        number = comment["line"]
+        quoted = lines[number - 1] if 1 <= number <= len(lines) else "(no such line in the plan)"
+        parts.append(f"Line {number}: {quoted}\n  Comment: {comment['text']}")
+    return "\n".join(parts)

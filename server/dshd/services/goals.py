@@ -1,0 +1,366 @@
+"""Goals: the only writer of ``goal/change`` (G-1..G-12).
+
+The durable goal is the fold of the log (``store.state.goal``); this service adds only
+the in-process *activation* (armed / disarmed, G-7): every load starts disarmed, only
+``create`` and ``resume`` arm, and nothing here starts work: the continuation driver
+(goals plugin) asks :meth:`GoalService.next_round` when it may start a round.
+
+Compare-and-set (G-3): every write names the ref it read. A ref for another goal id or
+another revision is ``stale-revision`` with ``current`` = the current ref
+``{"id", "revision"}``. After ``clear`` there is no goal: the returned ref
+``{id, cleared revision + 1}`` names nothing, and writes with it get ``no-goal``.
+
+Notifications (G-11): listeners get a :class:`GoalNotice` after the event is durable
+(``store.commit`` returned). Ops: create/edit/pause/resume/complete/block/clear, and
+``round`` (a committed user/message with goalRound), ``arm``, ``disarm`` (revision
+unchanged). A raising listener is logged; it never undoes or blocks a change.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import msgspec
+
+from dshd.errors import DshError
+from dshd.folds import GoalState
+from dshd.folds.events import BlockedReason, GoalRef, GoalRound, GoalSnapshot, UserMessage
+
+if TYPE_CHECKING:
+    from dshd.services.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ROUNDS = 256
+BUDGET_EXHAUSTED_CODE = "round-budget-exhausted"
+_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC with milliseconds, like the log envelope's ``at``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
+    """SPEC 6 ``GoalView``; ``msgspec.to_builtins(view)`` is the wire shape."""
+
+    id: str
+    revision: int
+    objective: str
+    phase: str
+    maxRounds: int
+    roundsStarted: int
+    roundsLeft: int
+    createdAt: str
+    updatedAt: str
+    activation: str  # "armed" | "disarmed"
+    blockedReason: BlockedReason | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+    @property
+    def ref(self) -> GoalRef:
+        return GoalRef(id=self.id, revision=self.revision)
+
+
+@attrs.frozen
+class GoalNotice:
+    op: str  # create edit pause resume complete block clear round arm disarm
+    revision: int
+    view: GoalView | None  # None after clear
+
+
+def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
+    """The view of a folded goal state (None: no goal); ``armed`` is the in-process part."""
+    goal = goal_state.goal
+    if goal is None:
+        return None
+    return GoalView(
+        id=goal.id,
+        revision=goal.revision,
+        objective=goal.objective,
+        phase=goal.phase,
+        maxRounds=goal.maxRounds,
+        roundsStarted=goal_state.rounds_started,
+        roundsLeft=max(goal.maxRounds - goal_state.rounds_started, 0),
+        createdAt=goal_state.created_at or "",
+        updatedAt=goal_state.updated_at or "",
+        activation="armed" if armed and goal.phase == "active" else "disarmed",
+        blockedReason=goal.blockedReason,
+    )
+
+
+def _invalid(field: str, message: str) -> DshError:
+    return DshError("invalid-params", message, field=field)
+
+
+def as_ref(ref: Any) -> GoalRef:
+    """A GoalRef from a GoalRef or a ``{"id", "revision"}`` mapping; strict."""
+    if isinstance(ref, GoalRef):
+        value = ref
+    else:
+        try:
+            value = msgspec.convert(ref, GoalRef, strict=True)
+        except msgspec.ValidationError as exc:
+            raise _invalid("ref", f"ref must be {{id: string, revision: integer}}: {exc}") from exc
+    if value.revision < 1 or not value.id:
+        raise _invalid("ref", "ref needs a non-empty id and a positive revision")
+    return value
+
+
+def _check_objective(objective: Any) -> str:
+    if not isinstance(objective, str) or not objective.strip():
+        raise _invalid("objective", "objective must be non-empty text")
+    return objective
+
+
+def _check_max_rounds(max_rounds: Any, rounds_started: int = 0) -> int:
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+        raise _invalid("maxRounds", "maxRounds must be an integer of at least 1")
+    if max_rounds < rounds_started:
+        raise _invalid("maxRounds", f"maxRounds {max_rounds} is below the {rounds_started} rounds already started")
+    return max_rounds
+
+
+def check_reason(code: Any, message: Any) -> BlockedReason:
+    if not isinstance(code, str) or _KEBAB.fullmatch(code) is None:
+        raise _invalid("reason.code", "reason code must be lowercase-kebab-case, like dependency-conflict")
+    if not isinstance(message, str) or not message.strip():
+        raise _invalid("reason.message", "reason message must be non-empty text")
+    return BlockedReason(code=code, message=message)
+
+
+class GoalService:
+    def __init__(self, store: "SessionStore", max_rounds_default: int = DEFAULT_MAX_ROUNDS) -> None:
+        self._store = store
+        self._max_rounds_default = max_rounds_default
+        self._armed = False  # G-7: every load starts disarmed
+        self._listeners: list[Callable[[GoalNotice], None]] = []
+        self._remove_store_listener = store.add_listener(self._on_event)
+
+    # ---- reading -------------------------------------------------------------------
+
+    @property
+    def armed(self) -> bool:
+        return self._armed and self._current_phase() == "active"
+
+    def get(self) -> GoalView | None:
+        return goal_view(self._store.state.goal, self.armed)
+
+    def add_listener(self, fn: Callable[[GoalNotice], None]) -> Callable[[], None]:
+        self._listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+        return remove
+
+    def detach(self) -> None:
+        """Stop following the store (the agent is closing)."""
+        self._remove_store_listener()
+        self._armed = False
+
+    # ---- writes --------------------------------------------------------------------
+
+    def create(self, objective: str, max_rounds: int | None = None) -> GoalView:
+        objective = _check_objective(objective)
+        max_rounds = self._max_rounds_default if max_rounds is None else _check_max_rounds(max_rounds)
+        current = self._store.state.goal.goal
+        if current is not None and current.phase != "complete":
+            raise DshError(
+                "invalid-transition",
+                f"cannot create a goal while goal {current.id} is {current.phase}: clear, complete or resume it",
+                phase=current.phase,
+            )
+        goal_id = self._fresh_id()
+        now = utc_now()
+        snapshot = GoalSnapshot(id=goal_id, revision=1, objective=objective, phase="active", maxRounds=max_rounds)
+        self._commit("create", snapshot, rounds_started=0, created_at=now, updated_at=now)
+        self._armed = True
+        return self._notify("create")
+
+    def edit(self, ref: Any, objective: str | None = None, max_rounds: int | None = None) -> GoalView:
+        goal = self._current(ref)
+        self._allow("edit", goal, {"active", "paused", "blocked"})
+        rounds = self._store.state.goal.rounds_started
+        new_objective = goal.objective if objective is None else _check_objective(objective)
+        new_max = goal.maxRounds if max_rounds is None else _check_max_rounds(max_rounds, rounds)
+        if new_objective == goal.objective and new_max == goal.maxRounds:
+            raise _invalid("objective", "edit changes nothing: give a new objective and/or maxRounds")
+        self._write("edit", goal, objective=new_objective, maxRounds=new_max)
+        return self._notify("edit")
+
+    def pause(self, ref: Any) -> GoalView:
+        goal = self._current(ref)
+        self._allow("pause", goal, {"active"})
+        self._write("pause", goal, phase="paused")
+        self._armed = False
+        return self._notify("pause")
+
+    def resume(self, ref: Any) -> GoalView:
+        goal = self._current(ref)
+        if goal.phase == "active":
+            # G-6: after a load an active goal is disarmed; resume re-arms it, no event.
+            if not self._armed:
+                self._armed = True
+                self._notify("arm")
+            return self.get()  # type: ignore[return-value]
+        self._allow("resume", goal, {"paused", "blocked"})
+        rounds = self._store.state.goal.rounds_started
+        if rounds >= goal.maxRounds:
+            raise DshError(
+                "budget-exhausted",
+                f"no rounds left ({rounds} of {goal.maxRounds}): raise maxRounds with edit first",
+                roundsStarted=rounds,
+                maxRounds=goal.maxRounds,
+            )
+        self._write("resume", goal, phase="active", blockedReason=None)
+        self._armed = True
+        return self._notify("resume")
+
+    def complete(self, ref: Any) -> GoalView:
+        goal = self._current(ref)
+        self._allow("complete", goal, {"active", "paused", "blocked"})
+        self._write("complete", goal, phase="complete", blockedReason=None)
+        self._armed = False
+        return self._notify("complete")
+
+    def block(self, ref: Any, code: str, message: str) -> GoalView:
+        goal = self._current(ref)
+        reason = check_reason(code, message)
+        self._allow("block", goal, {"active", "paused"})
+        self._write("block", goal, phase="blocked", blockedReason=reason)
+        self._armed = False
+        return self._notify("block")
+
+    def clear(self, ref: Any) -> GoalRef:
+        goal = self._current(ref)
+        data = {
+            "version": 1,
+            "op": "clear",
+            "cleared": {"id": goal.id, "revision": goal.revision},
+            "clearedAt": utc_now(),
+        }
+        self._store.commit("goal/change", data, turn=self._open_turn(), writer="goals")
+        self._armed = False
+        returned = GoalRef(id=goal.id, revision=goal.revision + 1)
+        self._emit(GoalNotice("clear", returned.revision, None))
+        return returned
+
+    def disarm(self) -> GoalView | None:
+        """G-6: no durable change. Returns the view (None: no goal)."""
+        if self._armed:
+            self._armed = False
+            if self.get() is not None:
+                self._notify("disarm")
+        return self.get()
+
+    # ---- the continuation driver's side ---------------------------------------------------
+
+    def next_round(self) -> GoalRound | None:
+        """The round a continuation turn may start now, or None when there is none.
+
+        When the budget is spent this blocks the goal with ``round-budget-exhausted``
+        (G-9) and returns None. The caller records the round by committing the turn's
+        ``user/message`` with this ``goalRound``; that commit is what spends it (G-8).
+        """
+        goal = self._store.state.goal.goal
+        if goal is None or goal.phase != "active" or not self._armed:
+            return None
+        rounds = self._store.state.goal.rounds_started
+        if rounds >= goal.maxRounds:
+            self._write(
+                "block",
+                goal,
+                phase="blocked",
+                blockedReason=BlockedReason(
+                    code=BUDGET_EXHAUSTED_CODE,
+                    message=f"all {goal.maxRounds} continuation rounds were spent",
+                ),
+            )
+            self._armed = False
+            self._notify("block")
+            return None
+        return GoalRound(goalId=goal.id, round=rounds + 1, revision=goal.revision)
+
+    # ---- internals -----------------------------------------------------------------
+
+    def _current_phase(self) -> str | None:
+        goal = self._store.state.goal.goal
+        return None if goal is None else goal.phase
+
+    def _fresh_id(self) -> str:
+        used = self._store.state.goal.used_ids
+        while True:
+            goal_id = "g-" + secrets.token_hex(8)
+            if goal_id not in used:
+                return goal_id
+
+    def _current(self, ref: Any) -> GoalSnapshot:
+        wanted = as_ref(ref)
+        goal = self._store.state.goal.goal
+        if goal is None:
+            raise DshError("no-goal", "there is no current goal (none was created, or it was cleared)")
+        if wanted.id != goal.id or wanted.revision != goal.revision:
+            raise DshError(
+                "stale-revision",
+                f"ref {wanted.id}@{wanted.revision} is stale: the current goal is {goal.id}@{goal.revision}",
+                current={"id": goal.id, "revision": goal.revision},
+            )
+        return goal
+
+    @staticmethod
+    def _allow(op: str, goal: GoalSnapshot, phases: set[str]) -> None:
+        if goal.phase not in phases:
+            raise DshError(
+                "invalid-transition",
+                f"cannot {op} a goal that is {goal.phase}",
+                phase=goal.phase,
+            )
+
+    def _open_turn(self) -> int | None:
+        turn = self._store.state.turn
+        return turn.last_turn if turn.open else None
+
+    def _write(self, op: str, goal: GoalSnapshot, **changes: Any) -> None:
+        snapshot = msgspec.structs.replace(goal, revision=goal.revision + 1, **changes)
+        state = self._store.state.goal
+        self._commit(op, snapshot, state.rounds_started, state.created_at or utc_now(), utc_now())
+
+    def _commit(self, op: str, snapshot: GoalSnapshot, rounds_started: int, created_at: str, updated_at: str) -> None:
+        data = {
+            "version": 1,
+            "op": op,
+            "goal": msgspec.to_builtins(snapshot),
+            "roundsStarted": rounds_started,
+            "createdAt": created_at,
+            "updatedAt": updated_at,
+        }
+        self._store.commit("goal/change", data, turn=self._open_turn(), writer="goals")
+
+    def _notify(self, op: str) -> GoalView:
+        view = self.get()
+        assert view is not None
+        self._emit(GoalNotice(op, view.revision, view))
+        return view
+
+    def _emit(self, notice: GoalNotice) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(notice)
+            except Exception:
+                log.exception("goal listener failed on %s", notice.op)
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, UserMessage) and event.data.goalRound is not None:
+            view = self.get()
+            if view is not None:
+                self._emit(GoalNotice("round", view.revision, view))
