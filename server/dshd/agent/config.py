@@ -18,8 +18,9 @@ Keys (all optional; defaults in :data:`DEFAULTS`)::
              maxStepRetries = 3      # re-proposals of a rejected step before "rejected"
 
 The built-in defaults carry a plan section text so that a workspace without a config
-file works; a deployment that sets ``[plan] section`` to a blank or non-string value, or
-adds an unknown key to ``[plan]``, fails at start-up naming the key (PM-3).
+file works. A deployment that writes a ``[plan]`` table (in the file or the overrides)
+owns the text: that table must have ``section``; a missing, blank or non-string
+``section`` or an unknown key in ``[plan]`` fails at start-up naming the key (PM-3).
 """
 
 from __future__ import annotations
@@ -180,6 +181,12 @@ def parse_config(data: dict[str, Any], workspace: Path | None = None) -> Config:
     return config
 
 
+def _check_plan_table(layer: dict[str, Any]) -> None:
+    plan = layer.get("plan")
+    if isinstance(plan, dict) and "section" not in plan:
+        raise _invalid("plan.section", "a [plan] table must set section (the plan:policy text)")
+
+
 def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> Config:
     """Defaults <- ``<workspace>/.dsh/config.toml`` <- ``overrides``; strict."""
     merged = copy.deepcopy(DEFAULTS)
@@ -189,9 +196,11 @@ def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> Con
             from_file = tomllib.loads(config_file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise _invalid("config.toml", f"{config_file}: {exc}") from exc
+        _check_plan_table(from_file)
         merged = _merge(merged, from_file)
     if overrides is not None:
         if not isinstance(overrides, dict):
             raise _invalid("config", "client overrides must be an object")
+        _check_plan_table(overrides)
         merged = _merge(merged, overrides)
     return parse_config(merged, workspace)

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 if TYPE_CHECKING:
-    from dshd.agent.steps import Decision, Downstream, StepProposal
     from dshd.services.store import SessionStore
+
+# The pre-step types (StepProposal, Decision) belong to the agent loop, a layer above;
+# this listener only needs ``decision.accepted``, so it takes them untyped.
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class PlanModeController:
 
     # ---- the pre-step listener (placed first in the chain) -------------------------------
 
-    def pre_step(self, proposal: "StepProposal", downstream: "Downstream") -> "Decision":
+    def pre_step(self, proposal: Any, downstream: Callable[[Any], Any]) -> Any:
         """PM-10..PM-12: ask the rest of the chain first; only if it accepted, append the
         pending choice, before the step's request/header is derived. A rejection or a
         failed append keeps the choice pending; the step's decision is unchanged."""
