@@ -1,0 +1,347 @@
+// The extension's state (the connection, the open session and what the daemon last told us about
+// it), the status bar, and the commands. The goal and plan shown come from `dsh/goal/changed` and
+// `dsh/plan/changed` alone (plus the state `dsh/session/open` returns); nothing polls.
+import * as vscode from 'vscode';
+import { asDaemonError, Daemon, DaemonError } from './daemon';
+import {
+  ALL_GOAL_ACTIONS, checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions,
+  type GoalActionId,
+} from './goalActions';
+import type {
+  GoalChangedParams, GoalClearResult, GoalRef, GoalView, PlanChangedParams, PlanSetResult, PlanState, PromptResult,
+  QuestionsAskParams, SessionEventParams, SessionHandle, SessionListResult, SessionOpenResult, SteerResult,
+} from './protocol';
+import { PlanReviews } from './review';
+import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
+import { Transcripts } from './transcript';
+
+export interface Session { sessionId: string; agentId: string; title?: string; goal: GoalView | null; plan: PlanState }
+
+export class Controller implements vscode.Disposable {
+  connection: Connection = 'starting';
+  session: Session | undefined;
+  readonly reviews = new PlanReviews();
+  readonly transcripts = new Transcripts();
+  readonly goalItem = vscode.window.createStatusBarItem('dsh.goal', vscode.StatusBarAlignment.Left, 100);
+  readonly planItem = vscode.window.createStatusBarItem('dsh.plan', vscode.StatusBarAlignment.Left, 99);
+  private readonly statusChanged = new vscode.EventEmitter<void>();
+  /** Fires after the status bar was redrawn (tests wait on it instead of polling the daemon). */
+  readonly onDidChangeStatus = this.statusChanged.event;
+  private busyTurns = 0;
+
+  constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
+    this.goalItem.name = 'dsh goal';
+    this.goalItem.command = 'dsh.goal.actions';
+    this.planItem.name = 'dsh plan mode';
+    this.planItem.command = 'dsh.plan.toggle';
+    daemon.onConnection((state) => {
+      this.connection = state;
+      if (state !== 'running') { this.session = undefined; this.reviews.dismissAll(); }
+      this.render();
+    });
+    daemon.install((client) => {
+      client.onNotification('dsh/goal/changed', (p: GoalChangedParams) => this.onGoalChanged(p));
+      client.onNotification('dsh/plan/changed', (p: PlanChangedParams) => this.onPlanChanged(p));
+      client.onNotification('dsh/session/event', (p: SessionEventParams) => this.transcripts.add(p.sessionId, p.event));
+      client.onRequest('dsh/questions/ask', (p: QuestionsAskParams, token: vscode.CancellationToken) => this.reviews.ask(p, token));
+    });
+    this.render();
+  }
+
+  register(context: vscode.ExtensionContext): void {
+    const cmd = (id: string, fn: (...args: any[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
+      try { return await fn(...args); } catch (e) { this.showError(e); return undefined; }
+    }));
+    cmd('dsh.server.restart', () => this.startDaemon());
+    cmd('dsh.session.new', (a?: { title?: string }) => this.newSession(a?.title));
+    cmd('dsh.session.open', (a?: { sessionId?: string; reload?: boolean }) => this.openSession(a?.sessionId, a?.reload));
+    cmd('dsh.agent.prompt', (a?: { text?: string }) => this.prompt(a?.text));
+    cmd('dsh.agent.steer', (a?: { text?: string }) => this.steer(a?.text));
+    cmd('dsh.agent.cancel', () => this.cancel());
+    cmd('dsh.plan.on', () => this.setPlan(true));
+    cmd('dsh.plan.off', () => this.setPlan(false));
+    cmd('dsh.plan.toggle', () => this.togglePlan());
+    cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number }) => this.goalCreate(a));
+    cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number }) => this.goalEdit(a));
+    cmd('dsh.goal.pause', () => this.goalWrite('pause', (ref) => this.req<GoalView>('dsh/goal/pause', { ref })));
+    cmd('dsh.goal.resume', () => this.goalWrite('resume', (ref) => this.req<GoalView>('dsh/goal/resume', { ref })));
+    cmd('dsh.goal.complete', () => this.goalWrite('complete', (ref) => this.req<GoalView>('dsh/goal/complete', { ref })));
+    cmd('dsh.goal.block', (a?: { code?: string; message?: string }) => this.goalBlock(a));
+    cmd('dsh.goal.clear', () => this.goalClear());
+    cmd('dsh.goal.actions', () => this.goalActions());
+    cmd('dsh.transcript.show', () => this.showTranscript());
+    cmd('dsh.review.approve', () => this.reviews.approve());
+    cmd('dsh.review.keepPlanning', (a?: { feedback?: string } | vscode.Uri) => this.reviews.keepPlanning(undefined, a && !(a instanceof vscode.Uri) ? a.feedback : undefined));
+    cmd('dsh.review.addComment', (reply: vscode.CommentReply) => this.reviews.addComment(reply));
+    cmd('dsh.review.deleteComment', (comment) => this.reviews.deleteComment(comment));
+    context.subscriptions.push(this);
+  }
+
+  async startDaemon(): Promise<boolean> {
+    this.session = undefined;
+    if (!this.folder) {
+      this.connection = 'failed';
+      this.render();
+      void vscode.window.showErrorMessage('dshd needs a workspace folder: open a folder, then run "DSH: Restart the Daemon".');
+      return false;
+    }
+    return this.daemon.start(this.folder);
+  }
+
+  // ---- notifications ----------------------------------------------------------------------
+
+  private onGoalChanged(p: GoalChangedParams): void {
+    if (!this.session || p.agentId !== this.session.agentId) return;
+    this.session.goal = applyGoalChanged(this.session.goal, p);
+    this.render();
+  }
+
+  private onPlanChanged(p: PlanChangedParams): void {
+    if (!this.session || p.agentId !== this.session.agentId) return;
+    this.session.plan = p.pending === undefined ? { active: p.active } : { active: p.active, pending: p.pending };
+    this.render();
+  }
+
+  // ---- status bar and context keys ------------------------------------------------------------
+
+  render(): void {
+    const s = this.session;
+    const model = statusModel(this.connection, !!s, s?.goal ?? null);
+    this.goalItem.text = this.busyTurns > 0 ? `${model.text} $(sync~spin)` : model.text;
+    this.goalItem.tooltip = new vscode.MarkdownString(model.tooltip, true);
+    this.goalItem.backgroundColor = model.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    this.goalItem.command = this.connection === 'running' ? 'dsh.goal.actions' : 'dsh.server.restart';
+    this.goalItem.show();
+    if (s) {
+      this.planItem.text = planStatusText(s.plan);
+      this.planItem.tooltip = planTooltip(s.plan);
+      this.planItem.show();
+    } else {
+      this.planItem.hide();
+    }
+    const set = (key: string, value: unknown) => void vscode.commands.executeCommand('setContext', key, value);
+    set('dsh.started', this.connection !== 'starting');
+    set('dsh.running', this.connection === 'running');
+    set('dsh.hasSession', !!s);
+    set('dsh.planActive', !!s?.plan.active);
+    set('dsh.goalPhase', s ? (s.goal?.phase ?? 'none') : undefined);
+    const valid = s ? validGoalActions(s.goal) : [];
+    for (const a of ALL_GOAL_ACTIONS) set(`dsh.canGoal.${a}`, valid.includes(a));
+    this.statusChanged.fire();
+  }
+
+  /** The status bar as text, for tests and the log. */
+  statusText(): { goal: string; plan: string | undefined; warning: boolean } {
+    return { goal: this.goalItem.text, plan: this.session ? this.planItem.text : undefined, warning: !!this.goalItem.backgroundColor };
+  }
+
+  // ---- sessions ---------------------------------------------------------------------------------
+
+  private async req<R>(method: string, params: object = {}): Promise<R> {
+    const s = this.session;
+    if (!s) throw new DaemonError('No dsh session is open: run "DSH: New Session" or "DSH: Open Session…" first.', undefined, {});
+    return this.daemon.request<R>(method, { agentId: s.agentId, ...params });
+  }
+
+  private async requireRunning(): Promise<void> {
+    if (this.daemon.running) return;
+    if (!(await this.startDaemon())) throw new DaemonError('dshd is not running', undefined, {});
+  }
+
+  async newSession(title?: string): Promise<Session> {
+    await this.requireRunning();
+    const h = await this.daemon.request<SessionHandle>('dsh/session/create', title ? { title } : {});
+    this.session = { ...h, title, goal: null, plan: { active: false } };
+    if (title) this.transcripts.setTitle(h.sessionId, title);
+    this.render();
+    return this.session;
+  }
+
+  async openSession(sessionId?: string, reload?: boolean): Promise<Session | undefined> {
+    await this.requireRunning();
+    let title: string | undefined;
+    if (!sessionId) {
+      const { sessions } = await this.daemon.request<SessionListResult>('dsh/session/list', {});
+      if (!sessions.length) {
+        const pick = await vscode.window.showInformationMessage('This workspace has no dsh sessions yet.', 'New Session');
+        return pick ? this.newSession() : undefined;
+      }
+      const picked = await vscode.window.showQuickPick(
+        [...sessions].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt)).map((s) => ({
+          label: s.title ?? s.sessionId,
+          description: s.goal ? `${s.goal.roundsStarted}/${s.goal.maxRounds} · ${s.goal.phase}` : undefined,
+          detail: `updated ${s.updatedAt}${s.title ? ` · ${s.sessionId}` : ''}`,
+          sessionId: s.sessionId,
+          title: s.title ?? undefined,
+        })), { title: 'Open a dsh session', placeHolder: 'Sessions of this workspace, newest first', matchOnDetail: true });
+      if (!picked) return undefined;
+      sessionId = picked.sessionId; title = picked.title;
+    }
+    const r = await this.daemon.request<SessionOpenResult>('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
+    this.session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
+    if (title) this.transcripts.setTitle(r.sessionId, title);
+    this.render();
+    return this.session;
+  }
+
+  private async ensureSession(): Promise<void> {
+    if (!this.session) await this.newSession();
+  }
+
+  // ---- agent ----------------------------------------------------------------------------------
+
+  async prompt(text?: string): Promise<PromptResult | undefined> {
+    await this.ensureSession();
+    text ??= await vscode.window.showInputBox({ title: 'Prompt the agent', prompt: 'Text starting with / runs a command (/plan, /plan off…)', ignoreFocusOut: true });
+    if (!text?.trim()) return undefined;
+    this.busyTurns++; this.render();
+    try {
+      return await this.req<PromptResult>('dsh/agent/prompt', { text });
+    } catch (e) {
+      const err = asDaemonError(e);
+      if (err.kind !== 'turn-open') throw err;
+      const pick = await vscode.window.showWarningMessage('A turn is running. Steer this message into it instead?', 'Steer');
+      if (pick === 'Steer') await this.steer(text);
+      return undefined;
+    } finally {
+      this.busyTurns--; this.render();
+    }
+  }
+
+  async steer(text?: string): Promise<SteerResult | undefined> {
+    text ??= await vscode.window.showInputBox({ title: 'Steer the running turn', prompt: 'Sent to the agent before its next step', ignoreFocusOut: true });
+    if (!text?.trim()) return undefined;
+    const r = await this.req<SteerResult>('dsh/agent/steer', { text });
+    if (!r.queued) void vscode.window.showInformationMessage('No turn is running: use "DSH: Prompt the Agent" instead.');
+    return r;
+  }
+
+  async cancel(): Promise<void> { await this.req<null>('dsh/agent/cancel'); }
+
+  // ---- plan mode ------------------------------------------------------------------------------
+
+  async setPlan(active: boolean): Promise<PlanSetResult> {
+    const r = await this.req<PlanSetResult>('dsh/plan/set', { active });
+    if (r.outcome === 'queued') void vscode.window.setStatusBarMessage(`Plan mode turns ${active ? 'on' : 'off'} at the agent's next step`, 4000);
+    return r;
+  }
+
+  /** Reads the daemon's state first: the editor keeps no copy of plan mode to decide from (PM-6). */
+  async togglePlan(): Promise<PlanSetResult> {
+    const state = await this.req<PlanState>('dsh/plan/get');
+    return this.setPlan(!(state.pending ?? state.active));
+  }
+
+  // ---- goals ----------------------------------------------------------------------------------
+
+  private ref(goal: GoalView): GoalRef { return { id: goal.id, revision: goal.revision }; }
+
+  /**
+   * A goal write naming the ref we last saw. On `stale-revision` we read the goal again and ask the
+   * person (or tell them it no longer applies); we never retry on our own.
+   */
+  async goalWrite<R>(action: GoalActionId, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
+    const seen = this.session?.goal ?? null;
+    if (!seen) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    try {
+      return await send(this.ref(seen));
+    } catch (e) {
+      const err = asDaemonError(e);
+      if (err.kind !== 'stale-revision') throw err;
+      const fresh = await this.req<GoalView | null>('dsh/goal/get');
+      const decision = staleDecision(action, fresh, seen);
+      if (decision.kind !== 'ask') { void vscode.window.showWarningMessage(decision.message); return undefined; }
+      const label = `${action[0].toUpperCase()}${action.slice(1)}`;
+      const pick = await vscode.window.showWarningMessage(decision.message, { modal: true }, label);
+      if (pick !== label) return undefined;
+      return send(this.ref(decision.goal));
+    }
+  }
+
+  async goalCreate(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+    await this.ensureSession();
+    let objective = a?.objective;
+    let maxRounds = a?.maxRounds;
+    if (objective === undefined) {
+      objective = await vscode.window.showInputBox({ title: 'New goal (1/2): objective', prompt: 'What should the agent achieve?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+      if (objective === undefined) return undefined;
+      const rounds = await vscode.window.showInputBox({ title: 'New goal (2/2): round budget', prompt: 'Continuation rounds at most (empty: the daemon default, 256)', ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v) });
+      if (rounds === undefined) return undefined;
+      maxRounds = rounds.trim() ? Number(rounds) : undefined;
+    }
+    return this.req<GoalView>('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds });
+  }
+
+  async goalEdit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+    const goal = this.session?.goal;
+    if (!goal) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    let changes: { objective?: string; maxRounds?: number } = { ...a };
+    if (a?.objective === undefined && a?.maxRounds === undefined) {
+      const objective = await vscode.window.showInputBox({ title: 'Edit goal (1/2): objective', value: goal.objective, ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+      if (objective === undefined) return undefined;
+      const rounds = await vscode.window.showInputBox({ title: 'Edit goal (2/2): round budget', value: String(goal.maxRounds), ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v, goal.roundsStarted) });
+      if (rounds === undefined) return undefined;
+      changes = {};
+      if (objective.trim() !== goal.objective) changes.objective = objective.trim();
+      if (rounds.trim() && Number(rounds) !== goal.maxRounds) changes.maxRounds = Number(rounds);
+      if (!Object.keys(changes).length) return goal;
+    }
+    return this.goalWrite('edit', (ref) => this.req<GoalView>('dsh/goal/edit', { ref, ...changes }));
+  }
+
+  async goalBlock(a?: { code?: string; message?: string }): Promise<GoalView | undefined> {
+    let code = a?.code;
+    let message = a?.message;
+    if (code === undefined || message === undefined) {
+      code = await vscode.window.showInputBox({ title: 'Block the goal (1/2): reason code', prompt: 'lowercase-kebab-case', placeHolder: 'needs-decision', ignoreFocusOut: true, validateInput: (v) => checkBlockCode(v.trim()) });
+      if (code === undefined) return undefined;
+      message = await vscode.window.showInputBox({ title: 'Block the goal (2/2): message', prompt: 'What is in the way?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'Say what is in the way') });
+      if (message === undefined) return undefined;
+    }
+    const reason = { code: code.trim(), message: message.trim() };
+    return this.goalWrite('block', (ref) => this.req<GoalView>('dsh/goal/block', { ref, reason }));
+  }
+
+  async goalClear(): Promise<GoalClearResult | undefined> {
+    return this.goalWrite('clear', (ref) => this.req<GoalClearResult>('dsh/goal/clear', { ref }));
+  }
+
+  /** The status bar's click: the actions valid in the goal's current phase. */
+  async goalActions(): Promise<void> {
+    if (!this.session) {
+      const pick = await vscode.window.showQuickPick(['$(add) New Session', '$(folder-opened) Open Session…'], { title: 'dsh' });
+      if (pick?.includes('New')) await this.newSession();
+      if (pick?.includes('Open')) await this.openSession();
+      return;
+    }
+    const goal = this.session.goal;
+    const items = validGoalActions(goal).map((id) => ({ label: GOAL_ACTION_LABELS[id], id }));
+    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted}/${goal.maxRounds} rounds` : 'Create one' });
+    if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
+  }
+
+  async showTranscript(): Promise<vscode.TextDocument> {
+    const s = this.session;
+    if (!s) throw new DaemonError('No dsh session is open.', undefined, {});
+    return this.transcripts.show(s.sessionId, s.agentId, (m, p) => this.daemon.request(m, p));
+  }
+
+  private showError(e: unknown): void {
+    const err = asDaemonError(e);
+    const hint: Record<string, string> = {
+      'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')})`,
+      'stale-agent': '(the session was reloaded: open it again)',
+      'plugin-not-loaded': '(enable the plugin in .dsh/config.toml: plugins = ["plan", "goals"])',
+      'session-locked': `(another dshd, pid ${String(err.data.pid)}, holds it)`,
+    };
+    void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);
+  }
+
+  dispose(): void {
+    this.reviews.dispose();
+    this.transcripts.dispose();
+    this.goalItem.dispose();
+    this.planItem.dispose();
+    this.statusChanged.dispose();
+  }
+}
