@@ -7,6 +7,7 @@ from dshd.folds.replay import (
     ReplayResult,
     encode_checkpoint,
     fingerprint,
+    fold_file,
     fold_lines,
     replay,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "encode_checkpoint",
     "fingerprint",
     "fold_goal",
+    "fold_file",
     "fold_lines",
     "fold_open_turn",
     "fold_plan_mode",

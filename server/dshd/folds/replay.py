@@ -18,10 +18,12 @@ import msgspec
 from msgspec import Struct
 
 from dshd.errors import DshError
-from dshd.folds.events import FORMAT_VERSION, Event
-from dshd.folds.rules import FoldError, apply
+from dshd.folds.events import FORMAT_VERSION, AssistantMessage, Event, SessionStart, ToolCall, ToolResult
+from dshd.folds.rules import _CONCERNS, FoldError, _check_envelope_turn, apply, fold_goal, fold_open_turn, fold_plan_mode
 from dshd.folds.state import SessionState
-from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, iter_records, read_line_before
+from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, read_line_before
+
+_READ_BUFFER = 1024 * 1024
 
 CHECKPOINT_VERSION = 1
 _CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
@@ -120,9 +122,10 @@ def _reject(line_no: int, line: bytes, exc: Exception) -> ReplayError:
 def fold_lines(
     state: SessionState | None, records: Iterable[tuple[int, int, bytes]]
 ) -> tuple[SessionState | None, int, bytes | None, int]:
-    """Decode and fold lines strictly. Returns (state, lines folded, last line, end offset of it).
+    """Decode and fold ``(line_no, offset, line)`` records strictly with :func:`apply`.
 
-    Raises ReplayError at the first line that does not decode or may not follow.
+    Returns (state, lines folded, last line, end offset of it). Raises ReplayError at the
+    first line that does not decode or may not follow. The reference for :func:`fold_file`.
     """
     count = 0
     line = None
@@ -140,6 +143,93 @@ def fold_lines(
         raise _reject(line_no, line, exc) from None
     end = pos + len(line) if line is not None else 0
     return state, count, line, end
+
+
+# Events that concern no fold: they only advance seq (and must name the open turn, if any).
+_PASSIVE = frozenset({AssistantMessage, ToolCall, ToolResult})
+
+
+def fold_file(
+    state: SessionState | None, path: Path, offset: int, line_no: int, end: int
+) -> tuple[SessionState | None, int, bytes | None]:
+    """Strictly fold the complete lines of ``path`` in [offset, end) after ``state``.
+
+    The hot loop of replay: same result and same rejections as :func:`fold_lines` (a test
+    checks it), but it keeps the state in locals and builds a SessionState once at the end.
+    Anything unusual (line 1, a seq mismatch, a SessionStart) goes through :func:`apply`,
+    which holds the reference checks and reason texts. Returns (state, lines, last line).
+    """
+    decode = _decode_event
+    passive = _PASSIVE
+    concerns = _CONCERNS
+    count = 0
+    pos = offset
+    line = last = None
+    event = None
+    with open(path, "rb", buffering=_READ_BUFFER) as f:
+        f.seek(offset)
+        it = iter(f)
+        # Line 1 (and an empty state) go through apply; afterwards the state lives in locals.
+        while state is None:
+            line = next(it, None)
+            if line is None or pos + len(line) > end:
+                return None, 0, None
+            try:
+                state = apply(None, decode(line))
+            except FoldError as exc:
+                raise ReplayError(_seq_of(line), line_no, exc.reason) from None
+            except msgspec.MsgspecError as exc:
+                raise _reject(line_no, line, exc) from None
+            pos += len(line)
+            line_no += 1
+            count += 1
+            last = line
+        seq = state.seq
+        plan, turn, goal = state.plan, state.turn, state.goal
+        try:
+            for line in it:
+                pos += len(line)
+                if pos > end:
+                    break
+                event = decode(line)
+                seq += 1
+                cls = event.__class__
+                if event.seq != seq or cls is SessionStart:
+                    apply(SessionState(state.session_id, seq - 1, plan, turn, goal), event)  # raises
+                    raise AssertionError("apply accepted what the fast path refused")  # pragma: no cover
+                t = event.turn
+                if cls in passive:
+                    if t is not None and (t != turn.last_turn or not turn.open):
+                        _check_envelope_turn(turn, event)
+                else:
+                    if t is not None:
+                        _check_envelope_turn(turn, event)
+                    c = concerns[cls]
+                    if c & 1:
+                        turn = fold_open_turn(turn, event)
+                    if c & 2:
+                        plan = fold_plan_mode(plan, event)
+                    if c & 4:
+                        goal = fold_goal(goal, event)
+                line_no += 1
+                count += 1
+                last = line
+                if pos == end:
+                    break
+        except FoldError as exc:
+            raise ReplayError(event.seq, line_no, exc.reason) from None
+        except msgspec.MsgspecError as exc:
+            raise _reject(line_no, line, exc) from None
+    if event is not None:
+        state = SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at)
+    return state, count, last
+
+
+def _seq_of(line: bytes) -> int | None:
+    try:
+        return _decode_seq(line).seq
+    except msgspec.MsgspecError:
+        return None
 
 
 def replay(source: SessionLog | str | os.PathLike, *, use_checkpoint: bool = True) -> ReplayResult:
@@ -174,7 +264,7 @@ def replay(source: SessionLog | str | os.PathLike, *, use_checkpoint: bool = Tru
         if cp is not None:
             start_state, offset, line_no = cp.state, cp.offset, cp.line + 1
             last_line = read_line_before(path, cp.offset, cp.last.length) or b""
-    state, count, tail_last, tail_end = fold_lines(start_state, iter_records(path, offset, line_no, end))
+    state, count, tail_last = fold_file(start_state, path, offset, line_no, end)
     if state is None:
         raise ReplayError(None, 1, "empty log: line 1 must be session/start")
     if tail_last is not None:
