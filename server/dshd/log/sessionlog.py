@@ -143,8 +143,8 @@ class SessionLog:
             pid = _read_pid(fd)
             os.close(fd)
             raise SessionLocked(directory, pid) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        # Fixed width, so no truncate is needed (ftruncate costs ~1 ms on some filesystems).
+        os.pwrite(fd, f"{os.getpid():<15}\n".encode(), 0)
         return fd
 
     @classmethod
