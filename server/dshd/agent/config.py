@@ -183,7 +183,8 @@ def parse_config(data: dict[str, Any], workspace: Path | None = None) -> Config:
 
 def _check_plan_table(layer: dict[str, Any]) -> None:
     plan = layer.get("plan")
-    if isinstance(plan, dict) and "section" not in plan:
+    # An unknown key is reported by the strict check instead (it names that key).
+    if isinstance(plan, dict) and "section" not in plan and set(plan) <= {"section"}:
         raise _invalid("plan.section", "a [plan] table must set section (the plan:policy text)")
 
 

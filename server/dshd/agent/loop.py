@@ -81,6 +81,7 @@ class Agent:
         self.tools = ToolCatalogue()
         self.commands = CommandRegistry()
         self.pre_step = PreStepChain()
+        self.plugins: dict[str, Any] = {}  # name -> the plugin's object, set by the Workspace
         self.closed = False
         self._turn_task: asyncio.Task | None = None
         self._steered: list[str] = []

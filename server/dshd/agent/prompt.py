@@ -57,6 +57,9 @@ class SectionRegistry:
 
         return remove
 
+    def get(self, section_id: str) -> Section | None:
+        return self._sections.get(section_id)
+
     def ids(self) -> list[str]:
         return [s.id for s in self._ordered()]
 

@@ -186,8 +186,8 @@ class Workspace:
             store.close()
             raise
         try:
-            for plugin in self._plugins:
-                plugin.attach(agent, self.config)
+            for name, plugin in zip(self.config.plugins, self._plugins):
+                agent.plugins[name] = plugin.attach(agent, self.config)
         except BaseException:
             agent.close()
             raise
