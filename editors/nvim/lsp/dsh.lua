@@ -1,0 +1,19 @@
+-- dshd as an LSP client config, in the shape of nvim-lspconfig's `lsp/<name>.lua`.
+-- On Neovim 0.11+ this file is merged into `vim.lsp.config.dsh`, so
+-- `vim.lsp.config('dsh', { cmd = {...} })` overrides fields and
+-- `vim.lsp.enable('dsh')` would attach it to buffers. The plugin itself starts the
+-- client without attaching any buffer (see |dsh-setup|): the daemon serves a
+-- workspace, not files.
+---@type vim.lsp.Config
+return {
+  cmd = { 'dshd', 'serve' },
+  root_markers = { '.dsh', '.git' },
+  capabilities = require('dsh.protocol').client_capabilities,
+  handlers = require('dsh.handlers').table(),
+  on_init = function(client)
+    require('dsh.client').on_init(client)
+  end,
+  on_exit = function(code, signal, client_id)
+    require('dsh.client').on_exit(code, signal, client_id)
+  end,
+}

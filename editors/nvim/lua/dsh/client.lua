@@ -1,0 +1,154 @@
+-- Starting the daemon and talking to it: one LSP client per workspace root.
+local config = require('dsh.config')
+local state = require('dsh.state')
+
+local M = {}
+
+local has_011 = vim.fn.has('nvim-0.11') == 1
+
+-- Work asked for before the daemon answered `initialize`, run by on_init.
+local waiting = {} ---@type table<integer, fun(client: vim.lsp.Client)[]>
+
+local function get_client(id)
+  return id and vim.lsp.get_client_by_id(id) or nil
+end
+
+--- The running dsh client, if any.
+---@return vim.lsp.Client?
+function M.get()
+  local client = get_client(state.client_id)
+  if client and not (client.is_stopped and client:is_stopped()) then
+    return client
+  end
+  for _, c in ipairs(vim.lsp.get_clients({ name = 'dsh' })) do
+    state.client_id = c.id
+    state.root_dir = c.root_dir or c.config.root_dir
+    return c
+  end
+  return nil
+end
+
+--- Start the daemon for the workspace around `path` (default: current file or cwd).
+---@return integer? client_id
+---@return string? error
+function M.start(path)
+  local existing = M.get()
+  if existing then
+    return existing.id
+  end
+  path = path or config.start_path()
+  local root = config.find_root(path) or vim.fn.fnamemodify(path, ':p'):gsub('/$', '')
+  local cfg = config.client_config(root)
+  local exe = type(cfg.cmd) == 'table' and cfg.cmd[1] or nil
+  if exe and vim.fn.executable(exe) ~= 1 then
+    return nil,
+      ('dshd not found (%q is not executable). Install dshd or set cmd in require("dsh").setup(); run :checkhealth dsh'):format(
+        exe
+      )
+  end
+  local id
+  if has_011 then
+    id = vim.lsp.start(cfg, { attach = false, silent = true })
+  else
+    id = vim.lsp.start_client(cfg)
+  end
+  if not id then
+    return nil, 'could not start dshd (' .. table.concat(cfg.cmd, ' ') .. '); run :checkhealth dsh'
+  end
+  state.client_id = id
+  state.root_dir = root
+  return id
+end
+
+--- Run `fn(client)` once the daemon is initialized, starting it if needed.
+function M.with_client(fn)
+  local client = M.get()
+  if not client then
+    local id, err = M.start()
+    if not id then
+      require('dsh.errors').notify(err)
+      return
+    end
+    client = get_client(id)
+  end
+  if client and client.initialized then
+    fn(client)
+  elseif client then
+    waiting[client.id] = waiting[client.id] or {}
+    table.insert(waiting[client.id], fn)
+  end
+end
+
+function M.on_init(client)
+  state.client_id = client.id
+  state.root_dir = client.root_dir or client.config.root_dir
+  local queued = waiting[client.id] or {}
+  waiting[client.id] = nil
+  for _, fn in ipairs(queued) do
+    fn(client)
+  end
+end
+
+function M.on_exit(code, signal, client_id)
+  waiting[client_id] = nil
+  if client_id ~= state.client_id then
+    return
+  end
+  vim.schedule(function()
+    require('dsh.review').close_all('the daemon exited')
+    state.reset()
+    if code ~= 0 or (signal and signal ~= 0) then
+      require('dsh.errors').notify(
+        ('dshd exited (code %s, signal %s). Nothing is lost: sessions live in .dsh/. Run :Dsh session open to continue; :checkhealth dsh if it keeps failing.'):format(
+          tostring(code),
+          tostring(signal)
+        )
+      )
+    end
+  end)
+end
+
+--- Send a request; `on_result(result)` on success, errors go to dsh.errors.report
+--- with `context` (what the person asked for), unless `on_error(err)` handles them.
+---@param method string
+---@param params table
+---@param on_result fun(result: any)?
+---@param context string? e.g. "pause the goal"
+---@param on_error fun(err: table): boolean? return true when handled
+function M.request(method, params, on_result, context, on_error)
+  M.with_client(function(client)
+    local handler = function(err, result)
+      if err then
+        if not (on_error and on_error(err)) then
+          require('dsh.errors').report(err, { method = method, params = params, context = context })
+        end
+        return
+      end
+      if on_result then
+        on_result(result)
+      end
+    end
+    local ok
+    if has_011 then
+      ok = client:request(method, params, handler)
+    else
+      ok = client.request(method, params, handler)
+    end
+    if not ok then
+      require('dsh.errors').notify('could not reach dshd to ' .. (context or method) .. '; is it running? (:checkhealth dsh)')
+    end
+  end)
+end
+
+function M.stop()
+  local client = M.get()
+  if client then
+    if has_011 then
+      client:stop()
+    else
+      client.stop()
+    end
+  end
+end
+
+return M

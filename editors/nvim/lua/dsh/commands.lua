@@ -1,0 +1,550 @@
+-- :Dsh {subcommand} — parsing (pure), completion and execution.
+local M = {}
+
+local levels = vim.log.levels
+
+-- Subcommands and their words, for completion and for the help text.
+M.tree = {
+  session = { 'new', 'open', 'list', 'fork', 'close' },
+  prompt = {},
+  steer = {},
+  cancel = {},
+  plan = { 'on', 'off' },
+  goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
+  transcript = {},
+  restart = {},
+}
+
+local function trim(s)
+  return (s:gsub('^%s+', ''):gsub('%s+$', ''))
+end
+
+--- First word of `s` and the rest (trimmed).
+local function word(s)
+  s = trim(s or '')
+  local first, rest = s:match('^(%S+)%s*(.*)$')
+  return first, rest or ''
+end
+
+--- "fix the tests 40" -> "fix the tests", 40. A trailing whole number is the budget.
+local function objective_and_rounds(s)
+  local objective, rounds = s:match('^(.-)%s+(%d+)$')
+  if objective and objective ~= '' then
+    return trim(objective), tonumber(rounds)
+  end
+  return s, nil
+end
+
+local function positive(n, what)
+  if not n or n < 1 or n ~= math.floor(n) then
+    return nil, what .. ' must be a positive whole number'
+  end
+  return n
+end
+
+--- Parse the arguments of :Dsh into an action table, or nil and an error message.
+---@param args string everything after :Dsh
+---@param bang boolean? :Dsh! (session open: reload)
+---@return table? action
+---@return string? error
+function M.parse(args, bang)
+  local sub, rest = word(args)
+  if not sub then
+    return { action = 'status' }
+  end
+  if sub == 'session' then
+    local verb, arg = word(rest)
+    if verb == 'new' then
+      return { action = 'session.new', title = arg ~= '' and arg or nil }
+    elseif verb == 'open' then
+      return { action = 'session.open', session_id = arg ~= '' and arg or nil, reload = bang == true }
+    elseif verb == 'list' and arg == '' then
+      return { action = 'session.list' }
+    elseif verb == 'fork' then
+      if arg == '' then
+        return { action = 'session.fork' }
+      end
+      local seq, err = positive(tonumber(arg:match('^%d+$')), 'the seq to fork at')
+      if not seq then
+        return nil, err .. ': :Dsh session fork [seq]'
+      end
+      return { action = 'session.fork', at_seq = seq }
+    elseif verb == 'close' and arg == '' then
+      return { action = 'session.close' }
+    end
+    return nil, 'usage: :Dsh session new [title] | open [id] | list | fork [seq] | close'
+  elseif sub == 'prompt' or sub == 'steer' then
+    if rest == '' then
+      return nil, ('usage: :Dsh %s {text}'):format(sub)
+    end
+    return { action = sub, text = rest }
+  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' then
+    if rest ~= '' then
+      return nil, ('usage: :Dsh %s (no arguments)'):format(sub)
+    end
+    return { action = sub }
+  elseif sub == 'plan' then
+    if rest == '' then
+      return { action = 'plan.show' }
+    elseif rest == 'on' or rest == 'off' then
+      return { action = 'plan.set', active = rest == 'on' }
+    end
+    return nil, 'usage: :Dsh plan [on|off]'
+  elseif sub == 'goal' then
+    local verb, arg = word(rest)
+    if not verb then
+      return { action = 'goal.show' }
+    elseif verb == 'create' then
+      local objective, rounds = objective_and_rounds(arg)
+      if objective == '' then
+        return nil, 'usage: :Dsh goal create {objective} [rounds]'
+      end
+      if rounds then
+        local err
+        rounds, err = positive(rounds, 'rounds')
+        if not rounds then
+          return nil, err
+        end
+      end
+      return { action = 'goal.create', objective = objective, max_rounds = rounds }
+    elseif verb == 'edit' then
+      if arg == '' then
+        return { action = 'goal.edit' } -- asks for the new values
+      end
+      if arg:match('^%d+$') then
+        local rounds, err = positive(tonumber(arg), 'rounds')
+        if not rounds then
+          return nil, err
+        end
+        return { action = 'goal.edit', max_rounds = rounds }
+      end
+      local objective, rounds = objective_and_rounds(arg)
+      if rounds then
+        local err
+        rounds, err = positive(rounds, 'rounds')
+        if not rounds then
+          return nil, err
+        end
+      end
+      return { action = 'goal.edit', objective = objective, max_rounds = rounds }
+    elseif verb == 'block' then
+      local code, message = word(arg)
+      if not code or message == '' then
+        return nil, 'usage: :Dsh goal block {code} {message}'
+      end
+      local kebab = code:match('^[a-z0-9%-]+$') and not code:find('^%-') and not code:find('%-$') and not code:find('%-%-')
+      if not kebab then
+        return nil, ('the block code %q must be lowercase-kebab-case, like waiting-for-review'):format(code)
+      end
+      return { action = 'goal.block', code = code, message = message }
+    elseif vim.tbl_contains({ 'pause', 'resume', 'complete', 'clear', 'disarm' }, verb) then
+      if arg ~= '' then
+        return nil, ('usage: :Dsh goal %s (no arguments)'):format(verb)
+      end
+      return { action = 'goal.' .. verb }
+    end
+    return nil, 'usage: :Dsh goal [create {objective} [rounds] | edit [{objective}] [rounds] | pause | resume | complete | clear | disarm | block {code} {message}]'
+  end
+  return nil, ('unknown subcommand %q; try :Dsh <Tab> or :help dsh-commands'):format(sub)
+end
+
+--- Completion for :Dsh (the -complete=customlist function).
+function M.complete(arglead, cmdline, cursorpos)
+  local before = cmdline:sub(1, cursorpos)
+  local words = vim.split(trim(before:gsub('^%s*%S+', '', 1)), '%s+', { trimempty = true })
+  if arglead ~= '' then
+    table.remove(words) -- the word being completed
+  end
+  local candidates
+  if #words == 0 then
+    candidates = vim.tbl_keys(M.tree)
+    table.sort(candidates)
+  elseif #words == 1 and M.tree[words[1]] then
+    candidates = M.tree[words[1]]
+  elseif #words == 2 and words[1] == 'session' and words[2] == 'open' then
+    candidates = vim.tbl_map(function(s)
+      return s.sessionId
+    end, require('dsh.state').sessions)
+  else
+    candidates = {}
+  end
+  return vim.tbl_filter(function(c)
+    return vim.startswith(c, arglead)
+  end, candidates)
+end
+
+-- Execution ---------------------------------------------------------------------
+
+local function requests()
+  return require('dsh.protocol').requests
+end
+local function request(...)
+  return require('dsh.client').request(...)
+end
+local function notify(message, level)
+  vim.notify('dsh: ' .. message, level or levels.INFO, { title = 'dsh' })
+end
+local function fail(message)
+  require('dsh.errors').notify(message)
+end
+
+local function become(agent_id, session_id)
+  require('dsh.state').set_current(agent_id, session_id)
+end
+
+--- Call `fn(agent_id)` with the current agent; `create` starts a session when none.
+local function with_agent(fn, create)
+  local state = require('dsh.state')
+  if state.agent_id then
+    return fn(state.agent_id)
+  end
+  if not create then
+    return fail('no session. Start one: :Dsh session new, or :Dsh session open')
+  end
+  request(requests().session_create, vim.empty_dict(), function(result)
+    local st = require('dsh.state')
+    st.goals[result.agentId] = false
+    become(result.agentId, result.sessionId)
+    fn(result.agentId)
+  end, 'create a session')
+end
+
+--- Call `fn(agent_id, ref, view)` with the goal as last announced (read it if unknown).
+local function with_goal(fn)
+  with_agent(function(agent_id)
+    local state = require('dsh.state')
+    local view = state.goal(agent_id)
+    if view then
+      return fn(agent_id, { id = view.id, revision = view.revision }, view)
+    end
+    request(requests().goal_get, { agentId = agent_id }, function(current)
+      if current == nil or current == vim.NIL then
+        return fail('this session has no goal. Create one: :Dsh goal create {objective} [rounds]')
+      end
+      state.set_goal(agent_id, current, 'read')
+      fn(agent_id, { id = current.id, revision = current.revision }, current)
+    end, 'read the goal')
+  end)
+end
+
+local function describe_goal(view)
+  if not view or view == vim.NIL then
+    return 'no goal'
+  end
+  local text = ('goal %q: %s, %d/%d rounds (%d left), %s, revision %d'):format(
+    view.objective or '',
+    view.phase or '?',
+    view.roundsStarted or 0,
+    view.maxRounds or 0,
+    view.roundsLeft or 0,
+    view.activation or '?',
+    view.revision or 0
+  )
+  if type(view.blockedReason) == 'table' then
+    text = text .. ('; blocked: %s: %s'):format(view.blockedReason.code or '', view.blockedReason.message or '')
+  end
+  return text
+end
+M.describe_goal = describe_goal
+
+local function open_session(session_id, reload)
+  local params = { sessionId = session_id }
+  if reload then
+    params.reload = true
+  end
+  request(requests().session_open, params, function(result)
+    local state = require('dsh.state')
+    if reload then
+      for agent_id in pairs(state.goals) do
+        if agent_id ~= result.agentId and state.session_id == result.sessionId then
+          state.forget(agent_id)
+        end
+      end
+    end
+    -- The open result seeds what the session holds; notifications keep it current.
+    state.goals[result.agentId] = (result.goal ~= vim.NIL and result.goal) or false
+    if type(result.plan) == 'table' then
+      state.plans[result.agentId] = { active = result.plan.active == true, pending = result.plan.pending }
+    end
+    become(result.agentId, result.sessionId)
+    notify(('session %s open (%s)'):format(result.sessionId, describe_goal(result.goal)))
+  end, 'open the session')
+end
+
+local function pick_session(prompt, on_choice)
+  request(requests().session_list, vim.empty_dict(), function(result)
+    local sessions = result and result.sessions or {}
+    require('dsh.state').sessions = sessions
+    if #sessions == 0 then
+      return notify('no sessions in this workspace yet: :Dsh session new')
+    end
+    vim.ui.select(sessions, {
+      prompt = prompt,
+      format_item = function(s)
+        return ('%s  %s  %s%s'):format(
+          s.sessionId,
+          s.updatedAt or '',
+          s.title or '',
+          s.goal and ('  [' .. require('dsh.statusline').format(s.goal) .. ']') or ''
+        )
+      end,
+    }, function(choice)
+      if choice then
+        on_choice(choice)
+      end
+    end)
+  end, 'list sessions')
+end
+
+local function goal_write(method, verb, extra)
+  with_goal(function(agent_id, ref)
+    local params = vim.tbl_extend('force', { agentId = agent_id, ref = ref }, extra or {})
+    request(method, params, function(view)
+      notify(verb .. ': ' .. describe_goal(view))
+    end, (verb:gsub('^goal ', '')) .. ' the goal')
+  end)
+end
+
+M.actions = {
+  status = function()
+    local state = require('dsh.state')
+    if not state.agent_id then
+      return notify('no session. :Dsh session new, :Dsh session open')
+    end
+    local plan = state.plan() or {}
+    notify(('session %s · plan mode %s%s · %s'):format(
+      state.session_id,
+      plan.active and 'on' or 'off',
+      plan.pending ~= nil and (' (pending ' .. (plan.pending and 'on' or 'off') .. ')') or '',
+      describe_goal(state.goal())
+    ))
+  end,
+  ['session.new'] = function(a)
+    request(requests().session_create, a.title and { title = a.title } or vim.empty_dict(), function(result)
+      local state = require('dsh.state')
+      state.goals[result.agentId] = false
+      state.plans[result.agentId] = { active = false }
+      become(result.agentId, result.sessionId)
+      notify('new session ' .. result.sessionId)
+    end, 'create a session')
+  end,
+  ['session.open'] = function(a)
+    if a.session_id then
+      return open_session(a.session_id, a.reload)
+    end
+    pick_session('Open session', function(s)
+      open_session(s.sessionId, a.reload)
+    end)
+  end,
+  ['session.list'] = function()
+    pick_session('Sessions (choose one to open)', function(s)
+      open_session(s.sessionId, false)
+    end)
+  end,
+  ['session.fork'] = function(a)
+    with_agent(function(agent_id)
+      request(requests().session_fork, { agentId = agent_id, atSeq = a.at_seq }, function(result)
+        local state = require('dsh.state')
+        state.goals[result.agentId] = false
+        become(result.agentId, result.sessionId)
+        notify('forked into session ' .. result.sessionId)
+        -- A fork inherits goal and plan through its log: read them once to seed the display.
+        request(requests().goal_get, { agentId = result.agentId }, function(view)
+          state.set_goal(result.agentId, view, 'read')
+        end, 'read the forked goal')
+        request(requests().plan_get, { agentId = result.agentId }, function(plan)
+          state.set_plan(result.agentId, plan)
+        end, 'read the forked plan mode')
+      end, 'fork the session')
+    end)
+  end,
+  ['session.close'] = function()
+    with_agent(function(agent_id)
+      request(requests().session_close, { agentId = agent_id }, function()
+        require('dsh.state').forget(agent_id)
+        notify('session closed')
+      end, 'close the session')
+    end)
+  end,
+  prompt = function(a)
+    with_agent(function(agent_id)
+      local state = require('dsh.state')
+      state.prompts[agent_id] = (state.prompts[agent_id] or 0) + 1
+      local function done(result, err)
+        state.prompts[agent_id] = math.max(0, (state.prompts[agent_id] or 1) - 1)
+        vim.api.nvim_exec_autocmds('User', {
+          pattern = 'DshTurnEnded',
+          modeline = false,
+          data = { agentId = agent_id, result = result, error = err },
+        })
+      end
+      request(requests().agent_prompt, { agentId = agent_id, text = a.text }, function(result)
+        done(result)
+        if require('dsh.config').options.notify_turns and result then
+          notify(('turn %s ended: %s'):format(tostring(result.turn), tostring(result.stopReason)))
+        end
+      end, 'send the prompt', function(err)
+        done(nil, err)
+        return false
+      end)
+    end, true)
+  end,
+  steer = function(a)
+    with_agent(function(agent_id)
+      request(requests().agent_steer, { agentId = agent_id, text = a.text }, function(result)
+        if result and result.queued then
+          notify('steer queued for the next step')
+        else
+          notify('nothing to steer (no turn is running); use :Dsh prompt {text}', levels.WARN)
+        end
+      end, 'steer')
+    end)
+  end,
+  cancel = function()
+    with_agent(function(agent_id)
+      request(requests().agent_cancel, { agentId = agent_id }, function()
+        notify('cancelled')
+      end, 'cancel')
+    end)
+  end,
+  ['plan.show'] = function()
+    with_agent(function(agent_id)
+      request(requests().plan_get, { agentId = agent_id }, function(plan)
+        notify(('plan mode %s%s'):format(
+          plan.active and 'on' or 'off',
+          plan.pending ~= nil and (' (switching ' .. (plan.pending and 'on' or 'off') .. ' at the next step)') or ''
+        ))
+      end, 'read plan mode')
+    end)
+  end,
+  ['plan.set'] = function(a)
+    with_agent(function(agent_id)
+      request(requests().plan_set, { agentId = agent_id, active = a.active }, function(result)
+        local what = a.active and 'on' or 'off'
+        local outcome = result and result.outcome
+        local messages = {
+          committed = 'plan mode ' .. what,
+          queued = 'plan mode ' .. what .. ' at the next step of the running turn',
+          cancelled = 'plan mode stays ' .. what .. ' (the opposite pending choice was dropped)',
+          noop = 'plan mode is already ' .. what,
+        }
+        notify(messages[outcome] or ('plan mode: ' .. tostring(outcome)))
+      end, 'set plan mode')
+    end, true)
+  end,
+  ['goal.show'] = function()
+    with_agent(function(agent_id)
+      request(requests().goal_get, { agentId = agent_id }, function(view)
+        notify(describe_goal(view))
+      end, 'read the goal')
+    end)
+  end,
+  ['goal.create'] = function(a)
+    with_agent(function(agent_id)
+      request(
+        requests().goal_create,
+        { agentId = agent_id, objective = a.objective, maxRounds = a.max_rounds },
+        function(view)
+          notify('goal created: ' .. describe_goal(view))
+        end,
+        'create a goal'
+      )
+    end, true)
+  end,
+  ['goal.edit'] = function(a)
+    if a.objective or a.max_rounds then
+      return goal_write(requests().goal_edit, 'goal edited', { objective = a.objective, maxRounds = a.max_rounds })
+    end
+    with_goal(function(_, _, view)
+      vim.ui.input({ prompt = 'Goal objective: ', default = view.objective }, function(objective)
+        if objective == nil then
+          return
+        end
+        vim.ui.input({ prompt = 'Round budget: ', default = tostring(view.maxRounds) }, function(rounds)
+          if rounds == nil then
+            return
+          end
+          local max_rounds = tonumber(rounds)
+          if not max_rounds or max_rounds < 1 or max_rounds ~= math.floor(max_rounds) then
+            return fail(('%q is not a positive whole number of rounds'):format(rounds))
+          end
+          local changes = {}
+          if objective ~= view.objective then
+            changes.objective = objective
+          end
+          if max_rounds ~= view.maxRounds then
+            changes.maxRounds = max_rounds
+          end
+          if vim.tbl_isempty(changes) then
+            return notify('goal unchanged')
+          end
+          goal_write(requests().goal_edit, 'goal edited', changes)
+        end)
+      end)
+    end)
+  end,
+  ['goal.pause'] = function()
+    goal_write(requests().goal_pause, 'goal paused')
+  end,
+  ['goal.resume'] = function()
+    goal_write(requests().goal_resume, 'goal resumed')
+  end,
+  ['goal.complete'] = function()
+    goal_write(requests().goal_complete, 'goal completed')
+  end,
+  ['goal.block'] = function(a)
+    goal_write(requests().goal_block, 'goal blocked', { reason = { code = a.code, message = a.message } })
+  end,
+  ['goal.clear'] = function()
+    with_goal(function(agent_id, ref)
+      request(requests().goal_clear, { agentId = agent_id, ref = ref }, function()
+        notify('goal cleared')
+      end, 'clear the goal')
+    end)
+  end,
+  ['goal.disarm'] = function()
+    with_agent(function(agent_id)
+      request(requests().goal_disarm, { agentId = agent_id }, function(view)
+        notify('goal disarmed: nothing continues it until :Dsh goal resume (' .. describe_goal(view) .. ')')
+      end, 'disarm the goal')
+    end)
+  end,
+  transcript = function()
+    require('dsh.transcript').open()
+  end,
+  restart = function()
+    local client = require('dsh.client')
+    local running = client.get()
+    if not running then
+      return client.with_client(function()
+        notify('dshd started')
+      end)
+    end
+    local id = running.id
+    client.stop()
+    -- Wait for the old process to go (it writes checkpoints on shutdown), then start.
+    local timer = vim.uv.new_timer()
+    local waited = 0
+    timer:start(50, 50, vim.schedule_wrap(function()
+      waited = waited + 50
+      if vim.lsp.get_client_by_id(id) == nil or waited > 5000 then
+        timer:stop()
+        timer:close()
+        client.with_client(function()
+          notify('dshd restarted; open a session again with :Dsh session open')
+        end)
+      end
+    end))
+  end,
+}
+
+--- The :Dsh command.
+function M.run(opts)
+  local action, err = M.parse(opts.args or '', opts.bang)
+  if not action then
+    return fail(err)
+  end
+  return M.actions[action.action](action)
+end
+
+return M

@@ -1,0 +1,95 @@
+-- Options from require('dsh').setup() and the LSP client config built from them.
+local M = {}
+
+M.defaults = {
+  -- How to start the daemon; nil takes `cmd` from lsp/dsh.lua (`dshd serve`).
+  cmd = nil,
+  -- Files or directories that mark the workspace root, nearest first.
+  root_markers = nil,
+  -- Sent as initializationOptions.config; same shape as .dsh/config.toml (SPEC 7).
+  config = nil,
+  -- Start the daemon at VimEnter when the working directory is inside a workspace
+  -- with a `.dsh` directory. Otherwise it starts at the first :Dsh command.
+  autostart = false,
+  -- Report the end of each turn started by :Dsh prompt.
+  notify_turns = true,
+}
+
+M.options = vim.deepcopy(M.defaults)
+
+local known = { cmd = true, root_markers = true, config = true, autostart = true, notify_turns = true }
+
+function M.set(opts)
+  opts = opts or {}
+  -- The table form of vim.validate works on 0.10 and 0.11.
+  vim.validate({ opts = { opts, 'table' } })
+  for key in pairs(opts) do
+    if not known[key] then
+      error(('dsh.setup: unknown option %q (see :help dsh-setup)'):format(tostring(key)), 0)
+    end
+  end
+  vim.validate({
+    cmd = { opts.cmd, 'table', true },
+    root_markers = { opts.root_markers, 'table', true },
+    config = { opts.config, 'table', true },
+    autostart = { opts.autostart, 'boolean', true },
+    notify_turns = { opts.notify_turns, 'boolean', true },
+  })
+  M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+end
+
+--- The `lsp/dsh.lua` table, as Neovim 0.11 resolves it (with the user's
+--- vim.lsp.config('dsh', ...) overrides), or read from the runtimepath on 0.10.
+local function base_lsp_config()
+  if vim.fn.has('nvim-0.11') == 1 then
+    local resolved = vim.lsp.config.dsh
+    if resolved then
+      return vim.deepcopy(resolved)
+    end
+  end
+  local file = vim.api.nvim_get_runtime_file('lsp/dsh.lua', false)[1]
+  assert(file, 'dsh: lsp/dsh.lua is not on the runtimepath; is the plugin installed?')
+  return dofile(file)
+end
+
+--- The workspace root for `path` (a directory or file), or nil outside any workspace.
+function M.find_root(path)
+  local markers = M.options.root_markers or base_lsp_config().root_markers
+  return vim.fs.root(path, markers)
+end
+
+--- The directory the plugin starts from: the current buffer's file, else the cwd.
+function M.start_path()
+  local name = vim.api.nvim_buf_get_name(0)
+  if name ~= '' and vim.bo.buftype == '' and vim.uv.fs_stat(vim.fs.dirname(name)) then
+    return vim.fs.dirname(name)
+  end
+  return vim.fn.getcwd()
+end
+
+--- The full vim.lsp.ClientConfig for the workspace at `root_dir`.
+function M.client_config(root_dir)
+  local cfg = base_lsp_config()
+  cfg.name = 'dsh'
+  cfg.root_dir = root_dir
+  cfg.workspace_folders = {
+    { uri = vim.uri_from_fname(root_dir), name = vim.fs.basename(root_dir) },
+  }
+  if M.options.cmd then
+    cfg.cmd = vim.deepcopy(M.options.cmd)
+  end
+  if M.options.config then
+    cfg.init_options = vim.tbl_deep_extend('force', cfg.init_options or {}, { config = M.options.config })
+  end
+  -- These must hold whatever a user's vim.lsp.config('dsh') says: they are the protocol.
+  cfg.capabilities = vim.tbl_deep_extend(
+    'force',
+    cfg.capabilities or {},
+    require('dsh.protocol').client_capabilities
+  )
+  cfg.handlers = vim.tbl_extend('force', cfg.handlers or {}, require('dsh.handlers').table())
+  cfg.root_markers = nil
+  return cfg
+end
+
+return M

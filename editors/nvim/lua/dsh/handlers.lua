@@ -1,0 +1,44 @@
+-- Handlers for what the daemon sends: its notifications and its one server request.
+local protocol = require('dsh.protocol')
+
+local M = {}
+
+local function goal_changed(_, params)
+  if type(params) ~= 'table' or not params.agentId then
+    return
+  end
+  -- After a clear there is no goal field (SPEC G-11).
+  require('dsh.state').set_goal(params.agentId, params.goal, params.op)
+end
+
+local function plan_changed(_, params)
+  if type(params) ~= 'table' or not params.agentId then
+    return
+  end
+  require('dsh.state').set_plan(params.agentId, params)
+end
+
+local function session_event(_, params)
+  if type(params) ~= 'table' then
+    return
+  end
+  require('dsh.transcript').on_event(params)
+  require('dsh.review').on_event(params)
+end
+
+local function questions_ask(_, params)
+  -- Yields until the person answers (see dsh.review); the return value is the result.
+  return require('dsh.review').ask(params)
+end
+
+--- The `handlers` table of the LSP client config: method -> handler.
+function M.table()
+  return {
+    [protocol.notifications.goal_changed] = goal_changed,
+    [protocol.notifications.plan_changed] = plan_changed,
+    [protocol.notifications.session_event] = session_event,
+    [protocol.server_requests.questions_ask] = questions_ask,
+  }
+end
+
+return M

@@ -1,0 +1,45 @@
+-- The dshd wire protocol, version 1 (SPEC section 6): every method name this plugin
+-- sends or handles. tests/test_nvim_protocol.py checks these lists against the
+-- protocol's JSON Schema and against the method names used in the plugin's sources.
+local M = {}
+
+--- Requests the editor sends to the daemon.
+M.requests = {
+  session_create = 'dsh/session/create',
+  session_list = 'dsh/session/list',
+  session_open = 'dsh/session/open',
+  session_fork = 'dsh/session/fork',
+  session_close = 'dsh/session/close',
+  session_events = 'dsh/session/events',
+  agent_prompt = 'dsh/agent/prompt',
+  agent_steer = 'dsh/agent/steer',
+  agent_cancel = 'dsh/agent/cancel',
+  plan_set = 'dsh/plan/set',
+  plan_get = 'dsh/plan/get',
+  goal_get = 'dsh/goal/get',
+  goal_create = 'dsh/goal/create',
+  goal_edit = 'dsh/goal/edit',
+  goal_pause = 'dsh/goal/pause',
+  goal_resume = 'dsh/goal/resume',
+  goal_complete = 'dsh/goal/complete',
+  goal_block = 'dsh/goal/block',
+  goal_clear = 'dsh/goal/clear',
+  goal_disarm = 'dsh/goal/disarm',
+}
+
+--- Notifications the daemon sends to the editor.
+M.notifications = {
+  goal_changed = 'dsh/goal/changed',
+  plan_changed = 'dsh/plan/changed',
+  session_event = 'dsh/session/event',
+}
+
+--- Requests the daemon sends to the editor (answered by a person).
+M.server_requests = {
+  questions_ask = 'dsh/questions/ask',
+}
+
+--- The client capability that tells the daemon this editor answers dsh/questions/ask.
+M.client_capabilities = { experimental = { dsh = { questions = true } } }
+
+return M

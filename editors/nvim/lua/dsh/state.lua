@@ -1,0 +1,98 @@
+-- What the plugin knows about the daemon: the client, the current agent, and per
+-- agent the last GoalView and plan state the daemon announced. Nothing here is a
+-- source of truth; it is the daemon's notifications, kept for display and for the
+-- refs that goal commands must name.
+local statusline = require('dsh.statusline')
+
+local M = {}
+
+M.client_id = nil ---@type integer?
+M.root_dir = nil ---@type string?
+M.agent_id = nil ---@type string? the agent :Dsh commands address
+M.session_id = nil ---@type string?
+M.goals = {} ---@type table<string, table|false> agentId -> GoalView, or false: no goal
+M.plans = {} ---@type table<string, {active: boolean, pending: boolean?}>
+M.sessions = {} ---@type table[] the last dsh/session/list answer (for completion)
+M.prompts = {} ---@type table<string, integer> agentId -> prompts in flight
+
+-- The statusline is read on every redraw: keep the rendered text, rebuild on change.
+local status_text = ''
+
+local function render()
+  if not M.agent_id then
+    status_text = ''
+  else
+    status_text = statusline.format(M.goals[M.agent_id] or nil)
+  end
+end
+
+function M.statusline()
+  return status_text
+end
+
+local function announce(pattern, data)
+  vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
+end
+
+--- Record the GoalView (or nil) of `agent_id` and refresh the statusline if it is shown.
+function M.set_goal(agent_id, view, op)
+  if view == vim.NIL then
+    view = nil -- a JSON null that was not decoded to nil
+  end
+  M.goals[agent_id] = view or false
+  if agent_id == M.agent_id then
+    render()
+    announce('DshGoalChanged', { agentId = agent_id, op = op, goal = view, status = status_text })
+    vim.cmd('redrawstatus!')
+  end
+end
+
+function M.goal(agent_id)
+  local view = M.goals[agent_id or M.agent_id]
+  return view or nil
+end
+
+function M.set_plan(agent_id, plan)
+  local pending = nil
+  if type(plan.pending) == 'boolean' then
+    pending = plan.pending
+  end
+  M.plans[agent_id] = { active = plan.active == true, pending = pending }
+  if agent_id == M.agent_id then
+    announce('DshPlanChanged', { agentId = agent_id, active = plan.active == true, pending = pending })
+  end
+end
+
+function M.plan(agent_id)
+  return M.plans[agent_id or M.agent_id]
+end
+
+--- Make `agent_id` the agent that commands address and the statusline shows.
+function M.set_current(agent_id, session_id)
+  M.agent_id = agent_id
+  M.session_id = session_id
+  render()
+  announce('DshGoalChanged', { agentId = agent_id, status = status_text })
+  vim.cmd('redrawstatus!')
+end
+
+--- Forget an agent (closed, replaced by a reload, or the daemon exited).
+function M.forget(agent_id)
+  M.goals[agent_id] = nil
+  M.plans[agent_id] = nil
+  M.prompts[agent_id] = nil
+  if agent_id == M.agent_id then
+    M.set_current(nil, nil)
+  end
+end
+
+function M.reset()
+  M.client_id = nil
+  M.root_dir = nil
+  M.goals = {}
+  M.plans = {}
+  M.prompts = {}
+  M.set_current(nil, nil)
+end
+
+return M

