@@ -154,7 +154,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
         if not reason.message.strip():
             raise FoldError("blockedReason message is empty")
     elif reason is not None:
-        raise FoldError(f"blockedReason on a {goal.phase} goal")
+        raise FoldError(f"blockedReason on a goal in phase {goal.phase}")
     if goal.maxRounds < 1:
         raise FoldError(f"maxRounds {goal.maxRounds} is below 1")
 
@@ -208,7 +208,7 @@ def _goal_round(state: GoalState, goal_round) -> GoalState:
     if current.phase == "complete":
         raise FoldError(f"write to stopped goal {goal_id}")
     if current.phase != "active":
-        raise FoldError(f"round of a {current.phase} goal")
+        raise FoldError(f"round of goal {goal_id} in phase {current.phase}")
     if goal_round.revision != current.revision:
         raise FoldError(f"round names revision {goal_round.revision}, the current revision is {current.revision}")
     n = goal_round.round
