@@ -7,7 +7,7 @@
 // The suite asks for screenshots by writing `<control>/<name>.req`; we shoot the page and answer
 // with `<control>/<name>.done`.
 //
-// usage: node run-vscode-tests.mjs --workspace DIR --artifacts DIR [--timeout SECONDS] [--env K=V]...
+// usage: node run-vscode-tests.mjs --workspace DIR [--suite out/integration/X.js] [--artifacts DIR] [--timeout SECONDS] [--env K=V]...
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -24,6 +24,7 @@ const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args
 const workspace = path.resolve(opt('--workspace'));
 const artifacts = path.resolve(opt('--artifacts', path.join(repo, 'artifacts/vscode')));
 const timeoutMs = Number(opt('--timeout', '300')) * 1000;
+const suite = path.resolve(extRoot, opt('--suite', 'out/integration/suite.js'));
 const extraEnv = {};
 args.forEach((a, i) => { if (a === '--env') { const [k, ...v] = args[i + 1].split('='); extraEnv[k] = v.join('='); } });
 
@@ -81,7 +82,7 @@ try {
 
   const auth = new URL(base).host;
   const payload = [['extensionDevelopmentPath', `vscode-remote://${auth}${extRoot}`],
-    ['extensionTestsPath', `vscode-remote://${auth}${path.join(extRoot, 'out/integration/suite.js')}`]];
+    ['extensionTestsPath', `vscode-remote://${auth}${suite}`]];
   const url = `${base}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   const page = await browser.newPage({ viewport: { width: 1400, height: 850 } });

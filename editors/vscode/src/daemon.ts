@@ -54,6 +54,8 @@ export class Daemon implements vscode.Disposable {
   private readonly handlers: ((client: LanguageClient) => void)[] = [];
   private readonly listeners: ConnectionListener[] = [];
   private stopping = false;
+  /** Why the last start failed, with the fix (also shown to the person). */
+  lastError: string | undefined;
 
   constructor(private readonly output: vscode.OutputChannel) {}
 
@@ -110,11 +112,13 @@ export class Daemon implements vscode.Disposable {
       this.fail(`dshd could not be started: ${err.message}`, `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
       return false;
     }
+    this.lastError = undefined;
     this.emit('running');
     return true;
   }
 
   private fail(why: string, fix: string) {
+    this.lastError = `${why} ${fix}`;
     this.output.appendLine(`${why} ${fix}`);
     this.emit('failed', `${why} ${fix}`);
     void vscode.window.showErrorMessage(`${why} ${fix}`, 'Open Settings', 'Show Log').then((pick) => this.onPick(pick));

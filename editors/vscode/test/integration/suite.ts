@@ -1,14 +1,167 @@
+// Runs inside a real VS Code extension host (see scripts/run-vscode-tests.mjs), against the real
+// dshd started by the extension, in a workspace whose scripted model (fixture/script.json) replies
+// in a fixed order: the tests below run in that order and each consumes its replies.
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { runAll, screenshot, test } from './harness';
+import type { Controller } from '../../src/controller';
+import type { DshApi } from '../../src/extension';
+import type { PlanReview } from '../../src/review';
+import { runAll, screenshot, test, waitFor } from './harness';
 
-test('smoke: extension present and activates', async () => {
-  const ext = vscode.extensions.getExtension('dshd.dshd-vscode');
-  assert.ok(ext);
-  await ext.activate();
-  assert.ok(ext.isActive);
-  const shot = await screenshot('smoke-status', '#workbench\\.parts\\.statusbar');
-  assert.ok(shot.statusTexts.some((t) => t.includes('smoke')), JSON.stringify(shot.statusTexts));
+let api: DshApi;
+let c: Controller;
+const seenStatus: string[] = [];
+const workspace = () => vscode.workspace.workspaceFolders![0].uri.fsPath;
+
+interface LogEvent { seq: number; type: string; data: any; turn?: number }
+function readLog(sessionId: string): LogEvent[] {
+  const file = path.join(workspace(), '.dsh', 'sessions', sessionId, 'log.jsonl');
+  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+async function nextReview(): Promise<PlanReview> {
+  return waitFor('a plan review to open', () => {
+    const r = c.reviews.current();
+    const editor = vscode.window.activeTextEditor;
+    return r && !r.settled && editor?.document.uri.toString() === r.uri.toString() ? r : undefined;
+  });
+}
+
+const planText = () => c.statusText().plan;
+
+test('the extension activates and starts dshd for the workspace', async () => {
+  const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
+  assert.ok(ext, 'extension not found');
+  api = await ext.activate();
+  c = api.controller;
+  c.onDidChangeStatus(() => { const t = c.statusText().goal; if (seenStatus[seenStatus.length - 1] !== t) seenStatus.push(t); });
+  assert.equal(await api.ready, true, 'dshd did not start');
+  assert.equal(c.connection, 'running');
+  const caps = c.daemon.client?.initializeResult;
+  assert.ok(caps, 'no initialize result');
+  assert.equal(c.statusText().goal, '$(target) no session');
+  const commands = await vscode.commands.getCommands(true);
+  for (const id of ['dsh.session.new', 'dsh.session.open', 'dsh.agent.prompt', 'dsh.agent.steer', 'dsh.agent.cancel', 'dsh.plan.on', 'dsh.plan.off',
+    'dsh.goal.create', 'dsh.goal.edit', 'dsh.goal.pause', 'dsh.goal.resume', 'dsh.goal.complete', 'dsh.goal.block', 'dsh.goal.clear', 'dsh.transcript.show']) {
+    assert.ok(commands.includes(id), `command ${id} missing`);
+  }
+});
+
+test('a new session shows "no goal" and plan mode off; plan mode on is shown', async () => {
+  const s = await vscode.commands.executeCommand<{ sessionId: string }>('dsh.session.new', { title: 'vscode integration' });
+  assert.ok(s?.sessionId);
+  assert.equal(c.statusText().goal, '$(target) no goal');
+  assert.equal(planText(), '$(checklist) plan: off');
+  await vscode.commands.executeCommand('dsh.plan.on');
+  await waitFor('plan: on in the status bar', () => planText() === '$(checklist) plan: on');
+});
+
+test('exit_plan_mode opens the review; Keep planning sends feedback and a line comment, plan mode stays on', async () => {
+  const prompt = vscode.commands.executeCommand<{ stopReason: string }>('dsh.agent.prompt', { text: 'Add retries to the HTTP client' });
+  const review = await nextReview();
+  assert.match(review.question.plan, /^# Plan: retries/);
+  assert.equal(vscode.window.activeTextEditor!.document.getText(), review.question.plan);
+  assert.equal(vscode.window.activeTextEditor!.document.languageId, 'markdown');
+  review.addLineComment(4, 'Retrying a 404 only hides bugs: retry connection errors and 502/503/504.'); // 0-based: "3. Retry on every exception."
+  await screenshot('review');
+  assert.equal(await vscode.commands.executeCommand('dsh.review.keepPlanning', { feedback: 'Cap the backoff.' }), true);
+  const result = await prompt;
+  assert.ok(result, 'prompt gave no result');
+  const log = readLog(c.session!.sessionId);
+  const toolResult = log.filter((e) => e.type === 'tool/result').pop()!;
+  assert.equal(toolResult.data.ok, false);
+  assert.match(toolResult.data.content, /Cap the backoff\./);
+  assert.match(toolResult.data.content, /Line 5: 3\. Retry on every exception\.\n\s*Comment: Retrying a 404 only hides bugs/);
+  assert.ok(!log.some((e) => e.type === 'plan/mode' && e.data.active === false), 'plan mode was turned off');
+  assert.equal(planText(), '$(checklist) plan: on');
+  assert.equal(c.reviews.all().length, 0, 'the review stayed open after it was answered');
+});
+
+test('closing the review is not an approval: plan mode stays on', async () => {
+  const prompt = vscode.commands.executeCommand('dsh.agent.prompt', { text: 'Show me the plan again' });
+  const review = await nextReview();
+  await vscode.commands.executeCommand('workbench.action.closeActiveEditor');
+  await waitFor('the review to end', () => review.settled);
+  await prompt;
+  const log = readLog(c.session!.sessionId);
+  const toolResult = log.filter((e) => e.type === 'tool/result').pop()!;
+  assert.equal(toolResult.data.ok, false);
+  assert.ok(!log.some((e) => e.type === 'plan/mode' && e.data.active === false), 'plan mode was turned off');
+  const plan = await c.daemon.request<{ active: boolean }>('dsh/plan/get', { agentId: c.session!.agentId });
+  assert.equal(plan.active, true);
+  assert.equal(planText(), '$(checklist) plan: on');
+});
+
+test('Approve turns plan mode off', async () => {
+  const prompt = vscode.commands.executeCommand('dsh.agent.prompt', { text: 'Revise it' });
+  const review = await nextReview();
+  assert.match(review.question.plan, /revised/);
+  assert.equal(await vscode.commands.executeCommand('dsh.review.approve'), true);
+  await prompt;
+  await waitFor('plan: off in the status bar', () => planText() === '$(checklist) plan: off');
+  const log = readLog(c.session!.sessionId);
+  const toolResult = log.filter((e) => e.type === 'tool/result').pop()!;
+  assert.equal(toolResult.data.ok, true);
+  assert.deepEqual(log.filter((e) => e.type === 'plan/mode').map((e) => e.data.active), [true, false]);
+});
+
+test('the transcript loads the history and follows new events', async () => {
+  const doc = await vscode.commands.executeCommand<vscode.TextDocument>('dsh.transcript.show');
+  assert.ok(doc);
+  const text = doc.getText();
+  assert.match(text, /# Session vscode integration/);
+  assert.match(text, /Add retries to the HTTP client/);
+  assert.match(text, /`exit_plan_mode`/);
+  assert.match(text, /Plan approved\. Starting with the RetryPolicy\./);
+});
+
+test('a new goal shows 0/40 · active and moves as rounds are spent', async () => {
+  seenStatus.length = 0;
+  const goal = await vscode.commands.executeCommand<{ maxRounds: number }>('dsh.goal.create', { objective: 'Retries for the HTTP client', maxRounds: 40 });
+  assert.equal(goal?.maxRounds, 40);
+  await waitFor('2/40 · active', () => c.statusText().goal === '$(target) 2/40 · active', 15000);
+  assert.ok(seenStatus.includes('$(target) 0/40 · active'), `status went ${JSON.stringify(seenStatus)}`);
+  assert.ok(seenStatus.includes('$(target) 1/40 · active'), `status went ${JSON.stringify(seenStatus)}`);
+  const shot = await screenshot('status-active', '#workbench\\.parts\\.statusbar');
+  assert.ok(shot.statusTexts.some((t) => t.includes('2/40 · active')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
+  assert.equal(c.statusText().warning, false);
+});
+
+test('pause, block (warning colour) and resume from commands; the model completes the goal', async () => {
+  await vscode.commands.executeCommand('dsh.goal.pause');
+  await waitFor('paused', () => c.statusText().goal === '$(target) 2/40 · paused');
+  await vscode.commands.executeCommand('dsh.goal.block', { code: 'needs-decision', message: 'Which status codes are retryable?' });
+  await waitFor('blocked', () => c.statusText().goal === '$(target) 2/40 · blocked');
+  assert.equal(c.statusText().warning, true);
+  const tooltip = c.goalItem.tooltip as vscode.MarkdownString;
+  assert.match(tooltip.value, /needs-decision/);
+  assert.match(tooltip.value, /Retries for the HTTP client/);
+  const shot = await screenshot('status-blocked', '#workbench\\.parts\\.statusbar');
+  assert.ok(shot.statusTexts.some((t) => t.includes('2/40 · blocked')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
+  await vscode.commands.executeCommand('dsh.goal.resume');
+  await waitFor('complete', () => c.statusText().goal === '$(target) 3/40 · complete', 15000);
+  await vscode.commands.executeCommand('dsh.goal.clear');
+  await waitFor('no goal', () => c.statusText().goal === '$(target) no goal');
+});
+
+test('losing the daemon during a review is not an approval', async () => {
+  const sessionId = c.session!.sessionId;
+  await vscode.commands.executeCommand('dsh.plan.on');
+  await waitFor('plan: on', () => planText() === '$(checklist) plan: on');
+  void vscode.commands.executeCommand('dsh.agent.prompt', { text: 'One more plan' });
+  const review = await nextReview();
+  const pid = Number(fs.readFileSync(path.join(workspace(), '.dsh', 'sessions', sessionId, 'log.lock'), 'utf8').trim());
+  assert.ok(pid > 1, 'no daemon pid in log.lock');
+  process.kill(pid, 'SIGKILL');
+  await waitFor('the review to end', () => review.settled);
+  await waitFor('the status bar to show the daemon down', () => c.connection !== 'running');
+  assert.match(c.statusText().goal, /not running/);
+  assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
+  const s = await vscode.commands.executeCommand<{ plan: { active: boolean } }>('dsh.session.open', { sessionId });
+  assert.equal(s?.plan.active, true, 'plan mode is off after the daemon was lost mid-review');
+  assert.equal(planText(), '$(checklist) plan: on');
 });
 
 export async function run(): Promise<void> { await runAll(); }

@@ -1,0 +1,94 @@
+"""The VS Code extension (editors/vscode), tested for real.
+
+`./run test` installs the toolchain first (editors/vscode/scripts/setup.sh: Chromium, Node 24,
+code-server's bundled VS Code, playwright-core, vsce, the extension's npm deps). These tests then:
+type-check the extension, run its unit tests with node's test runner, package it with vsce, and
+run its integration suites inside a real VS Code (the VS Code server from code-server, driven by
+headless Chromium) - one against a missing dshd, one against the real dshd with the scripted model.
+Screenshots and logs go to artifacts/vscode/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXT = REPO / "editors" / "vscode"
+CACHE = Path(os.environ.get("DSHD_VSCODE_CACHE", REPO / ".cache" / "vscode"))
+NODE = CACHE / "node24" / "bin" / "node"
+VSCODE_SERVER = CACHE / "cs" / "node_modules" / "code-server" / "lib" / "vscode" / "out" / "server-main.js"
+VSCE = CACHE / "tools" / "node_modules" / ".bin" / "vsce"
+ARTIFACTS = REPO / "artifacts" / "vscode"
+
+missing = [p for p in (NODE, VSCODE_SERVER, VSCE, EXT / "node_modules") if not p.exists()]
+pytestmark = pytest.mark.skipif(
+    bool(missing), reason=f"VS Code toolchain not installed ({missing[0] if missing else ''}): run ./run setup"
+)
+
+
+def node_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def run(cmd: list[str], *, timeout: float, cwd: Path = EXT, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env or node_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    run([str(NODE), "scripts/build.mjs"], timeout=120)
+
+
+def test_typecheck(built) -> None:
+    run([str(NODE), "node_modules/typescript/bin/tsc", "--noEmit", "-p", "."], timeout=180)
+
+
+def test_unit(built) -> None:
+    units = sorted(str(p.relative_to(EXT)) for p in (EXT / "out" / "unit").glob("*.test.js"))
+    assert units, "no unit tests were built"
+    proc = run([str(NODE), "--test", *units], timeout=120)
+    assert "# fail 0" in proc.stdout or "fail 0" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_vsce_package(built, tmp_path: Path) -> None:
+    vsix = tmp_path / "dshd-vscode.vsix"
+    run([str(VSCE), "package", "--allow-missing-repository", "--skip-license", "-o", str(vsix)], timeout=180)
+    with zipfile.ZipFile(vsix) as z:
+        names = set(z.namelist())
+    assert "extension/dist/extension.js" in names
+    assert "extension/package.json" in names
+    # Bundled by esbuild: no node_modules and no sources in the package.
+    assert not any(n.startswith("extension/node_modules/") or n.startswith("extension/src/") for n in names), sorted(names)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(vsix, ARTIFACTS / vsix.name)
+
+
+def run_real_vscode(workspace: Path, suite: str, artifacts: Path, timeout_s: int) -> dict:
+    proc = subprocess.run(
+        [str(NODE), "scripts/run-vscode-tests.mjs", "--workspace", str(workspace), "--suite", suite,
+         "--artifacts", str(artifacts), "--timeout", str(timeout_s)],
+        cwd=EXT, env=node_env(), capture_output=True, text=True, timeout=timeout_s + 60,
+    )
+    results_file = artifacts / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() else None
+    assert proc.returncode == 0, f"real VS Code run failed ({proc.returncode}):\n{proc.stdout[-8000:]}\n{proc.stderr[-4000:]}"
+    assert results and results["failed"] == 0 and results["passed"] > 0, results
+    return results
+
+
+def test_real_vscode_without_daemon(built, tmp_path: Path) -> None:
+    """The configured dshd does not exist: a clear error with the fix, the status bar says so."""
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / ".vscode" / "settings.json").write_text(json.dumps({"dsh.server.command": "/nonexistent/dshd"}))
+    results = run_real_vscode(tmp_path, "out/integration/missingDaemon.js", ARTIFACTS / "no-daemon", 180)
+    assert results["passed"] == 2
