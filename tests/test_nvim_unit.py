@@ -335,6 +335,21 @@ def test_error_messages_say_what_to_do(editor, data, needles):
         assert needle in message, message
 
 
+def test_failed_initialize_error_text_is_read_back(editor):
+    # Neovim reports a failed `initialize` only as text (vim.lsp.rpc.format_rpc_error).
+    err = editor.lua(
+        """
+        local text = 'assertion failed: ' .. vim.lsp.rpc.format_rpc_error({ code = -32008,
+          message = 'invalid config: plan.section must be a non-blank string',
+          data = { kind = 'invalid-config', key = 'plan.section' } })
+        return require('dsh.client').parse_rpc_error_text(text)
+        """
+    )
+    assert err == {"code": -32008, "message": "invalid config: plan.section must be a non-blank string",
+                   "data": {"kind": "invalid-config", "key": "plan.section"}}
+    assert editor.lua("return require('dsh.client').parse_rpc_error_text('boom')") is None
+
+
 def test_error_kinds_cover_the_protocol(editor):
     import json
 

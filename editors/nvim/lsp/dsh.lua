@@ -13,6 +13,9 @@ return {
   on_init = function(client)
     require('dsh.client').on_init(client)
   end,
+  on_error = function(code, err)
+    require('dsh.client').on_error(code, err)
+  end,
   on_exit = function(code, signal, client_id)
     require('dsh.client').on_exit(code, signal, client_id)
   end,

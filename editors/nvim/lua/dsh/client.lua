@@ -108,6 +108,46 @@ function M.on_exit(code, signal, client_id)
   end)
 end
 
+--- Neovim turns a failed `initialize` into an assertion message holding the
+--- formatted RPC error (vim.lsp.rpc.format_rpc_error); read kind and key back from it.
+function M.parse_rpc_error_text(text)
+  if type(text) ~= 'string' or not text:find('RPC%[Error%]') then
+    return nil
+  end
+  local err = { code = tonumber(text:match('code = (%-?%d+)')), message = text:match('message = "(.-)"'), data = {} }
+  for _, field in ipairs({ 'kind', 'key', 'field', 'reason' }) do
+    err.data[field] = text:match(field .. ' = "(.-)"')
+  end
+  for _, field in ipairs({ 'pid', 'seq', 'line', 'current' }) do
+    err.data[field] = tonumber(text:match(field .. ' = (%d+)'))
+  end
+  return err
+end
+
+function M.on_error(code, err, client_id)
+  local client = get_client(client_id or state.client_id)
+  if client and client.initialized then
+    return -- Neovim already reported it; requests report their own errors
+  end
+  local parsed = M.parse_rpc_error_text(type(err) == 'string' and err or tostring(err))
+  if parsed then
+    require('dsh.errors').report(parsed, { context = 'start dshd' })
+  else
+    require('dsh.errors').notify(('dshd failed to start (%s): %s. Run :checkhealth dsh.'):format(
+      tostring(vim.lsp.client_errors[code] or code),
+      tostring(err)
+    ))
+  end
+  if client then
+    waiting[client.id] = nil
+    if has_011 then
+      client:stop(true)
+    else
+      client.stop(true)
+    end
+  end
+end
+
 --- Send a request; `on_result(result)` on success, errors go to dsh.errors.report
 --- with `context` (what the person asked for), unless `on_error(err)` handles them.
 ---@param method string

@@ -13,11 +13,21 @@ M.defaults = {
   autostart = false,
   -- Report the end of each turn started by :Dsh prompt.
   notify_turns = true,
+  -- How long the daemon waits for a plan review before failing it closed
+  -- (initializationOptions.questionTimeoutMs); nil: the daemon's default.
+  question_timeout_ms = nil,
 }
 
 M.options = vim.deepcopy(M.defaults)
 
-local known = { cmd = true, root_markers = true, config = true, autostart = true, notify_turns = true }
+local known = {
+  cmd = true,
+  root_markers = true,
+  config = true,
+  autostart = true,
+  notify_turns = true,
+  question_timeout_ms = true,
+}
 
 function M.set(opts)
   opts = opts or {}
@@ -34,6 +44,13 @@ function M.set(opts)
     config = { opts.config, 'table', true },
     autostart = { opts.autostart, 'boolean', true },
     notify_turns = { opts.notify_turns, 'boolean', true },
+    question_timeout_ms = {
+      opts.question_timeout_ms,
+      function(v)
+        return v == nil or (type(v) == 'number' and v >= 1 and v == math.floor(v))
+      end,
+      'a whole number of milliseconds >= 1',
+    },
   })
   M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
 end
@@ -80,6 +97,11 @@ function M.client_config(root_dir)
   end
   if M.options.config then
     cfg.init_options = vim.tbl_deep_extend('force', cfg.init_options or {}, { config = M.options.config })
+  end
+  if M.options.question_timeout_ms then
+    cfg.init_options = vim.tbl_extend('force', cfg.init_options or {}, {
+      questionTimeoutMs = M.options.question_timeout_ms,
+    })
   end
   -- These must hold whatever a user's vim.lsp.config('dsh') says: they are the protocol.
   cfg.capabilities = vim.tbl_deep_extend(

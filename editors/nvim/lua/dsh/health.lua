@@ -61,7 +61,7 @@ local function validate_config(cmd, root)
     rootUri = vim.uri_from_fname(root),
     workspaceFolders = { { uri = vim.uri_from_fname(root), name = vim.fs.basename(root) } },
     capabilities = require('dsh.protocol').client_capabilities,
-    initializationOptions = cfg.options.config and { config = cfg.options.config } or nil,
+    initializationOptions = cfg.client_config(root).init_options,
   }, function(err, result)
     if not done then
       done, outcome = true, { err = err, result = result }
