@@ -2,18 +2,18 @@
 // it), the status bar, and the commands. The goal and plan shown come from `dsh/goal/changed` and
 // `dsh/plan/changed` alone (plus the state `dsh/session/open` returns); nothing polls.
 import * as vscode from 'vscode';
-import { asDaemonError, Daemon, DaemonError } from './daemon';
+import { asDaemonError, Daemon, DaemonError, type ParamsOf, type ResultOf } from './daemon';
 import {
   ALL_GOAL_ACTIONS, checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions,
   type GoalActionId,
 } from './goalActions';
 import type {
-  GoalChangedParams, GoalClearResult, GoalRef, GoalView, PlanChangedParams, PlanSetResult, PlanState, PromptResult,
-  QuestionsAskParams, SessionEventParams, SessionHandle, SessionListResult, SessionOpenResult, SteerResult,
+  DshRequest, GoalChangedParams, GoalClearResult, GoalRef, GoalView, PlanChangedParams, PlanSetResult, PlanState, PromptResult,
+  QuestionsAskParams, SessionEventParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
 import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
-import { Transcripts } from './transcript';
+import { TRANSCRIPT_PAGE, Transcripts } from './transcript';
 
 export interface Session { sessionId: string; agentId: string; title?: string; goal: GoalView | null; plan: PlanState }
 
@@ -63,9 +63,9 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.plan.toggle', () => this.togglePlan());
     cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number }) => this.goalCreate(a));
     cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number }) => this.goalEdit(a));
-    cmd('dsh.goal.pause', () => this.goalWrite('pause', (ref) => this.req<GoalView>('dsh/goal/pause', { ref })));
-    cmd('dsh.goal.resume', () => this.goalWrite('resume', (ref) => this.req<GoalView>('dsh/goal/resume', { ref })));
-    cmd('dsh.goal.complete', () => this.goalWrite('complete', (ref) => this.req<GoalView>('dsh/goal/complete', { ref })));
+    cmd('dsh.goal.pause', () => this.goalWrite('pause', (ref) => this.req('dsh/goal/pause', { ref })));
+    cmd('dsh.goal.resume', () => this.goalWrite('resume', (ref) => this.req('dsh/goal/resume', { ref })));
+    cmd('dsh.goal.complete', () => this.goalWrite('complete', (ref) => this.req('dsh/goal/complete', { ref })));
     cmd('dsh.goal.block', (a?: { code?: string; message?: string }) => this.goalBlock(a));
     cmd('dsh.goal.clear', () => this.goalClear());
     cmd('dsh.goal.actions', () => this.goalActions());
@@ -137,10 +137,11 @@ export class Controller implements vscode.Disposable {
 
   // ---- sessions ---------------------------------------------------------------------------------
 
-  private async req<R>(method: string, params: object = {}): Promise<R> {
+  /** A request for the open session's agent (every such method takes `agentId`). */
+  private async req<M extends DshRequest>(method: M, params: Omit<ParamsOf<M>, 'agentId'>): Promise<ResultOf<M>> {
     const s = this.session;
     if (!s) throw new DaemonError('No dsh session is open: run "DSH: New Session" or "DSH: Open Session…" first.', undefined, {});
-    return this.daemon.request<R>(method, { agentId: s.agentId, ...params });
+    return this.daemon.request(method, { ...params, agentId: s.agentId } as ParamsOf<M>);
   }
 
   private async requireRunning(): Promise<void> {
@@ -150,7 +151,7 @@ export class Controller implements vscode.Disposable {
 
   async newSession(title?: string): Promise<Session> {
     await this.requireRunning();
-    const h = await this.daemon.request<SessionHandle>('dsh/session/create', title ? { title } : {});
+    const h = await this.daemon.request('dsh/session/create', title ? { title } : {});
     this.session = { ...h, title, goal: null, plan: { active: false } };
     if (title) this.transcripts.setTitle(h.sessionId, title);
     this.render();
@@ -161,7 +162,7 @@ export class Controller implements vscode.Disposable {
     await this.requireRunning();
     let title: string | undefined;
     if (!sessionId) {
-      const { sessions } = await this.daemon.request<SessionListResult>('dsh/session/list', {});
+      const { sessions } = await this.daemon.request('dsh/session/list', {});
       if (!sessions.length) {
         const pick = await vscode.window.showInformationMessage('This workspace has no dsh sessions yet.', 'New Session');
         return pick ? this.newSession() : undefined;
@@ -177,7 +178,7 @@ export class Controller implements vscode.Disposable {
       if (!picked) return undefined;
       sessionId = picked.sessionId; title = picked.title;
     }
-    const r = await this.daemon.request<SessionOpenResult>('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
+    const r = await this.daemon.request('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
     this.session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
     if (title) this.transcripts.setTitle(r.sessionId, title);
     this.render();
@@ -196,7 +197,7 @@ export class Controller implements vscode.Disposable {
     if (!text?.trim()) return undefined;
     this.busyTurns++; this.render();
     try {
-      return await this.req<PromptResult>('dsh/agent/prompt', { text });
+      return await this.req('dsh/agent/prompt', { text });
     } catch (e) {
       const err = asDaemonError(e);
       if (err.kind !== 'turn-open') throw err;
@@ -211,24 +212,24 @@ export class Controller implements vscode.Disposable {
   async steer(text?: string): Promise<SteerResult | undefined> {
     text ??= await vscode.window.showInputBox({ title: 'Steer the running turn', prompt: 'Sent to the agent before its next step', ignoreFocusOut: true });
     if (!text?.trim()) return undefined;
-    const r = await this.req<SteerResult>('dsh/agent/steer', { text });
+    const r = await this.req('dsh/agent/steer', { text });
     if (!r.queued) void vscode.window.showInformationMessage('No turn is running: use "DSH: Prompt the Agent" instead.');
     return r;
   }
 
-  async cancel(): Promise<void> { await this.req<null>('dsh/agent/cancel'); }
+  async cancel(): Promise<void> { await this.req('dsh/agent/cancel', {}); }
 
   // ---- plan mode ------------------------------------------------------------------------------
 
   async setPlan(active: boolean): Promise<PlanSetResult> {
-    const r = await this.req<PlanSetResult>('dsh/plan/set', { active });
+    const r = await this.req('dsh/plan/set', { active });
     if (r.outcome === 'queued') void vscode.window.setStatusBarMessage(`Plan mode turns ${active ? 'on' : 'off'} at the agent's next step`, 4000);
     return r;
   }
 
   /** Reads the daemon's state first: the editor keeps no copy of plan mode to decide from (PM-6). */
   async togglePlan(): Promise<PlanSetResult> {
-    const state = await this.req<PlanState>('dsh/plan/get');
+    const state = await this.req('dsh/plan/get', {});
     return this.setPlan(!(state.pending ?? state.active));
   }
 
@@ -248,7 +249,7 @@ export class Controller implements vscode.Disposable {
     } catch (e) {
       const err = asDaemonError(e);
       if (err.kind !== 'stale-revision') throw err;
-      const fresh = await this.req<GoalView | null>('dsh/goal/get');
+      const fresh = await this.req('dsh/goal/get', {});
       const decision = staleDecision(action, fresh, seen);
       if (decision.kind !== 'ask') { void vscode.window.showWarningMessage(decision.message); return undefined; }
       const label = `${action[0].toUpperCase()}${action.slice(1)}`;
@@ -269,7 +270,7 @@ export class Controller implements vscode.Disposable {
       if (rounds === undefined) return undefined;
       maxRounds = rounds.trim() ? Number(rounds) : undefined;
     }
-    return this.req<GoalView>('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds });
+    return this.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds });
   }
 
   async goalEdit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
@@ -286,7 +287,7 @@ export class Controller implements vscode.Disposable {
       if (rounds.trim() && Number(rounds) !== goal.maxRounds) changes.maxRounds = Number(rounds);
       if (!Object.keys(changes).length) return goal;
     }
-    return this.goalWrite('edit', (ref) => this.req<GoalView>('dsh/goal/edit', { ref, ...changes }));
+    return this.goalWrite('edit', (ref) => this.req('dsh/goal/edit', { ref, ...changes }));
   }
 
   async goalBlock(a?: { code?: string; message?: string }): Promise<GoalView | undefined> {
@@ -299,11 +300,11 @@ export class Controller implements vscode.Disposable {
       if (message === undefined) return undefined;
     }
     const reason = { code: code.trim(), message: message.trim() };
-    return this.goalWrite('block', (ref) => this.req<GoalView>('dsh/goal/block', { ref, reason }));
+    return this.goalWrite('block', (ref) => this.req('dsh/goal/block', { ref, reason }));
   }
 
   async goalClear(): Promise<GoalClearResult | undefined> {
-    return this.goalWrite('clear', (ref) => this.req<GoalClearResult>('dsh/goal/clear', { ref }));
+    return this.goalWrite('clear', (ref) => this.req('dsh/goal/clear', { ref }));
   }
 
   /** The status bar's click: the actions valid in the goal's current phase. */
@@ -323,7 +324,7 @@ export class Controller implements vscode.Disposable {
   async showTranscript(): Promise<vscode.TextDocument> {
     const s = this.session;
     if (!s) throw new DaemonError('No dsh session is open.', undefined, {});
-    return this.transcripts.show(s.sessionId, s.agentId, (m, p) => this.daemon.request(m, p));
+    return this.transcripts.show(s.sessionId, (afterSeq: number) => this.req('dsh/session/events', { afterSeq, limit: TRANSCRIPT_PAGE }));
   }
 
   private showError(e: unknown): void {

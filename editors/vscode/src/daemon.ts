@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import type { DshMethods, DshRequest } from './protocol';
 import {
   CloseAction, ErrorAction, LanguageClient, ResponseError, State, TransportKind,
   type LanguageClientOptions, type ServerOptions, type StaticFeature,
@@ -46,6 +47,10 @@ export function resolveCommand(command: string, cwd: string, envPath = process.e
   }
   return undefined;
 }
+
+/** Params and result of a request method, from the schema's method table. */
+export type ParamsOf<M extends DshRequest> = DshMethods[M]['params'];
+export type ResultOf<M extends DshRequest> = DshMethods[M] extends { result: infer R } ? R : never;
 
 export type ConnectionListener = (state: 'starting' | 'running' | 'stopped' | 'failed', detail?: string) => void;
 
@@ -130,11 +135,11 @@ export class Daemon implements vscode.Disposable {
     if (pick === 'Restart dshd') void vscode.commands.executeCommand('dsh.server.restart');
   }
 
-  async request<R>(method: string, params: object): Promise<R> {
+  async request<M extends DshRequest>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const client = this.client;
     if (!client || client.state !== State.Running) throw new DaemonError('dshd is not running', undefined, {});
     try {
-      return await client.sendRequest<R>(method, params);
+      return await client.sendRequest<ResultOf<M>>(method, params);
     } catch (e) {
       throw asDaemonError(e);
     }

@@ -5,7 +5,7 @@ import type { SessionEvent, SessionEventsResult } from './protocol';
 import { renderTranscript } from './transcriptRender';
 
 export const TRANSCRIPT_SCHEME = 'dsh-transcript';
-const PAGE = 500;
+export const TRANSCRIPT_PAGE = 500;
 
 export class Transcripts implements vscode.Disposable {
   private readonly events = new Map<string, Map<number, SessionEvent>>();
@@ -45,12 +45,12 @@ export class Transcripts implements vscode.Disposable {
   }
 
   /** Loads the history (paged) and shows the transcript beside the current editor. */
-  async show(sessionId: string, agentId: string, request: <R>(method: string, params: object) => Promise<R>): Promise<vscode.TextDocument> {
+  async show(sessionId: string, readPage: (afterSeq: number) => Promise<SessionEventsResult>): Promise<vscode.TextDocument> {
     let afterSeq = 0;
     for (;;) {
-      const page = await request<SessionEventsResult>('dsh/session/events', { agentId, afterSeq, limit: PAGE });
+      const page = await readPage(afterSeq);
       for (const e of page.events) this.add(sessionId, e);
-      if (page.events.length < PAGE || page.nextSeq <= afterSeq) break;
+      if (page.events.length < TRANSCRIPT_PAGE || page.nextSeq <= afterSeq) break;
       afterSeq = page.nextSeq;
     }
     const doc = await vscode.workspace.openTextDocument(this.uri(sessionId));
