@@ -100,6 +100,11 @@ def _rule_of(tp: Any) -> tuple[Any, Rule] | None:
 
 @functools.lru_cache(maxsize=None)
 def _compiled(pattern: str) -> re.Pattern[str]:
+    # The patterns are written for JSON Schema (ECMA 262), where a final "$" is the end
+    # of the string; in Python it also matches before a trailing newline, so
+    # "s-...\n" would pass. Read a final "$" as "\Z".
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
     return re.compile(pattern)
 
 
