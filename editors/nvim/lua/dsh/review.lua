@@ -82,6 +82,10 @@ function M.open(question, meta, finish)
     ),
     footer_pos = 'center',
   }
+  -- The review takes the focus; leave insert mode so keys typed next reach the float.
+  if vim.fn.mode():find('^[iR]') then
+    vim.cmd('stopinsert')
+  end
   local win = vim.api.nvim_open_win(buf, true, win_opts)
   vim.wo[win].wrap = true
   vim.wo[win].cursorline = true
