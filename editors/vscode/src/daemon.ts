@@ -77,6 +77,7 @@ export class Daemon implements vscode.Disposable {
     const config = vscode.workspace.getConfiguration('dsh', folder.uri);
     const command = config.get<string>('server.command', 'dshd');
     const args = config.get<string[]>('server.args', ['serve']);
+    const overrides = config.get<Record<string, unknown>>('config', {});
     const cwd = folder.uri.fsPath;
     this.emit('starting');
     const resolved = resolveCommand(command, cwd);
@@ -90,6 +91,7 @@ export class Daemon implements vscode.Disposable {
       // dshd serves no language features: match no documents, so nothing is synced.
       documentSelector: [{ scheme: 'dsh-no-documents' }],
       workspaceFolder: folder,
+      initializationOptions: Object.keys(overrides).length ? { config: overrides } : undefined,
       outputChannel: this.output,
       initializationFailedHandler: () => false, // an invalid config does not get better by retrying
       errorHandler: {
