@@ -92,3 +92,8 @@ def test_real_vscode_without_daemon(built, tmp_path: Path) -> None:
     (tmp_path / ".vscode" / "settings.json").write_text(json.dumps({"dsh.server.command": "/nonexistent/dshd"}))
     results = run_real_vscode(tmp_path, "out/integration/missingDaemon.js", ARTIFACTS / "no-daemon", 180)
     assert results["passed"] == 2
+
+
+def test_wire_types_match_the_schema() -> None:
+    """src/protocol.ts is what json-schema-to-typescript makes of the protocol's JSON Schema."""
+    run([str(NODE), "scripts/gen-protocol.mjs", "--check"], timeout=120)
