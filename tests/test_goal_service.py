@@ -430,3 +430,17 @@ def test_goal_service_alone_on_a_store(tmp_path):
     assert service.next_round() is None
     store.close()
     assert v.maxRounds == 4
+
+
+async def test_g11_notice_payload_is_the_wire_shape(ws):
+    agent = ws.create_session()
+    notices = []
+    agent.goals.add_listener(notices.append)
+    view = agent.goals.create("o")
+    view = agent.goals.block(view.ref, {"code": "needs-input", "message": "which branch?"})
+    agent.goals.clear(view.ref)
+    payloads = [n.to_dict() for n in notices]
+    assert payloads[0]["op"] == "create" and payloads[0]["goal"]["activation"] == "armed"
+    assert payloads[1]["goal"]["blockedReason"] == {"code": "needs-input", "message": "which branch?"}
+    assert payloads[-1] == {"op": "clear", "revision": 3}
+    assert kind_of(lambda: agent.goals.block({"id": "x", "revision": 1}, {"code": "a"})).kind == "no-goal"

@@ -76,6 +76,13 @@ class GoalNotice:
     revision: int
     view: GoalView | None  # None after clear
 
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dsh/goal/changed`` payload minus agentId/sessionId (no ``goal`` after clear)."""
+        payload: dict[str, Any] = {"op": self.op, "revision": self.revision}
+        if self.view is not None:
+            payload["goal"] = self.view.to_dict()
+        return payload
+
 
 def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
     """The view of a folded goal state (None: no goal); ``armed`` is the in-process part."""
@@ -233,9 +240,18 @@ class GoalService:
         self._armed = False
         return self._notify("complete")
 
-    def block(self, ref: Any, code: str, message: str) -> GoalView:
+    def block(self, ref: Any, reason: Any, message: str | None = None) -> GoalView:
+        """``block(ref, {"code", "message"})`` (the wire's shape, or a BlockedReason) or
+        ``block(ref, code, message)``."""
         goal = self._current(ref)
-        reason = check_reason(code, message)
+        if message is None:
+            if isinstance(reason, BlockedReason):
+                reason = {"code": reason.code, "message": reason.message}
+            if not isinstance(reason, dict) or set(reason) != {"code", "message"}:
+                raise _invalid("reason", "reason must be {code, message}")
+            reason = check_reason(reason["code"], reason["message"])
+        else:
+            reason = check_reason(reason, message)
         self._allow("block", goal, {"active", "paused"})
         self._write("block", goal, phase="blocked", blockedReason=reason)
         self._armed = False
