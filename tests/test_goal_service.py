@@ -313,6 +313,10 @@ async def test_g10_an_old_agent_id_after_reload_is_stale(ws):
     assert kind_of(lambda: ws.agent(agent.agent_id)).kind == "stale-agent"
     assert kind_of(lambda: ws.agent("a-never-issued")).kind == "unknown-agent"
     assert ws.agent(new.agent_id).goals.get().activation == "disarmed"
+    # A service handle kept from the old agent cannot read or write either.
+    assert kind_of(lambda: agent.goals.get()).kind == "stale-agent"
+    assert kind_of(lambda: agent.goals.disarm()).kind == "stale-agent"
+    assert kind_of(lambda: agent.plan.set(True)).kind == "stale-agent"
 
 
 # ---- G-11: notifications ------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def test_pm_23_plan_mode_shares_no_mode_registry():
     assert PlanModeController.__mro__ == (PlanModeController, object)
     tree = ast.parse(open(plan_mode.__file__).read())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert {m for m in imported if m and m.startswith("dshd")} == {"dshd.services.store"}
+    assert {m for m in imported if m and m.startswith("dshd")} == {"dshd.errors", "dshd.services.store"}
 
 
 # ---- PM-5, PM-6, PM-7 -----------------------------------------------------------------
@@ -518,7 +518,10 @@ async def test_pm_20_plugin_unloaded_during_review_fails_closed(tmp_path):
     await turn
     (result,) = tool_results(agent)
     assert result.ok is False and "unloaded" in result.content
-    assert agent.plan.get() == PlanView(True)
+    assert agent.store.state.plan.active is True
+    with pytest.raises(DshError) as caught:
+        agent.plan.get()  # a detached controller answers nothing
+    assert caught.value.kind == "stale-agent"
     await ws.shutdown()
 
 

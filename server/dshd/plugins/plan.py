@@ -83,6 +83,7 @@ class PlanPlugin:
 
     def detach(self) -> None:
         self.attached = False
+        self.controller.detach()
 
     def render_policy(self, ctx: PromptContext) -> str | None:
         # PM-2: verbatim, only while the recorded state that builds this step is on.

@@ -149,6 +149,7 @@ class GoalService:
         self._store = store
         self._max_rounds_default = max_rounds_default
         self._armed = False  # G-7: every load starts disarmed
+        self._detached = False
         self._listeners: list[Callable[[GoalNotice], None]] = []
         self._remove_store_listener = store.add_listener(self._on_event)
 
@@ -159,6 +160,7 @@ class GoalService:
         return self._armed and self._current_phase() == "active"
 
     def get(self) -> GoalView | None:
+        self._live()
         return goal_view(self._store.state.goal, self.armed)
 
     def add_listener(self, fn: Callable[[GoalNotice], None]) -> Callable[[], None]:
@@ -171,13 +173,20 @@ class GoalService:
         return remove
 
     def detach(self) -> None:
-        """Stop following the store (the agent is closing)."""
+        """Stop following the store (the agent is closing). Every later call on this
+        instance is ``stale-agent`` (G-10): a handle kept past a reload cannot write."""
         self._remove_store_listener()
         self._armed = False
+        self._detached = True
+
+    def _live(self) -> None:
+        if self._detached:
+            raise DshError("stale-agent", "this goal service belongs to an agent that was closed or replaced")
 
     # ---- writes --------------------------------------------------------------------
 
     def create(self, objective: str, max_rounds: int | None = None) -> GoalView:
+        self._live()
         objective = _check_objective(objective)
         max_rounds = self._max_rounds_default if max_rounds is None else _check_max_rounds(max_rounds)
         current = self._store.state.goal.goal
@@ -195,6 +204,7 @@ class GoalService:
         return self._notify("create")
 
     def edit(self, ref: Any, objective: str | None = None, max_rounds: int | None = None) -> GoalView:
+        self._live()
         goal = self._current(ref)
         self._allow("edit", goal, {"active", "paused", "blocked"})
         rounds = self._store.state.goal.rounds_started
@@ -206,6 +216,7 @@ class GoalService:
         return self._notify("edit")
 
     def pause(self, ref: Any) -> GoalView:
+        self._live()
         goal = self._current(ref)
         self._allow("pause", goal, {"active"})
         self._write("pause", goal, phase="paused")
@@ -213,6 +224,7 @@ class GoalService:
         return self._notify("pause")
 
     def resume(self, ref: Any) -> GoalView:
+        self._live()
         goal = self._current(ref)
         if goal.phase == "active":
             # G-6: after a load an active goal is disarmed; resume re-arms it, no event.
@@ -234,6 +246,7 @@ class GoalService:
         return self._notify("resume")
 
     def complete(self, ref: Any) -> GoalView:
+        self._live()
         goal = self._current(ref)
         self._allow("complete", goal, {"active", "paused", "blocked"})
         self._write("complete", goal, phase="complete", blockedReason=None)
@@ -243,6 +256,7 @@ class GoalService:
     def block(self, ref: Any, reason: Any, message: str | None = None) -> GoalView:
         """``block(ref, {"code", "message"})`` (the wire's shape, or a BlockedReason) or
         ``block(ref, code, message)``."""
+        self._live()
         goal = self._current(ref)
         if message is None:
             if isinstance(reason, BlockedReason):
@@ -258,6 +272,7 @@ class GoalService:
         return self._notify("block")
 
     def clear(self, ref: Any) -> GoalRef:
+        self._live()
         goal = self._current(ref)
         data = {
             "version": 1,
@@ -273,6 +288,7 @@ class GoalService:
 
     def disarm(self) -> GoalView | None:
         """G-6: no durable change. Returns the view (None: no goal)."""
+        self._live()
         if self._armed:
             self._armed = False
             if self.get() is not None:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from dshd.errors import DshError
+
 if TYPE_CHECKING:
     from dshd.services.store import SessionStore
 
@@ -64,11 +66,23 @@ class PlanModeController:
         self._store = store
         self._pending: _Pending | None = None
         self._listeners: list[Callable[[PlanView], None]] = []
+        self._detached = False
+
+    def detach(self) -> None:
+        """The agent closed: drop the pending choice (PM-15); later calls are stale-agent."""
+        self._detached = True
+        self._pending = None
+        self._listeners.clear()
+
+    def _live(self) -> None:
+        if self._detached:
+            raise DshError("stale-agent", "this plan controller belongs to an agent that was closed or replaced")
 
     # ---- reading -------------------------------------------------------------------
 
     def get(self) -> PlanView:
         """PM-9: the recorded state that builds steps, plus the choice still waiting."""
+        self._live()
         return PlanView(self._store.state.plan.active, None if self._pending is None else self._pending.active)
 
     def add_listener(self, fn: Callable[[PlanView], None]) -> Callable[[], None]:
@@ -87,8 +101,9 @@ class PlanModeController:
     def set(self, active: bool) -> Outcome:
         """PM-8. A person's choice. Raises only if an immediate append fails (then
         nothing changed: no pending choice is left behind either)."""
+        self._live()
         if not isinstance(active, bool):
-            raise TypeError("active must be a bool")
+            raise DshError("invalid-params", "active must be true or false", field="active")
         return self._choose(_Pending(active, narrate=True))
 
     def approve_exit(self) -> Outcome:
