@@ -157,3 +157,22 @@ def test_closed_store_rejects_commit(tmp_path):
     store.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         store.commit("plan/mode", {"active": True}, writer="plan")
+
+
+def test_events_after_seq_across_index_points_and_reopen(tmp_path):
+    from dshd.services import store as store_module
+
+    n = store_module._INDEX_EVERY * 2 + 5
+    with SessionStore.create(tmp_path, "s1") as store:
+        for i in range(n):
+            store.commit("plan/mode", {"active": i % 2 == 0}, writer="plan")
+        total = store.state.seq
+        for after in (0, 1, 1022, 1023, 1024, 1025, 2047, 2048, 2049, total - 1, total, total + 5):
+            got = [e.seq for e in store.events(after_seq=after, limit=3)]
+            assert got == list(range(after + 1, min(after + 3, total) + 1)), after
+    with SessionStore.open(tmp_path, "s1") as store:
+        store.commit("plan/mode", {"active": True}, writer="plan")
+        for after in (0, 5, 2000, total - 1, total, total + 1):
+            got = [e.seq for e in store.events(after_seq=after, limit=2)]
+            assert got == list(range(after + 1, min(after + 2, total + 1) + 1)), after
+        assert [e.seq for e in store.events(after_seq=-3, limit=1)] == [1]

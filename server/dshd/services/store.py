@@ -8,6 +8,7 @@ above it (PlanModeController, GoalService, the agent loop) do.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import threading
@@ -35,6 +36,10 @@ _OWNERS = {"plan/mode": "plan", "goal/change": "goals"}
 
 # sessionId is an opaque token the daemon issues; this also keeps it a single path segment.
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+# events(after_seq) starts reading at the nearest known line start: one every this many
+# seqs committed by this process, plus where the replayed prefix ended.
+_INDEX_EVERY = 1024
 
 Listener = Callable[[Event], None]
 
@@ -65,6 +70,12 @@ class SessionStore:
         self._lock = threading.RLock()
         self.torn_tail: TornTail | None = session_log.torn_tail
         self.checkpoint_status = "absent"
+        # Sparse (seq, byte offset of that seq's line) index for events(); seq 1 is at 0.
+        self._index_seqs = [1]
+        self._index_offsets = [0]
+        if state is not None and session_log.size:
+            self._index_seqs.append(state.seq + 1)
+            self._index_offsets.append(session_log.size)
 
     @property
     def session_id(self) -> str:
@@ -148,7 +159,11 @@ class SessionStore:
             except (msgspec.MsgspecError, TypeError) as exc:
                 raise ValueError(f"invalid {type} event: {exc}") from None
             new_state = apply(self.state, event)  # FoldError: nothing written
+            offset = self._log.size
             self._log.append(line)
+            if seq % _INDEX_EVERY == 0:
+                self._index_seqs.append(seq)
+                self._index_offsets.append(offset)
             self.state = new_state
             self._last_line = line
             self._since_checkpoint += 1
@@ -182,9 +197,11 @@ class SessionStore:
         if limit is not None and limit <= 0:
             return []
         out: list[Event] = []
+        after_seq = max(0, after_seq)
         with self._lock:
-            records = self._log.records()
-            for line_no, _offset, line in records:
+            i = bisect.bisect_right(self._index_seqs, after_seq + 1) - 1
+            start_seq, start_offset = self._index_seqs[i], self._index_offsets[i]
+            for line_no, _offset, line in self._log.records(start_offset, start_seq):
                 # In a replayed log, line number == seq.
                 if line_no <= after_seq:
                     continue
