@@ -296,6 +296,18 @@ def test_session_ids():
         assert not is_session_id(bad), bad
 
 
+def test_session_ids_agree_with_the_core():
+    """Layer 4 issues ids without importing this package: both must mean the same token."""
+    from dshd.agent import is_session_id as core_is_session_id
+    from dshd.agent import new_session_id as core_new_session_id
+
+    for _ in range(200):
+        assert is_session_id(core_new_session_id())
+        assert core_is_session_id(new_session_id())
+    for bad in ["", "../x", "/etc", SID + "\n", SID.upper(), "s-" + "u" * 26]:
+        assert not core_is_session_id(bad) and not is_session_id(bad)
+
+
 # ---- errors ----------------------------------------------------------------------------------
 
 

@@ -207,7 +207,10 @@ class AgentTextParams:
 
 @attrs.frozen(kw_only=True)
 class PromptResult:
-    turn: PositiveInt
+    """How the prompt ended: the turn's `turn/close` stopReason, or "command" (turn: the
+    last turn number, 0 if none) for a command that opened no turn."""
+
+    turn: NonNegativeInt
     stop_reason: NonBlankText
 
 
