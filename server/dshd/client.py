@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
@@ -62,8 +63,12 @@ def dshd_command() -> list[str]:
 class DshClient:
     """A thin async client: request(), notifications by method, a questions answerer."""
 
-    def __init__(self, answer_questions: Callable[[dict], Any] | None = None) -> None:
-        self.lsp = LanguageClient("dshd-client", "0.1", protocol_cls=DshClientProtocol)
+    def __init__(
+        self,
+        answer_questions: Callable[[dict], Any] | None = None,
+        lsp_factory: Callable[[], LanguageClient] | None = None,
+    ) -> None:
+        self.lsp = lsp_factory() if lsp_factory else LanguageClient("dshd-client", "0.1", protocol_cls=DshClientProtocol)
         self.notifications: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []  # called with every dsh/* notification
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
@@ -96,15 +101,29 @@ class DshClient:
 
         return collect
 
-    async def start(self, workspace: Path, *, config: dict | None = None, questions: bool = True, env=None) -> dict:
+    async def start(
+        self,
+        workspace: Path,
+        *,
+        config: dict | None = None,
+        questions: bool = True,
+        env=None,
+        init_options: dict | None = None,
+    ) -> dict:
         cmd = dshd_command()
         await self.lsp.start_io(cmd[0], *cmd[1:], cwd=str(workspace), env=env)
-        caps = {"experimental": {"dsh": {"questions": True}}} if questions else {}
-        init = {"processId": None, "rootUri": workspace.resolve().as_uri(), "capabilities": caps}
+        caps = types.ClientCapabilities(experimental={"dsh": {"questions": True}} if questions else None)
+        options = dict(init_options or {})
         if config is not None:
-            init["initializationOptions"] = {"config": config}
+            options["config"] = config
+        init = types.InitializeParams(
+            capabilities=caps,
+            process_id=None,
+            root_uri=workspace.resolve().as_uri(),
+            initialization_options=options or None,
+        )
         result = await self.lsp.protocol.send_request_async("initialize", init)
-        self.lsp.protocol.notify("initialized", {})
+        self.lsp.protocol.notify("initialized", types.InitializedParams())
         return result
 
     async def request(self, method: str, params: Any = None, timeout: float = 60) -> Any:

@@ -131,7 +131,7 @@ class Transcript:
         if kind == "user/message":
             if data.get("goalRound"):
                 r = data["goalRound"]
-                self._p(f"  [goal]   round {r['round']} starts: {data['text']}")
+                self._p(f"  [goal]   round {r['round']} starts: {' '.join(data['text'].split())}")
             elif data.get("source") == "plugin":
                 self._p(f"  [{data.get('plugin', 'plugin')}]   {data['text']}")
             else:
@@ -240,7 +240,10 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     opened = await client.request("dsh/session/open", {"sessionId": session_id})
     agent = opened["agentId"]
     goal = opened["goal"]
-    out.status(f"reopened as agent {agent}: {status_text(goal)}, activation {goal['activation']}")
+    out.status(f"reopened as agent {agent}: {status_text(goal)}")
+    tail = (await client.request("dsh/session/events", {"agentId": agent}))["events"][-1]
+    if tail["type"] == "turn/close":
+        out.status(f"the log's open turn {tail['data']['turn']} was closed on load: {tail['data']['stopReason']}")
     last_seq = (await client.request("dsh/session/events", {"agentId": agent}))["nextSeq"]
     await asyncio.sleep(0.5)
     later = await client.request("dsh/session/events", {"agentId": agent, "afterSeq": last_seq})
@@ -259,7 +262,8 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     out.status(status_text(note["params"]["goal"]))
     await wait_idle(client, agent)
     code = await client.stop()
-    out.section(f"done: daemon exited with code {code}; the session log is {dsh / 'sessions' / session_id / 'log.jsonl'}")
+    out.section(f"done: daemon exited with code {code}")
+    out.status(f"session log: {dsh / 'sessions' / session_id / 'log.jsonl'}")
 
 
 async def wait_idle(client: DshClient, agent: str, timeout: float = 30) -> None:
@@ -302,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="dshd-demo-"))
     try:
         asyncio.run(run_demo(tmp, out))
+        out.status("(the temporary workspace is removed now; `dshd demo --workspace DIR` keeps it)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -51,10 +51,11 @@ def _invalid_init(field: str, message: str) -> DshRpcError:
 class DshDaemon(DshServer):
     def __init__(self) -> None:
         super().__init__()
-        self.workspace: Workspace | None = None
+        self.dsh_workspace: Workspace | None = None
         self.questions = WireQuestions(self)
         self._detach: dict[str, list] = {}
-        self.feature(types.INITIALIZE)(self._on_initialize)
+        # pygls tags the handler with attributes: a plain function, not a bound method.
+        self.feature(types.INITIALIZE)(lambda params: self._on_initialize(params))
         handlers.register(self)
 
     # ---- lifecycle ----------------------------------------------------------------
@@ -72,7 +73,7 @@ class DshDaemon(DshServer):
         overrides = options.get("config")
         if overrides is not None and not isinstance(overrides, dict):
             raise _invalid_init("initializationOptions.config", "config must be an object")
-        timeout_ms = options.get("questionTimeoutMs", DEFAULT_TIMEOUT_S * 1000)
+        timeout_ms = options.get("questionTimeoutMs", int(DEFAULT_TIMEOUT_S * 1000))
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
             raise _invalid_init("initializationOptions.questionTimeoutMs", "an integer >= 1 (milliseconds)")
         self.questions.timeout_s = timeout_ms / 1000
@@ -84,7 +85,7 @@ class DshDaemon(DshServer):
         experimental = params.capabilities.experimental if params.capabilities else None
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
-        self.workspace = Workspace(root, config, questions=self.questions)
+        self.dsh_workspace = Workspace(root, config, questions=self.questions)
         logger.info("workspace %s (questions: %s)", root, self.questions.client_can_answer)
 
     def _workspace_root(self, params: types.InitializeParams) -> Path:
@@ -105,8 +106,8 @@ class DshDaemon(DshServer):
 
     async def on_stop(self) -> None:
         self.questions.fail_all()
-        if self.workspace is not None:
-            await self.workspace.shutdown()
+        if self.dsh_workspace is not None:
+            await self.dsh_workspace.shutdown()
 
     # ---- agents and notifications ------------------------------------------------
 

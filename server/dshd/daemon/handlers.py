@@ -50,44 +50,44 @@ def _ref(ref: t.GoalRef) -> dict:
 
 @method(t.SESSION_CREATE)
 def session_create(d, p: t.SessionCreateParams):
-    agent = d.workspace.create_session(title=p.title)
+    agent = d.dsh_workspace.create_session(title=p.title)
     d.attach(agent)
     return {"sessionId": agent.session_id, "agentId": agent.agent_id}
 
 
 @method(t.SESSION_LIST)
 def session_list(d, p: t.SessionListParams):
-    return {"sessions": d.workspace.list_sessions()}
+    return {"sessions": d.dsh_workspace.list_sessions()}
 
 
 @method(t.SESSION_OPEN)
 def session_open(d, p: t.SessionOpenParams):
-    agent = d.workspace.open_session(p.session_id, reload=p.reload)
+    agent = d.dsh_workspace.open_session(p.session_id, reload=p.reload)
     d.attach(agent)
     return {
         "sessionId": agent.session_id,
         "agentId": agent.agent_id,
         "plan": d.plan_view(agent),
-        "goal": agent.goals.get() if agent.goals is not None else None,
+        "goal": d.to_json(agent.goals.get()) if agent.goals is not None else None,
     }
 
 
 @method(t.SESSION_FORK)
 def session_fork(d, p: t.SessionForkParams):
-    agent = d.workspace.fork(p.agent_id, at_seq=p.at_seq)
+    agent = d.dsh_workspace.fork(p.agent_id, at_seq=p.at_seq)
     d.attach(agent)
     return {"sessionId": agent.session_id, "agentId": agent.agent_id}
 
 
 @method(t.SESSION_CLOSE)
-async def session_close(d, p: t.AgentParams):
-    await d.workspace.close(p.agent_id)
+def session_close(d, p: t.AgentParams):
+    d.dsh_workspace.close(p.agent_id)
     return None
 
 
 @method(t.SESSION_EVENTS)
 def session_events(d, p: t.SessionEventsParams):
-    agent = d.workspace.agent(p.agent_id)
+    agent = d.dsh_workspace.agent(p.agent_id)
     after = p.after_seq or 0
     events = agent.store.events(after_seq=after, limit=p.limit)
     next_seq = events[-1].seq if events else max(after, 0)
@@ -99,19 +99,19 @@ def session_events(d, p: t.SessionEventsParams):
 
 @method(t.AGENT_PROMPT)
 async def agent_prompt(d, p: t.AgentTextParams):
-    agent = d.workspace.agent(p.agent_id)
+    agent = d.dsh_workspace.agent(p.agent_id)
     return await agent.prompt(p.text)
 
 
 @method(t.AGENT_STEER)
 def agent_steer(d, p: t.AgentTextParams):
-    agent = d.workspace.agent(p.agent_id)
+    agent = d.dsh_workspace.agent(p.agent_id)
     return {"queued": agent.steer(p.text)}
 
 
 @method(t.AGENT_CANCEL)
 async def agent_cancel(d, p: t.AgentParams):
-    await d.workspace.agent(p.agent_id).cancel()
+    await d.dsh_workspace.agent(p.agent_id).cancel()
     return None
 
 
@@ -120,14 +120,14 @@ async def agent_cancel(d, p: t.AgentParams):
 
 @method(t.PLAN_SET)
 def plan_set(d, p: t.PlanSetParams):
-    agent = d.workspace.agent(p.agent_id)
+    agent = d.dsh_workspace.agent(p.agent_id)
     outcome = _plan(agent).set(p.active)
     return {"outcome": outcome, "state": d.plan_view(agent)}
 
 
 @method(t.PLAN_GET)
 def plan_get(d, p: t.AgentParams):
-    agent = d.workspace.agent(p.agent_id)
+    agent = d.dsh_workspace.agent(p.agent_id)
     _plan(agent)
     return d.plan_view(agent)
 
@@ -137,49 +137,49 @@ def plan_get(d, p: t.AgentParams):
 
 @method(t.GOAL_GET)
 def goal_get(d, p: t.AgentParams):
-    return _goals(d.workspace.agent(p.agent_id)).get()
+    return _goals(d.dsh_workspace.agent(p.agent_id)).get()
 
 
 @method(t.GOAL_CREATE)
 def goal_create(d, p: t.GoalCreateParams):
-    return _goals(d.workspace.agent(p.agent_id)).create(p.objective, max_rounds=p.max_rounds)
+    return _goals(d.dsh_workspace.agent(p.agent_id)).create(p.objective, max_rounds=p.max_rounds)
 
 
 @method(t.GOAL_EDIT)
 def goal_edit(d, p: t.GoalEditParams):
-    goals = _goals(d.workspace.agent(p.agent_id))
+    goals = _goals(d.dsh_workspace.agent(p.agent_id))
     return goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds)
 
 
 @method(t.GOAL_PAUSE)
 def goal_pause(d, p: t.GoalRefParams):
-    return _goals(d.workspace.agent(p.agent_id)).pause(_ref(p.ref))
+    return _goals(d.dsh_workspace.agent(p.agent_id)).pause(_ref(p.ref))
 
 
 @method(t.GOAL_RESUME)
 def goal_resume(d, p: t.GoalRefParams):
-    return _goals(d.workspace.agent(p.agent_id)).resume(_ref(p.ref))
+    return _goals(d.dsh_workspace.agent(p.agent_id)).resume(_ref(p.ref))
 
 
 @method(t.GOAL_COMPLETE)
 def goal_complete(d, p: t.GoalRefParams):
-    return _goals(d.workspace.agent(p.agent_id)).complete(_ref(p.ref))
+    return _goals(d.dsh_workspace.agent(p.agent_id)).complete(_ref(p.ref))
 
 
 @method(t.GOAL_BLOCK)
 def goal_block(d, p: t.GoalBlockParams):
     reason = {"code": p.reason.code, "message": p.reason.message}
-    return _goals(d.workspace.agent(p.agent_id)).block(_ref(p.ref), reason)
+    return _goals(d.dsh_workspace.agent(p.agent_id)).block(_ref(p.ref), reason)
 
 
 @method(t.GOAL_CLEAR)
 def goal_clear(d, p: t.GoalRefParams):
-    return {"ref": _goals(d.workspace.agent(p.agent_id)).clear(_ref(p.ref))}
+    return {"ref": _goals(d.dsh_workspace.agent(p.agent_id)).clear(_ref(p.ref))}
 
 
 @method(t.GOAL_DISARM)
 def goal_disarm(d, p: t.AgentParams):
-    return _goals(d.workspace.agent(p.agent_id)).disarm()
+    return _goals(d.dsh_workspace.agent(p.agent_id)).disarm()
 
 
 # ---- registration ---------------------------------------------------------------------
@@ -198,10 +198,11 @@ def _rpc_error(exc: Exception):
 
 
 def _require_initialized(d) -> None:
-    if d.workspace is None:
-        from pygls.exceptions import JsonRpcException
+    if d.dsh_workspace is None:
+        from dshd.daemon.server import DshRpcError
 
-        raise JsonRpcException(message="the daemon is not initialized: send initialize first", code=-32002)
+        # LSP's ServerNotInitialized.
+        raise DshRpcError(-32002, "the daemon is not initialized: send initialize first", None)
 
 
 def _guard(d, name: str, fn: Handler) -> Handler:

@@ -94,6 +94,13 @@ class DshProtocol(LanguageServerProtocol):
             self._server.connection_lost()
         except Exception:
             logger.exception("failed to send a message")
+            msg_id = getattr(data, "id", None)
+            if msg_id is not None and getattr(data, "method", None) is None:
+                # A result that does not serialize is our bug: still answer the request.
+                body = json.dumps(
+                    {"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32603, "message": "internal error: unserializable result"}}
+                ).encode()
+                self.writer.write(transport.encode_frame(body))
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
