@@ -6,7 +6,7 @@
    blocking read loop) as a child process over pipes.
 2. dshd: `dshd serve` over the same kind of pipes, `dsh/plan/get` on a live agent.
 Both are driven by the same minimal client, so the ratio compares the servers.
-3. Goal write -> `dsh/goal/changed`: the time from sending `dsh/goal/pause|resume` to
+3. Goal write -> `dsh/goal/changed`: the time from sending `dsh/goal/edit` to
    holding the notification. It includes parsing, the fsync and the notification, so
    it is an upper bound on "fsync -> client holds the notification". Raw fdatasync of
    one line on the same disk is printed beside it.
@@ -144,15 +144,20 @@ def main() -> None:
         agent = d.request("dsh/session/create", {"title": "bench"})["agentId"]
         dshd = timed_calls(d, "dsh/plan/get", {"agentId": agent}, args.calls)
 
-        view = d.request("dsh/goal/create", {"agentId": agent, "objective": "bench", "maxRounds": 1})
-        d.request("dsh/goal/pause", {"agentId": agent, "ref": {"id": view["id"], "revision": view["revision"]}})
-        rev = view["revision"] + 1
+        # A paused goal, then edits: each is one durable goal/change and one notification,
+        # with no continuation rounds running beside them.
+        view = d.request("dsh/goal/create", {"agentId": agent, "objective": "bench", "maxRounds": 1_000_000})
+        view = d.request("dsh/goal/get", {"agentId": agent})
+        view = d.request("dsh/goal/pause", {"agentId": agent, "ref": {"id": view["id"], "revision": view["revision"]}})
+        rev = view["revision"]
         latencies = []
         for i in range(args.goal_writes):
-            op = "dsh/goal/resume" if i % 2 == 0 else "dsh/goal/pause"
             d.notifications.clear()
             t0 = time.perf_counter()
-            d.request(op, {"agentId": agent, "ref": {"id": view["id"], "revision": rev}})
+            d.request(
+                "dsh/goal/edit",
+                {"agentId": agent, "ref": {"id": view["id"], "revision": rev}, "objective": f"bench {i}"},
+            )
             rev += 1
             got = [t for t, m in d.notifications if m["method"] == "dsh/goal/changed" and m["params"].get("revision") == rev]
             if got:

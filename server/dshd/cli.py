@@ -252,6 +252,9 @@ def _show(path: Path) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dshd", description="Editor daemon for coding agents.")
+    from dshd import __version__
+
+    parser.add_argument("--version", action="version", version=f"dshd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{serve,demo,log}")
     sub.add_parser("serve", help="serve JSON-RPC over stdio (the default)", add_help=False)
     # demo parses its own options (including --help): everything after `demo` goes to it.

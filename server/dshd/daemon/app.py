@@ -115,6 +115,12 @@ class DshDaemon(DshServer):
         """Forward this agent's changes to the client (once per agent)."""
         if agent.agent_id in self._detach:
             return
+        torn = agent.store.torn_tail
+        if torn is not None:
+            logger.warning(
+                "session %s: an incomplete last write (%d bytes, never acknowledged) was cut on open; a copy is in %s",
+                agent.session_id, torn.length, torn.saved_to,
+            )
         base = {"agentId": agent.agent_id, "sessionId": agent.session_id}
         notify = self.protocol.notify
         removers = [
@@ -150,11 +156,50 @@ class DshDaemon(DshServer):
         return msgspec.to_builtins(value)
 
 
+class ClientLogHandler(logging.Handler):
+    """Sends dshd's own log records to the editor as ``window/logMessage`` (its output
+    panel), besides stderr. Records raised while sending are not sent again."""
+
+    LEVELS = {
+        logging.ERROR: types.MessageType.Error,
+        logging.WARNING: types.MessageType.Warning,
+        logging.INFO: types.MessageType.Info,
+    }
+
+    def __init__(self, server: DshServer, level: int) -> None:
+        super().__init__(level)
+        self._server = server
+        self._sending = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._sending or self._server.protocol.writer is None:
+            return
+        kind = next((v for k, v in self.LEVELS.items() if record.levelno >= k), types.MessageType.Log)
+        self._sending = True
+        try:
+            self._server.protocol.notify(
+                types.WINDOW_LOG_MESSAGE, {"type": int(kind), "message": self.format(record)}
+            )
+        except Exception:
+            pass
+        finally:
+            self._sending = False
+
+
 def serve(argv: list[str] | None = None) -> int:
     from dshd.daemon.server import run_stdio
 
-    level = os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper()
-    logging.basicConfig(
-        level=level, format="dshd %(levelname)s %(name)s: %(message)s", handlers=[logging.StreamHandler()]
-    )
-    return run_stdio(DshDaemon())
+    # stderr gets DSHD_LOG_LEVEL (default WARNING: pygls logs every message at INFO,
+    # which halves throughput); the editor's output panel gets dshd's own INFO and up.
+    stderr_level = logging.getLevelName(os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper())
+    client_level = logging.getLevelName(os.environ.get("DSHD_CLIENT_LOG_LEVEL", "INFO").upper())
+    stream = logging.StreamHandler()
+    stream.setLevel(stderr_level)
+    logging.basicConfig(level=stderr_level, format="dshd %(levelname)s %(name)s: %(message)s", handlers=[stream])
+    daemon = DshDaemon()
+    handler = ClientLogHandler(daemon, client_level)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    dshd_logger = logging.getLogger("dshd")
+    dshd_logger.addHandler(handler)
+    dshd_logger.setLevel(min(stderr_level, client_level))
+    return run_stdio(daemon)
