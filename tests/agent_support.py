@@ -3,6 +3,7 @@ with the scripted model (no mocks: the store, folds and log are the real ones)."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,30 @@ def log_path(agent) -> Path:
 def replay_strict(path: Path):
     """Full strict replay, checkpoint ignored: the log on disk is sound."""
     return replay(path, use_checkpoint=False).state
+
+
+async def until(predicate, timeout: float = 10.0) -> None:
+    """Wait for a condition instead of guessing a sleep (the machine is shared and slow)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+async def in_model_call(agent, step: int = 1) -> None:
+    """Until the open turn's step ``step`` has its request/header (its model call runs)."""
+    await until(lambda: agent.store.state.turn.open and agent.store.state.turn.step >= step)
+
+
+async def settle(agent) -> None:
+    """Until the continuation driver has stopped and no turn runs."""
+    goals = agent.plugins.get("goals")
+    driver = goals.driver if goals is not None else None
+    while True:
+        if driver is not None and driver.task is not None and not driver.task.done():
+            await asyncio.wait({driver.task})
+        await agent.wait_idle()
+        if not agent.turn_running and (driver is None or driver.task is None or driver.task.done()):
+            return

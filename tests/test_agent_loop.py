@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from agent_support import events_of, make_workspace, replay_strict, types_of
+from agent_support import in_model_call, events_of, make_workspace, replay_strict, types_of
 
 from dshd.agent import Decision, Tool, ToolOutcome, is_session_id
 from dshd.agent.model import TextDelta
@@ -89,7 +89,7 @@ async def test_agent_prompt_while_a_turn_is_open_is_turn_open(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 200}], plugins=[])
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("one"))
-    await asyncio.sleep(0.02)
+    await in_model_call(agent)
     with pytest.raises(DshError) as caught:
         await agent.prompt("two")
     assert caught.value.kind == "turn-open"
@@ -111,9 +111,9 @@ async def test_agent_steer_queues_into_the_next_step_or_starts_a_turn(tmp_path):
     agent = ws.create_session()
     add_echo(agent)
     turn = asyncio.ensure_future(agent.prompt("start"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent, 1)
     assert agent.steer("also check the docs") is True
-    await asyncio.sleep(0.2)  # step 2 is now in its model call
+    await in_model_call(agent, 2)  # step 2 is now in its model call
     assert agent.steer("and the changelog") is True  # arrives during the last step
     assert await turn == {"turn": 1, "stopReason": "end-turn"}
     types = types_of(agent)
@@ -136,7 +136,7 @@ async def test_agent_cancel_mid_model_call_ends_cancelled_and_disarms(tmp_path):
     view = agent.goals.create("long job", 10)  # the driver starts round 1 at once
     while not agent.turn_running:
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # inside the model call's delay
+    await in_model_call(agent)  # inside the model call's delay
     loop = asyncio.get_running_loop()
     started = loop.time()
     await agent.cancel()

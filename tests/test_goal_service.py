@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from agent_support import events_of, make_workspace, replay_strict
+from agent_support import in_model_call, settle, events_of, make_workspace, replay_strict
 
 from dshd.errors import DshError
 from dshd.folds import replay
@@ -219,7 +219,7 @@ async def test_g06_max_rounds_not_below_rounds_started_and_resume_needs_budget(t
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
     agent.goals.create("o", 2)
-    await asyncio.sleep(0.2)  # the driver spends both rounds, then blocks
+    await settle(agent)  # the driver spends both rounds, then blocks
     v = agent.goals.get()
     assert (v.phase, v.roundsStarted, v.blockedReason.code) == ("blocked", 2, "round-budget-exhausted")
     assert kind_of(lambda: agent.goals.edit(v.ref, max_rounds=1)).data["field"] == "maxRounds"
@@ -264,7 +264,7 @@ async def test_g08_only_continuation_rounds_spend_the_budget(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
     v = agent.goals.create("o", 3)
-    await asyncio.sleep(0.2)
+    await settle(agent)
     rounds = [e.data.goalRound for e in events_of(agent, "user/message") if e.data.goalRound]
     assert [r.round for r in rounds] == [1, 2, 3]
     assert all(r.goalId == v.id and r.revision == 1 for r in rounds)
@@ -293,7 +293,7 @@ async def test_g09_max_rounds_defaults_from_config_and_budget_blocks(tmp_path):
     ws = make_workspace(tmp_path / "b", config={"goals": {"maxRounds": 2}})
     agent = ws.create_session()
     agent.goals.create("o")
-    await asyncio.sleep(0.2)
+    await settle(agent)
     view = agent.goals.get()
     assert (view.phase, view.roundsStarted, view.roundsLeft) == ("blocked", 2, 0)
     assert view.blockedReason.code == "round-budget-exhausted"
@@ -339,7 +339,7 @@ async def test_g11_notices_after_durable_changes_with_exact_revisions(tmp_path):
     agent.goals.add_listener(broken)
     agent.goals.add_listener(listener)
     v = agent.goals.create("o", 1)  # arms; the driver runs one round then blocks
-    await asyncio.sleep(0.2)
+    await settle(agent)
     v = agent.goals.get()
     v = agent.goals.edit(v.ref, max_rounds=5)
     v = agent.goals.resume(v.ref)
@@ -379,7 +379,7 @@ async def test_g12_status_section_and_tools_complete_through_the_rendered_ref(tm
     ws = make_workspace(tmp_path, [{"text": "done", "toolCalls": [{"name": "goal_complete", "arguments": {}}]}, {"text": "ok"}])
     agent = ws.create_session()
     v = agent.goals.create("make the tests pass", 5)
-    await asyncio.sleep(0.2)
+    await settle(agent)
     system = ws.model.requests[0].system
     assert f"Current goal {v.id} (revision 1): make the tests pass" in system
     assert "Rounds: 1 of 5 started, 4 left." in system
@@ -395,14 +395,14 @@ async def test_g12_goal_block_tool_and_stale_ref(tmp_path):
     ws = make_workspace(tmp_path, [{"toolCalls": [block]}, {"text": "ok"}, {"toolCalls": [{"name": "goal_complete", "arguments": {}}], "delayMs": 100}, {"text": "x"}])
     agent = ws.create_session()
     agent.goals.create("o", 5)
-    await asyncio.sleep(0.2)
+    await settle(agent)
     view = agent.goals.get()
     assert view.phase == "blocked" and view.blockedReason.code == "missing-credentials"
     # The model answers a request that showed revision 3; a person edits meanwhile.
     view = agent.goals.resume(view.ref)
     agent.goals.disarm()
     turn = asyncio.ensure_future(agent.prompt("finish"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.goals.edit(view.ref, objective="o, but better")
     await turn
     results = [e.data for e in events_of(agent, "tool/result")]

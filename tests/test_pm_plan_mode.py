@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from agent_support import PLAN, TAGS, events_of, make_workspace, replay_strict, types_of
+from agent_support import in_model_call, PLAN, TAGS, events_of, make_workspace, replay_strict, types_of
 
 from dshd.agent import Decision, PromptContext, load_config
 from dshd.agent.model import ScriptedModel
@@ -190,7 +190,7 @@ async def test_pm_08_set_outcomes_committed_queued_cancelled_noop(tmp_path):
     assert plan.set(True) == "noop"
     assert plan.get() == PlanView(True)
     turn = asyncio.ensure_future(agent.prompt("work"))
-    await asyncio.sleep(0.05)  # the turn is open, its model call is running
+    await in_model_call(agent)  # the turn is open, its model call is running
     assert agent.store.state.turn.open
     assert plan.set(False) == "queued"
     assert plan.get() == PlanView(True, False)
@@ -207,7 +207,7 @@ async def test_pm_09_get_is_recorded_state_plus_pending(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 200}])
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("work"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(True)
     view = agent.plan.get()
     assert view == PlanView(active=False, pending=True)
@@ -251,7 +251,7 @@ async def test_pm_10_pending_choice_is_appended_after_downstream_accepts_before_
 
     agent.pre_step.add(downstream)
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     assert agent.plan.set(True) == "queued"
     await turn
     types = types_of(agent)
@@ -267,7 +267,7 @@ async def test_pm_11_prompt_time_choice_is_appended_by_the_turns_first_accepted_
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 150}, {"text": "next"}])
     agent = ws.create_session()
     first = asyncio.ensure_future(agent.prompt("one"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(True)  # queued; turn 1 takes no further step
     await first
     count = len(agent.store.events())
@@ -287,7 +287,7 @@ async def test_pm_12_rejection_keeps_the_choice_pending_and_the_turn_goes_on(tmp
     verdicts = iter([Decision.accept(), Decision.reject("busy"), Decision.accept()])
     agent.pre_step.add(lambda proposal, rest: next(verdicts))
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(True)
     result = await turn
     assert result["stopReason"] == "end-turn"
@@ -316,7 +316,7 @@ async def test_pm_12_failed_append_keeps_the_choice_pending_and_leaves_no_half_s
 
     agent.store.commit = failing_once
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(True)
     assert (await turn)["stopReason"] == "end-turn"
     assert failures == ["plan/mode"]
@@ -352,7 +352,7 @@ async def test_pm_15_pending_choice_is_lost_when_the_process_lets_go(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 150}])
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(True)
     await turn
     assert agent.plan.get() == PlanView(False, True)
@@ -581,7 +581,7 @@ async def test_pm_22_plan_off_drops_a_pending_entry_not_yet_appended(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 200}])
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     await agent.prompt("/plan")
     assert agent.plan.get() == PlanView(False, True)
     await agent.prompt("/plan off")
@@ -595,7 +595,7 @@ async def test_pm_22_plan_message_during_a_turn_is_steered_into_the_next_step(tm
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 150}, {"text": "planned"}])
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     assert await agent.prompt("/plan think about tests") == {"turn": None, "stopReason": "command"}
     await turn
     types = types_of(agent)
@@ -618,7 +618,7 @@ async def test_plan_listeners_get_a_view_on_every_change(tmp_path):
     agent.plan.set(True)  # committed
     agent.plan.set(True)  # noop: no notice
     turn = asyncio.ensure_future(agent.prompt("go"))
-    await asyncio.sleep(0.05)
+    await in_model_call(agent)
     agent.plan.set(False)  # queued
     await turn  # appended at step 2
     assert views == [PlanView(True), PlanView(True, False), PlanView(False)]
