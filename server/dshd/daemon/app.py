@@ -178,7 +178,7 @@ class ClientLogHandler(logging.Handler):
         self._sending = True
         try:
             self._server.protocol.notify(
-                types.WINDOW_LOG_MESSAGE, {"type": int(kind), "message": self.format(record)}
+                types.WINDOW_LOG_MESSAGE, types.LogMessageParams(type=kind, message=self.format(record))
             )
         except Exception:
             pass

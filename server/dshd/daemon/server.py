@@ -105,7 +105,11 @@ class DshProtocol(LanguageServerProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams):
         result = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {"dsh": {"version": 1, "questions": True}}
+        # dshd is not a language server: no document sync, no commands; only dsh/*.
+        caps = result.capabilities
+        caps.text_document_sync = None
+        caps.execute_command_provider = None
+        caps.experimental = {"dsh": {"version": 1, "questions": True}}
         return result
 
     def cancel_client_request(self, msg_id) -> None:
