@@ -9,21 +9,36 @@ ignore it and read the whole log, so deleting or damaging it changes no result.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import msgspec
 from msgspec import Struct
 
 from dshd.errors import DshError
-from dshd.folds.events import FORMAT_VERSION, AssistantMessage, Event, SessionStart, ToolCall, ToolResult
-from dshd.folds.rules import _CONCERNS, FoldError, _check_envelope_turn, apply, fold_goal, fold_open_turn, fold_plan_mode
-from dshd.folds.state import SessionState
+from dshd.folds.events import (
+    FORMAT_VERSION,
+    AssistantMessage,
+    Event,
+    GoalChange,
+    PlanMode,
+    RequestHeader,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+    TurnClose,
+    TurnOpen,
+    UserMessage,
+)
+from dshd.folds.rules import FoldError, _check_envelope_turn, apply, fold_goal, fold_open_turn, fold_plan_mode
+from dshd.folds.state import PlanState, SessionState, TurnState
 from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, read_line_before
 
-_READ_BUFFER = 1024 * 1024
+# Replay reads this much at a time and splits it into lines (bounded memory, few syscalls).
+_BLOCK = 256 * 1024
 
 CHECKPOINT_VERSION = 1
 _CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
@@ -111,7 +126,15 @@ def _load_checkpoint(raw: bytes | None, log_path: Path, end: int) -> tuple[Check
     return cp, "used"
 
 
-def _reject(line_no: int, line: bytes, exc: Exception) -> ReplayError:
+def _reject(line_no: int, line: bytes, exc: Exception | None = None) -> ReplayError:
+    """The report for a line that does not decode. ``line`` is as on disk (with its newline);
+    without ``exc`` the message comes from decoding it again (msgspec's wording can depend
+    on the newline, and every reader must report the same text)."""
+    if exc is None:
+        try:
+            _decode_event(line)
+        except msgspec.MsgspecError as again:
+            exc = again
     try:
         seq = _decode_seq(line).seq
     except msgspec.MsgspecError:
@@ -149,48 +172,66 @@ def fold_lines(
 _PASSIVE = frozenset({AssistantMessage, ToolCall, ToolResult})
 
 
+def _blocks(path: Path, offset: int, end: int) -> Iterator[list[bytes]]:
+    """The lines in [offset, end) of ``path`` without their newlines, one list per ~1 MB read."""
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        remaining = end - offset
+        carry = b""
+        while remaining > 0:
+            chunk = f.read(min(_BLOCK, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            lines = (carry + chunk if carry else chunk).split(b"\n")
+            carry = lines.pop()  # b"" when the chunk ended a line
+            if lines:
+                yield lines
+
+
 def fold_file(
     state: SessionState | None, path: Path, offset: int, line_no: int, end: int
 ) -> tuple[SessionState | None, int, bytes | None]:
     """Strictly fold the complete lines of ``path`` in [offset, end) after ``state``.
 
-    The hot loop of replay: same result and same rejections as :func:`fold_lines` (a test
-    checks it), but it keeps the state in locals and builds a SessionState once at the end.
-    Anything unusual (line 1, a seq mismatch, a SessionStart) goes through :func:`apply`,
-    which holds the reference checks and reason texts. Returns (state, lines, last line).
+    ``offset`` is the start of line ``line_no``. The hot loop of replay: the same result
+    and the same rejections as :func:`fold_lines` over :func:`apply` (a property test
+    checks it), but it reads in blocks, keeps the state in locals, inlines the common
+    events and builds one SessionState at the end. Anything unusual (line 1, a seq
+    mismatch, a SessionStart) goes through :func:`apply`, which holds the reference checks
+    and reason texts. Returns (state, lines folded, last line with its newline).
     """
     decode = _decode_event
     passive = _PASSIVE
-    concerns = _CONCERNS
-    count = 0
-    pos = offset
-    line = last = None
-    event = None
-    with open(path, "rb", buffering=_READ_BUFFER) as f:
-        f.seek(offset)
-        it = iter(f)
-        # Line 1 (and an empty state) go through apply; afterwards the state lives in locals.
-        while state is None:
-            line = next(it, None)
-            if line is None or pos + len(line) > end:
-                return None, 0, None
-            try:
-                state = apply(None, decode(line))
-            except FoldError as exc:
-                raise ReplayError(_seq_of(line), line_no, exc.reason) from None
-            except msgspec.MsgspecError as exc:
-                raise _reject(line_no, line, exc) from None
-            pos += len(line)
-            line_no += 1
-            count += 1
-            last = line
-        seq = state.seq
-        plan, turn, goal = state.plan, state.turn, state.goal
+    blocks = _blocks(path, offset, end)
+    first_line_no = line_no
+    last = None
+    if state is None:
+        # Line 1 goes through apply; afterwards the state lives in locals.
+        first = next(blocks, None)
+        if first is None:
+            return None, 0, None
+        line = first[0]
         try:
-            for line in it:
-                pos += len(line)
-                if pos > end:
-                    break
+            state = apply(None, decode(line))
+        except FoldError as exc:
+            raise ReplayError(_seq_of(line), line_no, exc.reason) from None
+        except msgspec.MsgspecError:
+            raise _reject(line_no, line + b"\n") from None
+        last = line
+        if len(first) > 1:
+            blocks = itertools.chain([first[1:]], blocks)
+    folded_first = last is not None
+    start_seq = state.seq
+    # Line numbers are not counted per line: in a sound prefix, line = first line + events folded.
+    line_base = first_line_no - (state.seq + 1) + (1 if folded_first else 0)
+    seq = state.seq
+    plan, turn, goal = state.plan, state.turn, state.goal
+    event = None
+    line = b""
+    try:
+        for lines in blocks:
+            for line in lines:
                 event = decode(line)
                 seq += 1
                 cls = event.__class__
@@ -198,31 +239,41 @@ def fold_file(
                     apply(SessionState(state.session_id, seq - 1, plan, turn, goal), event)  # raises
                     raise AssertionError("apply accepted what the fast path refused")  # pragma: no cover
                 t = event.turn
-                if cls in passive:
-                    if t is not None and (t != turn.last_turn or not turn.open):
-                        _check_envelope_turn(turn, event)
-                else:
+                if cls is TurnOpen or cls is TurnClose:
                     if t is not None:
                         _check_envelope_turn(turn, event)
-                    c = concerns[cls]
-                    if c & 1:
-                        turn = fold_open_turn(turn, event)
-                    if c & 2:
+                    turn = fold_open_turn(turn, event)
+                else:
+                    if t is not None and (t != turn.last_turn or not turn.open):
+                        _check_envelope_turn(turn, event)  # raises
+                    if cls in passive:
+                        pass
+                    elif cls is RequestHeader:
+                        # Inlined fold_open_turn + fold_plan_mode for the most common folded event.
+                        data = event.data
+                        step = data.step
+                        if turn.open and step == turn.step + 1:
+                            turn = TurnState(turn.last_turn, True, step, turn.cause)
+                        else:
+                            fold_open_turn(turn, event)  # raises with the reference reason
+                        if plan.header_active is not data.planActive:
+                            plan = PlanState(plan.active, data.planActive)
+                    elif cls is UserMessage:
+                        if event.data.goalRound is not None:
+                            goal = fold_goal(goal, event)
+                    elif cls is PlanMode:
                         plan = fold_plan_mode(plan, event)
-                    if c & 4:
+                    else:
                         goal = fold_goal(goal, event)
-                line_no += 1
-                count += 1
-                last = line
-                if pos == end:
-                    break
-        except FoldError as exc:
-            raise ReplayError(event.seq, line_no, exc.reason) from None
-        except msgspec.MsgspecError as exc:
-            raise _reject(line_no, line, exc) from None
+            last = line
+    except FoldError as exc:
+        raise ReplayError(event.seq, line_base + seq, exc.reason) from None
+    except msgspec.MsgspecError:
+        raise _reject(line_base + seq + 1, line + b"\n") from None
     if event is not None:
         state = SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at)
-    return state, count, last
+    count = seq - start_seq + (1 if folded_first else 0)
+    return state, count, None if last is None else last + b"\n"
 
 
 def _seq_of(line: bytes) -> int | None:
