@@ -73,6 +73,15 @@ def test_vsce_package(built, tmp_path: Path) -> None:
     shutil.copy(vsix, ARTIFACTS / vsix.name)
 
 
+# Quiet workbench for screenshots: no welcome page, no chat side bar.
+WORKBENCH_SETTINGS = {"workbench.startupEditor": "none", "chat.disableAIFeatures": True, "workbench.tips.enabled": False}
+
+
+def write_settings(workspace: Path, **settings) -> None:
+    (workspace / ".vscode").mkdir(exist_ok=True)
+    (workspace / ".vscode" / "settings.json").write_text(json.dumps({**WORKBENCH_SETTINGS, **settings}, indent=1))
+
+
 def run_real_vscode(workspace: Path, suite: str, artifacts: Path, timeout_s: int) -> dict:
     proc = subprocess.run(
         [str(NODE), "scripts/run-vscode-tests.mjs", "--workspace", str(workspace), "--suite", suite,
@@ -88,10 +97,9 @@ def run_real_vscode(workspace: Path, suite: str, artifacts: Path, timeout_s: int
 
 def test_real_vscode_without_daemon(built, tmp_path: Path) -> None:
     """The configured dshd does not exist: a clear error with the fix, the status bar says so."""
-    (tmp_path / ".vscode").mkdir()
-    (tmp_path / ".vscode" / "settings.json").write_text(json.dumps({"dsh.server.command": "/nonexistent/dshd"}))
-    results = run_real_vscode(tmp_path, "out/integration/missingDaemon.js", ARTIFACTS / "no-daemon", 180)
-    assert results["passed"] == 2
+    write_settings(tmp_path, **{"dsh.server.command": "/nonexistent/dshd"})
+    results = run_real_vscode(tmp_path, "out/integration/withoutDaemon.js", ARTIFACTS / "no-daemon", 180)
+    assert results["passed"] == 6
 
 
 def test_wire_types_match_the_schema() -> None:

@@ -12,5 +12,5 @@ const unitTests = readdirSync(join(root, 'test/unit')).filter((f) => f.endsWith(
 await Promise.all([
   build({ ...common, entryPoints: ['src/extension.ts'], outfile: 'dist/extension.js', external: ['vscode'], sourcemap: false, minify: false }),
   build({ ...common, entryPoints: unitTests, outdir: 'out/unit' }),
-  build({ ...common, entryPoints: ['test/integration/suite.ts', 'test/integration/missingDaemon.ts'], outdir: 'out/integration', external: ['vscode'] }),
+  build({ ...common, entryPoints: ['test/integration/suite.ts', 'test/integration/withoutDaemon.ts'], outdir: 'out/integration', external: ['vscode'] }),
 ]);

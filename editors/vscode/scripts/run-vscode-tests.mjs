@@ -4,8 +4,8 @@
 // suite as extensionTestsPath, so VS Code calls the suite's run() inside its real Node extension host.
 //
 // The extension host exits 0 even when tests fail, so the suite writes its results to a file.
-// The suite asks for screenshots by writing `<control>/<name>.req`; we shoot the page and answer
-// with `<control>/<name>.done`.
+// The suite asks the driver to act on the page as a person would (screenshot, click, hover, type,
+// press a key) by writing `<control>/<n>.req`; we do it and answer with `<control>/<n>.done`.
 //
 // usage: node run-vscode-tests.mjs --workspace DIR [--suite out/integration/X.js] [--artifacts DIR] [--timeout SECONDS] [--env K=V]...
 import { spawn } from 'node:child_process';
@@ -98,16 +98,36 @@ try {
       const name = f.slice(0, -4);
       const req = JSON.parse(fs.readFileSync(path.join(control, f), 'utf8') || '{}');
       fs.unlinkSync(path.join(control, f));
-      await sleep(req.settleMs ?? 700); // let the workbench paint what the suite just did
-      const out = path.join(artifacts, `${name}.png`);
+      const reply = (r) => fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify(r));
       try {
-        if (req.selector) await page.locator(req.selector).first().screenshot({ path: out });
-        else await page.screenshot({ path: out });
+        await sleep(req.settleMs ?? 500); // let the workbench paint what the suite just did
+        if (req.action === 'screenshot') {
+          const out = path.join(artifacts, `${req.name}.png`);
+          if (req.selector) await page.locator(req.selector).first().screenshot({ path: out });
+          else await page.screenshot({ path: out });
+          log('screenshot', out);
+        } else if (req.action === 'click') {
+          await page.locator(req.selector).first().click({ timeout: 10000 });
+        } else if (req.action === 'hover') {
+          await page.locator(req.selector).first().hover({ timeout: 10000 });
+        } else if (req.action === 'type') {
+          await page.keyboard.type(req.text, { delay: 5 });
+        } else if (req.action === 'press') {
+          await page.keyboard.press(req.key);
+        } else if (req.action === 'dump') {
+          // The page's (or one element's) HTML, for finding selectors when writing tests.
+          const html = req.selector ? await page.locator(req.selector).first().evaluate((e) => e.outerHTML) : await page.content();
+          fs.writeFileSync(path.join(artifacts, `${req.name}.html`), html);
+        } else if (req.action === 'count') {
+          // nothing to do: every reply carries the count of req.selector below
+        } else {
+          throw new Error(`unknown driver action ${req.action}`);
+        }
         const statusTexts = await page.locator('#workbench\\.parts\\.statusbar .statusbar-item').allInnerTexts();
-        fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify({ ok: true, path: out, statusTexts: statusTexts.filter((t) => t.trim()) }));
-        log('screenshot', out);
+        const count = req.selector ? await page.locator(req.selector).count() : undefined;
+        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count });
       } catch (e) {
-        fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify({ ok: false, error: String(e) }));
+        reply({ ok: false, error: String(e) });
       }
     }
     await sleep(200);

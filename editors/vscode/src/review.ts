@@ -107,8 +107,10 @@ export class PlanReviews implements vscode.Disposable {
     const doc = await vscode.workspace.openTextDocument(review.uri);
     await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
     await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
-    // The rendered plan beside it; the source stays for line comments.
-    await Promise.resolve(vscode.commands.executeCommand('markdown.showPreviewToSide', review.uri)).catch(() => undefined);
+    // The rendered plan beside it (the built-in markdown preview editor); the focus stays on the
+    // source, where line comments are made.
+    await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
+      { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false })).catch(() => undefined);
     this.changed.fire(review);
     void vscode.window.showInformationMessage(`Plan review: ${review.question.title}`, 'Approve', 'Keep Planning…').then((pick) => {
       if (review.settled) return;
@@ -129,9 +131,7 @@ export class PlanReviews implements vscode.Disposable {
 
   private showsReview(tab: vscode.Tab, review: PlanReview): boolean {
     const input = tab.input;
-    if (input instanceof vscode.TabInputText) return input.uri.toString() === review.uri.toString();
-    // The markdown preview is a webview tab titled after the document.
-    return input instanceof vscode.TabInputWebview && tab.label.includes('plan.md') && this.open.size === 0;
+    return (input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom) && input.uri.toString() === review.uri.toString();
   }
 
   /** A plan whose source tab the person closed is dismissed (keeps plan mode). */
@@ -179,8 +179,11 @@ export class PlanReviews implements vscode.Disposable {
   /** The reply command of a comment thread (the Comments widget's button). */
   addComment(reply: vscode.CommentReply): void {
     const review = this.open.get(reply.thread.uri.toString());
-    if (!review) { reply.thread.dispose(); return; }
     const thread = reply.thread;
+    if (!review || !reply.text.trim()) {
+      if (thread.comments.length === 0) thread.dispose(); // an empty new thread: nothing to keep
+      return;
+    }
     thread.comments = [...thread.comments, new ReviewComment(reply.text, thread)];
     thread.canReply = true;
     thread.contextValue = 'dsh-review-thread';

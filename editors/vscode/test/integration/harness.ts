@@ -12,17 +12,15 @@ export function test(name: string, fn: TestFn): void { tests.push({ name, fn });
 
 export async function runAll(): Promise<TestResult[]> {
   const results: TestResult[] = [];
-  let failedBefore = false;
   for (const t of tests) {
     const started = Date.now();
     try {
       await t.fn();
       results.push({ name: t.name, ok: true, ms: Date.now() - started });
     } catch (e) {
-      failedBefore = true;
       results.push({ name: t.name, ok: false, ms: Date.now() - started, error: String((e as Error)?.stack ?? e) });
+      await screenshot(`failed-${results.length}`).catch(() => undefined); // what the workbench showed
     }
-    void failedBefore;
   }
   const passed = results.filter((r) => r.ok).length;
   const file = process.env.DSHD_VSCODE_TEST_RESULTS;
@@ -30,22 +28,37 @@ export async function runAll(): Promise<TestResult[]> {
   return results;
 }
 
-/** Asks the driver to screenshot the workbench (or one element) and waits until it has. */
-export async function screenshot(name: string, selector?: string): Promise<{ statusTexts: string[] }> {
+export type DriverAction =
+  | { action: 'screenshot' | 'dump'; name: string; selector?: string }
+  | { action: 'click' | 'hover' | 'count'; selector: string }
+  | { action: 'type'; text: string }
+  | { action: 'press'; key: string };
+export interface DriverReply { statusTexts: string[]; count?: number }
+
+let requests = 0;
+/**
+ * Asks the driver (scripts/run-vscode-tests.mjs, outside VS Code) to act on the workbench page as a
+ * person would, and waits until it has.
+ */
+export async function driver(req: DriverAction & { settleMs?: number }): Promise<DriverReply> {
   const control = process.env.DSHD_VSCODE_TEST_CONTROL;
-  if (!control) return { statusTexts: [] };
+  if (!control) throw new Error('not run by scripts/run-vscode-tests.mjs: no driver');
+  const name = `r${++requests}`;
   const done = path.join(control, `${name}.done`);
-  fs.writeFileSync(path.join(control, `${name}.req`), JSON.stringify({ selector }));
-  for (let i = 0; i < 150; i++) {
+  fs.writeFileSync(path.join(control, `${name}.req.tmp`), JSON.stringify(req));
+  fs.renameSync(path.join(control, `${name}.req.tmp`), path.join(control, `${name}.req`)); // never read half-written
+  for (let i = 0; i < 300; i++) {
     if (fs.existsSync(done)) {
       const r = JSON.parse(fs.readFileSync(done, 'utf8'));
-      if (!r.ok) throw new Error(`screenshot ${name} failed: ${r.error}`);
+      if (!r.ok) throw new Error(`driver ${JSON.stringify(req)} failed: ${r.error}`);
       return r;
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`screenshot ${name}: the driver did not answer`);
+  throw new Error(`driver ${JSON.stringify(req)}: no answer in 30s`);
 }
+
+export const screenshot = (name: string, selector?: string) => driver({ action: 'screenshot', name, selector });
 
 /** Polls `probe` until it returns a truthy value; fails with `what` after `ms`. */
 export async function waitFor<T>(what: string, probe: () => T | Promise<T>, ms = 20000): Promise<NonNullable<T>> {

@@ -1,16 +1,22 @@
-// Runs in a real VS Code whose workspace names a dshd that does not exist: the extension must say
-// so, with the fix, and show the daemon as down (not hang, not pretend).
+// Runs in a real VS Code whose workspace names a dshd that does not exist.
+// 1. The extension must say so, with the fix, and show the daemon as down (not hang, not pretend).
+// 2. The plan review UI, driven as a person would through the workbench page: it answers
+//    `dsh/questions/ask` exactly as the language client's handler calls it, so no daemon is needed.
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
+import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
-import { runAll, screenshot, test } from './harness';
+import type { QuestionsAskParams } from '../../src/protocol';
+import { driver, runAll, screenshot, test, waitFor } from './harness';
+
+let c: Controller;
 
 test('a dshd that cannot be started gives a clear error naming the fix', async () => {
   const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
   assert.ok(ext, 'extension not found');
   const api = await ext.activate();
   assert.equal(await api.ready, false);
-  const c = api.controller;
+  c = api.controller;
   assert.equal(c.connection, 'failed');
   assert.match(c.daemon.lastError ?? '', /"\/nonexistent\/dshd" was not found/);
   assert.match(c.daemon.lastError ?? '', /set "dsh\.server\.command"/);
@@ -21,10 +27,78 @@ test('a dshd that cannot be started gives a clear error naming the fix', async (
 });
 
 test('commands that need the daemon fail with a message, not a hang', async () => {
-  const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode')!;
   const r = await vscode.commands.executeCommand('dsh.goal.create', { objective: 'x' });
   assert.equal(r, undefined);
-  assert.equal(ext.exports.controller.session, undefined);
+  assert.equal(c.session, undefined);
+});
+
+const PLAN = '# Plan: retries\n\n1. Add a RetryPolicy.\n2. Wrap send().\n3. Retry on every exception.\n4. Add tests.\n';
+let asked = 0;
+function ask(): { answer: Thenable<unknown>; cancel: () => void } {
+  const id = `q${++asked}`;
+  const params: QuestionsAskParams = {
+    agentId: 'a-test', sessionId: 's-0123456789abcdefghjkmnpqrs',
+    questions: [{ id, kind: 'plan-review', title: 'Plan: retries', plan: PLAN, choices: ['approve', 'revise'] }],
+  };
+  const source = new vscode.CancellationTokenSource();
+  return { answer: c.reviews.ask(params, source.token), cancel: () => source.cancel() };
+}
+
+async function reviewInFront() {
+  return waitFor('the plan review in front', () => {
+    const r = c.reviews.current();
+    return r && !r.settled && vscode.window.activeTextEditor?.document.uri.toString() === r.uri.toString() ? r : undefined;
+  });
+}
+
+test('review UI: a comment typed in the gutter widget and feedback typed in the input box are sent, each comment with its line', async () => {
+  const { answer } = ask();
+  const review = await reviewInFront();
+  const editor = vscode.window.activeTextEditor!;
+  assert.equal(editor.document.getText(), PLAN);
+  assert.equal(editor.document.languageId, 'markdown');
+  // Line 5 (1-based) is "3. Retry on every exception.": put the cursor there and open the comment widget.
+  editor.selection = new vscode.Selection(4, 0, 4, 0);
+  // The command works once the editor has asked the controller for its commenting ranges.
+  await waitFor('the comment widget', async () => {
+    await vscode.commands.executeCommand('workbench.action.addComment');
+    return (await driver({ action: 'count', selector: '.review-widget .comment-form .monaco-editor', settleMs: 300 })).count;
+  });
+  await driver({ action: 'click', selector: '.review-widget .comment-form .monaco-editor', settleMs: 800 });
+  await driver({ action: 'type', text: 'Retrying a 404 only hides bugs.' });
+  await driver({ action: 'click', selector: 'a.monaco-button[aria-label^="Add Comment"]' });
+  await waitFor('the comment to be recorded', () => review.comments.length === 1);
+  await screenshot('review');
+  const keep = vscode.commands.executeCommand('dsh.review.keepPlanning');
+  await driver({ action: 'type', text: 'Cap the backoff.', settleMs: 800 });
+  await driver({ action: 'press', key: 'Enter' });
+  assert.equal(await keep, true);
+  assert.deepEqual(await answer, {
+    answers: [{ id: review.question.id, choice: 'revise', feedback: 'Cap the backoff.', comments: [{ line: 5, text: 'Retrying a 404 only hides bugs.' }] }],
+  });
+  await waitFor('the review to close', () => !vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => t.label.includes('plan.md'))));
+});
+
+test('review UI: the Approve button on the editor title approves', async () => {
+  const { answer } = ask();
+  const review = await reviewInFront();
+  await driver({ action: 'click', selector: '.editor-actions a.action-label[aria-label="Approve Plan"]' });
+  assert.deepEqual(await answer, { answers: [{ id: review.question.id, choice: 'approve' }] });
+});
+
+test('review UI: closing the plan answers nothing (never an approval)', async () => {
+  const { answer } = ask();
+  await reviewInFront();
+  await driver({ action: 'click', selector: '.tab.active .tab-actions .action-label' });
+  assert.deepEqual(await answer, { answers: [] });
+});
+
+test('review UI: a question the daemon withdraws closes the review, unanswered', async () => {
+  const { answer, cancel } = ask();
+  await reviewInFront();
+  cancel();
+  assert.deepEqual(await answer, { answers: [] });
+  assert.equal(c.reviews.all().length, 0);
 });
 
 export async function run(): Promise<void> { await runAll(); }
