@@ -355,14 +355,13 @@ export interface PlanState {
   pending?: boolean;
 }
 /**
+ * How the prompt ended: the turn's `turn/close` stopReason; or, for a command that opened no turn, turn null and stopReason "command".
+ *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "PromptResult".
  */
 export interface PromptResult {
-  /**
-   * an integer >= 1
-   */
-  turn: number;
+  turn: number | null;
   /**
    * a non-blank string
    */
@@ -484,7 +483,7 @@ export interface SessionForkParams {
    */
   agentId: string;
   /**
-   * a log sequence number >= 0
+   * an integer >= 1
    */
   atSeq?: number;
 }
