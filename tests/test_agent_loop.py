@@ -348,3 +348,16 @@ async def test_continuation_driver_spends_rounds_and_blocks_at_budget(tmp_path):
     assert final.roundsStarted == 3 and final.revision == view.revision + 1
     assert types_of(agent)[-1] == "goal/change"  # blocked after the last turn closed
     await ws.shutdown()
+
+
+async def test_agent_steer_that_no_step_took_is_still_recorded(tmp_path):
+    ws = make_workspace(tmp_path, [{"toolCalls": [{"name": "echo", "arguments": {}}], "delayMs": 150}], plugins=[], config={"agent": {"maxSteps": 1}})
+    agent = ws.create_session()
+    add_echo(agent)
+    turn = asyncio.ensure_future(agent.prompt("go"))
+    await in_model_call(agent)
+    assert agent.steer("one more thing") is True
+    assert (await turn)["stopReason"] == "max-steps"
+    assert types_of(agent)[-2:] == ["user/message", "turn/close"]
+    assert events_of(agent, "user/message")[-1].data.text == "one more thing"
+    await ws.shutdown()

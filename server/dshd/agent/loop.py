@@ -20,7 +20,8 @@ formed for the model.
 
 ``steer(text)``: while a turn runs the text is queued and recorded as an ordinary
 ``user/message`` (source "user") at the next accepted step, before its request; a turn
-whose reply has no tool calls takes one more step when steered text is waiting. With no
+whose reply has no tool calls takes one more step when steered text is waiting, and text
+no step took is recorded just before the ``turn/close``. With no
 turn running, ``steer`` starts a turn with cause "steer" in the background and returns
 False (``prompt`` is the way to wait for a turn).
 
@@ -242,7 +243,10 @@ class Agent:
         for call_id in self._open_calls:
             self.store.commit("tool/result", {"callId": call_id, "ok": False, "content": f"not run: turn {reason}"}, turn=turn)
         self._open_calls = []
-        self._steered.clear()
+        # Steered text no step took (max-steps, rejected, cancelled) is still recorded:
+        # nothing the person said is dropped, and the next turn's model sees it.
+        while self._steered:
+            self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
         self.store.commit("turn/close", {"turn": turn, "stopReason": reason}, turn=turn)
 
     def _close_left_open_turn(self, reason: str) -> None:
