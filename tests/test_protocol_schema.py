@@ -124,7 +124,8 @@ SAMPLES = [
         {"seq": 1, "type": "session/start", "at": AT, "data": {"sessionId": SID, "formatVersion": 1}},
         {"seq": 2, "type": "turn/open", "at": AT, "turn": 1, "data": {"turn": 1, "cause": "prompt"}},
     ], "nextSeq": 2}),  # fmt: skip
-    ("dsh/agent/prompt", {"agentId": "a-1", "text": "/plan add a cache"}, {"turn": 1, "stopReason": "end"}),
+    ("dsh/agent/prompt", {"agentId": "a-1", "text": "/plan add a cache"}, {"turn": 1, "stopReason": "end-turn"}),
+    ("dsh/agent/prompt", {"agentId": "a-1", "text": "/plan"}, {"turn": None, "stopReason": "command"}),
     ("dsh/agent/steer", {"agentId": "a-1", "text": "use sqlite"}, {"queued": True}),
     ("dsh/agent/cancel", {"agentId": "a-1"}, None),
     ("dsh/plan/set", {"agentId": "a-1", "active": True}, {"outcome": "queued", "state": {"active": False, "pending": True}}),

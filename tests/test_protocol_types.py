@@ -238,6 +238,7 @@ def _error(method, raw):
         ("dsh/session/events", {"agentId": "a", "limit": 0}, "limit"),
         ("dsh/session/events", {"agentId": "a", "afterSeq": -1}, "afterSeq"),
         ("dsh/session/fork", {"agentId": "a", "atSeq": -1}, "atSeq"),
+        ("dsh/session/fork", {"agentId": "a", "atSeq": 0}, "atSeq"),  # seq 1 is session/start
         ("dsh/agent/steer", {"agentId": "a", "text": ""}, "text"),
     ],
 )

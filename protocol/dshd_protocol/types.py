@@ -173,7 +173,7 @@ class SessionOpenResult:
 @attrs.frozen(kw_only=True)
 class SessionForkParams:
     agent_id: AgentId
-    at_seq: Seq | None = None  # absent: fork at the last event
+    at_seq: PositiveInt | None = None  # 1..last seq (seq 1 is session/start); absent: the last
 
 
 @attrs.frozen(kw_only=True)
@@ -207,10 +207,10 @@ class AgentTextParams:
 
 @attrs.frozen(kw_only=True)
 class PromptResult:
-    """How the prompt ended: the turn's `turn/close` stopReason, or "command" (turn: the
-    last turn number, 0 if none) for a command that opened no turn."""
+    """How the prompt ended: the turn's `turn/close` stopReason; or, for a command that
+    opened no turn, turn null and stopReason "command"."""
 
-    turn: NonNegativeInt
+    turn: PositiveInt | None  # nullable: null when no turn was opened
     stop_reason: NonBlankText
 
 
