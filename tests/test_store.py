@@ -176,3 +176,23 @@ def test_events_after_seq_across_index_points_and_reopen(tmp_path):
             got = [e.seq for e in store.events(after_seq=after, limit=2)]
             assert got == list(range(after + 1, min(after + 2, total + 1) + 1)), after
         assert [e.seq for e in store.events(after_seq=-3, limit=1)] == [1]
+
+
+def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, caplog):
+    with SessionStore.create(tmp_path, "s1") as store:
+        store.commit("plan/mode", {"active": True}, writer="plan")
+    cp = tmp_path / "s1" / "projection.json"
+    cp.unlink()
+    # A directory where the temp file must go makes every checkpoint write fail.
+    (tmp_path / "s1" / "projection.json.tmp").mkdir()
+    with caplog.at_level(logging.ERROR, logger="dshd"):
+        with SessionStore.open(tmp_path, "s1") as store:
+            assert store.checkpoint_status == "absent"
+            for i in range(CHECKPOINT_EVERY + 1):
+                store.commit("plan/mode", {"active": i % 2 == 0}, writer="plan")
+            state = store.state
+    assert "checkpoint write failed" in caplog.text
+    assert not cp.exists()
+    (tmp_path / "s1" / "projection.json.tmp").rmdir()
+    with SessionStore.open(tmp_path, "s1") as store:
+        assert store.state == state

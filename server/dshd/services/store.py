@@ -124,7 +124,7 @@ class SessionStore:
             store._since_checkpoint = result.tail_events
             # A missing or mismatched checkpoint is rebuilt now; so is one left far behind.
             if result.checkpoint != "used" or result.tail_events >= CHECKPOINT_EVERY:
-                store.checkpoint()
+                store._checkpoint_quietly()
         except BaseException:
             session_log.close()
             raise
