@@ -116,7 +116,7 @@ class DshProtocol(LanguageServerProtocol):
         """Withdraw a request we sent (``$/cancelRequest``) and forget its future."""
         self._request_futures.pop(msg_id, None)
         self._result_types.pop(msg_id, None)
-        self.notify(types.CANCEL_REQUEST, {"id": msg_id})
+        self.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
 
 
 class DshServer(LanguageServer):
