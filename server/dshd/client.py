@@ -85,9 +85,12 @@ class DshClient:
                 result = await result
             return result
 
-        @self.lsp.feature("window/logMessage")
-        def _log(params):
-            pass
+        # pytest-lsp's client registers its own window/logMessage handler already.
+        if "window/logMessage" not in self.lsp.protocol.fm.features:
+
+            @self.lsp.feature("window/logMessage")
+            def _log(params):
+                pass
 
     def _make_collector(self, method: str):
         def collect(params):
@@ -113,6 +116,8 @@ class DshClient:
         cmd = dshd_command()
         await self.lsp.start_io(cmd[0], *cmd[1:], cwd=str(workspace), env=env)
         caps = types.ClientCapabilities(experimental={"dsh": {"questions": True}} if questions else None)
+        if hasattr(self.lsp, "capabilities"):
+            self.lsp.capabilities = caps  # pytest-lsp's client checks messages against them
         options = dict(init_options or {})
         if config is not None:
             options["config"] = config

@@ -1,0 +1,210 @@
+"""LSP lifecycle of the real daemon: initialize, shutdown/exit codes, EOF, requests
+before initialize, invalid config at initialize, and a stdout that carries nothing but
+framed JSON-RPC (logs go to stderr).
+
+Raw subprocesses (tests/e2e/raw_client.py) so that every byte in and out is ours to see.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dshd_protocol import ERROR_CODES, METHODS, from_wire
+
+from .conftest import make_lsp_client, write_workspace
+from .raw_client import RawDaemon, log_events, split_frames
+from dshd.client import DshClient
+
+SERVER_NOT_INITIALIZED = -32002
+
+
+def test_initialize_declares_dsh_capability(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        reply = d.initialize()
+        caps = reply["result"]["capabilities"]
+        assert caps["experimental"]["dsh"] == {"version": 1, "questions": True}
+        assert reply["result"]["serverInfo"]["name"] == "dshd"
+        assert d.shutdown_and_exit() == 0
+        assert d.stdout_faults == []
+
+
+async def test_initialize_through_pytest_lsp_client(workspace: Path) -> None:
+    """The same answer seen by the pygls-based client the editors' tests use."""
+    client = DshClient(lsp_factory=make_lsp_client)
+    result = await client.start(workspace)
+    try:
+        assert result.capabilities.experimental["dsh"]["version"] == 1
+        assert result.capabilities.experimental["dsh"]["questions"] is True
+    finally:
+        assert await client.stop() == 0
+
+
+def test_shutdown_then_exit_is_exit_code_0(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {"title": "t"})
+        assert d.request("shutdown") is None
+        d.notify("exit")
+        assert d.wait() == 0
+        # The session was closed cleanly: its lock is free and the log is sound.
+        events = log_events(workspace, created["sessionId"])
+        assert events[0]["type"] == "session/start"
+
+
+def test_exit_without_shutdown_is_exit_code_1(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        d.request("dsh/session/create", {})
+        d.notify("exit")
+        assert d.wait() == 1
+
+
+def test_eof_is_exit_code_1(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {})
+        d.close_stdin()
+        assert d.wait() == 1
+    # The daemon released the session on the way out: a new daemon opens it.
+    with RawDaemon(workspace) as d2:
+        d2.initialize()
+        opened = d2.request("dsh/session/open", {"sessionId": created["sessionId"]})
+        assert opened["sessionId"] == created["sessionId"]
+        assert d2.shutdown_and_exit() == 0
+
+
+def test_eof_before_initialize_is_exit_code_1(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        d.close_stdin()
+        assert d.wait() == 1
+        assert bytes(d.stdout_bytes) == b""
+
+
+def test_dsh_request_before_initialize_is_server_not_initialized(workspace: Path) -> None:
+    with RawDaemon(workspace) as d:
+        for method in ("dsh/session/create", "dsh/session/list", "dsh/plan/get"):
+            params = {"agentId": "a-0000000000000000"} if method == "dsh/plan/get" else {}
+            reply = d.call(method, params)
+            assert reply["error"]["code"] == SERVER_NOT_INITIALIZED, reply
+        # Nothing was created, and the daemon still initializes and serves.
+        assert not (workspace / ".dsh" / "sessions").exists() or not any((workspace / ".dsh" / "sessions").iterdir())
+        assert "result" in d.initialize()
+        assert d.request("dsh/session/list", {}) == {"sessions": []}
+        assert d.shutdown_and_exit() == 0
+
+
+CONFIG_CASES = [
+    # (config.toml text after `plugins`, the key the error must name)
+    ("[plan]\nsection = \"x\"\ncolour = \"red\"\n", "plan.colour"),
+    ("[plan]\nsection = \"   \"\n", "plan.section"),
+    ("[plan]\n", "plan.section"),
+    ("[plan]\nsection = 7\n", "plan.section"),
+    ("[goals]\nmaxRounds = \"12\"\n", "goals.maxRounds"),
+    ("[goals]\nmaxRounds = 1.5\n", "goals.maxRounds"),
+    ("telemetry = true\n", "telemetry"),
+]
+
+
+def _write_config(root: Path, body: str) -> None:
+    (root / ".dsh").mkdir(parents=True, exist_ok=True)
+    (root / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n' + body)
+
+
+@pytest.mark.parametrize(("body", "key"), CONFIG_CASES)
+def test_invalid_config_file_fails_initialize_naming_the_key(tmp_path: Path, body: str, key: str) -> None:
+    _write_config(tmp_path, body)
+    with RawDaemon(tmp_path) as d:
+        reply = d.initialize()
+        error = reply["error"]
+        assert error["code"] == ERROR_CODES["invalid-config"]
+        assert error["data"]["kind"] == "invalid-config"
+        assert error["data"]["key"] == key, error
+        # Not initialized: dsh/* stays refused, and nothing was written.
+        assert d.call("dsh/session/create", {})["error"]["code"] == SERVER_NOT_INITIALIZED
+        assert not (tmp_path / ".dsh" / "sessions").exists()
+
+
+OVERRIDE_CASES = [
+    ({"plan": {"section": "x", "colour": "red"}}, "plan.colour"),
+    ({"plan": {"section": ""}}, "plan.section"),
+    ({"plan": {}}, "plan.section"),
+    ({"plan": {"section": True}}, "plan.section"),
+    ({"goals": {"maxRounds": "256"}}, "goals.maxRounds"),
+    ({"model": {"provider": "scripted", "temperature": 0}}, "model.temperature"),
+    ({"plugins": "plan"}, "plugins"),
+    ({"unknownTable": {}}, "unknownTable"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key"), OVERRIDE_CASES)
+def test_invalid_initialization_options_config_fails_initialize(workspace: Path, overrides: dict, key: str) -> None:
+    with RawDaemon(workspace) as d:
+        reply = d.initialize(options={"config": overrides})
+        error = reply["error"]
+        assert error["code"] == ERROR_CODES["invalid-config"], error
+        assert error["data"] == {**error["data"], "kind": "invalid-config", "key": key}
+
+
+async def test_invalid_config_through_pytest_lsp_client(workspace: Path) -> None:
+    """An editor's client sees the same error as a JsonRpcException."""
+    from pygls.exceptions import JsonRpcException
+
+    client = DshClient(lsp_factory=make_lsp_client)
+    with pytest.raises(JsonRpcException) as info:
+        await client.start(workspace, config={"plan": {"section": "  "}})
+    try:
+        assert info.value.data["kind"] == "invalid-config"
+        assert info.value.data["key"] == "plan.section"
+    finally:
+        await client.stop()
+
+
+def test_stdout_is_only_framed_json_rpc_and_logs_go_to_stderr(workspace: Path) -> None:
+    """A whole session at INFO logging (the daemon's chattiest): every byte on stdout
+    is a Content-Length frame with a JSON-RPC 2.0 body; the log lines are on stderr."""
+    write_workspace(
+        workspace,
+        replies=[
+            {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": "# Plan\n\n1. do it\n"}}]},
+            {"text": "planned"},
+            {"text": "round one"},
+        ],
+    )
+    with RawDaemon(workspace, log_level="DEBUG") as d:
+        d.answer = lambda params: {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+        d.initialize()
+        agent = d.request("dsh/session/create", {"title": "noisy"})["agentId"]
+        d.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})
+        assert d.request("dsh/agent/prompt", {"agentId": agent, "text": "plan it"})["stopReason"] == "end-turn"
+        d.call("dsh/plan/set", {"agentId": agent, "active": "yes"})  # an error answer
+        goal = d.request("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 1})
+        assert goal["phase"] == "active"
+        d.send_bytes(b"Content-Length: 3\r\n\r\n{x}")  # a parse error answer
+        d.request("dsh/session/list", {})
+        assert d.shutdown_and_exit() == 0
+    stdout = bytes(d.stdout_bytes)
+    messages, faults, rest = split_frames(stdout)
+    assert faults == [] and rest == b"" and d.stdout_faults == []
+    assert len(messages) > 20  # results, errors, notifications, the questions request
+    assert any(m.get("method") == "dsh/questions/ask" for m in messages)
+    assert any(m.get("error", {}).get("code") == -32700 for m in messages)
+    stderr = bytes(d.stderr_bytes).decode()
+    assert "dshd " in stderr and ("INFO" in stderr or "DEBUG" in stderr)
+    assert "Content-Length" not in stderr.split("dshd ")[0]  # nothing framed leaked there
+
+
+def test_config_file_and_overrides_are_layered(workspace: Path) -> None:
+    """`initializationOptions.config` overrides config.toml key by key: the goal budget
+    comes from the override, not from the file's [goals] table."""
+    write_workspace(workspace, extra_config="\n[goals]\nmaxRounds = 5\n")
+    with RawDaemon(workspace) as d:
+        assert "result" in d.initialize(options={"config": {"goals": {"maxRounds": 3}}})
+        agent = d.request("dsh/session/create", {})["agentId"]
+        goal = d.request("dsh/goal/create", {"agentId": agent, "objective": "o"})
+        from_wire(METHODS["dsh/goal/create"].result, goal)
+        assert goal["maxRounds"] == 3
+        assert d.shutdown_and_exit() == 0
