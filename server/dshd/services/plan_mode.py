@@ -119,15 +119,6 @@ class PlanModeController:
         self._notify(before)
         return "queued"
 
-    def drop_pending(self) -> bool:
-        """Forget a choice not yet appended (``/plan off`` drops a pending entry)."""
-        if self._pending is None:
-            return False
-        before = self.get()
-        self._pending = None
-        self._notify(before)
-        return True
-
     def _drop(self, before: PlanView) -> Outcome:
         self._pending = None
         self._notify(before)
