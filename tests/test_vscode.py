@@ -102,6 +102,19 @@ def test_real_vscode_without_daemon(built, tmp_path: Path) -> None:
     assert results["passed"] == 6
 
 
+def test_real_vscode_with_daemon(built, tmp_path: Path) -> None:
+    """The extension against the real dshd and the scripted model (fixture/script.json): activation,
+    goal status from notifications, plan reviews (keep planning, closed, approved, daemon lost)."""
+    fixture = EXT / "test" / "integration" / "fixture"
+    (tmp_path / ".dsh").mkdir()
+    shutil.copy(fixture / "config.toml", tmp_path / ".dsh" / "config.toml")
+    shutil.copy(fixture / "script.json", tmp_path / "script.json")
+    dshd = Path(sys.executable).with_name("dshd")
+    assert dshd.exists(), f"no dshd beside {sys.executable}"
+    write_settings(tmp_path, **{"dsh.server.command": str(dshd)})
+    run_real_vscode(tmp_path, "out/integration/suite.js", ARTIFACTS / "daemon", 300)
+
+
 def test_wire_types_match_the_schema() -> None:
     """src/protocol.ts is what json-schema-to-typescript makes of the protocol's JSON Schema."""
     run([str(NODE), "scripts/gen-protocol.mjs", "--check"], timeout=120)

@@ -23,7 +23,7 @@ export class PlanReview {
   readonly outcome: Promise<ReviewOutcome>;
   settled = false;
 
-  constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion, private readonly reviews: PlanReviews) {
+  constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion) {
     // One document per question; the name ends in .md so the editor treats it as markdown.
     this.uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${params.sessionId}/${question.id}/plan.md` });
     this.outcome = new Promise((resolve) => { this.settle = resolve; });
@@ -34,13 +34,6 @@ export class PlanReview {
       line: t.range?.start.line ?? 0,
       body: typeof c.body === 'string' ? c.body : c.body.value,
     })));
-  }
-
-  /** Test and keyboard path to the same thing the gutter's "+" does: a thread on a 0-based line. */
-  addLineComment(line: number, text: string): vscode.CommentThread {
-    const thread = this.reviews.controller.createCommentThread(this.uri, new vscode.Range(line, 0, line, 0), []);
-    this.reviews.addComment({ thread, text });
-    return thread;
   }
 
   finish(outcome: ReviewOutcome): void {
@@ -88,7 +81,7 @@ export class PlanReviews implements vscode.Disposable {
     for (const question of params.questions) {
       if (token.isCancellationRequested) break;
       if (question.kind !== 'plan-review') continue; // unknown kinds get no answer: the daemon fails closed
-      const review = new PlanReview(params, question, this);
+      const review = new PlanReview(params, question);
       const cancelled = token.onCancellationRequested(() => review.finish({ kind: 'dismissed' }));
       try {
         await this.show(review);

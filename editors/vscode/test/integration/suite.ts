@@ -9,6 +9,7 @@ import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { PlanReview } from '../../src/review';
 import { runAll, screenshot, test, waitFor } from './harness';
+import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
 let c: Controller;
@@ -64,9 +65,10 @@ test('exit_plan_mode opens the review; Keep planning sends feedback and a line c
   assert.match(review.question.plan, /^# Plan: retries/);
   assert.equal(vscode.window.activeTextEditor!.document.getText(), review.question.plan);
   assert.equal(vscode.window.activeTextEditor!.document.languageId, 'markdown');
-  review.addLineComment(4, 'Retrying a 404 only hides bugs: retry connection errors and 502/503/504.'); // 0-based: "3. Retry on every exception."
+  await commentOnLine(4, 'Retrying a 404 only hides bugs: retry connection errors and 502/503/504.'); // 0-based: "3. Retry on every exception."
+  await waitFor('the comment to be recorded', () => review.comments.length === 1);
   await screenshot('review');
-  assert.equal(await vscode.commands.executeCommand('dsh.review.keepPlanning', { feedback: 'Cap the backoff.' }), true);
+  assert.equal(await keepPlanningWith('Cap the backoff.'), true);
   const result = await prompt;
   assert.ok(result, 'prompt gave no result');
   const log = readLog(c.session!.sessionId);

@@ -8,6 +8,7 @@ import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { QuestionsAskParams } from '../../src/protocol';
 import { driver, runAll, screenshot, test, waitFor } from './harness';
+import { commentOnLine, keepPlanningWith } from './ui';
 
 let c: Controller;
 
@@ -57,21 +58,11 @@ test('review UI: a comment typed in the gutter widget and feedback typed in the 
   const editor = vscode.window.activeTextEditor!;
   assert.equal(editor.document.getText(), PLAN);
   assert.equal(editor.document.languageId, 'markdown');
-  // Line 5 (1-based) is "3. Retry on every exception.": put the cursor there and open the comment widget.
-  editor.selection = new vscode.Selection(4, 0, 4, 0);
-  // The command works once the editor has asked the controller for its commenting ranges.
-  await waitFor('the comment widget', async () => {
-    await vscode.commands.executeCommand('workbench.action.addComment');
-    return (await driver({ action: 'count', selector: '.review-widget .comment-form .monaco-editor', settleMs: 300 })).count;
-  });
-  await driver({ action: 'click', selector: '.review-widget .comment-form .monaco-editor', settleMs: 800 });
-  await driver({ action: 'type', text: 'Retrying a 404 only hides bugs.' });
-  await driver({ action: 'click', selector: 'a.monaco-button[aria-label^="Add Comment"]' });
+  // Line 5 (1-based) is "3. Retry on every exception."
+  await commentOnLine(4, 'Retrying a 404 only hides bugs.');
   await waitFor('the comment to be recorded', () => review.comments.length === 1);
   await screenshot('review');
-  const keep = vscode.commands.executeCommand('dsh.review.keepPlanning');
-  await driver({ action: 'type', text: 'Cap the backoff.', settleMs: 800 });
-  await driver({ action: 'press', key: 'Enter' });
+  const keep = keepPlanningWith('Cap the backoff.');
   assert.equal(await keep, true);
   assert.deepEqual(await answer, {
     answers: [{ id: review.question.id, choice: 'revise', feedback: 'Cap the backoff.', comments: [{ line: 5, text: 'Retrying a 404 only hides bugs.' }] }],
