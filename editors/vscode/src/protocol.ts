@@ -24,7 +24,7 @@ export type ErrorData =
     }
   | {
       kind: "stale-revision";
-      current: number;
+      current: GoalRef;
     }
   | {
       kind: "invalid-transition";
@@ -133,18 +133,6 @@ export interface DshClientCapabilities {
   questions?: boolean;
 }
 /**
- * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
- * via the `definition` "GoalBlockParams".
- */
-export interface GoalBlockParams {
-  /**
-   * a non-blank agent id
-   */
-  agentId: string;
-  ref: GoalRef;
-  reason: BlockedReason;
-}
-/**
  * The goal and revision a write read (G-3); a stale one is `stale-revision`.
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -159,6 +147,18 @@ export interface GoalRef {
    * a revision >= 1
    */
   revision: number;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalBlockParams".
+ */
+export interface GoalBlockParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  ref: GoalRef;
+  reason: BlockedReason;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
