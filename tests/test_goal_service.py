@@ -88,7 +88,7 @@ async def test_g03_stale_ref_is_rejected_with_the_current_revision(ws):
     v2 = agent.goals.pause(v1.ref)
     assert v2.revision == v1.revision + 1
     error = kind_of(lambda: agent.goals.resume(v1.ref))
-    assert error.kind == "stale-revision" and error.data["current"] == {"id": v1.id, "revision": 2}
+    assert error.kind == "stale-revision" and error.data == {"current": 2, "goalId": v1.id}
     error = kind_of(lambda: agent.goals.pause({"id": "g-other", "revision": 2}))
     assert error.kind == "stale-revision"
     assert agent.goals.get().revision == 2  # nothing written

@@ -6,8 +6,8 @@ the in-process *activation* (armed / disarmed, G-7): every load starts disarmed,
 (goals plugin) asks :meth:`GoalService.next_round` when it may start a round.
 
 Compare-and-set (G-3): every write names the ref it read. A ref for another goal id or
-another revision is ``stale-revision`` with ``current`` = the current ref
-``{"id", "revision"}``. After ``clear`` there is no goal: the returned ref
+another revision is ``stale-revision`` with ``current`` = the current revision (SPEC 6)
+and ``goalId`` = the current goal's id, so a client can build the ref to retry with. After ``clear`` there is no goal: the returned ref
 ``{id, cleared revision + 1}`` names nothing, and writes with it get ``no-goal``.
 
 Notifications (G-11): listeners get a :class:`GoalNotice` after the event is durable
@@ -345,7 +345,8 @@ class GoalService:
             raise DshError(
                 "stale-revision",
                 f"ref {wanted.id}@{wanted.revision} is stale: the current goal is {goal.id}@{goal.revision}",
-                current={"id": goal.id, "revision": goal.revision},
+                current=goal.revision,
+                goalId=goal.id,
             )
         return goal
 
