@@ -400,7 +400,7 @@ def open_review(editor):
 def test_review_float_shows_the_plan_and_a_approves(editor):
     shown = open_review(editor)
     assert shown["relative"] == "editor"
-    assert shown["lines"] == PLAN.split("\n")
+    assert shown["lines"] == PLAN.split("\n")[:-1]  # the plan's lines, numbered as in the plan
     assert shown["ft"] == "markdown" and shown["modifiable"] is False
     # The editor is free while the question waits: other work runs.
     assert editor.lua("return 1 + 1") == 2

@@ -46,6 +46,7 @@ function M.start(path)
         exe
       )
   end
+  cfg.cmd = M.guard_initialize(cfg.cmd, cfg)
   local id
   if has_011 then
     id = vim.lsp.start(cfg, { attach = false, silent = true })
@@ -97,7 +98,9 @@ function M.on_exit(code, signal, client_id)
   vim.schedule(function()
     require('dsh.review').close_all('the daemon exited')
     state.reset()
-    if code ~= 0 or (signal and signal ~= 0) then
+    local ours = M.init_failed
+    M.init_failed = nil
+    if not ours and (code ~= 0 or (signal and signal ~= 0)) then
       require('dsh.errors').notify(
         ('dshd exited (code %s, signal %s). Nothing is lost: sessions live in .dsh/. Run :Dsh session open to continue; :checkhealth dsh if it keeps failing.'):format(
           tostring(code),
@@ -106,6 +109,35 @@ function M.on_exit(code, signal, client_id)
       )
     end
   end)
+end
+
+--- `cmd` as a function (|vim.lsp.ClientConfig|): the real RPC client for `argv`, except
+--- that a failed `initialize` (an invalid workspace config) is reported by error kind
+--- and the daemon stopped. Neovim itself would only raise the raw error from a
+--- scheduled callback and leave the client hanging uninitialized.
+function M.guard_initialize(argv, cfg)
+  return function(dispatchers)
+    local rpc = vim.lsp.rpc.start(argv, dispatchers, { cwd = cfg.cmd_cwd, env = cfg.cmd_env, detached = cfg.detached })
+    local request = rpc.request
+    rpc.request = function(method, params, callback, notify_reply_callback)
+      if method == 'initialize' then
+        local initialized = callback
+        callback = function(err, result)
+          if err then
+            vim.schedule(function()
+              require('dsh.errors').report(err, { method = method, context = 'start dshd' })
+              M.init_failed = true -- the exit that follows is ours: no second message
+              rpc.terminate()
+            end)
+            return
+          end
+          return initialized(err, result)
+        end
+      end
+      return request(method, params, callback, notify_reply_callback)
+    end
+    return rpc
+  end
 end
 
 --- Neovim turns a failed `initialize` into an assertion message holding the

@@ -247,6 +247,14 @@ local function describe_goal(view)
 end
 M.describe_goal = describe_goal
 
+-- Success notices stay short: a message wider than the screen makes Neovim wait for Enter.
+local function short_goal(view)
+  if not view or view == vim.NIL then
+    return 'no goal'
+  end
+  return ('%d/%d rounds, revision %d'):format(view.roundsStarted or 0, view.maxRounds or 0, view.revision or 0)
+end
+
 local function open_session(session_id, reload)
   local params = { sessionId = session_id }
   if reload then
@@ -267,7 +275,7 @@ local function open_session(session_id, reload)
       state.plans[result.agentId] = { active = result.plan.active == true, pending = result.plan.pending }
     end
     become(result.agentId, result.sessionId)
-    notify(('session %s open (%s)'):format(result.sessionId, describe_goal(result.goal)))
+    notify(('session %s open · %s'):format(result.sessionId, require('dsh.statusline').format(result.goal)))
   end, 'open the session')
 end
 
@@ -300,7 +308,7 @@ local function goal_write(method, verb, extra)
   with_goal(function(agent_id, ref)
     local params = vim.tbl_extend('force', { agentId = agent_id, ref = ref }, extra or {})
     request(method, params, function(view)
-      notify(verb .. ': ' .. describe_goal(view))
+      notify(('%s (%s)'):format(verb, short_goal(view)))
     end, (verb:gsub('^goal ', '')) .. ' the goal')
   end)
 end
@@ -445,7 +453,7 @@ M.actions = {
         requests().goal_create,
         { agentId = agent_id, objective = a.objective, maxRounds = a.max_rounds },
         function(view)
-          notify('goal created: ' .. describe_goal(view))
+          notify(('goal created (%s)'):format(short_goal(view)))
         end,
         'create a goal'
       )
@@ -505,7 +513,7 @@ M.actions = {
   ['goal.disarm'] = function()
     with_agent(function(agent_id)
       request(requests().goal_disarm, { agentId = agent_id }, function(view)
-        notify('goal disarmed: nothing continues it until :Dsh goal resume (' .. describe_goal(view) .. ')')
+        notify(('goal disarmed (%s): nothing continues it until :Dsh goal resume'):format(short_goal(view)))
       end, 'disarm the goal')
     end)
   end,

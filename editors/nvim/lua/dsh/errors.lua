@@ -56,9 +56,12 @@ local explain = {
     )
   end,
   ['invalid-config'] = function(data, err)
-    return ('invalid workspace config%s: %s. Fix .dsh/config.toml, then :Dsh restart (:checkhealth dsh checks it).'):format(
-      data.key and (' key ' .. tostring(data.key)) or '',
-      err.message or ''
+    local what = err.message or ''
+    if data.key and not what:find(data.key, 1, true) then
+      what = ('key %s: %s'):format(tostring(data.key), what)
+    end
+    return ('invalid workspace config (%s). Fix .dsh/config.toml, then :Dsh restart (:checkhealth dsh checks it).'):format(
+      what
     )
   end,
   ['replay-failed'] = function(data, err)

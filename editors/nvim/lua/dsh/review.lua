@@ -47,7 +47,12 @@ local function show_comment(buf, line, text)
 end
 
 local function split_lines(text)
-  return vim.split((text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
+  local lines = vim.split((text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
+  -- The newline that ends the last line does not start another one.
+  if #lines > 1 and lines[#lines] == '' then
+    table.remove(lines)
+  end
+  return lines
 end
 
 --- Open the float for `question`; `finish(answer)` is called exactly once, with nil
@@ -63,7 +68,7 @@ function M.open(question, meta, finish)
   pcall(vim.api.nvim_buf_set_name, buf, 'dsh://plan-review/' .. tostring(question.id))
 
   local width = math.min(100, math.max(40, vim.o.columns - 8))
-  local height = math.min(#lines + 1, math.max(5, vim.o.lines - 8))
+  local height = math.min(#lines, math.max(5, vim.o.lines - 8))
   local win_opts = {
     relative = 'editor',
     row = math.floor((vim.o.lines - height) / 2) - 1,

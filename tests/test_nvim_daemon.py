@@ -1,0 +1,420 @@
+"""The Neovim plugin against the real daemon (`dshd serve`) and the scripted model.
+
+A real headless Neovim loads the plugin, which starts the real `dshd serve` for a
+workspace whose `.dsh/config.toml` selects the scripted model (SPEC 7). Keys are typed
+as a person would type them; results are read from the editor (statusline, float,
+notifications) and from the session log on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
+from harness import Editor, dshd_binary, write_artifact  # noqa: E402
+
+PLAN = (
+    "# Plan: make the parser strict\n"
+    "\n"
+    "1. Read the grammar in docs/grammar.md\n"
+    "2. Add a failing test for trailing commas\n"
+    "3. Reject trailing commas in parse_list\n"
+)
+PLAN_LINE_3 = "1. Read the grammar in docs/grammar.md"
+
+CONFIG = """\
+plugins = ["plan", "goals"]
+
+[plan]
+section = "Plan first. Do not change files until the plan is approved."
+
+[model]
+provider = "scripted"
+script = "script.json"
+"""
+
+
+def make_workspace(root: Path, replies: list[dict]) -> Path:
+    (root / ".dsh").mkdir(parents=True)
+    (root / ".dsh" / "config.toml").write_text(CONFIG, encoding="utf-8")
+    (root / "script.json").write_text(json.dumps({"replies": replies}), encoding="utf-8")
+    return root
+
+
+def open_editor(workspace: Path) -> Editor:
+    editor = Editor(cwd=workspace)
+    editor.lua("require('dsh').setup({ cmd = { ..., 'serve' } })", dshd_binary())
+    return editor
+
+
+@pytest.fixture
+def editors():
+    opened: list[Editor] = []
+    yield opened
+    problems = []
+    for editor in opened:
+        problems += editor.lua_errors()
+        editor.close()
+    assert not problems, problems
+
+
+def log_events(workspace: Path, session_id: str) -> list[dict]:
+    path = workspace / ".dsh" / "sessions" / session_id / "log.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def new_session(editor: Editor) -> str:
+    editor.typed("Dsh session new")
+    editor.wait_for("require('dsh').current() ~= nil", timeout=30, what="a session")
+    return editor.lua("return select(2, require('dsh').current())")
+
+
+def plan_review_setup(tmp_path: Path, editors: list[Editor], replies: list[dict]):
+    workspace = make_workspace(tmp_path / "ws", replies)
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    editor.typed("Dsh plan on")
+    editor.wait_for("require('dsh').plan_active()", what="plan mode on (dsh/plan/changed)")
+    editor.typed("Dsh prompt make the parser strict")
+    editor.wait_for("#require('dsh.review').list() == 1", timeout=30, what="the plan review float")
+    return workspace, editor, session_id
+
+
+def float_snapshot(editor: Editor) -> str:
+    """The float as a person sees it: title, plan lines with comments, footer."""
+    shot = editor.lua(
+        """
+        local review = require('dsh.review').list()[1]
+        local cfg = vim.api.nvim_win_get_config(review.win)
+        local function text(chunks)
+          if type(chunks) == 'string' then return chunks end
+          local out = {}
+          for _, c in ipairs(chunks or {}) do table.insert(out, c[1]) end
+          return table.concat(out)
+        end
+        local lines = vim.api.nvim_buf_get_lines(review.buf, 0, -1, false)
+        local ns = vim.api.nvim_create_namespace('dsh.review')
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(review.buf, ns, 0, -1, { details = true })) do
+          local virt = m[4].virt_text
+          lines[m[2] + 1] = lines[m[2] + 1] .. text(virt)
+        end
+        return { title = text(cfg.title), footer = text(cfg.footer), width = cfg.width,
+                 lines = lines, relative = cfg.relative, current = vim.api.nvim_get_current_win() == review.win }
+        """
+    )
+    assert shot["relative"] == "editor" and shot["current"]
+    width = max(shot["width"], len(shot["title"]) + 4, len(shot["footer"]) + 4)
+    top = "╭" + shot["title"].center(width, "─") + "╮"
+    body = [f"│{line:<{width}}│" for line in shot["lines"]]
+    bottom = "╰" + shot["footer"].center(width, "─") + "╯"
+    return "\n".join([top, *body, bottom]) + "\n"
+
+
+def tool_results(events: list[dict], name: str) -> list[dict]:
+    calls = {e["data"]["callId"] for e in events if e["type"] == "tool/call" and e["data"]["name"] == name}
+    return [e["data"] for e in events if e["type"] == "tool/result" and e["data"]["callId"] in calls]
+
+
+def plan_modes(events: list[dict]) -> list[bool]:
+    return [e["data"]["active"] for e in events if e["type"] == "plan/mode"]
+
+
+EXIT_WITH_PLAN = {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]}
+
+
+def test_statusline_tracks_the_goal_budget(tmp_path, editors):
+    # Each continuation round takes 30 ms, as a slow model would, so rounds are visible.
+    workspace = make_workspace(tmp_path / "ws", [{"text": f"round {i}", "delayMs": 30} for i in range(60)])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    assert editor.lua("return require('dsh').statusline()") == ""
+    session_id = new_session(editor)
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+
+    editor.typed("Dsh goal create make the parser strict 40")
+    final = editor.wait_for(
+        "require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()",
+        timeout=90,
+        what="the budget to be spent",
+    )
+    assert final == "◎ 40/40 blocked: round-budget-exhausted"
+    statuses = editor.lua("return _G.dsh_test.statuses")
+    write_artifact("statusline-goal.txt", "\n".join(statuses) + "\n")
+    assert statuses[0] == "◎ no goal"
+    assert statuses[1] == "◎ 0/40 active"
+    # The budget moves one round at a time, in order, up to 40/40.
+    rounds = [int(s.split()[1].split("/")[0]) for s in statuses[1:] if "/40 active" in s]
+    assert rounds == sorted(rounds) and rounds[-1] == 40
+    assert set(range(41)) <= set(rounds)
+    # The statusline expression shows the same text.
+    editor.cmd("set laststatus=2 statusline=%{v:lua.require'dsh'.statusline()}")
+    assert editor.lua("return vim.api.nvim_eval_statusline(vim.o.statusline, {}).str") == final
+
+    # Raise the budget and resume: rounds continue to the new cap.
+    editor.typed("Dsh goal edit 43")
+    editor.wait_for("require('dsh.state').goal().maxRounds == 43", what="the edit")
+    assert editor.lua("return require('dsh').statusline()") == "◎ 40/43 blocked: round-budget-exhausted"
+    editor.typed("Dsh goal resume")
+    final = editor.wait_for(
+        "require('dsh.state').goal().roundsStarted == 43 and require('dsh').goal_phase() == 'blocked'"
+        " and require('dsh').statusline()",
+        timeout=60,
+    )
+    assert final == "◎ 43/43 blocked: round-budget-exhausted"
+
+    events = log_events(workspace, session_id)
+    goal_rounds = [e["data"]["goalRound"]["round"] for e in events
+                   if e["type"] == "user/message" and "goalRound" in e["data"]]
+    assert goal_rounds == list(range(1, 44))
+
+
+def test_goal_pause_and_stale_revision(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 200} for i in range(100)])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh goal create keep going 40")
+    editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
+    editor.typed("Dsh goal pause")
+    paused = editor.wait_for("require('dsh').goal_phase() == 'paused' and require('dsh').statusline()")
+    assert paused.endswith("/40 paused")
+
+    # The person acts on an old reading of the goal: the daemon refuses the write, the
+    # plugin re-reads the goal and says what happened.
+    editor.lua("require('dsh.state').goals[require('dsh').current()].revision = 1")
+    editor.typed("Dsh goal resume")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('changed since it was read', 1, true) end)")
+    message = [m for m in editor.messages() if "changed since it was read" in m]
+    assert message and "paused" in message[0], editor.messages()
+    assert editor.lua("return require('dsh.state').goal().revision") > 1
+    assert editor.lua("return require('dsh').goal_phase()") == "paused"
+    # With the fresh revision the same command works.
+    editor.typed("Dsh goal resume")
+    editor.wait_for("require('dsh').goal_phase() == 'active'")
+    editor.typed("Dsh goal complete")
+    done = editor.wait_for("require('dsh').goal_phase() == 'complete' and require('dsh').statusline()")
+    assert done.endswith("/40 complete")
+    editor.typed("Dsh goal clear")
+    editor.wait_for("require('dsh').statusline() == '◎ no goal'")
+
+
+def test_plan_review_approve_turns_plan_mode_off(tmp_path, editors):
+    workspace, editor, session_id = plan_review_setup(tmp_path, editors, [EXIT_WITH_PLAN, {"text": "starting"}])
+    write_artifact("plan-review-float.txt", float_snapshot(editor))
+    # The editor is not blocked while the daemon waits for the person.
+    assert editor.lua("return vim.fn.mode()") == "n"
+    editor.typed("Dsh plan")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('plan mode on') end)")
+
+    editor.feed("a")
+    turn = editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+    assert "error" not in turn or turn["error"] is None
+    editor.wait_for("not require('dsh').plan_active()", what="plan mode off (dsh/plan/changed)")
+    events = log_events(workspace, session_id)
+    assert plan_modes(events) == [True, False]
+    results = tool_results(events, "exit_plan_mode")
+    assert len(results) == 1 and results[0]["ok"] is True
+
+
+def test_plan_review_revise_with_comment_keeps_planning(tmp_path, editors):
+    workspace, editor, session_id = plan_review_setup(
+        tmp_path, editors, [EXIT_WITH_PLAN, {"text": "revising"}]
+    )
+    editor.feed("3G")
+    editor.feed("c")
+    editor.feed("cite the section<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[3] ~= nil")
+    write_artifact("plan-review-float-commented.txt", float_snapshot(editor))
+    editor.feed("r")
+    editor.feed("also cover nested lists<CR>")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+    assert editor.lua("return require('dsh').plan_active()") is True
+    events = log_events(workspace, session_id)
+    assert plan_modes(events) == [True]
+    [result] = tool_results(events, "exit_plan_mode")
+    assert result["ok"] is False
+    content = json.dumps(result["content"])
+    assert "also cover nested lists" in content
+    assert "cite the section" in content
+    assert PLAN_LINE_3 in content  # the comment is tagged with its line's text
+    assert "3" in content
+
+
+def test_plan_review_q_keeps_plan_mode(tmp_path, editors):
+    workspace, editor, session_id = plan_review_setup(tmp_path, editors, [EXIT_WITH_PLAN, {"text": "waiting"}])
+    editor.feed("q")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+    assert editor.lua("return require('dsh').plan_active()") is True
+    events = log_events(workspace, session_id)
+    assert plan_modes(events) == [True]
+    [result] = tool_results(events, "exit_plan_mode")
+    assert result["ok"] is False
+
+
+def test_transcript_follows_the_session(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [{"text": "hello from the model"}, {"text": "second answer"}])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh prompt say hello")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30)
+    editor.typed("Dsh transcript")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://transcript/', 1, true)")
+    editor.wait_for("vim.iter(vim.api.nvim_buf_get_lines(0, 0, -1, false)):any(function(l) return l:find('hello from the model', 1, true) end)")
+    editor.feed("G")
+    editor.typed("Dsh prompt again")
+    editor.wait_for("_G.dsh_test.turns[2]", timeout=30)
+    lines = editor.wait_for(
+        "vim.iter(vim.api.nvim_buf_get_lines(0, 0, -1, false)):any(function(l) return l:find('second answer', 1, true) end)"
+        " and vim.api.nvim_buf_get_lines(0, 0, -1, false)"
+    )
+    write_artifact("transcript.txt", "\n".join(lines) + "\n")
+    seqs = [int(line[:4]) for line in lines if line[:4].strip().isdigit()]
+    assert seqs == sorted(set(seqs)) and seqs[0] == 1
+    assert any("say hello" in line for line in lines)
+    # The window follows the end.
+    assert editor.lua("return vim.api.nvim_win_get_cursor(0)[1] == vim.api.nvim_buf_line_count(0)")
+
+
+def test_checkhealth_reports_ok(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.cmd("checkhealth dsh")
+    lines = editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    report = "\n".join(lines)
+    write_artifact("checkhealth.txt", report + "\n")
+    assert "ERROR" not in report, report
+    assert "OK Neovim 0.11" in report
+    assert "OK dshd found" in report
+    assert f"OK workspace: {workspace}" in report
+    assert "OK workspace config valid" in report
+
+
+def test_checkhealth_names_the_bad_config_key(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(
+        CONFIG.replace('section = "Plan first. Do not change files until the plan is approved."', 'section = ""'),
+        encoding="utf-8",
+    )
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.cmd("checkhealth dsh")
+    report = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    write_artifact("checkhealth-bad-config.txt", report + "\n")
+    assert "ERROR workspace config invalid" in report
+    assert "plan.section" in report
+
+
+def test_invalid_config_at_start_says_which_key(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG + "\n[goals]\nmaxRounds = \"many\"\n", encoding="utf-8")
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.typed("Dsh session new")
+    editor.wait_for(
+        "vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('invalid workspace config', 1, true) end)",
+        timeout=30,
+    )
+    editor.wait_for("#vim.lsp.get_clients({ name = 'dsh' }) == 0", what="the daemon to be stopped")
+    messages = editor.messages()
+    assert len(messages) == 1, messages  # one clear message, no raw RPC error, no "exited"
+    assert "goals.maxRounds" in messages[0] and ".dsh/config.toml" in messages[0]
+    assert editor.lua("return require('dsh').current()") is None
+
+
+# ---- the real terminal UI, captured with tmux ----------------------------------------------
+
+
+class Tmux:
+    """Neovim's own TUI in a detached tmux session, read with capture-pane."""
+
+    def __init__(self, name: str, cwd: Path, command: list[str], width: int = 100, height: int = 30):
+        import shlex
+        import shutil
+        import subprocess
+
+        self.subprocess = subprocess
+        self.tmux = shutil.which("tmux")
+        self.name = name
+        subprocess.run(
+            [self.tmux, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+             "-c", str(cwd), " ".join(shlex.quote(c) for c in command)],
+            check=True,
+        )
+
+    def keys(self, *keys: str) -> None:
+        self.subprocess.run([self.tmux, "send-keys", "-t", self.name, *keys], check=True)
+
+    def screen(self) -> str:
+        return self.subprocess.run(
+            [self.tmux, "capture-pane", "-p", "-t", self.name], check=True, capture_output=True, text=True
+        ).stdout
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{screen}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        self.subprocess.run([self.tmux, "kill-session", "-t", self.name], check=False)
+
+
+def test_tui_plan_review_and_statusline_on_screen(tmp_path):
+    import os
+    import shutil
+
+    from harness import PLUGIN_DIR, nvim_binary
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed: the TUI capture needs it")
+    workspace = make_workspace(tmp_path / "ws", [EXIT_WITH_PLAN, {"text": "starting"}])
+    init = tmp_path / "init.lua"
+    init.write_text(
+        f"""
+vim.opt.rtp:prepend({json.dumps(str(PLUGIN_DIR))})
+vim.o.laststatus = 2
+vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
+require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify_turns = false }})
+""",
+        encoding="utf-8",
+    )
+    tui = Tmux(f"dsh-nvim-{os.getpid()}", workspace,
+               ["env", "TERM=xterm-256color", nvim_binary(), "-n", "-i", "NONE", "-u", str(init)])
+    try:
+        tui.wait_for("~")
+        tui.keys(":Dsh session new", "Enter")
+        tui.wait_for("◎ no goal")
+        tui.keys(":Dsh plan on", "Enter")
+        tui.wait_for("plan mode on")
+        tui.keys(":Dsh prompt make the parser strict", "Enter")
+        tui.wait_for("keep planning")
+        tui.keys("3G")
+        tui.keys("c")
+        tui.wait_for("Comment on line 3")
+        tui.keys("cite the section", "Enter")
+        screen = tui.wait_for("« cite the section")
+        write_artifact("tui-plan-review.txt", screen)
+        assert "Plan: make the parser strict" in screen
+        assert "a approve · r keep planning · c comment on line · q close" in screen
+        tui.keys("a")
+        tui.keys(":Dsh goal create make the parser strict 40", "Enter")
+        screen = tui.wait_for("/40 ")
+        tui.keys(":Dsh goal pause", "Enter")
+        screen = tui.wait_for("/40 paused")
+        write_artifact("tui-statusline.txt", screen)
+        assert "plan-review" not in screen  # the float is gone
+    finally:
+        tui.kill()
