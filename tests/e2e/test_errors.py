@@ -1,0 +1,312 @@
+"""Every error kind of SPEC 6, provoked over the wire against the real daemon: the
+JSON-RPC code, ``data.kind`` and the kind's data fields; and that the error wrote
+nothing (or, for the recovery cases, that nothing acknowledged was lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from dshd_protocol import ERROR_CODES, METHODS, from_wire
+
+from .conftest import write_workspace
+
+
+def log_path(root: Path, session_id: str) -> Path:
+    return root / ".dsh" / "sessions" / session_id / "log.jsonl"
+
+
+def log_events(root: Path, session_id: str) -> list[dict]:
+    return [json.loads(line) for line in log_path(root, session_id).read_bytes().splitlines()]
+
+
+async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
+    """Send a request that must fail with ``kind``; returns ``error.data``."""
+    with pytest.raises(JsonRpcException) as info:
+        await client.request(method, params)
+    exc = info.value
+    assert exc.data is not None and exc.data.get("kind") == kind, (method, params, exc.code, exc.message, exc.data)
+    assert exc.code == ERROR_CODES[kind]
+    assert exc.message  # something for people
+    return exc.data
+
+
+async def new_session(client) -> tuple[str, str]:
+    created = await client.request("dsh/session/create", {})
+    return created["sessionId"], created["agentId"]
+
+
+def ref_of(view: dict) -> dict:
+    return {"id": view["id"], "revision": view["revision"]}
+
+
+# ---- invalid-params -------------------------------------------------------------------
+
+
+async def test_invalid_params_names_the_field_and_writes_nothing(workspace: Path, daemons) -> None:
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+    goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 1})
+    blocked = client.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", 10)
+    await blocked  # the one round ran; the budget blocked the goal; nothing runs now
+    goal = await client.request("dsh/goal/get", {"agentId": agent})
+    ref = ref_of(goal)
+    size = log_path(workspace, sid).stat().st_size
+    cases = [
+        ("dsh/plan/set", {"agentId": agent, "active": "true"}, "active"),
+        ("dsh/plan/set", {"agentId": agent, "active": 1}, "active"),
+        ("dsh/plan/set", {"agentId": agent}, "active"),
+        ("dsh/session/open", {"sessionId": "../x"}, "sessionId"),
+        ("dsh/session/open", {"sessionId": "/etc"}, "sessionId"),
+        ("dsh/session/open", {"sessionId": ""}, "sessionId"),
+        ("dsh/session/open", {"sessionId": "s-" + "0" * 26}, "sessionId"),  # well formed, no such session
+        ("dsh/session/open", {"sessionId": sid, "reload": "false"}, "reload"),
+        ("dsh/session/create", {"title": None}, "title"),
+        ("dsh/session/create", {"title": "t", "extra": 1}, "extra"),
+        ("dsh/session/list", [], "params"),
+        ("dsh/session/events", {"agentId": agent, "limit": 0}, "limit"),
+        ("dsh/session/events", {"agentId": agent, "afterSeq": 1.0}, "afterSeq"),
+        ("dsh/session/fork", {"agentId": agent, "atSeq": 10_000}, "atSeq"),
+        ("dsh/agent/prompt", {"agentId": agent, "text": "   "}, "text"),
+        ("dsh/agent/steer", {"agentId": agent, "text": 5}, "text"),
+        ("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 2.0}, "maxRounds"),
+        ("dsh/goal/create", {"agentId": agent, "objective": "o", "max_rounds": 2}, "max_rounds"),
+        ("dsh/goal/edit", {"agentId": agent, "ref": ref}, "objective"),  # neither objective nor maxRounds
+        ("dsh/goal/edit", {"agentId": agent, "ref": {"id": ref["id"], "revision": "2"}, "objective": "x"}, "ref.revision"),
+        ("dsh/goal/block", {"agentId": agent, "ref": ref, "reason": {"code": "Bad_Code", "message": "m"}}, "reason.code"),
+        ("dsh/goal/block", {"agentId": agent, "ref": ref, "reason": {"code": "ok-code"}}, "reason.message"),
+        ("dsh/goal/pause", {"agentId": agent, "ref": ref, "force": True}, "force"),
+        ("dsh/goal/clear", {"agentId": None, "ref": ref}, "agentId"),
+    ]
+    for method, params, field in cases:
+        data = await rpc_error(client, method, params, "invalid-params")
+        assert data["field"] == field, (method, params, data)
+    assert log_path(workspace, sid).stat().st_size == size
+    assert (await client.request("dsh/goal/get", {"agentId": agent})) == goal
+
+
+# ---- agents ---------------------------------------------------------------------------
+
+
+async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+    for method, params in [
+        ("dsh/plan/get", {"agentId": "a-0000000000000000"}),
+        ("dsh/goal/get", {"agentId": "nobody"}),
+        ("dsh/agent/prompt", {"agentId": "a-ffffffffffffffff", "text": "hi"}),
+        ("dsh/session/fork", {"agentId": "a-1234"}),
+    ]:
+        await rpc_error(client, method, params, "unknown-agent")
+
+    reopened = await client.request("dsh/session/open", {"sessionId": sid, "reload": True})
+    for method, params in [
+        ("dsh/plan/get", {"agentId": agent}),
+        ("dsh/goal/get", {"agentId": agent}),
+        ("dsh/goal/disarm", {"agentId": agent}),
+        ("dsh/plan/set", {"agentId": agent, "active": True}),
+        ("dsh/agent/prompt", {"agentId": agent, "text": "hi"}),
+        ("dsh/session/events", {"agentId": agent}),
+        ("dsh/session/close", {"agentId": agent}),
+    ]:
+        await rpc_error(client, method, params, "stale-agent")
+    await client.request("dsh/session/close", {"agentId": reopened["agentId"]})
+    await rpc_error(client, "dsh/plan/get", {"agentId": reopened["agentId"]}, "stale-agent")
+    assert [e["type"] for e in log_events(workspace, sid)] == ["session/start"]
+
+
+async def test_turn_open(workspace: Path, daemons) -> None:
+    write_workspace(workspace, replies=[{"text": "slow", "delayMs": 600}])
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+    header = client.wait_for(lambda n: n["method"] == "dsh/session/event" and n["params"]["event"]["type"] == "request/header", 10)
+    prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "first"}))
+    await header
+    await rpc_error(client, "dsh/agent/prompt", {"agentId": agent, "text": "second"}, "turn-open")
+    assert await prompt == {"turn": 1, "stopReason": "end-turn"}
+    texts = [e["data"]["text"] for e in log_events(workspace, sid) if e["type"] == "user/message"]
+    assert texts == ["first"]  # the refused prompt left no trace
+
+
+# ---- goals ----------------------------------------------------------------------------
+
+
+async def test_goal_errors(workspace: Path, daemons) -> None:
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+
+    await rpc_error(client, "dsh/goal/pause", {"agentId": agent, "ref": {"id": "g-x", "revision": 1}}, "no-goal")
+    await rpc_error(client, "dsh/goal/edit", {"agentId": agent, "ref": {"id": "g-x", "revision": 1}, "objective": "x"}, "no-goal")
+
+    # One round: it runs at once (the script is empty), then the driver blocks the goal.
+    blocked = client.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", 10)
+    goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 1})
+    await blocked
+    view = await client.request("dsh/goal/get", {"agentId": agent})
+    assert view["phase"] == "blocked" and view["revision"] == 2 and view["roundsLeft"] == 0
+    size = log_path(workspace, sid).stat().st_size
+
+    # A write naming an old revision (or another goal): stale-revision with the current one.
+    data = await rpc_error(client, "dsh/goal/complete", {"agentId": agent, "ref": ref_of(goal)}, "stale-revision")
+    assert data["current"] in (2, {"id": goal["id"], "revision": 2})
+    data = await rpc_error(client, "dsh/goal/complete", {"agentId": agent, "ref": {"id": "g-other", "revision": 2}}, "stale-revision")
+    assert data["current"] in (2, {"id": goal["id"], "revision": 2})
+
+    # Transitions the phase does not allow name the phase.
+    data = await rpc_error(client, "dsh/goal/pause", {"agentId": agent, "ref": ref_of(view)}, "invalid-transition")
+    assert data["phase"] == "blocked"
+    data = await rpc_error(client, "dsh/goal/create", {"agentId": agent, "objective": "another"}, "invalid-transition")
+    assert data["phase"] == "blocked"
+
+    # Resume with no rounds left.
+    await rpc_error(client, "dsh/goal/resume", {"agentId": agent, "ref": ref_of(view)}, "budget-exhausted")
+    assert log_path(workspace, sid).stat().st_size == size  # no error wrote anything
+    assert await client.request("dsh/goal/get", {"agentId": agent}) == view
+
+    completed = await client.request("dsh/goal/complete", {"agentId": agent, "ref": ref_of(view)})
+    data = await rpc_error(client, "dsh/goal/resume", {"agentId": agent, "ref": ref_of(completed)}, "invalid-transition")
+    assert data["phase"] == "complete"
+    data = await rpc_error(
+        client, "dsh/goal/block", {"agentId": agent, "ref": ref_of(completed), "reason": {"code": "x", "message": "m"}},
+        "invalid-transition",
+    )
+    assert data["phase"] == "complete"
+    cleared = await client.request("dsh/goal/clear", {"agentId": agent, "ref": ref_of(completed)})
+    # The ref returned by clear names no goal: writes with it are no-goal.
+    await rpc_error(client, "dsh/goal/resume", {"agentId": agent, "ref": cleared["ref"]}, "no-goal")
+    await rpc_error(client, "dsh/goal/clear", {"agentId": agent, "ref": cleared["ref"]}, "no-goal")
+    ops = [e["data"]["op"] for e in log_events(workspace, sid) if e["type"] == "goal/change"]
+    assert ops == ["create", "block", "complete", "clear"]
+
+
+async def test_plugin_not_loaded(tmp_path: Path, daemons) -> None:
+    write_workspace(daemons.root, plugins=[])
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+    for method, params in [
+        ("dsh/plan/get", {"agentId": agent}),
+        ("dsh/plan/set", {"agentId": agent, "active": True}),
+        ("dsh/goal/get", {"agentId": agent}),
+        ("dsh/goal/create", {"agentId": agent, "objective": "o"}),
+        ("dsh/goal/disarm", {"agentId": agent}),
+        ("dsh/goal/pause", {"agentId": agent, "ref": {"id": "g-1", "revision": 1}}),
+    ]:
+        await rpc_error(client, method, params, "plugin-not-loaded")
+    # The agent works without plugins, and session/open reports no plan or goal.
+    opened = await client.request("dsh/session/open", {"sessionId": sid})
+    from_wire(METHODS["dsh/session/open"].result, opened)
+    assert opened["plan"] == {"active": False} and opened["goal"] is None
+    assert await client.request("dsh/agent/prompt", {"agentId": agent, "text": "hi"}) == {"turn": 1, "stopReason": "end-turn"}
+    header = next(e for e in log_events(daemons.root, sid) if e["type"] == "request/header")
+    assert header["data"]["tools"] == [] and header["data"]["sections"] == []
+
+
+async def test_invalid_config(workspace: Path, daemons) -> None:
+    with pytest.raises(JsonRpcException) as info:
+        await daemons.start(config={"goals": {"maxRounds": 0}})
+    assert info.value.code == ERROR_CODES["invalid-config"]
+    assert info.value.data["kind"] == "invalid-config" and info.value.data["key"] == "goals.maxRounds"
+
+
+# ---- the log on disk: replay-failed, torn tail, session-locked --------------------------
+
+
+async def _closed_session(client, workspace: Path) -> tuple[str, list[bytes]]:
+    """A session with a few events, closed (checkpoint written, lock released)."""
+    sid, agent = await new_session(client)
+    await client.request("dsh/plan/set", {"agentId": agent, "active": True})
+    await client.request("dsh/agent/prompt", {"agentId": agent, "text": "hello"})
+    await client.request("dsh/plan/set", {"agentId": agent, "active": False})
+    await client.request("dsh/session/close", {"agentId": agent})
+    return sid, log_path(workspace, sid).read_bytes().splitlines(keepends=True)
+
+
+async def test_replay_failed_names_seq_line_reason(workspace: Path, daemons) -> None:
+    client = await daemons.start()
+
+    # 1. A broken line in the middle, no checkpoint: strict replay stops there.
+    sid, lines = await _closed_session(client, workspace)
+    (log_path(workspace, sid).parent / "projection.json").unlink(missing_ok=True)
+    lines[2] = b'{"seq": 3, "type": "user/message", "at": \n'
+    log_path(workspace, sid).write_bytes(b"".join(lines))
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data["line"] == 3 and data["reason"] and "seq" in data
+    listed = await client.request("dsh/session/list", {})
+    assert sid not in {s["sessionId"] for s in listed["sessions"]}
+
+    # 2. A seq gap in the last line (the checkpoint's fingerprint no longer matches).
+    sid, lines = await _closed_session(client, workspace)
+    last = json.loads(lines[-1])
+    last["seq"] += 1
+    lines[-1] = json.dumps(last).encode() + b"\n"
+    log_path(workspace, sid).write_bytes(b"".join(lines))
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data["line"] == len(lines) and data["seq"] == last["seq"] and data["reason"]
+
+    # 3. A complete but invalid line appended after the checkpoint: the tail replay fails.
+    sid, lines = await _closed_session(client, workspace)
+    bad = {"seq": len(lines) + 1, "type": "plan/mode", "at": "2026-11-29T00:00:00.000Z", "data": {"active": "yes"}}
+    with log_path(workspace, sid).open("ab") as f:
+        f.write(json.dumps(bad).encode() + b"\n")
+    before = log_path(workspace, sid).read_bytes()
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data["line"] == len(lines) + 1 and data["seq"] == len(lines) + 1 and data["reason"]
+    # A corrupt log is never repaired or truncated by the failed open.
+    assert log_path(workspace, sid).read_bytes() == before
+    # The lock was released: the next attempt fails the same way (not session-locked).
+    data2 = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data2 == data
+
+
+async def test_torn_tail_is_cut_and_kept(workspace: Path, daemons) -> None:
+    client = await daemons.start()
+    sid, lines = await _closed_session(client, workspace)
+    good = b"".join(lines)
+    torn = b'{"seq": %d, "type": "plan/mode", "at": "2026-11-29T0' % (len(lines) + 1)
+    with log_path(workspace, sid).open("ab") as f:
+        f.write(torn)
+
+    opened = await client.request("dsh/session/open", {"sessionId": sid})
+    assert opened["plan"] == {"active": False}
+    assert log_path(workspace, sid).read_bytes() == good  # cut back to the last newline
+    copies = list(log_path(workspace, sid).parent.glob("torn-*.bin"))
+    assert len(copies) == 1 and copies[0].read_bytes() == torn
+    events = await client.request("dsh/session/events", {"agentId": opened["agentId"]})
+    assert events["events"] == [json.loads(line) for line in lines]  # every acknowledged event
+
+    # The session goes on from there: the next event takes the next seq.
+    await client.request("dsh/plan/set", {"agentId": opened["agentId"], "active": True})
+    after = log_events(workspace, sid)
+    assert [e["seq"] for e in after] == list(range(1, len(lines) + 2))
+
+
+async def test_session_locked_by_another_daemon(workspace: Path, daemons) -> None:
+    write_workspace(workspace, replies=[{"text": "one"}, {"text": "two"}])
+    first = await daemons.start()
+    second = await daemons.start()
+    sid, agent = await new_session(first)
+    await first.request("dsh/agent/prompt", {"agentId": agent, "text": "from the first"})
+    before = log_path(workspace, sid).read_bytes()
+
+    data = await rpc_error(second, "dsh/session/open", {"sessionId": sid}, "session-locked")
+    assert data["pid"] == first.lsp._server.pid
+    data = await rpc_error(second, "dsh/session/open", {"sessionId": sid, "reload": True}, "session-locked")
+    assert data["pid"] == first.lsp._server.pid
+    assert log_path(workspace, sid).read_bytes() == before  # the second wrote nothing
+
+    # The holder keeps writing; then releases, and the second takes over.
+    await first.request("dsh/agent/prompt", {"agentId": agent, "text": "still the first"})
+    await first.request("dsh/session/close", {"agentId": agent})
+    opened = await second.request("dsh/session/open", {"sessionId": sid})
+    await second.request("dsh/plan/set", {"agentId": opened["agentId"], "active": True})
+    events = log_events(workspace, sid)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
+    texts = [e["data"]["text"] for e in events if e["type"] == "user/message" and e["data"]["source"] == "user"]
+    assert texts == ["from the first", "still the first"]
+    assert [e["data"] for e in events if e["type"] == "plan/mode"] == [{"active": True}]
