@@ -16,6 +16,11 @@ from dshd.errors import DshError
 from dshd.services.store import SessionStore, now_rfc3339
 
 
+# Big writes are what SIGKILL can cut part-way (the kernel stops copying between pages).
+BIG_BYTES = int(os.environ.get("CRASH_BIG_BYTES", "200000"))
+BIG_EVERY = int(os.environ.get("CRASH_BIG_EVERY", "10"))
+
+
 def append(store: SessionStore) -> None:
     print(f"ready {store.state.seq}", flush=True)
     n = 0
@@ -23,8 +28,7 @@ def append(store: SessionStore) -> None:
         n += 1
         goal = store.state.goal
         snap = goal.goal
-        # Every 10th edit carries a large objective: a big write is the kind SIGKILL can cut.
-        objective = f"objective {n} " + ("x" * 200_000 if n % 10 == 0 else "")
+        objective = f"objective {n} " + ("x" * BIG_BYTES if n % BIG_EVERY == 0 else "")
         data = {
             "version": 1,
             "op": "edit",
