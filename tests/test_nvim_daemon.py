@@ -418,3 +418,71 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         assert "plan-review" not in screen  # the float is gone
     finally:
         tui.kill()
+
+
+def test_cancel_withdraws_an_open_review(tmp_path, editors):
+    workspace, editor, session_id = plan_review_setup(tmp_path, editors, [EXIT_WITH_PLAN, {"text": "never"}])
+    editor.typed("Dsh cancel")
+    turn = editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the cancelled turn to end")
+    assert turn["result"]["stopReason"] == "cancelled"
+    editor.wait_for("#require('dsh.review').list() == 0", what="the float to close")
+    assert any("plan review closed" in m for m in editor.messages())
+    assert editor.lua("return require('dsh').plan_active()") is True
+    events = log_events(workspace, session_id)
+    assert plan_modes(events) == [True]
+    assert [e["data"]["stopReason"] for e in events if e["type"] == "turn/close"] == ["cancelled"]
+
+
+def test_steer_reaches_the_running_turn(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [
+        {"toolCalls": [{"name": "no_such_tool", "arguments": {}}], "delayMs": 1500},
+        {"text": "steered"},
+    ])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    editor.typed("Dsh prompt start")
+    editor.wait_for("(require('dsh.state').prompts[require('dsh').current()] or 0) > 0")
+    editor.typed("Dsh steer also check the docs")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('steer queued', 1, true) end)")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30)
+    texts = [e["data"]["text"] for e in log_events(workspace, session_id) if e["type"] == "user/message"]
+    assert texts == ["start", "also check the docs"]
+
+
+def test_session_close_open_fork_and_list(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    first = new_session(editor)
+    editor.typed("Dsh goal create keep going 40")
+    editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 2")
+    editor.typed("Dsh goal disarm")
+    editor.wait_for("require('dsh').statusline():find('active · disarmed', 1, true)", what="disarmed")
+    editor.typed("Dsh cancel")
+    editor.typed("Dsh session close")
+    editor.wait_for("require('dsh').current() == nil", what="the session to close")
+    assert editor.lua("return require('dsh').statusline()") == ""
+
+    # Reopened: the goal comes back from the log, disarmed (nothing resumes by itself).
+    editor.typed(f"Dsh session open {first}")
+    editor.wait_for(f"select(2, require('dsh').current()) == '{first}'", what="the session to open")
+    reopened = editor.lua("return require('dsh').statusline()")
+    assert reopened.endswith("/40 active · disarmed"), reopened
+
+    # A fork inherits the goal through its log.
+    editor.typed("Dsh session fork")
+    editor.wait_for(f"select(2, require('dsh').current()) ~= '{first}'", what="the fork")
+    fork = editor.lua("return select(2, require('dsh').current())")
+    editor.wait_for("require('dsh').statusline():find('/40', 1, true)", what="the fork's goal")
+    assert editor.lua("return require('dsh.state').goal().objective") == "keep going"
+
+    # The list offers both; choosing one (the default vim.ui.select asks for a number) opens it.
+    editor.typed("Dsh session list")
+    editor.wait_for("#require('dsh.state').sessions == 2", what="the list")
+    listed = editor.lua("return vim.tbl_map(function(s) return s.sessionId end, require('dsh.state').sessions)")
+    assert sorted(listed) == sorted([first, fork])
+    target = listed[1] if listed[1] != fork else listed[0]
+    editor.feed(f"{listed.index(target) + 1}<CR>")
+    editor.wait_for(f"select(2, require('dsh').current()) == '{target}'", what="the chosen session")
+    assert editor.lua("return vim.fn.getcompletion('Dsh session open ', 'cmdline')") == listed
