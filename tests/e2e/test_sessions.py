@@ -227,6 +227,23 @@ async def test_notifications_are_scoped_per_agent_and_follow_the_log(workspace, 
     client = await daemons.start()
     a = await client.request("dsh/session/create", {"title": "A"})
     b = await client.request("dsh/session/create", {"title": "B"})
+    by_agent = {a["agentId"]: a["sessionId"], b["agentId"]: b["sessionId"]}
+
+    # Durable first: when a goal/changed for a write arrives, its event is on disk.
+    on_disk_when_notified: list[bool] = []
+
+    def check_durable(note: dict) -> None:
+        params = note["params"]
+        if note["method"] != "dsh/goal/changed" or params["op"] in ("round", "arm", "disarm"):
+            return
+        changes = of_type(read_log(workspace, by_agent[params["agentId"]]), "goal/change")
+        last = changes[-1]["data"] if changes else None
+        if params["op"] == "clear":
+            on_disk_when_notified.append(last is not None and last["cleared"]["revision"] == params["revision"] - 1)
+        else:
+            on_disk_when_notified.append(last is not None and last["goal"]["revision"] == params["revision"])
+
+    client.listeners.append(check_durable)
 
     # A: a goal with a budget of one round: create, the round, then the budget block.
     blocked = client.wait_for(goal_op("block", a["agentId"]), timeout=5)
@@ -271,10 +288,12 @@ async def test_notifications_are_scoped_per_agent_and_follow_the_log(workspace, 
         else:
             assert last["goal"] == result and last["revision"] == result["revision"]
 
+    # create, block (A); create, pause, edit, block, clear (B)
+    assert on_disk_when_notified == [True] * 7
+
     # Every notification names one agent and that agent's session, never the other's.
-    sessions = {a["agentId"]: a["sessionId"], b["agentId"]: b["sessionId"]}
     for n in client.notifications:
-        assert sessions[n["params"]["agentId"]] == n["params"]["sessionId"]
+        assert by_agent[n["params"]["agentId"]] == n["params"]["sessionId"]
     assert not notes(client, "dsh/plan/changed", a["agentId"])
     assert [n["op"] for n in notes(client, "dsh/goal/changed", a["agentId"])] == ["create", "round", "block"]
 
