@@ -94,6 +94,7 @@ def test_checkpoint_damaged_same_result(session, damage, status):
     [
         (lambda o: o.update(version=2), "ignored: version changed"),
         (lambda o: o.update(formatVersion=2), "ignored: version changed"),
+        (lambda o: o.update(stateSchema="0" * 16), "ignored: version changed"),
         (lambda o: o.update(seq=o["seq"] - 1), "ignored: inconsistent seq/line"),
         (lambda o: o.update(offset=o["offset"] + 10_000), "ignored: offset outside the log"),
         (lambda o: o.update(offset=o["offset"] - 1), "ignored: last covered line differs"),

@@ -40,8 +40,11 @@ from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, r
 # Replay reads this much at a time and splits it into lines (bounded memory, few syscalls).
 _BLOCK = 256 * 1024
 
+# Bump when a fold's meaning changes (a checkpoint folded by older rules must not be trusted).
+# A change in the *shape* of SessionState needs no bump: STATE_SCHEMA catches it.
 CHECKPOINT_VERSION = 1
 _CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
+STATE_SCHEMA = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(SessionState))).hexdigest()[:16]
 
 
 class ReplayError(DshError):
@@ -62,6 +65,7 @@ class LineFingerprint(Struct, frozen=True, forbid_unknown_fields=True):
 class Checkpoint(Struct, frozen=True, forbid_unknown_fields=True):
     version: int
     formatVersion: int
+    stateSchema: str  # STATE_SCHEMA of the writer
     offset: int  # byte offset just after the last covered line
     seq: int
     line: int
@@ -96,7 +100,9 @@ def fingerprint(line: bytes) -> LineFingerprint:
 
 def encode_checkpoint(state: SessionState, offset: int, last_line: bytes) -> bytes:
     body = _encode(
-        Checkpoint(CHECKPOINT_VERSION, FORMAT_VERSION, offset, state.seq, state.seq, fingerprint(last_line), state)
+        Checkpoint(
+            CHECKPOINT_VERSION, FORMAT_VERSION, STATE_SCHEMA, offset, state.seq, state.seq, fingerprint(last_line), state
+        )
     )
     return _CHECKPOINT_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
@@ -114,7 +120,7 @@ def _load_checkpoint(raw: bytes | None, log_path: Path, end: int) -> tuple[Check
         cp = _decode_checkpoint(body)
     except msgspec.MsgspecError as exc:
         return None, f"ignored: undecodable ({exc})"
-    if cp.version != CHECKPOINT_VERSION or cp.formatVersion != FORMAT_VERSION:
+    if cp.version != CHECKPOINT_VERSION or cp.formatVersion != FORMAT_VERSION or cp.stateSchema != STATE_SCHEMA:
         return None, "ignored: version changed"
     if not (cp.seq == cp.line == cp.state.seq) or cp.seq < 1:
         return None, "ignored: inconsistent seq/line"
