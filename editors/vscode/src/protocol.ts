@@ -24,7 +24,8 @@ export type ErrorData =
     }
   | {
       kind: "stale-revision";
-      current: GoalRef;
+      current: number;
+      goalId: string;
     }
   | {
       kind: "invalid-transition";
@@ -133,6 +134,18 @@ export interface DshClientCapabilities {
   questions?: boolean;
 }
 /**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalBlockParams".
+ */
+export interface GoalBlockParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  ref: GoalRef;
+  reason: BlockedReason;
+}
+/**
  * The goal and revision a write read (G-3); a stale one is `stale-revision`.
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -147,18 +160,6 @@ export interface GoalRef {
    * a revision >= 1
    */
   revision: number;
-}
-/**
- * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
- * via the `definition` "GoalBlockParams".
- */
-export interface GoalBlockParams {
-  /**
-   * a non-blank agent id
-   */
-  agentId: string;
-  ref: GoalRef;
-  reason: BlockedReason;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
