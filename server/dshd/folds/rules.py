@@ -293,7 +293,3 @@ _CONCERNS: dict[type, int] = {
     ToolResult: 0,
 }
 
-
-def initial_state_for(session_id: str) -> SessionState:
-    """A state before any event but session/start (for tests of single folds)."""
-    return SessionState(session_id, 1, _INITIAL_PLAN, _INITIAL_TURN, _INITIAL_GOAL)
