@@ -196,3 +196,12 @@ def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, cap
     (tmp_path / "s1" / "projection.json.tmp").rmdir()
     with SessionStore.open(tmp_path, "s1") as store:
         assert store.state == state
+
+
+@pytest.mark.parametrize("kwargs", [{"title": 7}, {"forked_from": {"sessionId": "s0"}}, {"forked_from": "s0@3"}])
+def test_create_with_bad_start_data_creates_nothing(tmp_path, kwargs):
+    with pytest.raises(ValueError, match="invalid session/start"):
+        SessionStore.create(tmp_path, "s1", **kwargs)
+    assert not (tmp_path / "s1" / "log.jsonl").exists()
+    with SessionStore.create(tmp_path, "s1", title="ok", forked_from={"sessionId": "s0", "seq": 3}) as store:
+        assert store.state.forked_from.seq == 3 and store.state.title == "ok"

@@ -91,18 +91,28 @@ class SessionStore:
     def create(
         cls, sessions_dir: Path, session_id: str, *, title: str | None = None, forked_from: dict | None = None
     ) -> "SessionStore":
-        """A new session directory with its log and session/start (FileExistsError if it exists)."""
+        """A new session directory with its log and session/start (FileExistsError if it exists).
+
+        A bad title or forked_from raises ValueError before anything is created; if the
+        first append fails, the empty log is removed again so the id stays usable.
+        """
         check_session_id(session_id)
+        data: dict[str, Any] = {"sessionId": session_id, "formatVersion": 1}
+        if forked_from is not None:
+            data["forkedFrom"] = forked_from
+        if title is not None:
+            data["title"] = title
+        try:
+            start = msgspec.convert(data, DATA_CLASSES["session/start"])
+        except msgspec.MsgspecError as exc:
+            raise ValueError(f"invalid session/start: {exc}") from None
         session_log = SessionLog.create(Path(sessions_dir) / session_id)
         store = cls(session_log, None, b"")
         try:
-            data: dict[str, Any] = {"sessionId": session_id, "formatVersion": 1}
-            if forked_from is not None:
-                data["forkedFrom"] = forked_from
-            if title is not None:
-                data["title"] = title
-            store.commit("session/start", data)
+            store.commit("session/start", start)
         except BaseException:
+            if session_log.size == 0:
+                session_log.path.unlink(missing_ok=True)
             session_log.close()
             raise
         return store
