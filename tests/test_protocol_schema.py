@@ -184,7 +184,9 @@ def test_error_data_validates():
     validator.validate(jsonrpc_error("invalid-params", "bad", field="ref.revision")["data"])
     validator.validate(jsonrpc_error("replay-failed", "bad", seq=None, line=4, reason="seq gap")["data"])
     validator.validate(jsonrpc_error("unknown-agent", "who", agentId="a-9")["data"])  # extra fields allowed
-    assert not validator.is_valid({"kind": "stale-revision"})  # current is required
+    validator.validate({"kind": "stale-revision", "current": 4, "goalId": "g-1"})
+    assert not validator.is_valid({"kind": "stale-revision", "goalId": "g-1"})  # current is required
+    assert not validator.is_valid({"kind": "stale-revision", "current": "4", "goalId": "g-1"})
     assert not validator.is_valid({"kind": "nope"})
 
 

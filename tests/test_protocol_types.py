@@ -335,8 +335,9 @@ def test_invalid_params_to_jsonrpc_error():
     assert error["code"] == -32602
     assert error["data"] == {"kind": "invalid-params", "field": "ref.revision"}
     assert "ref.revision" in error["message"]
-    assert jsonrpc_error("stale-revision", "stale", current=4) == {
-        "code": ERROR_CODES["stale-revision"], "message": "stale", "data": {"kind": "stale-revision", "current": 4},
+    assert jsonrpc_error("stale-revision", "stale", current=4, goalId="g-1") == {
+        "code": ERROR_CODES["stale-revision"], "message": "stale",
+        "data": {"kind": "stale-revision", "current": 4, "goalId": "g-1"},
     }  # fmt: skip
     with pytest.raises(ValueError):
         jsonrpc_error("oops", "x")

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-ErrorKind = str
-
 ERROR_KINDS: tuple[str, ...] = (
     "invalid-params",
     "unknown-agent",
@@ -43,7 +41,8 @@ ERROR_DATA_FIELDS: dict[str, dict[str, Any]] = {
     "invalid-params": {"field": str},
     "unknown-agent": {},
     "stale-agent": {},
-    "stale-revision": {"current": int},
+    # current: the goal's revision (SPEC 6); with goalId, the ref to retry with
+    "stale-revision": {"current": int, "goalId": str},
     "invalid-transition": {"phase": str},
     "no-goal": {},
     "budget-exhausted": {},

@@ -174,7 +174,8 @@ def goal_block(d, p: t.GoalBlockParams):
 
 @method(t.GOAL_CLEAR)
 def goal_clear(d, p: t.GoalRefParams):
-    return {"ref": _goals(d.dsh_workspace.agent(p.agent_id)).clear(_ref(p.ref))}
+    # clear returns the core's GoalRef (a msgspec struct): make it a plain object
+    return {"ref": _ref(_goals(d.dsh_workspace.agent(p.agent_id)).clear(_ref(p.ref)))}
 
 
 @method(t.GOAL_DISARM)
