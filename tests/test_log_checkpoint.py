@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from dshd.folds import ReplayError, encode_checkpoint, fold_lines, replay
 from dshd.folds.replay import _CHECKPOINT_MAGIC
 from dshd.log import CHECKPOINT_NAME, LOG_NAME, iter_records
-from dshd.services.store import CHECKPOINT_EVERY, SessionStore
+from dshd.services import store as store_module
+from dshd.services.store import SessionStore
 from test_log_sample import SAMPLE, build_sample_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -130,12 +131,13 @@ def test_checkpoint_whose_last_line_was_rewritten_is_ignored(session):
     assert result.state.goal.updated_at != state.goal.updated_at  # it really read the log
 
 
-def test_checkpoint_lagging_behind_replays_the_tail(tmp_path):
+def test_checkpoint_lagging_behind_replays_the_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", 40)  # fewer fsyncs, same logic
     with SessionStore.create(tmp_path, "s1") as store:
-        for i in range(CHECKPOINT_EVERY + 10):
+        for i in range(40 + 10):
             store.commit("plan/mode", {"active": i % 2 == 0}, writer="plan")
         state = store.state
-        # simulate a crash: no close, so the last checkpoint is the one at event 1000
+        # simulate a crash: no close, so the last checkpoint is the one at event 40
         store._log.close()
     result = replay(tmp_path / "s1" / LOG_NAME)
     assert result.checkpoint == "used" and result.tail_events == 11 and result.state == state

@@ -9,9 +9,20 @@ import pytest
 
 from dshd.folds import FoldError, replay
 from dshd.folds.events import GoalChange, PlanMode, TurnOpen
-from dshd.services.store import CHECKPOINT_EVERY, SessionStore
+from dshd.services import store as store_module
+from dshd.services.store import SessionStore
 
 AT = "2026-11-29T18:40:18.123Z"
+
+# The real values (1000, 1024) make these tests do thousands of fsyncs; the logic under
+# test is the same with small ones.
+SMALL_EVERY = 40
+
+
+@pytest.fixture
+def small_intervals(monkeypatch):
+    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", SMALL_EVERY)
+    monkeypatch.setattr(store_module, "_INDEX_EVERY", 16)
 
 
 def goal_create(goal_id="g1", max_rounds=3):
@@ -139,7 +150,8 @@ def test_open_missing_session(tmp_path):
         SessionStore.open(tmp_path, "nope")
 
 
-def test_checkpoint_written_every_n_events(tmp_path):
+def test_checkpoint_written_every_n_events(tmp_path, small_intervals):
+    CHECKPOINT_EVERY = store_module.CHECKPOINT_EVERY
     with SessionStore.create(tmp_path, "s1") as store:
         cp = store.dir / "projection.json"
         for i in range(CHECKPOINT_EVERY - 2):
@@ -159,26 +171,26 @@ def test_closed_store_rejects_commit(tmp_path):
         store.commit("plan/mode", {"active": True}, writer="plan")
 
 
-def test_events_after_seq_across_index_points_and_reopen(tmp_path):
-    from dshd.services import store as store_module
-
-    n = store_module._INDEX_EVERY * 2 + 5
+def test_events_after_seq_across_index_points_and_reopen(tmp_path, small_intervals):
+    every = store_module._INDEX_EVERY
+    n = every * 2 + 5
     with SessionStore.create(tmp_path, "s1") as store:
         for i in range(n):
             store.commit("plan/mode", {"active": i % 2 == 0}, writer="plan")
         total = store.state.seq
-        for after in (0, 1, 1022, 1023, 1024, 1025, 2047, 2048, 2049, total - 1, total, total + 5):
+        for after in (0, 1, every - 2, every - 1, every, every + 1, 2 * every - 1, 2 * every, 2 * every + 1, total - 1, total, total + 5):
             got = [e.seq for e in store.events(after_seq=after, limit=3)]
             assert got == list(range(after + 1, min(after + 3, total) + 1)), after
     with SessionStore.open(tmp_path, "s1") as store:
         store.commit("plan/mode", {"active": True}, writer="plan")
-        for after in (0, 5, 2000, total - 1, total, total + 1):
+        for after in (0, 5, 2 * every - 3, total - 1, total, total + 1):
             got = [e.seq for e in store.events(after_seq=after, limit=2)]
             assert got == list(range(after + 1, min(after + 2, total + 1) + 1)), after
         assert [e.seq for e in store.events(after_seq=-3, limit=1)] == [1]
 
 
-def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, caplog):
+def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, caplog, small_intervals):
+    CHECKPOINT_EVERY = store_module.CHECKPOINT_EVERY
     with SessionStore.create(tmp_path, "s1") as store:
         store.commit("plan/mode", {"active": True}, writer="plan")
     cp = tmp_path / "s1" / "projection.json"
@@ -205,3 +217,24 @@ def test_create_with_bad_start_data_creates_nothing(tmp_path, kwargs):
     assert not (tmp_path / "s1" / "log.jsonl").exists()
     with SessionStore.create(tmp_path, "s1", title="ok", forked_from={"sessionId": "s0", "seq": 3}) as store:
         assert store.state.forked_from.seq == 3 and store.state.title == "ok"
+
+
+def test_commits_from_several_threads_get_unique_gap_free_seqs(tmp_path):
+    import threading
+
+    seen = []
+    with SessionStore.create(tmp_path, "s1") as store:
+        store.add_listener(lambda e: seen.append(e.seq))
+
+        def work(k):
+            for i in range(25):
+                store.commit("assistant/message", {"text": f"thread {k} message {i}"})
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert store.state.seq == 101
+        assert seen == list(range(2, 102))  # listeners in commit order, each event once
+    assert replay(tmp_path / "s1" / "log.jsonl").events == 101
