@@ -23,7 +23,6 @@ from dshd.folds.events import (
     FORMAT_VERSION,
     AssistantMessage,
     Event,
-    GoalChange,
     PlanMode,
     RequestHeader,
     SessionStart,
