@@ -145,3 +145,41 @@ async def test_two_agents_turns_run_at_once(workspace, daemons):
     assert at(header_a) < at(reply_b) and at(header_b) < at(reply_a)
     # Each session got its own reply; the script is shared, so which got which may vary.
     assert {reply_a["data"]["text"], reply_b["data"]["text"]} == {"A done", "B done"}
+
+
+async def test_cancel_during_a_continuation_round_stops_the_rounds_until_resume(workspace, daemons):
+    write_workspace(
+        workspace,
+        replies=[{"text": "round 1", "delayMs": SLOW_MS}, {"toolCalls": [{"name": "goal_complete", "arguments": {}}]}],
+    )
+    client = await daemons.start()
+    created = await client.request("dsh/session/create", {})
+    agent, session_id = created["agentId"], created["sessionId"]
+
+    in_flight = client.wait_for(header_of(agent), timeout=5)
+    goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "Ship", "maxRounds": 5})
+    await in_flight
+    assert await client.request("dsh/agent/cancel", {"agentId": agent}) is None
+    events = read_log(workspace, session_id)
+    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+    [turn_open] = of_type(events, "turn/open")
+    assert turn_open["data"]["cause"] == "continuation"
+    ops = [n["params"]["op"] for n in client.notifications if n["method"] == "dsh/goal/changed"]
+    assert ops == ["create", "round", "disarm"]
+
+    await asyncio.sleep(0.3)
+    assert read_log(workspace, session_id) == events  # no round 2 by itself
+    view = await client.request("dsh/goal/get", {"agentId": agent})
+    assert view["activation"] == "disarmed" and view["roundsStarted"] == 1 and view["revision"] == goal["revision"]
+
+    completed = client.wait_for(
+        lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "complete", timeout=5
+    )
+    resumed = await client.request("dsh/goal/resume", {"agentId": agent, "ref": {"id": goal["id"], "revision": 1}})
+    assert resumed["activation"] == "armed"
+    await completed
+    rounds = [
+        e["data"]["goalRound"]["round"] for e in of_type(read_log(workspace, session_id), "user/message")
+        if "goalRound" in e["data"]
+    ]
+    assert rounds == [1, 2]

@@ -11,6 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import write_workspace
@@ -344,3 +345,46 @@ async def wait_idle(client, agent: str, timeout: float = 5) -> None:
             return
         await asyncio.sleep(0.02)
     raise TimeoutError("the agent did not go idle")
+
+
+async def test_reload_during_review_withdraws_the_question_and_plan_stays_on(workspace, daemons):
+    """PM-20: the agent (and its plan plugin) goes away while the person reviews."""
+    write_workspace(workspace, replies=[exit_plan(), {"text": "after reload"}])
+    asked = asyncio.Event()
+    withdrawn = asyncio.Event()
+
+    async def absent_person(params):
+        asked.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            withdrawn.set()
+            raise
+        return {"answers": []}
+
+    client = await daemons.start(answer=absent_person)
+    session_id, agent = await plan_session(client)
+    prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "Add retries."}))
+    await asyncio.wait_for(asked.wait(), 5)
+
+    reloaded = await client.request("dsh/session/open", {"sessionId": session_id, "reload": True})
+    assert reloaded["plan"] == {"active": True}
+    await asyncio.wait_for(withdrawn.wait(), 2)
+    # The old prompt ends (it does not hang) and the old agent is stale.
+    assert (await asyncio.wait_for(prompt, 5))["turn"] == 1
+    with pytest.raises(JsonRpcException) as info:
+        await client.request("dsh/plan/get", {"agentId": agent})
+    assert info.value.data["kind"] == "stale-agent"
+
+    events = read_log(workspace, session_id)
+    # The new load closed the open turn; the review left no result but the closing one.
+    [result_event] = exit_results(events)
+    assert result_event["data"]["ok"] is False
+    closes = of_type(events, "turn/close")
+    assert [c["data"] for c in closes] == [{"turn": 1, "stopReason": "interrupted"}]
+    assert result_event["seq"] < closes[0]["seq"]
+    assert [m["data"] for m in of_type(events, "plan/mode")] == [{"active": True}]
+    # The new agent works, still planning.
+    result = await client.request("dsh/agent/prompt", {"agentId": reloaded["agentId"], "text": "Go on."})
+    assert result == {"turn": 2, "stopReason": "end-turn"}
+    assert of_type(read_log(workspace, session_id), "request/header")[-1]["data"]["planActive"] is True
