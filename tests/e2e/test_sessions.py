@@ -207,8 +207,17 @@ async def test_reload_issues_a_new_agent_and_the_old_one_is_stale(workspace, dae
         await expect_error("unknown-agent", client.request(method, {"agentId": never_issued, **params}))
     assert read_log(workspace, session_id) == log_before  # nothing written for either
 
-    # The new agent serves; a second reload makes it stale too.
+    # The new agent serves, and only it hears about its changes: the old agent's
+    # listeners went with it.
+    old_notes = [n for n in client.notifications if n["params"]["agentId"] == old]
     assert await client.request("dsh/plan/get", {"agentId": new}) == {"active": True}
+    assert (await client.request("dsh/plan/set", {"agentId": new, "active": False}))["outcome"] == "committed"
+    assert await client.request("dsh/agent/prompt", {"agentId": new, "text": "hi"}) == {"turn": 1, "stopReason": "end-turn"}
+    assert [n for n in client.notifications if n["params"]["agentId"] == old] == old_notes
+    streamed = [n["params"]["event"]["seq"] for n in client.notifications
+                if n["method"] == "dsh/session/event" and n["params"]["agentId"] == new]
+    assert streamed == list(range(len(log_before) + 1, len(read_log(workspace, session_id)) + 1))
+    # A second reload makes the new agent stale too.
     again = await client.request("dsh/session/open", {"sessionId": session_id, "reload": True})
     assert again["agentId"] not in (old, new)
     await expect_error("stale-agent", client.request("dsh/plan/get", {"agentId": new}))
