@@ -85,6 +85,7 @@ class RawDaemon:
         self.stdout_faults: list[str] = []
         self.inbox: "queue.Queue[dict | None]" = queue.Queue()
         self.notifications: list[dict] = []
+        self.unmatched: list[dict] = []  # responses to no request of ours
         self.answer: Callable[[dict], Any] | None = None  # answers dsh/questions/ask
         self.next_id = 0
         self._out = threading.Thread(target=self._read_stdout, daemon=True)
@@ -129,14 +130,16 @@ class RawDaemon:
         return message
 
     def _dispatch(self, message: dict) -> None:
-        """A message that is not the awaited response: a notification or a server request."""
-        if "method" in message and "id" not in message:
+        """A message that is not the awaited response: a notification, a server request,
+        or a response nobody waits for (kept in ``unmatched``)."""
+        if "method" not in message:
+            self.unmatched.append(message)
+        elif "id" not in message:
             self.notifications.append(message)
-        elif "method" in message:
-            if message["method"] == "dsh/questions/ask" and self.answer is not None:
-                self.send({"jsonrpc": "2.0", "id": message["id"], "result": self.answer(message["params"])})
-            else:
-                self.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}})
+        elif message["method"] == "dsh/questions/ask" and self.answer is not None:
+            self.send({"jsonrpc": "2.0", "id": message["id"], "result": self.answer(message["params"])})
+        else:
+            self.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}})
 
     def response(self, msg_id: Any, timeout: float = 20) -> dict:
         """The response (``result`` or ``error``) to ``msg_id``; others are dispatched."""

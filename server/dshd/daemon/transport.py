@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Callable
 
 logger = logging.getLogger("dshd.daemon")
 
-MAX_HEADER_LINE = 8 * 1024
+MAX_HEADER_TAIL = 128  # where a header line is searched for Content-Length
 MAX_BODY = 64 * 1024 * 1024
 
 
@@ -88,15 +88,17 @@ async def read_messages(
                 # A huge header line is garbage: drop what is buffered and resync.
                 await reader.read(MAX_BODY)
                 continue
-            if len(line) > MAX_HEADER_LINE:
-                continue
             stripped = line.strip()
             if not stripped:
                 if content_length is not None:
                     break
                 continue  # blank lines before any header: garbage, keep looking
-            name, _, value = stripped.partition(b":")
-            if name.strip().lower() == b"content-length":
+            # The header may follow garbage on the same line (the unterminated tail of a
+            # bad frame): look for it at the end of the line, or we never resync.
+            tail = stripped[-MAX_HEADER_TAIL:].lower()
+            at = tail.rfind(b"content-length:")
+            if at >= 0:
+                value = tail[at + len(b"content-length:") :]
                 try:
                     length = int(value.strip())
                 except ValueError:
@@ -116,6 +118,13 @@ async def read_messages(
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             msg_id = message.get("id") if isinstance(message, dict) else None
             on_bad_message(-32600, "Invalid Request: not a JSON-RPC 2.0 object", msg_id)
+            continue
+        msg_id = message.get("id")
+        if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, float))):
+            on_bad_message(-32600, "Invalid Request: id must be a string or a number", None)
+            continue
+        if "method" in message and not isinstance(message["method"], str):
+            on_bad_message(-32600, "Invalid Request: method must be a string", msg_id)
             continue
         try:
             on_message(message)
