@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from dshd_protocol import ERROR_CODES, METHODS, from_wire, parse_params
+from dshd_protocol import ERROR_CODES, METHODS, PROTOCOL_VERSION, from_wire, parse_params
+from dshd_protocol import types as T
 from dshd_protocol.schema import load_schema
 from tests.e2e.raw_client import RawDaemon
 
@@ -114,6 +115,9 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
     with RawDaemon(workspace) as daemon:
         reply = daemon.initialize(questions=True)
         assert "result" in reply, reply
+        server_caps = reply["result"]["capabilities"]["experimental"]["dsh"]
+        _validator({"$ref": "#/$defs/DshServerCapabilities"}).validate(server_caps)
+        assert from_wire(T.DshServerCapabilities, server_caps).version == PROTOCOL_VERSION
         c = Checked(daemon)
 
         created = c.request("dsh/session/create", {"title": "conformance"})

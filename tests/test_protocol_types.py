@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -29,7 +30,12 @@ from dshd_protocol.codec import wire_name
 from dshd_protocol.strategies import malformed_wire, valid_wire
 
 REQUESTS = [m for m, spec in METHODS.items() if spec.kind != "notification"]
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# DSH_FUZZ_EXAMPLES raises the count for a thorough run; the default keeps the shared box calm.
+FUZZ = settings(
+    max_examples=int(os.environ.get("DSH_FUZZ_EXAMPLES", "50")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 SID = "s-01m8mc6qcsxwzr191meb9vsa1k"
 REF = {"id": "g-1", "revision": 3}
@@ -265,6 +271,17 @@ def test_valid_edge_values_pass():
     assert parse_params("dsh/session/open", {"sessionId": SID}).reload is False
     big = parse_params("dsh/goal/create", {"agentId": "a", "objective": "o", "maxRounds": 2**40})
     assert big.max_rounds == 2**40
+
+
+def test_capabilities_ignore_unknown_keys_but_not_wrong_types():
+    caps = from_wire(T.DshClientCapabilities, {"questions": True, "futureThing": 1}, root="dsh")
+    assert caps == T.DshClientCapabilities(questions=True)
+    assert from_wire(T.DshClientCapabilities, {}, root="dsh").questions is False
+    with pytest.raises(InvalidMessage) as caught:
+        from_wire(T.DshClientCapabilities, {"questions": "yes"}, root="dsh")
+    assert caught.value.field == "questions"
+    server = from_wire(T.DshServerCapabilities, {"version": 1, "questions": True})
+    assert to_wire(server) == {"version": 1, "questions": True}
 
 
 def test_unknown_method_is_a_programming_error():

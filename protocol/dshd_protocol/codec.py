@@ -198,7 +198,8 @@ def _make_converter() -> cattrs.Converter:
                 # Optional means "may be absent", not "may be null".
                 kwargs["struct_hook"] = conv.get_structure_hook(_strip_none(field.type))
             overrides[field.name] = override(**kwargs)
-        generated = make_dict_structure_fn(cls, conv, **overrides)
+        open_keys = getattr(cls, "__dsh_open__", False)  # capabilities: unknown keys ignored
+        generated = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=not open_keys, **overrides)
         any_of = getattr(cls, "__dsh_any_of__", ())
 
         def hook(value: Any, _type: Any) -> Any:

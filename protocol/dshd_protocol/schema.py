@@ -6,8 +6,8 @@
 The document has ``$defs`` (one per attrs type, plus ``ErrorData``), a ``methods`` map
 (method -> kind, params ``$ref``, result schema) and an ``errors`` map (kind -> JSON-RPC
 code). Editors check their own types against it. Optional fields are absent, never
-null; every object is closed (``additionalProperties: false``) except error ``data``,
-which may gain fields.
+null; every object is closed (``additionalProperties: false``) except error ``data`` and
+the capabilities, which may gain fields.
 
 One thing JSON Schema cannot say: it counts ``7.0`` as an integer; the daemon does not
 (write integers without a fraction or exponent).
@@ -70,7 +70,8 @@ class _Builder:
         out["properties"] = properties
         if required:
             out["required"] = required
-        out["additionalProperties"] = False
+        if not getattr(cls, "__dsh_open__", False):
+            out["additionalProperties"] = False
         any_of = getattr(cls, "__dsh_any_of__", ())
         if any_of:
             out["anyOf"] = [{"required": [wire_name(n)]} for n in any_of]

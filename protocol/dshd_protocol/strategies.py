@@ -165,7 +165,8 @@ def _sites(tp: Any, value: Any, path: tuple) -> list[tuple[str, tuple, Any]]:
         for i, element in enumerate(value):
             out.extend(_sites(item, element, (*path, i)))
     if attrs.has(base):
-        out.append(("unknown-key", path, base))
+        if not getattr(base, "__dsh_open__", False):
+            out.append(("unknown-key", path, base))
         for field in attrs.fields(base):
             name = wire_name(field.name)
             if field.default is attrs.NOTHING:

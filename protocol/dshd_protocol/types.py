@@ -345,9 +345,22 @@ class SessionEventParams:
 
 @attrs.frozen(kw_only=True)
 class DshClientCapabilities:
-    """`initialize` params `capabilities.experimental.dsh`."""
+    """`initialize` params `capabilities.experimental.dsh`. Open: unknown keys are ignored,
+    as LSP capabilities are (a newer client must still start an older daemon)."""
+
+    __dsh_open__ = True
 
     questions: bool = False  # true: the client answers dsh/questions/ask
+
+
+@attrs.frozen(kw_only=True)
+class DshServerCapabilities:
+    """`initialize` result `capabilities.experimental.dsh`. Open, like the client's."""
+
+    __dsh_open__ = True
+
+    version: PositiveInt  # the protocol version, PROTOCOL_VERSION
+    questions: bool = False  # true: the daemon may send dsh/questions/ask
 
 
 # ---- the method table -----------------------------------------------------------------
@@ -424,4 +437,4 @@ METHODS: dict[str, MethodSpec] = {
 }
 
 # Named types with no method of their own that the schema still describes.
-EXTRA_SCHEMA_TYPES: tuple[type, ...] = (DshClientCapabilities,)
+EXTRA_SCHEMA_TYPES: tuple[type, ...] = (DshClientCapabilities, DshServerCapabilities)
