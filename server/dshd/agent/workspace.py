@@ -39,7 +39,6 @@ from dshd.agent.model import ModelAdapter, model_from_config
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
 from dshd.folds import replay
-from dshd.folds.events import EVENT_CLASSES
 from dshd.services.goals import goal_view
 from dshd.services.store import SessionStore
 
@@ -47,8 +46,6 @@ log = logging.getLogger(__name__)
 
 _SESSION_ID_RE = re.compile(r"s-[0-9a-hjkmnp-tv-z]{26}")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-_WRITERS = {"plan/mode": "plan", "goal/change": "goals"}
-_TAGS = {cls: tag for tag, cls in EVENT_CLASSES.items()}
 
 
 def is_session_id(value: object) -> bool:
@@ -117,6 +114,8 @@ class Workspace:
         if isinstance(at_seq, bool) or not isinstance(at_seq, int) or not 1 <= at_seq <= last:
             raise DshError("invalid-params", f"atSeq must be an integer from 1 to {last}", field="atSeq")
         events = source.store.events(after_seq=1, limit=at_seq - 1) if at_seq > 1 else []
+        # The prefix is copied as it was written (its times, turns, data), checked by the
+        # fold and made durable a batch at a time, not re-committed event by event.
         store = SessionStore.create(
             self.sessions_dir,
             new_session_id(),
@@ -124,9 +123,7 @@ class Workspace:
             forked_from={"sessionId": source.session_id, "seq": at_seq},
         )
         try:
-            for event in events:
-                tag = _TAGS[type(event)]
-                store.commit(tag, event.data, turn=event.turn, writer=_WRITERS.get(tag))
+            store.copy_events(events)
         except BaseException:
             store.close()
             raise

@@ -14,13 +14,13 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
 from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
-from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, decode_line, encode_event
+from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
 from dshd.folds.replay import ReplayError
 from dshd.log import SessionLog, TornTail
 
@@ -171,20 +171,62 @@ class SessionStore:
             new_state = apply(self.state, event)  # FoldError: nothing written
             offset = self._log.size
             self._log.append(line)
-            if seq % _INDEX_EVERY == 0:
-                self._index_seqs.append(seq)
+            self._after_append([(event, line, offset)], new_state)
+            return event
+
+    def copy_events(self, events: Iterable[Event], *, batch: int = 4096) -> int:
+        """Append events copied from another log (a fork's prefix), keeping their ``at``,
+        ``turn`` and data and renumbering ``seq`` to follow this log. Each is checked by
+        the fold like any commit; one fsync per batch instead of one per event. A bad
+        event raises FoldError/ValueError and nothing of its batch is written.
+        Returns how many events were appended."""
+        copied = 0
+        pending: list[Event] = []
+        for source in events:
+            pending.append(source)
+            if len(pending) >= batch:
+                copied += self._copy_batch(pending)
+                pending = []
+        if pending:
+            copied += self._copy_batch(pending)
+        return copied
+
+    def _copy_batch(self, sources: list[Event]) -> int:
+        with self._lock:
+            if self._log.closed:
+                raise ValueError(f"session {self.dir.name} is closed")
+            state = self.state
+            prepared: list[tuple[Event, bytes, int]] = []
+            offset = self._log.size
+            for source in sources:
+                if isinstance(source, SessionStart):
+                    raise ValueError("a session/start cannot be copied into another session")
+                line = encode_event(msgspec.structs.replace(source, seq=state.seq + 1))
+                event = decode_line(line)
+                state = apply(state, event)  # FoldError: nothing of this batch written
+                prepared.append((event, line, offset))
+                offset += len(line)
+            self._log.append_many([line for _event, line, _offset in prepared])
+            self._after_append(prepared, state)
+            return len(prepared)
+
+    def _after_append(self, appended: list[tuple[Event, bytes, int]], new_state: SessionState) -> None:
+        """Bookkeeping once lines are durable: index, state, checkpoint, listeners."""
+        for event, _line, offset in appended:
+            if event.seq % _INDEX_EVERY == 0:
+                self._index_seqs.append(event.seq)
                 self._index_offsets.append(offset)
-            self.state = new_state
-            self._last_line = line
-            self._since_checkpoint += 1
-            if self._since_checkpoint >= CHECKPOINT_EVERY:
-                self._checkpoint_quietly()
+        self.state = new_state
+        self._last_line = appended[-1][1]
+        self._since_checkpoint += len(appended)
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._checkpoint_quietly()
+        for event, _line, _offset in appended:
             for fn in list(self._listeners):
                 try:
                     fn(event)
                 except Exception:
-                    log.exception("session %s: listener %r failed on seq %d (ignored)", self.session_id, fn, seq)
-            return event
+                    log.exception("session %s: listener %r failed on seq %d (ignored)", self.session_id, fn, event.seq)
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         """Call ``fn(event)`` after each committed event; returns a function that removes it."""
