@@ -67,6 +67,18 @@ def log_events(workspace: Path, session_id: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def wait_for_log(workspace: Path, session_id: str, predicate, timeout: float = 20.0) -> list[dict]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        events = log_events(workspace, session_id)
+        if predicate(events):
+            return events
+        assert time.monotonic() < deadline, f"the log never matched: {events}"
+        time.sleep(0.05)
+
+
 def new_session(editor: Editor) -> str:
     editor.typed("Dsh session new")
     editor.wait_for("require('dsh').current() ~= nil", timeout=30, what="a session")
@@ -442,7 +454,7 @@ def test_steer_reaches_the_running_turn(tmp_path, editors):
     editors.append(editor)
     session_id = new_session(editor)
     editor.typed("Dsh prompt start")
-    editor.wait_for("(require('dsh.state').prompts[require('dsh').current()] or 0) > 0")
+    wait_for_log(workspace, session_id, lambda events: any(e["type"] == "request/header" for e in events))
     editor.typed("Dsh steer also check the docs")
     editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('steer queued', 1, true) end)")
     editor.wait_for("_G.dsh_test.turns[1]", timeout=30)
@@ -486,3 +498,17 @@ def test_session_close_open_fork_and_list(tmp_path, editors):
     editor.feed(f"{listed.index(target) + 1}<CR>")
     editor.wait_for(f"select(2, require('dsh').current()) == '{target}'", what="the chosen session")
     assert editor.lua("return vim.fn.getcompletion('Dsh session open ', 'cmdline')") == listed
+
+
+def test_prompt_slash_command_runs_the_daemon_command(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh prompt /plan")
+    editor.wait_for("require('dsh').plan_active()", what="plan mode on from /plan")
+    turn = editor.wait_for("_G.dsh_test.turns[1]")
+    assert turn["result"]["stopReason"] == "command"
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg == 'dsh: /plan: done' end)")
+    editor.typed("Dsh prompt /plan off")
+    editor.wait_for("not require('dsh').plan_active()", what="plan mode off from /plan off")

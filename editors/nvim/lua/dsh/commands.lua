@@ -389,7 +389,11 @@ M.actions = {
       request(requests().agent_prompt, { agentId = agent_id, text = a.text }, function(result)
         done(result)
         if require('dsh.config').options.notify_turns and result then
-          notify(('turn %s ended: %s'):format(tostring(result.turn), tostring(result.stopReason)))
+          if result.turn == nil or result.turn == vim.NIL then
+            notify(('%s: done'):format(a.text:match('^%S+'))) -- a /command that opened no turn
+          else
+            notify(('turn %s ended: %s'):format(tostring(result.turn), tostring(result.stopReason)))
+          end
         end
       end, 'send the prompt', function(err)
         done(nil, err)
