@@ -512,3 +512,44 @@ def test_prompt_slash_command_runs_the_daemon_command(tmp_path, editors):
     editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg == 'dsh: /plan: done' end)")
     editor.typed("Dsh prompt /plan off")
     editor.wait_for("not require('dsh').plan_active()", what="plan mode off from /plan off")
+
+
+def test_goal_edit_asks_for_the_new_values(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh goal create first objective 5")
+    editor.wait_for("require('dsh').goal_phase() == 'blocked'", what="the 5 rounds to be spent")
+    editor.typed("Dsh goal edit")
+    editor.feed("<C-u>second objective<CR>")  # the prompt starts with the current objective
+    editor.feed("<C-u>9<CR>")
+    editor.wait_for("require('dsh.state').goal().maxRounds == 9", what="the edit")
+    assert editor.lua("return require('dsh.state').goal().objective") == "second objective"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 5/9 blocked: round-budget-exhausted"
+
+
+def test_autostart_and_restart(tmp_path, editors):
+    from harness import dshd_binary
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = Editor(cwd=workspace)
+    editors.append(editor)
+    editor.lua("require('dsh').setup({ cmd = { ..., 'serve' }, autostart = true })", dshd_binary())
+    first = editor.wait_for(
+        "(function() local c = vim.lsp.get_clients({ name = 'dsh' })[1]; return c and c.initialized and c.id end)()",
+        what="the daemon to start by itself",
+    )
+    root = editor.lua("return vim.lsp.get_client_by_id(...).root_dir", first)
+    assert root == str(workspace)
+    editor.typed("Dsh restart")
+    second = editor.wait_for(
+        "(function() for _, c in ipairs(vim.lsp.get_clients({ name = 'dsh' })) do"
+        f" if c.id ~= {first} and c.initialized then return c.id end end end)()",
+        what="the daemon to restart",
+    )
+    assert second != first
+    editor.wait_for(f"vim.lsp.get_client_by_id({first}) == nil")
+    assert editor.lua(f"return #vim.lsp.get_clients({{ name = 'dsh' }})") == 1
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('restarted', 1, true) end)")
+    assert not [m for m in editor.messages() if "exited" in m], editor.messages()
