@@ -7,8 +7,8 @@ Raw subprocesses (tests/e2e/raw_client.py) so that every byte in and out is ours
 
 from __future__ import annotations
 
+import asyncio
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -114,18 +114,41 @@ def _write_config(root: Path, body: str) -> None:
     (root / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n' + body)
 
 
-@pytest.mark.parametrize(("body", "key"), CONFIG_CASES)
-def test_invalid_config_file_fails_initialize_naming_the_key(tmp_path: Path, body: str, key: str) -> None:
-    _write_config(tmp_path, body)
-    with RawDaemon(tmp_path) as d:
-        reply = d.initialize()
-        error = reply["error"]
-        assert error["code"] == ERROR_CODES["invalid-config"]
-        assert error["data"]["kind"] == "invalid-config"
-        assert error["data"]["key"] == key, error
-        # Not initialized: dsh/* stays refused, and nothing was written.
-        assert d.call("dsh/session/create", {})["error"]["code"] == SERVER_NOT_INITIALIZED
-        assert not (tmp_path / ".dsh" / "sessions").exists()
+def _initialize_all(cases: list[tuple[Path, dict | None]]) -> list[tuple[RawDaemon, dict]]:
+    """Start one daemon per case at once (start-up dominates: run them side by side),
+    then initialize each; returns (daemon, initialize reply) in case order."""
+    started = [(RawDaemon(root), options) for root, options in cases]
+    try:
+        return [(d, d.initialize(options=options)) for d, options in started]
+    except BaseException:
+        for d, _ in started:
+            d.kill()
+        raise
+
+
+def _check_invalid_config(d: RawDaemon, reply: dict, key: str, root: Path) -> None:
+    error = reply.get("error")
+    assert error is not None, (key, reply)
+    assert error["code"] == ERROR_CODES["invalid-config"], (key, error)
+    assert error["data"]["kind"] == "invalid-config"
+    assert error["data"]["key"] == key, (key, error)
+    # Not initialized: dsh/* stays refused, and nothing was written.
+    assert d.call("dsh/session/create", {})["error"]["code"] == SERVER_NOT_INITIALIZED
+    assert not (root / ".dsh" / "sessions").exists()
+
+
+def test_invalid_config_file_fails_initialize_naming_the_key(tmp_path: Path) -> None:
+    roots = []
+    for n, (body, _key) in enumerate(CONFIG_CASES):
+        _write_config(tmp_path / f"ws{n}", body)
+        roots.append(tmp_path / f"ws{n}")
+    daemons = _initialize_all([(root, None) for root in roots])
+    try:
+        for (d, reply), root, (_body, key) in zip(daemons, roots, CONFIG_CASES):
+            _check_invalid_config(d, reply, key, root)
+    finally:
+        for d, _ in daemons:
+            d.kill()
 
 
 OVERRIDE_CASES = [
@@ -140,13 +163,15 @@ OVERRIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "key"), OVERRIDE_CASES)
-def test_invalid_initialization_options_config_fails_initialize(workspace: Path, overrides: dict, key: str) -> None:
-    with RawDaemon(workspace) as d:
-        reply = d.initialize(options={"config": overrides})
-        error = reply["error"]
-        assert error["code"] == ERROR_CODES["invalid-config"], error
-        assert error["data"] == {**error["data"], "kind": "invalid-config", "key": key}
+def test_invalid_initialization_options_config_fails_initialize(tmp_path: Path) -> None:
+    roots = [write_workspace(tmp_path / f"ws{n}") for n in range(len(OVERRIDE_CASES))]
+    daemons = _initialize_all([(root, {"config": overrides}) for root, (overrides, _key) in zip(roots, OVERRIDE_CASES)])
+    try:
+        for (d, reply), root, (_overrides, key) in zip(daemons, roots, OVERRIDE_CASES):
+            _check_invalid_config(d, reply, key, root)
+    finally:
+        for d, _ in daemons:
+            d.kill()
 
 
 async def test_invalid_config_through_pytest_lsp_client(workspace: Path) -> None:
@@ -208,3 +233,50 @@ def test_config_file_and_overrides_are_layered(workspace: Path) -> None:
         from_wire(METHODS["dsh/goal/create"].result, goal)
         assert goal["maxRounds"] == 3
         assert d.shutdown_and_exit() == 0
+
+
+async def test_restart_after_a_crash_loads_disarmed_and_runs_nothing(workspace: Path, daemons) -> None:
+    """SIGKILL the daemon inside a goal round; a new daemon closes the open turn as
+    "interrupted", reports the goal active but disarmed, and starts nothing until the
+    person resumes (G-7); then the rounds go on from the log's count."""
+    write_workspace(workspace, replies=[{"text": "round 1 never ends", "delayMs": 60_000}])
+    (workspace / "after.json").write_text(json.dumps({"replies": [{"text": "round 2"}]}))
+    first = await daemons.start()
+    created = await first.request("dsh/session/create", {"title": "crash"})
+    agent, sid = created["agentId"], created["sessionId"]
+    header = first.wait_for(
+        lambda n: n["method"] == "dsh/session/event" and n["params"]["event"]["type"] == "request/header", 10
+    )
+    goal = await first.request("dsh/goal/create", {"agentId": agent, "objective": "survive", "maxRounds": 2})
+    await header
+    first.lsp._server.kill()
+    assert await first.lsp._server.wait() != 0
+    before = log_events(workspace, sid)
+    assert before[-1]["type"] == "request/header"  # the turn is open in the log
+
+    second = await daemons.start(config={"model": {"provider": "scripted", "script": "after.json"}})
+    listed = await second.request("dsh/session/list", {})
+    assert listed["sessions"][0]["goal"]["activation"] == "disarmed"
+    opened = await second.request("dsh/session/open", {"sessionId": sid})
+    from_wire(METHODS["dsh/session/open"].result, opened)
+    assert opened["goal"]["phase"] == "active" and opened["goal"]["activation"] == "disarmed"
+    assert opened["goal"]["revision"] == goal["revision"] and opened["goal"]["roundsStarted"] == 1
+    after_open = log_events(workspace, sid)
+    assert after_open[: len(before)] == before  # nothing acknowledged was lost
+    assert [(e["type"], e["data"]) for e in after_open[len(before) :]] == [
+        ("turn/close", {"turn": 1, "stopReason": "interrupted"})
+    ]
+    await asyncio.sleep(0.5)
+    assert log_events(workspace, sid) == after_open  # nothing started by itself
+
+    arm = second.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "arm", 5)
+    blocked = second.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", 10)
+    resumed = await second.request(
+        "dsh/goal/resume", {"agentId": opened["agentId"], "ref": {"id": goal["id"], "revision": goal["revision"]}}
+    )
+    assert resumed["activation"] == "armed" and resumed["revision"] == goal["revision"]  # no durable change
+    assert (await arm)["params"]["revision"] == goal["revision"]
+    note = (await blocked)["params"]
+    assert note["goal"]["roundsStarted"] == 2 and note["goal"]["blockedReason"]["code"] == "round-budget-exhausted"
+    rounds = [e["data"]["goalRound"]["round"] for e in log_events(workspace, sid) if "goalRound" in e["data"]]
+    assert rounds == [1, 2]
