@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from dshd_protocol import ERROR_CODES, METHODS, PROTOCOL_VERSION, from_wire, parse_params
 from dshd_protocol import types as T
 from dshd_protocol.schema import load_schema
+from dshd_protocol.strategies import malformed_wire
 from tests.e2e.raw_client import RawDaemon
 
 SCHEMA = load_schema()
@@ -185,3 +188,37 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         assert not missing, f"the scenario never exercised {sorted(missing)}"
         assert daemon.stdout_faults == []
         assert daemon.shutdown_and_exit() == 0
+
+
+# ---- bad params against the real daemon -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fuzz_daemon(tmp_path_factory):
+    workspace = _workspace(tmp_path_factory.mktemp("fuzz"), [])
+    with RawDaemon(workspace) as daemon:
+        assert "result" in daemon.initialize(questions=True)
+        created = daemon.request("dsh/session/create", {"title": "fuzz"})
+        log = workspace / ".dsh" / "sessions" / created["sessionId"] / "log.jsonl"
+        yield daemon, created["agentId"], log
+        assert daemon.stdout_faults == []
+        assert daemon.shutdown_and_exit() == 0
+
+
+REQUESTS = [m for m, spec in METHODS.items() if spec.kind == "request"]
+
+
+@pytest.mark.parametrize("method", REQUESTS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_daemon_names_the_wrong_field_and_writes_nothing(fuzz_daemon, method, data):
+    daemon, agent, log = fuzz_daemon
+    before = log.read_bytes()
+    wire, fault = data.draw(malformed_wire(METHODS[method].params))
+    reply = daemon.call(method, wire, timeout=30)
+    assert "error" in reply, (method, wire, reply)
+    error = reply["error"]
+    assert error["code"] == -32602, error
+    assert error["data"] == {"kind": "invalid-params", "field": fault.field or "params"}, (fault, error)
+    assert log.read_bytes() == before  # bad params never write
+    assert daemon.request("dsh/plan/get", {"agentId": agent}) == {"active": False}  # still serving
