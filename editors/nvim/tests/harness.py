@@ -88,7 +88,7 @@ class Editor:
         """Type keys as a person would (processed by Neovim's main loop)."""
         self.nvim.input(keys)
 
-    def wait_for(self, lua_expr: str, timeout: float = 20.0, what: str | None = None) -> Any:
+    def wait_for(self, lua_expr: str, timeout: float = 30.0, what: str | None = None) -> Any:
         """Poll `return <lua_expr>` until truthy; the editor's loop runs freely between polls."""
         deadline = time.monotonic() + timeout
         while True:

@@ -118,8 +118,15 @@ local function check_workspace(cmd)
   elseif outcome.result then
     health.ok('workspace config valid (dshd initialized on it)')
   elseif outcome.err then
-    local message = require('dsh.errors').describe(outcome.err, { context = 'initialize' })
-    health.error('workspace config invalid: ' .. message)
+    local err = outcome.err
+    local data = type(err.data) == 'table' and err.data or {}
+    if data.kind == 'invalid-config' then
+      health.error('workspace config invalid: ' .. tostring(err.message), {
+        ('fix %s in %s (or in setup({ config = ... }))'):format(data.key and ('the key ' .. data.key) or 'it', toml),
+      })
+    else
+      health.error('dshd refused to initialize: ' .. require('dsh.errors').describe(err, { context = 'initialize' }))
+    end
   else
     health.error(('dshd exited (code %s) before answering initialize'):format(tostring(outcome.exited)), {
       'run `dshd serve` in a terminal to see why',
