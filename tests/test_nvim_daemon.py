@@ -553,3 +553,25 @@ def test_autostart_and_restart(tmp_path, editors):
     assert editor.lua(f"return #vim.lsp.get_clients({{ name = 'dsh' }})") == 1
     editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('restarted', 1, true) end)")
     assert not [m for m in editor.messages() if "exited" in m], editor.messages()
+
+
+def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
+    """The nvim-lspconfig way (Neovim 0.11): lsp/dsh.lua + vim.lsp.config + vim.lsp.enable."""
+    from harness import dshd_binary
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    editor = Editor(cwd=workspace)
+    editors.append(editor)
+    editor.lua("vim.lsp.config('dsh', { cmd = { ..., 'serve' } }); vim.lsp.enable('dsh')", dshd_binary())
+    editor.cmd("edit notes.txt")
+    editor.wait_for(
+        "(function() local c = vim.lsp.get_clients({ name = 'dsh' })[1]; return c and c.initialized end)()",
+        what="vim.lsp.enable to start dshd",
+    )
+    assert editor.lua("return vim.lsp.get_clients({ name = 'dsh' })[1].root_dir") == str(workspace)
+    new_session(editor)
+    editor.typed("Dsh goal create say hi 2")
+    final = editor.wait_for("require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()")
+    assert final == "◎ 2/2 blocked: round-budget-exhausted"
+    assert editor.lua("return #vim.lsp.get_clients({ name = 'dsh' })") == 1
