@@ -118,14 +118,15 @@ try {
           // The page's (or one element's) HTML, for finding selectors when writing tests.
           const html = req.selector ? await page.locator(req.selector).first().evaluate((e) => e.outerHTML) : await page.content();
           fs.writeFileSync(path.join(artifacts, `${req.name}.html`), html);
-        } else if (req.action === 'count') {
-          // nothing to do: every reply carries the count of req.selector below
+        } else if (req.action === 'count' || req.action === 'texts') {
+          // nothing to do: every reply carries the count (and texts) of req.selector below
         } else {
           throw new Error(`unknown driver action ${req.action}`);
         }
         const statusTexts = await page.locator('#workbench\\.parts\\.statusbar .statusbar-item').allInnerTexts();
         const count = req.selector ? await page.locator(req.selector).count() : undefined;
-        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count });
+        const texts = req.action === 'texts' ? await page.locator(req.selector).allInnerTexts() : undefined;
+        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count, texts });
       } catch (e) {
         reply({ ok: false, error: String(e) });
       }

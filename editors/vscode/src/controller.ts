@@ -253,7 +253,7 @@ export class Controller implements vscode.Disposable {
       const decision = staleDecision(action, fresh, seen);
       if (decision.kind !== 'ask') { void vscode.window.showWarningMessage(decision.message); return undefined; }
       const label = `${action[0].toUpperCase()}${action.slice(1)}`;
-      const pick = await vscode.window.showWarningMessage(decision.message, { modal: true }, label);
+      const pick = await vscode.window.showWarningMessage(decision.message, label);
       if (pick !== label) return undefined;
       return send(this.ref(decision.goal));
     }

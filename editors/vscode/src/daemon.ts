@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { DshMethods, DshRequest } from './protocol';
+import { PROTOCOL_VERSION, type DshMethods, type DshRequest, type DshServerCapabilities } from './protocol';
 import {
   CloseAction, ErrorAction, LanguageClient, ResponseError, State, TransportKind,
   type LanguageClientOptions, type ServerOptions, type StaticFeature,
@@ -117,6 +117,17 @@ export class Daemon implements vscode.Disposable {
     } catch (e) {
       const err = asDaemonError(e);
       this.fail(`dshd could not be started: ${err.message}`, `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
+      return false;
+    }
+    // The daemon names its protocol version in capabilities.experimental.dsh; refuse another one
+    // rather than misread its messages.
+    const dsh = (client.initializeResult?.capabilities.experimental as { dsh?: DshServerCapabilities } | undefined)?.dsh;
+    if (dsh?.version !== PROTOCOL_VERSION) {
+      this.stopping = true;
+      await client.stop(2000).catch(() => undefined);
+      this.stopping = false;
+      this.fail(`dshd at ${resolved} speaks dsh protocol ${dsh ? `version ${dsh.version}` : '(none declared)'}; this extension speaks version ${PROTOCOL_VERSION}.`,
+        'Install a dshd and an extension of the same release, or point "dsh.server.command" at a matching dshd.');
       return false;
     }
     this.lastError = undefined;

@@ -125,12 +125,25 @@ export interface BlockedReason {
   message: string;
 }
 /**
- * `initialize` params `capabilities.experimental.dsh`.
+ * `initialize` params `capabilities.experimental.dsh`. Open: unknown keys are ignored, as LSP capabilities are (a newer client must still start an older daemon).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "DshClientCapabilities".
  */
 export interface DshClientCapabilities {
+  questions?: boolean;
+}
+/**
+ * `initialize` result `capabilities.experimental.dsh`. Open, like the client's.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "DshServerCapabilities".
+ */
+export interface DshServerCapabilities {
+  /**
+   * an integer >= 1
+   */
+  version: number;
   questions?: boolean;
 }
 /**

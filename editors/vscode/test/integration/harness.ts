@@ -30,10 +30,10 @@ export async function runAll(): Promise<TestResult[]> {
 
 export type DriverAction =
   | { action: 'screenshot' | 'dump'; name: string; selector?: string }
-  | { action: 'click' | 'hover' | 'count'; selector: string }
+  | { action: 'click' | 'hover' | 'count' | 'texts'; selector: string }
   | { action: 'type'; text: string }
   | { action: 'press'; key: string };
-export interface DriverReply { statusTexts: string[]; count?: number }
+export interface DriverReply { statusTexts: string[]; count?: number; texts?: string[] }
 
 let requests = 0;
 /**

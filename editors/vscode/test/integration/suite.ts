@@ -8,7 +8,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { PlanReview } from '../../src/review';
-import { runAll, screenshot, test, waitFor } from './harness';
+import { driver, runAll, screenshot, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
@@ -40,8 +40,8 @@ test('the extension activates and starts dshd for the workspace', async () => {
   c.onDidChangeStatus(() => { const t = c.statusText().goal; if (seenStatus[seenStatus.length - 1] !== t) seenStatus.push(t); });
   assert.equal(await api.ready, true, 'dshd did not start');
   assert.equal(c.connection, 'running');
-  const caps = c.daemon.client?.initializeResult;
-  assert.ok(caps, 'no initialize result');
+  const caps = c.daemon.client?.initializeResult?.capabilities.experimental as { dsh?: { version: number } } | undefined;
+  assert.equal(caps?.dsh?.version, 1, 'the daemon does not declare dsh protocol version 1');
   assert.equal(c.statusText().goal, '$(target) no session');
   const commands = await vscode.commands.getCommands(true);
   for (const id of ['dsh.session.new', 'dsh.session.open', 'dsh.agent.prompt', 'dsh.agent.steer', 'dsh.agent.cancel', 'dsh.plan.on', 'dsh.plan.off',
@@ -142,10 +142,41 @@ test('pause, block (warning colour) and resume from commands; the model complete
   assert.match(tooltip.value, /Retries for the HTTP client/);
   const shot = await screenshot('status-blocked', '#workbench\\.parts\\.statusbar');
   assert.ok(shot.statusTexts.some((t) => t.includes('2/40 · blocked')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
-  await vscode.commands.executeCommand('dsh.goal.resume');
+  // A click on the status bar offers the actions valid for a blocked goal.
+  await driver({ action: 'click', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/40 · blocked")' });
+  const rows = await driver({ action: 'texts', selector: '.quick-input-widget .monaco-list-row', settleMs: 700 });
+  assert.deepEqual(rows.texts?.map((t) => t.trim()), ['Edit the goal…', 'Resume', 'Mark complete', 'Clear']);
+  await driver({ action: 'press', key: 'Escape' });
+  // Someone else wrote meanwhile (here: our view is made one revision old): the resume comes back
+  // stale-revision; the extension reads the goal again and asks; the person says Resume.
+  const goal = c.session!.goal!;
+  c.session!.goal = { ...goal, revision: goal.revision - 1 };
+  const resumed = vscode.commands.executeCommand('dsh.goal.resume');
+  // Extension tests get no toasts: the question waits in the notification centre.
+  await waitFor('the question', async () => {
+    await vscode.commands.executeCommand('notifications.showList');
+    const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 300 });
+    return shown.texts?.some((t) => t.includes(`now revision ${goal.revision}, blocked`));
+  });
+  await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("now revision") a.monaco-button:has-text("Resume")' });
+  await vscode.commands.executeCommand('notifications.hideList');
+  assert.equal(((await resumed) as { phase: string } | undefined)?.phase, 'active');
   await waitFor('complete', () => c.statusText().goal === '$(target) 3/40 · complete', 15000);
   await vscode.commands.executeCommand('dsh.goal.clear');
   await waitFor('no goal', () => c.statusText().goal === '$(target) no goal');
+});
+
+test('steer reaches the running turn; cancel ends it', async () => {
+  const sessionId = c.session!.sessionId;
+  const prompt = vscode.commands.executeCommand<{ stopReason: string }>('dsh.agent.prompt', { text: 'Next step, slowly' });
+  await waitFor('the turn to run', () => readLog(sessionId).some((e) => e.type === 'user/message' && e.data.text === 'Next step, slowly'));
+  assert.deepEqual(await vscode.commands.executeCommand('dsh.agent.steer', { text: 'Also add jitter.' }), { queued: true });
+  await vscode.commands.executeCommand('dsh.agent.cancel');
+  assert.equal((await prompt)?.stopReason, 'cancelled');
+  const log = readLog(sessionId);
+  const close = log.filter((e) => e.type === 'turn/close').pop()!;
+  assert.equal(close.data.stopReason, 'cancelled');
+  assert.ok(log.some((e) => e.type === 'user/message' && e.data.text === 'Also add jitter.' && e.seq < close.seq), 'the steered text is not in the turn');
 });
 
 test('losing the daemon during a review is not an approval', async () => {
@@ -161,7 +192,12 @@ test('losing the daemon during a review is not an approval', async () => {
   await waitFor('the status bar to show the daemon down', () => c.connection !== 'running');
   assert.match(c.statusText().goal, /not running/);
   assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
-  const s = await vscode.commands.executeCommand<{ plan: { active: boolean } }>('dsh.session.open', { sessionId });
+  // Open it again from the quick pick of dsh/session/list.
+  const opened = vscode.commands.executeCommand<{ sessionId: string; plan: { active: boolean } }>('dsh.session.open');
+  await driver({ action: 'type', text: 'vscode integration', settleMs: 800 });
+  await driver({ action: 'press', key: 'Enter' });
+  const s = await opened;
+  assert.equal(s?.sessionId, sessionId);
   assert.equal(s?.plan.active, true, 'plan mode is off after the daemon was lost mid-review');
   assert.equal(planText(), '$(checklist) plan: on');
 });

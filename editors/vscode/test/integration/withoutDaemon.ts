@@ -23,6 +23,11 @@ test('a dshd that cannot be started gives a clear error naming the fix', async (
   assert.match(c.daemon.lastError ?? '', /set "dsh\.server\.command"/);
   assert.equal(c.statusText().goal, '$(error) dsh: not running');
   assert.equal(c.statusText().warning, true);
+  await vscode.commands.executeCommand('notifications.showList'); // extension tests get no toasts
+  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 500 });
+  assert.ok(shown.texts?.some((t) => t.includes('dshd could not be started') && t.includes('dsh.server.command')), JSON.stringify(shown.texts));
+  await screenshot('error-no-daemon');
+  await vscode.commands.executeCommand('notifications.hideList');
   const shot = await screenshot('status-no-daemon', '#workbench\\.parts\\.statusbar');
   assert.ok(shot.statusTexts.some((t) => t.includes('dsh: not running')), JSON.stringify(shot.statusTexts));
 });
