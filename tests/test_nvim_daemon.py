@@ -575,3 +575,22 @@ def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
     final = editor.wait_for("require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()")
     assert final == "◎ 2/2 blocked: round-budget-exhausted"
     assert editor.lua("return #vim.lsp.get_clients({ name = 'dsh' })") == 1
+
+
+def test_reload_makes_the_old_agent_stale(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    old_agent = editor.lua("return (require('dsh').current())")
+    editor.typed(f"Dsh! session open {session_id}")
+    editor.wait_for(f"(require('dsh').current()) ~= '{old_agent}'", what="the reloaded agent")
+    assert editor.lua("return require('dsh.state').session_of[...]", old_agent) is None
+    # Something still holding the old id (here: the person switched back to it) is told
+    # what to do, and the plugin stops using it.
+    editor.lua("require('dsh.state').set_current(...)", old_agent, session_id)
+    editor.typed("Dsh goal")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('stale', 1, true) end)")
+    message = [m for m in editor.messages() if "stale" in m][0]
+    assert ":Dsh session open" in message
+    assert editor.lua("return require('dsh').current()") is None

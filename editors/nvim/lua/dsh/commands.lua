@@ -263,8 +263,9 @@ local function open_session(session_id, reload)
   request(requests().session_open, params, function(result)
     local state = require('dsh.state')
     if reload then
-      for agent_id in pairs(state.goals) do
-        if agent_id ~= result.agentId and state.session_id == result.sessionId then
+      -- The daemon replaced the session's agent: the old ids are stale now.
+      for agent_id, session_id in pairs(vim.deepcopy(state.session_of)) do
+        if session_id == result.sessionId and agent_id ~= result.agentId then
           state.forget(agent_id)
         end
       end

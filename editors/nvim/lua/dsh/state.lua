@@ -14,6 +14,7 @@ M.goals = {} ---@type table<string, table|false> agentId -> GoalView, or false: 
 M.plans = {} ---@type table<string, {active: boolean, pending: boolean?}>
 M.sessions = {} ---@type table[] the last dsh/session/list answer (for completion)
 M.prompts = {} ---@type table<string, integer> agentId -> prompts in flight
+M.session_of = {} ---@type table<string, string> agentId -> sessionId
 
 -- The statusline is read on every redraw: keep the rendered text, rebuild on change.
 local status_text = ''
@@ -69,6 +70,9 @@ end
 
 --- Make `agent_id` the agent that commands address and the statusline shows.
 function M.set_current(agent_id, session_id)
+  if agent_id then
+    M.session_of[agent_id] = session_id
+  end
   M.agent_id = agent_id
   M.session_id = session_id
   render()
@@ -81,6 +85,7 @@ function M.forget(agent_id)
   M.goals[agent_id] = nil
   M.plans[agent_id] = nil
   M.prompts[agent_id] = nil
+  M.session_of[agent_id] = nil
   if agent_id == M.agent_id then
     M.set_current(nil, nil)
   end
@@ -92,6 +97,7 @@ function M.reset()
   M.goals = {}
   M.plans = {}
   M.prompts = {}
+  M.session_of = {}
   M.set_current(nil, nil)
 end
 
