@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from .raw_client import RawDaemon, log_events, split_frames
 from dshd.client import DshClient
 
 SERVER_NOT_INITIALIZED = -32002
+INVALID_REQUEST = -32600
 
 
 def test_initialize_declares_dsh_capability(workspace: Path) -> None:
@@ -280,3 +282,69 @@ async def test_restart_after_a_crash_loads_disarmed_and_runs_nothing(workspace: 
     assert note["goal"]["roundsStarted"] == 2 and note["goal"]["blockedReason"]["code"] == "round-budget-exhausted"
     rounds = [e["data"]["goalRound"]["round"] for e in log_events(workspace, sid) if "goalRound" in e["data"]]
     assert rounds == [1, 2]
+
+
+def test_second_initialize_is_refused_and_the_agents_stay_live(workspace: Path) -> None:
+    """A second initialize must not replace the workspace under its live agents (their
+    sessions would stay locked by this very process, their ids unknown)."""
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {})
+        again = d.call("initialize", {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}})
+        assert again["error"]["code"] == INVALID_REQUEST
+        assert d.request("dsh/plan/get", {"agentId": created["agentId"]}) == {"active": False}
+        opened = d.request("dsh/session/open", {"sessionId": created["sessionId"]})
+        assert opened["agentId"] == created["agentId"]
+        assert d.shutdown_and_exit() == 0
+
+
+def test_initialize_may_be_retried_after_it_failed(workspace: Path) -> None:
+    """A failed initialize (bad config) initializes nothing: a retry with a good config works."""
+    with RawDaemon(workspace) as d:
+        failed = d.initialize(options={"config": {"goals": {"maxRounds": -1}}})
+        assert failed["error"]["data"] == {"kind": "invalid-config", "key": "goals.maxRounds"}
+        assert "result" in d.initialize(options={"config": {"goals": {"maxRounds": 7}}})
+        agent = d.request("dsh/session/create", {})["agentId"]
+        d.request("dsh/goal/create", {"agentId": agent, "objective": "o"})
+        assert d.request("dsh/goal/get", {"agentId": agent})["maxRounds"] == 7
+        assert d.shutdown_and_exit() == 0
+
+
+def test_requests_after_shutdown_are_invalid_request(workspace: Path) -> None:
+    """LSP: after shutdown only exit; other requests get an error, not silence."""
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {})
+        assert d.request("shutdown") is None
+        for method, params in [("dsh/session/list", {}), ("dsh/plan/set", {"agentId": created["agentId"], "active": True})]:
+            reply = d.call(method, params, timeout=5)
+            assert reply["error"]["code"] == INVALID_REQUEST, reply
+        d.notify("exit")
+        assert d.wait() == 0
+    assert [e["type"] for e in log_events(workspace, created["sessionId"])] == ["session/start"]
+
+
+def test_shutdown_during_a_slow_turn_exits_promptly_and_the_log_stays_sound(workspace: Path) -> None:
+    write_workspace(workspace, replies=[{"text": "never arrives", "delayMs": 60_000}])
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {})
+        d.send({"jsonrpc": "2.0", "id": "slow", "method": "dsh/agent/prompt",
+                "params": {"agentId": created["agentId"], "text": "take your time"}})
+        deadline = time.monotonic() + 10
+        while not any(e["type"] == "request/header" for e in log_events(workspace, created["sessionId"])):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        started = time.monotonic()
+        assert d.shutdown_and_exit() == 0
+        assert time.monotonic() - started < 5  # did not wait for the model
+    with RawDaemon(workspace) as d2:
+        d2.initialize()
+        d2.request("dsh/session/open", {"sessionId": created["sessionId"]})
+        events = log_events(workspace, created["sessionId"])
+        closes = [e["data"] for e in events if e["type"] == "turn/close"]
+        # Closed once: at shutdown ("cancelled") or on the next load ("interrupted").
+        assert len(closes) == 1 and closes[0]["turn"] == 1
+        assert closes[0]["stopReason"] in ("cancelled", "interrupted")
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert d2.shutdown_and_exit() == 0

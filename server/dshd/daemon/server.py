@@ -110,6 +110,7 @@ class DshProtocol(LanguageServerProtocol):
         caps.text_document_sync = None
         caps.execute_command_provider = None
         caps.experimental = {"dsh": {"version": 1, "questions": True}}
+        self._server.initialized = True  # only a successful initialize counts
         return result
 
     def cancel_client_request(self, msg_id) -> None:
@@ -122,6 +123,7 @@ class DshProtocol(LanguageServerProtocol):
 class DshServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("dshd", __version__, protocol_cls=DshProtocol)
+        self.initialized = False
         self.shutdown_requested = False
         self.exit_requested = False
         self._done: asyncio.Event | None = None
@@ -163,6 +165,16 @@ class DshServer(LanguageServer):
         if structured.__class__ is dict:
             self._on_bad_message(-32600, "Invalid Request", message.get("id"))
             return
+        method = getattr(structured, "method", None)
+        if "id" in message and isinstance(method, str):
+            # pygls would drop a request after shutdown unanswered (the client hangs), and
+            # a second initialize would replace the workspace under its live agents.
+            if self.shutdown_requested and method != types.EXIT:
+                self._on_bad_message(-32600, "Invalid Request: the daemon is shutting down", message["id"])
+                return
+            if self.initialized and method == types.INITIALIZE:
+                self._on_bad_message(-32600, "Invalid Request: initialize was already answered", message["id"])
+                return
         if getattr(structured, "method", None) == types.EXIT:
             self.exit_requested = True
             self.connection_lost()
