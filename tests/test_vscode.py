@@ -83,12 +83,16 @@ def write_settings(workspace: Path, **settings) -> None:
 
 
 def run_real_vscode(workspace: Path, suite: str, artifacts: Path, timeout_s: int) -> dict:
+    """Runs one suite in a real VS Code; its screenshots and logs end up in `artifacts`."""
+    own = workspace.parent / f"{workspace.name}-artifacts"  # this run's own, then copied over
     proc = subprocess.run(
         [str(NODE), "scripts/run-vscode-tests.mjs", "--workspace", str(workspace), "--suite", suite,
-         "--artifacts", str(artifacts), "--timeout", str(timeout_s)],
+         "--artifacts", str(own), "--timeout", str(timeout_s)],
         cwd=EXT, env=node_env(), capture_output=True, text=True, timeout=timeout_s + 60,
     )
-    results_file = artifacts / "results.json"
+    shutil.rmtree(artifacts, ignore_errors=True)
+    shutil.copytree(own, artifacts)
+    results_file = own / "results.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else None
     assert proc.returncode == 0, f"real VS Code run failed ({proc.returncode}):\n{proc.stdout[-8000:]}\n{proc.stderr[-4000:]}"
     assert results and results["failed"] == 0 and results["passed"] > 0, results
