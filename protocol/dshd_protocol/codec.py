@@ -68,6 +68,12 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """A wrong value as it goes into an error message: repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _strict_scalar(expected: type, name: str):
     def hook(value: Any, _type: Any) -> Any:
         # `type(...) is`, not isinstance: bool is a subclass of int.
@@ -128,7 +134,7 @@ def _make_converter() -> cattrs.Converter:
         def hook(value: Any, _type: Any) -> Any:
             # Compare type and value: 1 == True, and unhashable values must not blow up.
             if not any(type(value) is type(a) and value == a for a in allowed):
-                raise _WrongValue(f"expected one of {shown}, got {value!r}")
+                raise _WrongValue(f"expected one of {shown}, got {_shown(value)}")
             return value
 
         return hook
@@ -169,9 +175,9 @@ def _make_converter() -> cattrs.Converter:
         def hook(value: Any, _type: Any) -> Any:
             result = base_hook(value, base)
             if rule.minimum is not None and result < rule.minimum:
-                raise _WrongValue(f"expected {rule.description}, got {result!r}")
+                raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
             if pattern is not None and pattern.search(result) is None:
-                raise _WrongValue(f"expected {rule.description}, got {result!r}")
+                raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
             if rule.min_items is not None and len(result) < rule.min_items:
                 raise _WrongValue(f"expected {rule.description}, got {len(result)} items")
             return result
@@ -181,10 +187,11 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_factory(lambda t: _rule_of(t) is not None, ruled_hook_factory)
 
     def optional_hook_factory(tp: Any):
-        inner = conv.get_structure_hook(_strip_none(tp))
+        inner_type = _strip_none(tp)
+        inner = conv.get_structure_hook(inner_type)
 
         def hook(value: Any, _type: Any) -> Any:
-            return None if value is None else inner(value, _type)
+            return None if value is None else inner(value, inner_type)
 
         return hook
 
