@@ -129,6 +129,43 @@ def test_garbage_split_across_writes_and_glued_to_requests(workspace: Path) -> N
     assert d.stdout_faults == []
 
 
+def test_big_unicode_pipelined_and_cancelled_requests(workspace: Path) -> None:
+    """A 3.5 MB non-BMP text (Content-Length counts bytes, not characters), 300 requests
+    in one write, and a $/cancelRequest of a running prompt."""
+    write_workspace(workspace, replies=[{"text": "slow", "delayMs": 60_000}, {"text": "ok"}])
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {"title": "Ünïcødé 🌍"})
+        agent, sid = created["agentId"], created["sessionId"]
+
+        d.send({"jsonrpc": "2.0", "id": "p1", "method": "dsh/agent/prompt", "params": {"agentId": agent, "text": "slow"}})
+        deadline = time.monotonic() + 10
+        while not any(e["type"] == "request/header" for e in log_events(workspace, sid)):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        d.notify("$/cancelRequest", {"id": "p1"})
+        reply = d.response("p1", timeout=5)  # answered, not left hanging
+        assert reply.get("result") == {"turn": 1, "stopReason": "cancelled"} or reply["error"]["code"] == -32800, reply
+        assert log_events(workspace, sid)[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+
+        big = "é🌍\u0301" * 500_000
+        assert d.request("dsh/agent/prompt", {"agentId": agent, "text": big}, timeout=30) == {"turn": 2, "stopReason": "end-turn"}
+        texts = [e["data"]["text"] for e in log_events(workspace, sid) if e["type"] == "user/message"]
+        assert texts == ["slow", big]
+        assert d.request("dsh/session/list", {})["sessions"][0]["title"] == "Ünïcødé 🌍"
+
+        requests = b"".join(
+            frame(json.dumps({"jsonrpc": "2.0", "id": 1000 + i, "method": "dsh/plan/get", "params": {"agentId": agent}}).encode())
+            for i in range(300)
+        )
+        d.send_bytes(requests)
+        replies = [d.next_response(timeout=10) for _ in range(300)]
+        assert sorted(r["id"] for r in replies) == list(range(1000, 1300))
+        assert all(r["result"] == {"active": False} for r in replies)
+        assert d.shutdown_and_exit() == 0
+    assert d.stdout_faults == []
+
+
 # ---- the property -----------------------------------------------------------------------
 
 REQUEST_METHODS = sorted(m for m, spec in METHODS.items() if spec.kind == "request")
