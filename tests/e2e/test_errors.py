@@ -310,3 +310,34 @@ async def test_session_locked_by_another_daemon(workspace: Path, daemons) -> Non
     texts = [e["data"]["text"] for e in events if e["type"] == "user/message" and e["data"]["source"] == "user"]
     assert texts == ["from the first", "still the first"]
     assert [e["data"] for e in events if e["type"] == "plan/mode"] == [{"active": True}]
+
+
+async def test_concurrent_writes_with_one_ref_exactly_one_wins(workspace: Path, daemons) -> None:
+    """Compare-and-set over the wire (G-3): ten edits sent at once naming the same ref;
+    one is accepted (revision + 1), the other nine are stale-revision, and the log
+    holds exactly one edit."""
+    client = await daemons.start()
+    sid, agent = await new_session(client)
+    blocked = client.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", 10)
+    await client.request("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 1})
+    await blocked
+    view = await client.request("dsh/goal/get", {"agentId": agent})
+    ref = ref_of(view)
+
+    async def edit(n: int):
+        try:
+            return await client.request("dsh/goal/edit", {"agentId": agent, "ref": ref, "objective": f"objective {n}"})
+        except JsonRpcException as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(edit(n) for n in range(10)))
+    accepted = [o for o in outcomes if isinstance(o, dict)]
+    refused = [o for o in outcomes if isinstance(o, JsonRpcException)]
+    assert len(accepted) == 1 and len(refused) == 9
+    assert accepted[0]["revision"] == ref["revision"] + 1
+    for exc in refused:
+        assert exc.data["kind"] == "stale-revision" and exc.data["current"] in (
+            ref["revision"] + 1, {"id": ref["id"], "revision": ref["revision"] + 1},
+        )
+    edits = [e["data"] for e in log_events(workspace, sid) if e["type"] == "goal/change" and e["data"]["op"] == "edit"]
+    assert len(edits) == 1 and edits[0]["goal"]["objective"] == accepted[0]["objective"]
