@@ -208,9 +208,17 @@ def test_goal_pause_and_stale_revision(tmp_path, editors):
     # With the fresh revision the same command works.
     editor.typed("Dsh goal resume")
     editor.wait_for("require('dsh').goal_phase() == 'active'")
+    editor.typed("Dsh goal block waiting-for-ci the CI is red")
+    blocked = editor.wait_for("require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()")
+    assert blocked.endswith("/40 blocked: waiting-for-ci")
     editor.typed("Dsh goal complete")
     done = editor.wait_for("require('dsh').goal_phase() == 'complete' and require('dsh').statusline()")
     assert done.endswith("/40 complete")
+    # A write the phase does not allow: the daemon refuses, the message says why.
+    editor.typed("Dsh goal pause")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('cannot pause', 1, true) end)")
+    refused = [m for m in editor.messages() if "cannot pause" in m][0]
+    assert "cannot pause the goal while the goal is complete" in refused
     editor.typed("Dsh goal clear")
     editor.wait_for("require('dsh').statusline() == '◎ no goal'")
 

@@ -46,7 +46,8 @@ function M.start(path)
         exe
       )
   end
-  cfg.cmd = M.guard_initialize(cfg.cmd, cfg)
+  local argv = cfg.cmd
+  cfg.cmd = M.guard_initialize(argv, cfg)
   local id
   if has_011 then
     id = vim.lsp.start(cfg, { attach = false, silent = true })
@@ -54,7 +55,7 @@ function M.start(path)
     id = vim.lsp.start_client(cfg)
   end
   if not id then
-    return nil, 'could not start dshd (' .. table.concat(cfg.cmd, ' ') .. '); run :checkhealth dsh'
+    return nil, 'could not start dshd (' .. table.concat(argv, ' ') .. '); run :checkhealth dsh'
   end
   state.client_id = id
   state.root_dir = root
@@ -140,8 +141,8 @@ function M.guard_initialize(argv, cfg)
   end
 end
 
---- Neovim turns a failed `initialize` into an assertion message holding the
---- formatted RPC error (vim.lsp.rpc.format_rpc_error); read kind and key back from it.
+--- Where Neovim reports a failed `initialize` itself (through on_error, as an assertion
+--- message holding vim.lsp.rpc.format_rpc_error's text), read kind and key back from it.
 function M.parse_rpc_error_text(text)
   if type(text) ~= 'string' or not text:find('RPC%[Error%]') then
     return nil
@@ -156,6 +157,8 @@ function M.parse_rpc_error_text(text)
   return err
 end
 
+--- on_error of the client config: a fallback for start-up failures guard_initialize
+--- did not see (a daemon that died before answering, a client started by vim.lsp.enable).
 function M.on_error(code, err, client_id)
   local client = get_client(client_id or state.client_id)
   if client and client.initialized then

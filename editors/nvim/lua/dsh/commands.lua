@@ -305,12 +305,14 @@ local function pick_session(prompt, on_choice)
   end, 'list sessions')
 end
 
-local function goal_write(method, verb, extra)
+--- A goal write naming the ref last announced. `done` is the notice ("goal paused"),
+--- `attempt` what the person asked for, for error messages ("pause the goal").
+local function goal_write(method, done, attempt, extra)
   with_goal(function(agent_id, ref)
     local params = vim.tbl_extend('force', { agentId = agent_id, ref = ref }, extra or {})
     request(method, params, function(view)
-      notify(('%s (%s)'):format(verb, short_goal(view)))
-    end, (verb:gsub('^goal ', '')) .. ' the goal')
+      notify(('%s (%s)'):format(done, short_goal(view)))
+    end, attempt)
   end)
 end
 
@@ -466,7 +468,12 @@ M.actions = {
   end,
   ['goal.edit'] = function(a)
     if a.objective or a.max_rounds then
-      return goal_write(requests().goal_edit, 'goal edited', { objective = a.objective, maxRounds = a.max_rounds })
+      return goal_write(
+        requests().goal_edit,
+        'goal edited',
+        'edit the goal',
+        { objective = a.objective, maxRounds = a.max_rounds }
+      )
     end
     with_goal(function(_, _, view)
       vim.ui.input({ prompt = 'Goal objective: ', default = view.objective }, function(objective)
@@ -491,22 +498,22 @@ M.actions = {
           if vim.tbl_isempty(changes) then
             return notify('goal unchanged')
           end
-          goal_write(requests().goal_edit, 'goal edited', changes)
+          goal_write(requests().goal_edit, 'goal edited', 'edit the goal', changes)
         end)
       end)
     end)
   end,
   ['goal.pause'] = function()
-    goal_write(requests().goal_pause, 'goal paused')
+    goal_write(requests().goal_pause, 'goal paused', 'pause the goal')
   end,
   ['goal.resume'] = function()
-    goal_write(requests().goal_resume, 'goal resumed')
+    goal_write(requests().goal_resume, 'goal resumed', 'resume the goal')
   end,
   ['goal.complete'] = function()
-    goal_write(requests().goal_complete, 'goal completed')
+    goal_write(requests().goal_complete, 'goal completed', 'complete the goal')
   end,
   ['goal.block'] = function(a)
-    goal_write(requests().goal_block, 'goal blocked', { reason = { code = a.code, message = a.message } })
+    goal_write(requests().goal_block, 'goal blocked', 'block the goal', { reason = { code = a.code, message = a.message } })
   end,
   ['goal.clear'] = function()
     with_goal(function(agent_id, ref)
