@@ -263,6 +263,23 @@ async def test_replay_failed_names_seq_line_reason(workspace: Path, daemons) -> 
     data2 = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
     assert data2 == data
 
+    # 4. Same-length changes under the checkpoint (which vouches only for the last
+    # covered line): found when the agent reads the log at load, reported as replay
+    # reports them, never as an internal error.
+    sid, lines = await _closed_session(client, workspace)
+    assert (log_path(workspace, sid).parent / "projection.json").exists()
+    tampered = list(lines)
+    tampered[1] = tampered[1].replace(b'"seq":2', b'"seq":7', 1)
+    assert tampered[1] != lines[1]
+    log_path(workspace, sid).write_bytes(b"".join(tampered))
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data == {"kind": "replay-failed", "seq": 7, "line": 2, "reason": "seq gap: expected 2, got 7"}
+    tampered = list(lines)
+    tampered[2] = lines[2][:12] + b"#" + lines[2][13:]
+    log_path(workspace, sid).write_bytes(b"".join(tampered))
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    assert data["line"] == 3 and data["reason"]
+
 
 async def test_torn_tail_is_cut_and_kept(workspace: Path, daemons) -> None:
     client = await daemons.start()

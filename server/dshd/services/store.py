@@ -21,7 +21,7 @@ import msgspec
 from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
 from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
-from dshd.folds.replay import ReplayError
+from dshd.folds.replay import ReplayError, _reject
 from dshd.log import SessionLog, TornTail
 
 log = logging.getLogger("dshd")
@@ -257,7 +257,16 @@ class SessionStore:
                 # In a replayed log, line number == seq.
                 if line_no <= after_seq:
                     continue
-                out.append(decode_line(line))
+                # A line under the checkpoint was not replayed at open: if it changed on
+                # disk since, report it as replay would (never an internal error).
+                try:
+                    event = decode_line(line)
+                except msgspec.MsgspecError as exc:
+                    raise _reject(line_no, line, exc) from None
+                if event.seq != line_no:
+                    kind = "gap" if event.seq > line_no else "repeat"
+                    raise ReplayError(event.seq, line_no, f"seq {kind}: expected {line_no}, got {event.seq}")
+                out.append(event)
                 if limit is not None and len(out) >= limit:
                     break
         return out
