@@ -358,3 +358,27 @@ async def test_concurrent_writes_with_one_ref_exactly_one_wins(workspace: Path, 
         )
     edits = [e["data"] for e in log_events(workspace, sid) if e["type"] == "goal/change" and e["data"]["op"] == "edit"]
     assert len(edits) == 1 and edits[0]["goal"]["objective"] == accepted[0]["objective"]
+
+
+async def test_replay_failed_for_logs_that_never_started(workspace: Path, daemons) -> None:
+    """Logs whose line 1 is not a session/start: empty, only a torn line (cut and kept,
+    then empty), a blank line, another event first. Each open reports line 1."""
+    client = await daemons.start()
+    sid = "s-" + "0" * 25 + "a"
+    directory = workspace / ".dsh" / "sessions" / sid
+    directory.mkdir(parents=True)
+    cases = [
+        (b"", None, "empty log: line 1 must be session/start"),
+        (b'{"type":"session/st', None, "empty log: line 1 must be session/start"),
+        (b"\n", None, None),
+        (b'{"type":"plan/mode","seq":1,"at":"2026-11-29T19:54:04.287Z","data":{"active":true}}\n', 1,
+         "line 1 must be session/start"),
+    ]
+    for content, seq, reason in cases:
+        (directory / "log.jsonl").write_bytes(content)
+        data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+        assert data["line"] == 1 and data["seq"] == seq, (content, data)
+        assert data["reason"] == reason if reason is not None else data["reason"], (content, data)
+    assert [p.read_bytes() for p in directory.glob("torn-*.bin")] == [b'{"type":"session/st']
+    listed = await client.request("dsh/session/list", {})
+    assert sid not in {s["sessionId"] for s in listed["sessions"]}
