@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
-from harness import Editor, dshd_binary, write_artifact  # noqa: E402
+from nvim_harness import PLUGIN_DIR, Editor, dshd_binary, nvim_binary, write_artifact  # noqa: E402
 
 PLAN = (
     "# Plan: make the parser strict\n"
@@ -396,7 +396,6 @@ def test_tui_plan_review_and_statusline_on_screen(tmp_path):
     import os
     import shutil
 
-    from harness import PLUGIN_DIR, nvim_binary
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed: the TUI capture needs it")
@@ -538,7 +537,6 @@ def test_goal_edit_asks_for_the_new_values(tmp_path, editors):
 
 
 def test_autostart_and_restart(tmp_path, editors):
-    from harness import dshd_binary
 
     workspace = make_workspace(tmp_path / "ws", [])
     editor = Editor(cwd=workspace)
@@ -565,7 +563,6 @@ def test_autostart_and_restart(tmp_path, editors):
 
 def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
     """The nvim-lspconfig way (Neovim 0.11): lsp/dsh.lua + vim.lsp.config + vim.lsp.enable."""
-    from harness import dshd_binary
 
     workspace = make_workspace(tmp_path / "ws", [])
     (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
-from harness import PLUGIN_DIR, REPO, Editor  # noqa: E402
+from nvim_harness import PLUGIN_DIR, REPO, Editor  # noqa: E402
 
 SCHEMA = REPO / "protocol" / "dshd_protocol" / "dsh-protocol.schema.json"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
-from harness import PLUGIN_DIR, Editor, write_artifact  # noqa: E402
+from nvim_harness import PLUGIN_DIR, Editor, write_artifact  # noqa: E402
 
 SID = "s-0123456789abcdefghjkmnpqrs"
 
