@@ -538,3 +538,34 @@ def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
         editor.cmd(f"help {link}")  # raises E149 when a link goes nowhere
     editor.cmd("help :Dsh-goal-create")
     assert editor.lua("return vim.fn.expand('%:t')") == "dsh.txt"
+
+
+# ---- a lint: no stray globals ---------------------------------------------------------------
+
+KNOWN_GLOBALS = {"vim", "require", "ipairs", "pairs", "type", "tostring", "tonumber", "table", "string",
+                 "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit"}
+
+
+def test_no_lua_file_touches_an_unknown_global(editor):
+    # LuaJIT's own bytecode listing: GSET writes a global, GGET reads one. A typo in a
+    # name (`requre`, `stat` for `state`) shows up as an unknown GGET.
+    accesses = editor.lua(
+        """
+        local bc = require('jit.bc')
+        local found = {}
+        for _, file in ipairs(vim.fn.globpath(..., '**/*.lua', false, true)) do
+          local out = {}
+          bc.dump(assert(loadfile(file)), { write = function(_, s) table.insert(out, s) end,
+                                             close = function() end, flush = function() end }, true)
+          for line in table.concat(out):gmatch('[^\\n]+') do
+            local op, name = line:match('(G[GS]ET)%s.-; "([^"]+)"')
+            if op then table.insert(found, { file = vim.fs.basename(file), op = op, name = name }) end
+          end
+        end
+        return found
+        """,
+        str(PLUGIN_DIR),
+    )
+    assert accesses, "the bytecode listing found no global access at all"
+    assert [a for a in accesses if a["op"] == "GSET"] == []
+    assert [a for a in accesses if a["name"] not in KNOWN_GLOBALS] == []
