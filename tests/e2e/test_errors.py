@@ -122,7 +122,7 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
 
 
 async def test_turn_open(workspace: Path, daemons) -> None:
-    write_workspace(workspace, replies=[{"text": "slow", "delayMs": 600}])
+    write_workspace(workspace, replies=[{"text": "slow", "delayMs": 1500}])
     client = await daemons.start()
     sid, agent = await new_session(client)
     header = client.wait_for(lambda n: n["method"] == "dsh/session/event" and n["params"]["event"]["type"] == "request/header", 10)

@@ -168,7 +168,7 @@ async def test_session_fork_inside_and_after_a_turn(workspace: Path, daemons) ->
 
 
 async def test_prompt_and_steer_into_a_running_turn(workspace: Path, daemons) -> None:
-    write_workspace(workspace, replies=[{"text": "thinking", "delayMs": 400}, {"text": "saw the steer"}])
+    write_workspace(workspace, replies=[{"text": "thinking", "delayMs": 1200}, {"text": "saw the steer"}])
     client = await daemons.start()
     created = await call(client, "dsh/session/create", {})
     agent, sid = created["agentId"], created["sessionId"]
@@ -237,7 +237,7 @@ async def test_prompt_command_opens_no_turn(workspace: Path, daemons) -> None:
 
 
 async def test_plan_set_get_all_outcomes(workspace: Path, daemons) -> None:
-    write_workspace(workspace, replies=[{"text": "slow step", "delayMs": 500}, {"text": "next turn"}])
+    write_workspace(workspace, replies=[{"text": "slow step", "delayMs": 1500}, {"text": "next turn"}])
     client = await daemons.start()
     created = await call(client, "dsh/session/create", {})
     agent, sid = created["agentId"], created["sessionId"]
@@ -351,7 +351,7 @@ async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, da
 
 
 async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
-    write_workspace(workspace, replies=[{"text": "round 1", "delayMs": 300}, {"text": "round 2", "delayMs": 300}])
+    write_workspace(workspace, replies=[{"text": "round 1", "delayMs": 1000}, {"text": "round 2", "delayMs": 1000}])
     client = await daemons.start()
     created = await call(client, "dsh/session/create", {})
     agent, sid = created["agentId"], created["sessionId"]
