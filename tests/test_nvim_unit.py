@@ -66,6 +66,19 @@ def test_statusline_format(editor, view, text):
     assert editor.lua("return require('dsh.statusline').format(...)", view) == text
 
 
+@pytest.mark.parametrize(
+    ("view", "group"),
+    [
+        (goal_view(3, 40), None),
+        (goal_view(3, 40, activation="disarmed"), "DiagnosticHint"),
+        (goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "x", "message": "y"}), "DiagnosticWarn"),
+        (goal_view(3, 40, "paused", "disarmed"), None),
+    ],
+)
+def test_statusline_highlight(editor, view, group):
+    assert editor.lua("return require('dsh.statusline').highlight(...)", view) == group
+
+
 def test_statusline_follows_goal_changed_for_the_current_agent_only(editor):
     notify = "require('dsh.handlers').table()['dsh/goal/changed'](nil, ...)"
     # No session: nothing to show.

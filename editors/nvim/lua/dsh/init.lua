@@ -37,6 +37,12 @@ function M.statusline()
   return require('dsh.state').statusline()
 end
 
+--- The highlight group for the statusline text: `DiagnosticWarn` while the goal is
+--- blocked, `DiagnosticHint` while an active goal is disarmed, else nil.
+function M.statusline_highlight()
+  return require('dsh.statusline').highlight(require('dsh.state').goal())
+end
+
 --- The goal phase of the current session (nil without a goal), for statusline colours.
 function M.goal_phase()
   local view = require('dsh.state').goal()
