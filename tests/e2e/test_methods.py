@@ -60,6 +60,34 @@ def ref_of(view: dict) -> dict:
     return {"id": view["id"], "revision": view["revision"]}
 
 
+def watch_durability(client, root: Path, session_id: str) -> list[str]:
+    """Check, as each notification arrives, that what it reports is already on disk
+    (G-11: sent after the event is durable). Returns the list of violations (kept empty)."""
+    violations: list[str] = []
+    durable_ops = {"create", "edit", "pause", "resume", "complete", "block", "clear"}
+
+    def check(note: dict) -> None:
+        params = note["params"]
+        if params.get("sessionId") != session_id:
+            return
+        on_disk = log_events(root, session_id)
+        if note["method"] == "dsh/session/event":
+            event = params["event"]
+            if event not in on_disk:
+                violations.append(f"event seq {event['seq']} notified before it was on disk")
+        elif note["method"] == "dsh/goal/changed" and params["op"] in durable_ops:
+            revisions = {
+                e["data"]["goal"]["revision"] if "goal" in e["data"] else e["data"]["cleared"]["revision"] + 1
+                for e in on_disk
+                if e["type"] == "goal/change"
+            }
+            if params["revision"] not in revisions:
+                violations.append(f"goal/changed {params['op']} r{params['revision']} before its event was on disk")
+
+    client.listeners.append(check)
+    return violations
+
+
 # ---- sessions -------------------------------------------------------------------------
 
 
@@ -82,6 +110,7 @@ async def test_session_create_list_events(workspace: Path, daemons) -> None:
     assert "goal" not in by_id[alpha["sessionId"]]
 
     agent = alpha["agentId"]
+    violations = watch_durability(client, workspace, alpha["sessionId"])
     result = await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "hello"})
     assert result == {"turn": 1, "stopReason": "end-turn"}
 
@@ -105,6 +134,7 @@ async def test_session_create_list_events(workspace: Path, daemons) -> None:
     sent = [n["params"]["event"] for n in client.notifications
             if n["method"] == "dsh/session/event" and n["params"]["agentId"] == agent]
     assert sent == on_disk[1:]
+    assert violations == []
 
 
 async def test_session_open_close_reload(workspace: Path, daemons) -> None:
@@ -302,6 +332,7 @@ async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, da
     created = await call(client, "dsh/session/create", {})
     agent, sid = created["agentId"], created["sessionId"]
     assert await call(client, "dsh/goal/get", {"agentId": agent}) is None
+    violations = watch_durability(client, workspace, sid)
 
     blocked = client.wait_for(goal_note("block", agent), timeout=10)
     goal = await call(client, "dsh/goal/create", {"agentId": agent, "objective": "ship it", "maxRounds": 1})
@@ -348,6 +379,7 @@ async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, da
     assert ops[0] == "create" and ops[-1] == "clear" and ops.count("round") == 2
     last = [n["params"] for n in client.notifications if n["method"] == "dsh/goal/changed"][-1]
     assert last == {"agentId": agent, "sessionId": sid, "op": "clear", "revision": 7}
+    assert violations == []
 
 
 async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
