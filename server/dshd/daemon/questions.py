@@ -52,7 +52,7 @@ class WireQuestions:
         finally:
             self._pending.discard(msg_id)
         if not isinstance(reply, dict) or not isinstance(reply.get("answers"), list):
-            raise QuestionsUnavailable("malformed reply: expected {\"answers\": [...]}")
+            raise QuestionsUnavailable("the editor sent a malformed reply: expected {\"answers\": [...]}")
         return reply["answers"]
 
     def fail_all(self) -> None:

@@ -126,7 +126,7 @@ class PlanPlugin:
         try:
             answers = await ctx.agent.questions.ask(ctx.agent, [question])
         except QuestionsUnavailable as exc:
-            return ToolOutcome.failure(FAIL_CLOSED.format(why=f"no one can answer: {exc}"))
+            return ToolOutcome.failure(FAIL_CLOSED.format(why=str(exc) or "no one can answer"))
         except TimeoutError:
             return ToolOutcome.failure(FAIL_CLOSED.format(why="the review timed out"))
         except Exception as exc:  # noqa: BLE001 - any failure of the channel fails closed
