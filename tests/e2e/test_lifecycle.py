@@ -348,3 +348,43 @@ def test_shutdown_during_a_slow_turn_exits_promptly_and_the_log_stays_sound(work
         assert closes[0]["stopReason"] in ("cancelled", "interrupted")
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert d2.shutdown_and_exit() == 0
+
+
+def test_bad_initialization_options_are_invalid_params_naming_the_field(tmp_path: Path) -> None:
+    cases = [
+        ({"colour": 1}, "initializationOptions.colour"),
+        ({"questionTimeoutMs": "5"}, "initializationOptions.questionTimeoutMs"),
+        ({"questionTimeoutMs": 0}, "initializationOptions.questionTimeoutMs"),
+        ({"config": "plan"}, "initializationOptions.config"),
+    ]
+    roots = [write_workspace(tmp_path / f"ws{n}") for n in range(len(cases))]
+    started = _initialize_all([(root, options) for root, (options, _field) in zip(roots, cases)])
+    try:
+        for (d, reply), root, (_options, field) in zip(started, roots, cases):
+            assert reply["error"]["code"] == ERROR_CODES["invalid-params"], reply
+            assert reply["error"]["data"] == {"kind": "invalid-params", "field": field}
+            assert d.call("dsh/session/list", {})["error"]["code"] == SERVER_NOT_INITIALIZED
+    finally:
+        for d, _ in started:
+            d.kill()
+    with RawDaemon(roots[0]) as d:
+        reply = d.call("initialize", {"processId": None, "rootUri": "http://example.com/ws", "capabilities": {}})
+        assert reply["error"]["data"] == {"kind": "invalid-params", "field": "rootUri"}
+
+
+def test_workspace_root_from_workspace_folders(tmp_path: Path) -> None:
+    """No rootUri: the first workspace folder is the workspace (not the daemon's cwd)."""
+    folder = write_workspace(tmp_path / "folder")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    with RawDaemon(elsewhere) as d:
+        reply = d.call("initialize", {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "workspaceFolders": [{"uri": folder.as_uri(), "name": "folder"}],
+        })
+        assert "result" in reply, reply
+        d.notify("initialized", {})
+        created = d.request("dsh/session/create", {})
+        assert log_events(folder, created["sessionId"])[0]["type"] == "session/start"
+        assert not (elsewhere / ".dsh").exists()
+        assert d.shutdown_and_exit() == 0
