@@ -80,7 +80,10 @@ GARBAGE: list[tuple[str, bytes, tuple[int, Any] | None]] = [
     ("unknown method", frame(b'{"jsonrpc": "2.0", "id": 10, "method": "dsh/nope", "params": {}}'), (METHOD_NOT_FOUND, 10)),
     ("params a string", frame(b'{"jsonrpc": "2.0", "id": 11, "method": "dsh/session/list", "params": "x"}'), (INVALID_PARAMS, 11)),
     ("params an array", frame(b'{"jsonrpc": "2.0", "id": 12, "method": "dsh/session/create", "params": [1]}'), (INVALID_PARAMS, 12)),
+    ("a notification's method as a request", frame(b'{"jsonrpc": "2.0", "id": 13, "method": "dsh/goal/changed", "params": {}}'), (METHOD_NOT_FOUND, 13)),
+    ("a server request's method from the client", frame(b'{"jsonrpc": "2.0", "id": 14, "method": "dsh/questions/ask", "params": {}}'), (METHOD_NOT_FOUND, 14)),
     ("notification of an unknown method", frame(b'{"jsonrpc": "2.0", "method": "dsh/nope"}'), None),
+    ("a request method as a notification, bad params", frame(b'{"jsonrpc": "2.0", "method": "dsh/plan/set", "params": {"active": "x"}}'), None),
     ("response to nothing", frame(b'{"jsonrpc": "2.0", "id": 4242, "result": {"answers": []}}'), None),
     ("cancel of nothing", frame(b'{"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 777}}'), None),
 ]
