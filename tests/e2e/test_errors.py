@@ -14,6 +14,7 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from dshd_protocol import ERROR_CODES, METHODS, from_wire
+from dshd_protocol.errors import ERROR_DATA_FIELDS
 
 from .conftest import write_workspace
 
@@ -34,6 +35,9 @@ async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
     assert exc.data is not None and exc.data.get("kind") == kind, (method, params, exc.code, exc.message, exc.data)
     assert exc.code == ERROR_CODES[kind]
     assert exc.message  # something for people
+    for field, json_type in ERROR_DATA_FIELDS[kind].items():  # the kind's documented fields
+        value = exc.data.get(field, KeyError)
+        assert value is not KeyError and isinstance(value, json_type) and not isinstance(value, bool), (kind, field, exc.data)
     return exc.data
 
 
