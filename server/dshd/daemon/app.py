@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -54,6 +55,10 @@ class DshDaemon(DshServer):
         self.dsh_workspace: Workspace | None = None
         self.questions = WireQuestions(self)
         self._detach: dict[str, list] = {}
+        # DSHD_TRACE_DURABLE=<file>: "sessionId seq monotonic_ns" per durable event, for
+        # bench/rpc.py to measure fsync -> client holds the notification.
+        trace_path = os.environ.get("DSHD_TRACE_DURABLE")
+        self._trace = open(trace_path, "a", buffering=1) if trace_path else None
         # pygls tags the handler with attributes: a plain function, not a bound method.
         self.feature(types.INITIALIZE)(lambda params: self._on_initialize(params))
         handlers.register(self)
@@ -122,6 +127,9 @@ class DshDaemon(DshServer):
                 agent.session_id, torn.length, torn.saved_to,
             )
         base = {"agentId": agent.agent_id, "sessionId": agent.session_id}
+        if self._trace is not None:
+            trace, sid = self._trace, agent.session_id
+            agent.store.on_durable = lambda event: trace.write(f"{sid} {event.seq} {time.monotonic_ns()}\n")
         notify = self.protocol.notify
         removers = [
             agent.add_event_listener(

@@ -207,27 +207,28 @@ def _require_initialized(d) -> None:
 
 
 def _guard(d, name: str, fn: Handler) -> Handler:
-    """Parse params strictly, run the handler, shape the result; errors become answers."""
-    if inspect.iscoroutinefunction(fn):
+    """Parse params strictly, run the handler, shape the result; errors become answers.
 
-        async def run_async(params: Any) -> Any:
-            _require_initialized(d)
-            try:
-                parsed = parse_params(name, params)
-                return d.to_json(await fn(d, parsed))
-            except (DshError, InvalidParams) as exc:
-                raise _rpc_error(exc) from None
+    Every wrapper is a coroutine function, even for a synchronous handler: pygls starts
+    coroutine handlers as tasks, which asyncio runs in the order they were created, so
+    requests take effect in the order they arrived (a `prompt` followed at once by a
+    `steer` opens its turn before the steer looks for one). A synchronous handler run
+    inline would overtake an earlier request whose task had not started yet.
+    """
+    is_async = inspect.iscoroutinefunction(fn)
 
-        return run_async
-
-    def run(params: Any) -> Any:
+    async def run(params: Any) -> Any:
         _require_initialized(d)
         try:
             parsed = parse_params(name, params)
-            return d.to_json(fn(d, parsed))
+            result = fn(d, parsed)
+            if is_async:
+                result = await result
+            return d.to_json(result)
         except (DshError, InvalidParams) as exc:
             raise _rpc_error(exc) from None
 
+    run.__name__ = f"dsh_{fn.__name__}"
     return run
 
 

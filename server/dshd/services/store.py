@@ -67,6 +67,8 @@ class SessionStore:
         self._last_line = last_line
         self._since_checkpoint = 0
         self._listeners: list[Listener] = []
+        # Benchmarks only (bench/rpc.py): called first, as soon as an event is durable.
+        self.on_durable: Listener | None = None
         self._lock = threading.RLock()
         self.torn_tail: TornTail | None = session_log.torn_tail
         self.checkpoint_status = "absent"
@@ -212,6 +214,9 @@ class SessionStore:
 
     def _after_append(self, appended: list[tuple[Event, bytes, int]], new_state: SessionState) -> None:
         """Bookkeeping once lines are durable: index, state, checkpoint, listeners."""
+        if self.on_durable is not None:
+            for event, _line, _offset in appended:
+                self.on_durable(event)
         for event, _line, offset in appended:
             if event.seq % _INDEX_EVERY == 0:
                 self._index_seqs.append(event.seq)
