@@ -88,10 +88,11 @@ def test_eof_before_initialize_is_exit_code_1(workspace: Path) -> None:
 
 def test_dsh_request_before_initialize_is_server_not_initialized(workspace: Path) -> None:
     with RawDaemon(workspace) as d:
-        for method in ("dsh/session/create", "dsh/session/list", "dsh/plan/get"):
+        for method in ("dsh/session/create", "dsh/session/list", "dsh/plan/get", "shutdown"):
             params = {"agentId": "a-0000000000000000"} if method == "dsh/plan/get" else {}
             reply = d.call(method, params)
             assert reply["error"]["code"] == SERVER_NOT_INITIALIZED, reply
+        d.notify("initialized", {})  # a notification before initialize is dropped
         # Nothing was created, and the daemon still initializes and serves.
         assert not (workspace / ".dsh" / "sessions").exists() or not any((workspace / ".dsh" / "sessions").iterdir())
         assert "result" in d.initialize()
@@ -388,3 +389,11 @@ def test_workspace_root_from_workspace_folders(tmp_path: Path) -> None:
         assert log_events(folder, created["sessionId"])[0]["type"] == "session/start"
         assert not (elsewhere / ".dsh").exists()
         assert d.shutdown_and_exit() == 0
+
+
+def test_exit_before_initialize_is_exit_code_1(workspace: Path) -> None:
+    """LSP: exit may come without initialize; a refused shutdown does not count."""
+    with RawDaemon(workspace) as d:
+        assert d.call("shutdown")["error"]["code"] == SERVER_NOT_INITIALIZED
+        d.notify("exit")
+        assert d.wait() == 1

@@ -175,6 +175,10 @@ class DshServer(LanguageServer):
             if self.initialized and method == types.INITIALIZE:
                 self._on_bad_message(-32600, "Invalid Request: initialize was already answered", message["id"])
                 return
+            if not self.initialized and method not in (types.INITIALIZE, types.EXIT):
+                # LSP: every request before initialize (shutdown too) is ServerNotInitialized.
+                self._on_bad_message(-32002, "the daemon is not initialized: send initialize first", message["id"])
+                return
         if getattr(structured, "method", None) == types.EXIT:
             self.exit_requested = True
             self.connection_lost()
