@@ -112,7 +112,8 @@ async def read_messages(
             return
         try:
             message = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than Python's stack ([[[[...]]]]).
             on_bad_message(-32700, f"Parse error: {exc}", None)
             continue
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
