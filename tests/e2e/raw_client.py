@@ -21,6 +21,10 @@ from typing import Any, Callable
 from dshd.client import dshd_command
 
 
+def _not_json(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
 def split_frames(data: bytes) -> tuple[list[dict], list[str], bytes]:
     """(messages, faults, rest): every complete frame in ``data``; ``rest`` is an
     incomplete tail. A fault is a description of bytes that are not a valid frame."""
@@ -53,7 +57,7 @@ def split_frames(data: bytes) -> tuple[list[dict], list[str], bytes]:
             break
         body = data[body_start : body_start + length]
         try:
-            message = json.loads(body)
+            message = json.loads(body, parse_constant=_not_json)  # NaN/Infinity are not JSON
         except ValueError as exc:
             faults.append(f"body at byte {body_start} is not JSON: {exc}")
         else:

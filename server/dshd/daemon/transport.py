@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import stat
 import sys
@@ -25,6 +26,22 @@ logger = logging.getLogger("dshd.daemon")
 
 MAX_HEADER_TAIL = 128  # where a header line is searched for Content-Length
 MAX_BODY = 64 * 1024 * 1024
+
+
+def _not_json_number(text: str) -> float:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e999: would be echoed back as Infinity, which is not JSON
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def decode_json(body: bytes) -> Any:
+    """Strict JSON: Python's json also takes NaN and Infinity, which are not JSON."""
+    return json.loads(body, parse_constant=_not_json_number, parse_float=_finite_float)
 
 
 def encode_frame(body: bytes) -> bytes:
@@ -111,7 +128,7 @@ async def read_messages(
         except asyncio.IncompleteReadError:
             return
         try:
-            message = json.loads(body)
+            message = decode_json(body)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             # RecursionError: JSON nested deeper than Python's stack ([[[[...]]]]).
             on_bad_message(-32700, f"Parse error: {exc}", None)
