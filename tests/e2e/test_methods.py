@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +428,11 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert [c["op"] for c in changes] == ["create", "pause", "resume", "block", "clear"]
     listed = await call(client, "dsh/session/list", {})
     assert "goal" not in listed["sessions"][0]
+
+
+def test_every_request_method_has_a_happy_path_here() -> None:
+    """A method added to the protocol needs a happy path in this file."""
+    source = Path(__file__).read_text()
+    requests = {m for m, spec in METHODS.items() if spec.kind == "request"}
+    missing = {m for m in requests if not re.search(r'call\(\s*client,\s*"' + re.escape(m) + '"', source)}
+    assert not missing, f"no happy path for {sorted(missing)}"
