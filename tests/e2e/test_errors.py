@@ -384,3 +384,12 @@ async def test_replay_failed_for_logs_that_never_started(workspace: Path, daemon
     assert [p.read_bytes() for p in directory.glob("torn-*.bin")] == [b'{"type":"session/st']
     listed = await client.request("dsh/session/list", {})
     assert sid not in {s["sessionId"] for s in listed["sessions"]}
+
+
+def test_every_error_kind_is_provoked_here() -> None:
+    """A new error kind needs a wire test in this file."""
+    from dshd_protocol import ERROR_KINDS
+
+    source = Path(__file__).read_text()
+    missing = [kind for kind in ERROR_KINDS if f'"{kind}")' not in source and f'== "{kind}"' not in source]
+    assert not missing, f"no wire test for {missing}"
