@@ -14,6 +14,11 @@ export function activate(context: vscode.ExtensionContext): DshApi {
   controller.register(context);
   context.subscriptions.push(output, daemon);
   const ready = controller.startDaemon();
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
+    if (!e.affectsConfiguration('dsh.server') && !e.affectsConfiguration('dsh.config')) return;
+    const pick = await vscode.window.showInformationMessage('The dshd settings changed. Restart dshd to use them? (Open reviews end unanswered.)', 'Restart dshd');
+    if (pick) await vscode.commands.executeCommand('dsh.server.restart');
+  }));
   return { controller, ready };
 }
 

@@ -22,6 +22,8 @@ export class PlanReview {
   private settle!: (outcome: ReviewOutcome) => void;
   readonly outcome: Promise<ReviewOutcome>;
   settled = false;
+  /** Its editor has been opened (before that, no tab of it can have been closed). */
+  shown = false;
 
   constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion) {
     // One document per question; the name ends in .md so the editor treats it as markdown.
@@ -100,6 +102,7 @@ export class PlanReviews implements vscode.Disposable {
     const doc = await vscode.workspace.openTextDocument(review.uri);
     await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
     await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
+    review.shown = true;
     // The rendered plan beside it (the built-in markdown preview editor); the focus stays on the
     // source, where line comments are made.
     await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
@@ -131,7 +134,7 @@ export class PlanReviews implements vscode.Disposable {
   private dismissClosed(): void {
     const openUris = new Set(vscode.window.tabGroups.all.flatMap((g) => g.tabs)
       .map((t) => (t.input instanceof vscode.TabInputText ? t.input.uri.toString() : '')));
-    for (const [uri, review] of this.open) if (!openUris.has(uri)) review.finish({ kind: 'dismissed' });
+    for (const [uri, review] of this.open) if (review.shown && !openUris.has(uri)) review.finish({ kind: 'dismissed' });
   }
 
   /** Called when the daemon goes away: every open review ends without an answer. */
