@@ -1,8 +1,7 @@
 // The connection to dshd: a vscode-languageclient over stdio (the daemon speaks LSP framing), plus
 // the `experimental.dsh` capability, typed requests and the error kinds of SPEC section 6.
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { resolveCommand } from './command';
 import { PROTOCOL_VERSION, type DshMethods, type DshRequest, type DshServerCapabilities } from './protocol';
 import {
   CloseAction, ErrorAction, LanguageClient, ResponseError, State, TransportKind,
@@ -32,20 +31,6 @@ export function asDaemonError(e: unknown): DaemonError {
     return new DaemonError(e.message, typeof data.kind === 'string' ? data.kind : undefined, data);
   }
   return new DaemonError(e instanceof Error ? e.message : String(e), undefined, {});
-}
-
-/** Finds `command` as dshd would be spawned (absolute, relative to the folder, or on PATH). */
-export function resolveCommand(command: string, cwd: string, envPath = process.env.PATH ?? ''): string | undefined {
-  const executable = (p: string) => { try { fs.accessSync(p, fs.constants.X_OK); return fs.statSync(p).isFile(); } catch { return false; } };
-  if (command.includes('/')) {
-    const p = path.resolve(cwd, command);
-    return executable(p) ? p : undefined;
-  }
-  for (const dir of envPath.split(path.delimiter).filter(Boolean)) {
-    const p = path.join(dir, command);
-    if (executable(p)) return p;
-  }
-  return undefined;
 }
 
 /** Params and result of a request method, from the schema's method table. */

@@ -121,8 +121,13 @@ test('the transcript loads the history and follows new events', async () => {
 
 test('a new goal shows 0/40 · active and moves as rounds are spent', async () => {
   seenStatus.length = 0;
-  const goal = await vscode.commands.executeCommand<{ maxRounds: number }>('dsh.goal.create', { objective: 'Retries for the HTTP client', maxRounds: 40 });
-  assert.equal(goal?.maxRounds, 40);
+  // Through the two input boxes, as a person would: objective, then the round budget.
+  const created = vscode.commands.executeCommand<{ maxRounds: number }>('dsh.goal.create');
+  await driver({ action: 'type', text: 'Retries for the HTTP client', settleMs: 800 });
+  await driver({ action: 'press', key: 'Enter' });
+  await driver({ action: 'type', text: '40', settleMs: 500 });
+  await driver({ action: 'press', key: 'Enter' });
+  assert.equal((await created)?.maxRounds, 40);
   await waitFor('2/40 · active', () => c.statusText().goal === '$(target) 2/40 · active', 15000);
   assert.ok(seenStatus.includes('$(target) 0/40 · active'), `status went ${JSON.stringify(seenStatus)}`);
   assert.ok(seenStatus.includes('$(target) 1/40 · active'), `status went ${JSON.stringify(seenStatus)}`);
@@ -134,16 +139,21 @@ test('a new goal shows 0/40 · active and moves as rounds are spent', async () =
 test('pause, block (warning colour) and resume from commands; the model completes the goal', async () => {
   await vscode.commands.executeCommand('dsh.goal.pause');
   await waitFor('paused', () => c.statusText().goal === '$(target) 2/40 · paused');
+  await vscode.commands.executeCommand('dsh.goal.edit', { maxRounds: 50 });
+  await waitFor('a budget of 50', () => c.statusText().goal === '$(target) 2/50 · paused');
+  await driver({ action: 'hover', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/50 · paused")' });
+  await screenshot('status-tooltip', undefined);
+  await driver({ action: 'press', key: 'Escape' });
   await vscode.commands.executeCommand('dsh.goal.block', { code: 'needs-decision', message: 'Which status codes are retryable?' });
-  await waitFor('blocked', () => c.statusText().goal === '$(target) 2/40 · blocked');
+  await waitFor('blocked', () => c.statusText().goal === '$(target) 2/50 · blocked');
   assert.equal(c.statusText().warning, true);
   const tooltip = c.goalItem.tooltip as vscode.MarkdownString;
   assert.match(tooltip.value, /needs-decision/);
   assert.match(tooltip.value, /Retries for the HTTP client/);
   const shot = await screenshot('status-blocked', '#workbench\\.parts\\.statusbar');
-  assert.ok(shot.statusTexts.some((t) => t.includes('2/40 · blocked')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
+  assert.ok(shot.statusTexts.some((t) => t.includes('2/50 · blocked')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
   // A click on the status bar offers the actions valid for a blocked goal.
-  await driver({ action: 'click', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/40 · blocked")' });
+  await driver({ action: 'click', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/50 · blocked")' });
   const rows = await driver({ action: 'texts', selector: '.quick-input-widget .monaco-list-row', settleMs: 700 });
   assert.deepEqual(rows.texts?.map((t) => t.trim()), ['Edit the goal…', 'Resume', 'Mark complete', 'Clear']);
   await driver({ action: 'press', key: 'Escape' });
@@ -161,7 +171,7 @@ test('pause, block (warning colour) and resume from commands; the model complete
   await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("now revision") a.monaco-button:has-text("Resume")' });
   await vscode.commands.executeCommand('notifications.hideList');
   assert.equal(((await resumed) as { phase: string } | undefined)?.phase, 'active');
-  await waitFor('complete', () => c.statusText().goal === '$(target) 3/40 · complete', 15000);
+  await waitFor('complete', () => c.statusText().goal === '$(target) 3/50 · complete', 15000);
   await vscode.commands.executeCommand('dsh.goal.clear');
   await waitFor('no goal', () => c.statusText().goal === '$(target) no goal');
 });
