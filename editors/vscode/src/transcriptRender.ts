@@ -30,6 +30,8 @@ export function renderEvent(ev: SessionEvent): string | undefined {
     case 'assistant/message':
       return `**Agent:** ${str(d.text)}`;
     case 'tool/call':
+      // A plan reads better as the markdown it is than as an escaped JSON string.
+      if (d.name === 'exit_plan_mode' && typeof d.arguments?.plan === 'string') return `→ \`exit_plan_mode\`\n\n${quote(d.arguments.plan.trimEnd())}`;
       return `→ \`${str(d.name)}\` ${clip(JSON.stringify(d.arguments ?? {}))}`;
     case 'tool/result':
       return `← ${d.ok ? 'ok' : '**failed**'}: ${clip(str(d.content))}`;

@@ -20,6 +20,7 @@ test('events render as a readable transcript in seq order, each once', () => {
   for (const s of order) { const i = md.indexOf(s); assert.ok(i > at, `${s} out of order in\n${md}`); at = i; }
   assert.equal(md.split('add a parser').length, 2);
   assert.ok(!md.includes('planActive'));
+  assert.match(md, /→ `exit_plan_mode`\n\n> # Plan/); // the plan as markdown, not escaped JSON
 });
 
 test('goal changes, rounds and plan mode are visible', () => {
