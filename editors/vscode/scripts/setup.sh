@@ -19,7 +19,7 @@ say() { echo "[vscode setup] $*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 need_apt=""
-for p in chromium libkrb5-dev build-essential curl; do
+for p in chromium libkrb5-dev build-essential; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt="$need_apt $p"
 done
 if [ -n "$need_apt" ]; then
