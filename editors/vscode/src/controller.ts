@@ -55,6 +55,8 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.server.restart', () => this.startDaemon());
     cmd('dsh.session.new', (a?: { title?: string }) => this.newSession(a?.title));
     cmd('dsh.session.open', (a?: { sessionId?: string; reload?: boolean }) => this.openSession(a?.sessionId, a?.reload));
+    cmd('dsh.session.fork', () => this.forkSession());
+    cmd('dsh.session.close', () => this.closeSession());
     cmd('dsh.agent.prompt', (a?: { text?: string }) => this.prompt(a?.text));
     cmd('dsh.agent.steer', (a?: { text?: string }) => this.steer(a?.text));
     cmd('dsh.agent.cancel', () => this.cancel());
@@ -183,6 +185,26 @@ export class Controller implements vscode.Disposable {
     if (title) this.transcripts.setTitle(r.sessionId, title);
     this.render();
     return this.session;
+  }
+
+  /** Forks the open session at its last event and switches to the fork (its plan and goal come from its log). */
+  async forkSession(): Promise<Session> {
+    const parent = this.session;
+    const h = await this.req('dsh/session/fork', {});
+    const agent = { agentId: h.agentId };
+    // The fork's starting state, read once like dsh/session/open returns it; notifications follow.
+    const [plan, goal] = await Promise.all([this.daemon.request('dsh/plan/get', agent), this.daemon.request('dsh/goal/get', agent)]);
+    const title = parent?.title ? `${parent.title} (fork)` : undefined;
+    this.session = { ...h, title, goal, plan };
+    if (title) this.transcripts.setTitle(h.sessionId, title);
+    this.render();
+    return this.session;
+  }
+
+  async closeSession(): Promise<void> {
+    await this.req('dsh/session/close', {});
+    this.session = undefined;
+    this.render();
   }
 
   private async ensureSession(): Promise<void> {

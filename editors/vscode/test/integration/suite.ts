@@ -212,4 +212,16 @@ test('losing the daemon during a review is not an approval', async () => {
   assert.equal(planText(), '$(checklist) plan: on');
 });
 
+test('fork switches to a copy that inherits plan mode from the log; close leaves no session', async () => {
+  const parent = c.session!.sessionId;
+  const fork = await vscode.commands.executeCommand<{ sessionId: string; plan: { active: boolean } }>('dsh.session.fork');
+  assert.ok(fork && fork.sessionId !== parent);
+  assert.equal(fork.plan.active, true);
+  assert.equal(planText(), '$(checklist) plan: on');
+  assert.equal(readLog(fork.sessionId)[0].data.forkedFrom.sessionId, parent);
+  await vscode.commands.executeCommand('dsh.session.close');
+  assert.equal(c.session, undefined);
+  assert.equal(c.statusText().goal, '$(target) no session');
+});
+
 export async function run(): Promise<void> { await runAll(); }
