@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -397,3 +398,31 @@ def test_exit_before_initialize_is_exit_code_1(workspace: Path) -> None:
         assert d.call("shutdown")["error"]["code"] == SERVER_NOT_INITIALIZED
         d.notify("exit")
         assert d.wait() == 1
+
+
+def test_stdin_from_a_regular_file(workspace: Path, tmp_path: Path) -> None:
+    """stdin may be a file (epoll cannot poll files: the daemon reads it in a thread):
+    a whole scripted conversation in, every answer out, exit code 0."""
+    from dshd.client import dshd_command
+
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/create", "params": {"title": "from a file"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "dsh/session/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 4, "method": "shutdown"},
+        {"jsonrpc": "2.0", "method": "exit"},
+    ]
+    script = tmp_path / "stdin.bin"
+    script.write_bytes(b"".join(
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body) for body in (json.dumps(m).encode() for m in messages)
+    ))
+    with script.open("rb") as stdin:
+        done = subprocess.run(dshd_command(), stdin=stdin, capture_output=True, cwd=workspace, timeout=30)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    replies, faults, rest = split_frames(done.stdout)
+    assert faults == [] and rest == b""
+    by_id = {r["id"]: r for r in replies if "id" in r}
+    assert set(by_id) == {1, 2, 3, 4}
+    assert by_id[3]["result"]["sessions"][0]["title"] == "from a file"

@@ -183,9 +183,14 @@ class DshServer(LanguageServer):
             self.exit_requested = True
             self.connection_lost()
             return
-        self.protocol.handle_message(structured)
-        if getattr(structured, "method", None) == types.SHUTDOWN:
+        if method == types.SHUTDOWN:
             self.shutdown_requested = True
+            # Earlier dsh/* requests run as tasks that may not have started yet (that keeps
+            # arrival order, handlers.py); pygls's shutdown cancels every pending request,
+            # so let them take effect first.
+            asyncio.get_running_loop().call_soon(self.protocol.handle_message, structured)
+            return
+        self.protocol.handle_message(structured)
 
     def _on_bad_message(self, code: int, text: str, msg_id: Any) -> None:
         logger.warning("bad message: %s", text)
