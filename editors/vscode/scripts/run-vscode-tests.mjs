@@ -111,6 +111,8 @@ try {
         } else if (req.action === 'hover') {
           await page.locator(req.selector).first().hover({ timeout: 10000 });
         } else if (req.action === 'type') {
+          // With a selector: wait until that input is on screen and type into it, not into whatever has focus.
+          if (req.selector) await page.locator(req.selector).first().focus({ timeout: 15000 });
           await page.keyboard.type(req.text, { delay: 5 });
         } else if (req.action === 'press') {
           await page.keyboard.press(req.key);

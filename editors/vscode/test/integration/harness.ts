@@ -31,7 +31,7 @@ export async function runAll(): Promise<TestResult[]> {
 export type DriverAction =
   | { action: 'screenshot' | 'dump'; name: string; selector?: string }
   | { action: 'click' | 'hover' | 'count' | 'texts'; selector: string }
-  | { action: 'type'; text: string }
+  | { action: 'type'; text: string; selector?: string }
   | { action: 'press'; key: string };
 export interface DriverReply { statusTexts: string[]; count?: number; texts?: string[] }
 
@@ -59,6 +59,9 @@ export async function driver(req: DriverAction & { settleMs?: number }): Promise
 }
 
 export const screenshot = (name: string, selector?: string) => driver({ action: 'screenshot', name, selector });
+
+/** The input of the quick input widget (input box or quick pick) whose title or prompt has `text`. */
+export const quickInput = (text: string) => `.quick-input-widget:visible:has-text("${text}") input`;
 
 /** Polls `probe` until it returns a truthy value; fails with `what` after `ms`. */
 export async function waitFor<T>(what: string, probe: () => T | Promise<T>, ms = 20000): Promise<NonNullable<T>> {

@@ -8,7 +8,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { PlanReview } from '../../src/review';
-import { driver, runAll, screenshot, test, waitFor } from './harness';
+import { driver, quickInput, runAll, screenshot, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
@@ -123,9 +123,9 @@ test('a new goal shows 0/40 · active and moves as rounds are spent', async () =
   seenStatus.length = 0;
   // Through the two input boxes, as a person would: objective, then the round budget.
   const created = vscode.commands.executeCommand<{ maxRounds: number }>('dsh.goal.create');
-  await driver({ action: 'type', text: 'Retries for the HTTP client', settleMs: 800 });
+  await driver({ action: 'type', text: 'Retries for the HTTP client', selector: quickInput('New goal (1/2)') });
   await driver({ action: 'press', key: 'Enter' });
-  await driver({ action: 'type', text: '40', settleMs: 500 });
+  await driver({ action: 'type', text: '40', selector: quickInput('New goal (2/2)') });
   await driver({ action: 'press', key: 'Enter' });
   assert.equal((await created)?.maxRounds, 40);
   await waitFor('2/40 · active', () => c.statusText().goal === '$(target) 2/40 · active', 15000);
@@ -204,7 +204,7 @@ test('losing the daemon during a review is not an approval', async () => {
   assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
   // Open it again from the quick pick of dsh/session/list.
   const opened = vscode.commands.executeCommand<{ sessionId: string; plan: { active: boolean } }>('dsh.session.open');
-  await driver({ action: 'type', text: 'vscode integration', settleMs: 800 });
+  await driver({ action: 'type', text: 'vscode integration', selector: quickInput('Open a dsh session') });
   await driver({ action: 'press', key: 'Enter' });
   const s = await opened;
   assert.equal(s?.sessionId, sessionId);

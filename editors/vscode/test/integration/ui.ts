@@ -1,7 +1,7 @@
 // Person-like steps on the plan review, shared by the suites: a line comment typed into the
 // Comments widget, and feedback typed into Keep Planning's input box.
 import * as vscode from 'vscode';
-import { driver, waitFor } from './harness';
+import { driver, quickInput, waitFor } from './harness';
 
 /** Comments on a 0-based line of the plan in the active editor, through the Comments widget. */
 export async function commentOnLine(line: number, text: string): Promise<void> {
@@ -20,7 +20,7 @@ export async function commentOnLine(line: number, text: string): Promise<void> {
 /** Runs Keep Planning and types the feedback into the input box it opens. */
 export async function keepPlanningWith(feedback: string): Promise<unknown> {
   const keep = vscode.commands.executeCommand('dsh.review.keepPlanning');
-  await driver({ action: 'type', text: feedback, settleMs: 800 });
+  await driver({ action: 'type', text: feedback, selector: quickInput('Keep planning') });
   await driver({ action: 'press', key: 'Enter' });
   return keep;
 }
