@@ -426,3 +426,26 @@ def test_stdin_from_a_regular_file(workspace: Path, tmp_path: Path) -> None:
     by_id = {r["id"]: r for r in replies if "id" in r}
     assert set(by_id) == {1, 2, 3, 4}
     assert by_id[3]["result"]["sessions"][0]["title"] == "from a file"
+
+
+def test_a_write_pipelined_with_shutdown_takes_effect(workspace: Path) -> None:
+    """An editor closing sends its last change and shutdown back to back (one write):
+    the change is answered and durable, not cancelled."""
+    with RawDaemon(workspace) as d:
+        d.initialize()
+        created = d.request("dsh/session/create", {})
+        frames = b"".join(
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            for body in (
+                json.dumps({"jsonrpc": "2.0", "id": "last", "method": "dsh/plan/set",
+                            "params": {"agentId": created["agentId"], "active": True}}).encode(),
+                json.dumps({"jsonrpc": "2.0", "id": "bye", "method": "shutdown"}).encode(),
+            )
+        )
+        d.send_bytes(frames)
+        replies = {r["id"]: r for r in (d.next_response(), d.next_response())}  # in any order
+        assert replies["last"]["result"]["outcome"] == "committed"
+        assert replies["bye"]["result"] is None
+        d.notify("exit")
+        assert d.wait() == 0
+    assert [e["data"] for e in log_events(workspace, created["sessionId"]) if e["type"] == "plan/mode"] == [{"active": True}]
