@@ -189,7 +189,7 @@ async def test_goal_errors(workspace: Path, daemons) -> None:
     assert ops == ["create", "block", "complete", "clear"]
 
 
-async def test_plugin_not_loaded(tmp_path: Path, daemons) -> None:
+async def test_plugin_not_loaded(daemons) -> None:
     write_workspace(daemons.root, plugins=[])
     client = await daemons.start()
     sid, agent = await new_session(client)
