@@ -48,9 +48,6 @@ export class PlanReview {
 export class PlanReviews implements vscode.Disposable {
   readonly controller: vscode.CommentController;
   private readonly open = new Map<string, PlanReview>();
-  private readonly changed = new vscode.EventEmitter<PlanReview | undefined>();
-  /** Fires with a review when it opens, and with undefined when one closes. */
-  readonly onDidChange = this.changed.event;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor() {
@@ -107,7 +104,6 @@ export class PlanReviews implements vscode.Disposable {
     // source, where line comments are made.
     await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
       { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false })).catch(() => undefined);
-    this.changed.fire(review);
     void vscode.window.showInformationMessage(`Plan review: ${review.question.title}`, 'Approve', 'Keep Planning…').then((pick) => {
       if (review.settled) return;
       if (pick === 'Approve') void this.approve(review);
@@ -122,7 +118,6 @@ export class PlanReviews implements vscode.Disposable {
     await vscode.commands.executeCommand('setContext', 'dsh.reviewOpen', this.open.size > 0);
     const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((tab) => this.showsReview(tab, review));
     if (tabs.length) await Promise.resolve(vscode.window.tabGroups.close(tabs)).catch(() => undefined);
-    this.changed.fire(undefined);
   }
 
   private showsReview(tab: vscode.Tab, review: PlanReview): boolean {
@@ -199,6 +194,5 @@ export class PlanReviews implements vscode.Disposable {
   dispose(): void {
     this.dismissAll();
     for (const d of this.disposables) d.dispose();
-    this.changed.dispose();
   }
 }
