@@ -143,6 +143,9 @@ class DshClient:
     async def stop(self) -> int | None:
         try:
             await asyncio.wait_for(self.lsp.protocol.send_request_async("shutdown", None), 10)
+        except Exception:
+            pass  # refused (never initialized) or no answer: exit all the same
+        try:
             self.lsp.protocol.notify("exit", None)
         except Exception:
             pass
