@@ -12,6 +12,7 @@ import { driver, quickInput, runAll, screenshot, test, waitFor } from './harness
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
+let transcript: vscode.TextDocument | undefined;
 let c: Controller;
 const seenStatus: string[] = [];
 const workspace = () => vscode.workspace.workspaceFolders![0].uri.fsPath;
@@ -112,6 +113,7 @@ test('Approve turns plan mode off', async () => {
 test('the transcript loads the history and follows new events', async () => {
   const doc = await vscode.commands.executeCommand<vscode.TextDocument>('dsh.transcript.show');
   assert.ok(doc);
+  transcript = doc;
   const text = doc.getText();
   assert.match(text, /# Session vscode integration/);
   assert.match(text, /Add retries to the HTTP client/);
@@ -134,6 +136,9 @@ test('a new goal shows 0/40 · active and moves as rounds are spent', async () =
   const shot = await screenshot('status-active', '#workbench\\.parts\\.statusbar');
   assert.ok(shot.statusTexts.some((t) => t.includes('2/40 · active')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
   assert.equal(c.statusText().warning, false);
+  // The open transcript follows live events.
+  await waitFor('the transcript to show the goal', () => transcript?.getText().includes('goal create: "Retries for the HTTP client"'));
+  await waitFor('the transcript to show round 2', () => transcript?.getText().includes('Goal round 2'));
 });
 
 test('pause, block (warning colour) and resume from commands; the model completes the goal', async () => {
