@@ -267,22 +267,30 @@ async def test_replay_failed_names_seq_line_reason(workspace: Path, daemons) -> 
     data2 = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
     assert data2 == data
 
-    # 4. Same-length changes under the checkpoint (which vouches only for the last
-    # covered line): found when the agent reads the log at load, reported as replay
-    # reports them, never as an internal error.
+    # 4. Same-length changes under the checkpoint, which vouches for the prefix it covers
+    # (SPEC 3: a cold open reads only the tail). The open trusts it; reading that history
+    # (events, or the transcript a turn needs) reports the exact line, never a skip.
     sid, lines = await _closed_session(client, workspace)
     assert (log_path(workspace, sid).parent / "projection.json").exists()
     tampered = list(lines)
     tampered[1] = tampered[1].replace(b'"seq":2', b'"seq":7', 1)
     assert tampered[1] != lines[1]
     log_path(workspace, sid).write_bytes(b"".join(tampered))
-    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    opened = await client.request("dsh/session/open", {"sessionId": sid})
+    data = await rpc_error(client, "dsh/session/events", {"agentId": opened["agentId"]}, "replay-failed")
     assert data == {"kind": "replay-failed", "seq": 7, "line": 2, "reason": "seq gap: expected 2, got 7"}
+    await client.request("dsh/session/close", {"agentId": opened["agentId"]})
     tampered = list(lines)
     tampered[2] = lines[2][:12] + b"#" + lines[2][13:]
     log_path(workspace, sid).write_bytes(b"".join(tampered))
-    data = await rpc_error(client, "dsh/session/open", {"sessionId": sid}, "replay-failed")
+    opened = await client.request("dsh/session/open", {"sessionId": sid})
+    data = await rpc_error(client, "dsh/session/events", {"agentId": opened["agentId"]}, "replay-failed")
     assert data["line"] == 3 and data["reason"]
+    # A turn needs the transcript: it ends with an error and writes nothing of a request.
+    size = log_path(workspace, sid).stat().st_size
+    result = await client.request("dsh/agent/prompt", {"agentId": opened["agentId"], "text": "go on"})
+    assert result["stopReason"] == "error"
+    assert b"request/header" not in log_path(workspace, sid).read_bytes()[size:]
 
 
 async def test_torn_tail_is_cut_and_kept(workspace: Path, daemons) -> None:

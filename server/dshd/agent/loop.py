@@ -88,9 +88,9 @@ class Agent:
         self._steered: list[str] = []
         self._open_calls: list[str] = []  # tool calls of the running step without a result
         self._detachers: list[Callable[[], None]] = []
-        self._transcript: list[Message] = []
-        for event in store.events():
-            self._follow(event)
+        # Built from the log on first use (a model request), not at load: opening a session
+        # then costs only the checkpoint and the tail, however long the log is.
+        self._transcript: list[Message] | None = None
         self._detachers.append(store.add_listener(self._follow))
         self._close_left_open_turn(left_open_reason)
 
@@ -117,7 +117,14 @@ class Agent:
         return self._turn_task is not None and not self._turn_task.done()
 
     def transcript(self) -> list[Message]:
-        return list(self._transcript)
+        return list(self._messages())
+
+    def _messages(self) -> list[Message]:
+        if self._transcript is None:
+            self._transcript = []
+            for event in self.store.events():
+                self._append_message(event)
+        return self._transcript
 
     async def wait_idle(self) -> None:
         """Return once no turn is running (never cancels the running turn)."""
@@ -257,7 +264,7 @@ class Agent:
 
     def _calls_without_results(self) -> list[str]:
         open_calls: list[str] = []
-        for message in self._transcript:
+        for message in self._messages():
             if message.role == "assistant":
                 open_calls.extend(call.call_id for call in message.tool_calls)
             elif message.role == "tool" and message.call_id in open_calls:
@@ -318,6 +325,9 @@ class Agent:
     def _derive_request(self, turn: int, step: int) -> ModelRequest:
         state = self.store.state
         rendered = self.sections.render(PromptContext(state=state, turn=turn, step=step))
+        # The history first: if the log under the checkpoint cannot be read, no header
+        # claims a request that was never made. (The header adds nothing to it: PM-5.)
+        messages = tuple(self._messages())
         self.store.commit(
             "request/header",
             {
@@ -328,7 +338,7 @@ class Agent:
             },
             turn=turn,
         )
-        return ModelRequest(rendered.system, tuple(self._transcript), self.tools.specs())
+        return ModelRequest(rendered.system, messages, self.tools.specs())
 
     async def _run_tool(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         tool = self.tools.get(name)
@@ -351,8 +361,13 @@ class Agent:
     # ---- transcript ------------------------------------------------------------------
 
     def _follow(self, event: Any) -> None:
-        """Keep the model transcript in step with the log (plan/mode, request/header and
-        goal/change never enter it: PM-5)."""
+        """Keep a built transcript in step with the log."""
+        if self._transcript is not None:
+            self._append_message(event)
+
+    def _append_message(self, event: Any) -> None:
+        """plan/mode, request/header and goal/change never enter the transcript (PM-5)."""
+        assert self._transcript is not None
         if isinstance(event, UserMessage):
             self._transcript.append(Message("user", event.data.text))
         elif isinstance(event, AssistantMessage):
