@@ -14,20 +14,12 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import write_workspace
+from tests.e2e.support import of_type, read_log
 
 SLOW_MS = 1500
 # Answers while the model call runs must not wait for it; 200 ms is far above a
 # pygls round trip (~0.4 ms idle) and far below the model's 1.5 s.
 QUICK_S = 0.2
-
-
-def read_log(root: Path, session_id: str) -> list[dict]:
-    path = root / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
 
 
 def at(event: dict) -> datetime:

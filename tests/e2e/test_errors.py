@@ -17,14 +17,7 @@ from dshd_protocol import ERROR_CODES, METHODS, from_wire
 from dshd_protocol.errors import ERROR_DATA_FIELDS
 
 from .conftest import write_workspace
-
-
-def log_path(root: Path, session_id: str) -> Path:
-    return root / ".dsh" / "sessions" / session_id / "log.jsonl"
-
-
-def log_events(root: Path, session_id: str) -> list[dict]:
-    return [json.loads(line) for line in log_path(root, session_id).read_bytes().splitlines()]
+from .support import log_path, read_log, ref_of
 
 
 async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
@@ -44,10 +37,6 @@ async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
 async def new_session(client) -> tuple[str, str]:
     created = await client.request("dsh/session/create", {})
     return created["sessionId"], created["agentId"]
-
-
-def ref_of(view: dict) -> dict:
-    return {"id": view["id"], "revision": view["revision"]}
 
 
 # ---- invalid-params -------------------------------------------------------------------
@@ -122,7 +111,7 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
         await rpc_error(client, method, params, "stale-agent")
     await client.request("dsh/session/close", {"agentId": reopened["agentId"]})
     await rpc_error(client, "dsh/plan/get", {"agentId": reopened["agentId"]}, "stale-agent")
-    assert [e["type"] for e in log_events(workspace, sid)] == ["session/start"]
+    assert [e["type"] for e in read_log(workspace, sid)] == ["session/start"]
 
 
 async def test_turn_open(workspace: Path, daemons) -> None:
@@ -134,7 +123,7 @@ async def test_turn_open(workspace: Path, daemons) -> None:
     await header
     await rpc_error(client, "dsh/agent/prompt", {"agentId": agent, "text": "second"}, "turn-open")
     assert await prompt == {"turn": 1, "stopReason": "end-turn"}
-    texts = [e["data"]["text"] for e in log_events(workspace, sid) if e["type"] == "user/message"]
+    texts = [e["data"]["text"] for e in read_log(workspace, sid) if e["type"] == "user/message"]
     assert texts == ["first"]  # the refused prompt left no trace
 
 
@@ -185,7 +174,7 @@ async def test_goal_errors(workspace: Path, daemons) -> None:
     # The ref returned by clear names no goal: writes with it are no-goal.
     await rpc_error(client, "dsh/goal/resume", {"agentId": agent, "ref": cleared["ref"]}, "no-goal")
     await rpc_error(client, "dsh/goal/clear", {"agentId": agent, "ref": cleared["ref"]}, "no-goal")
-    ops = [e["data"]["op"] for e in log_events(workspace, sid) if e["type"] == "goal/change"]
+    ops = [e["data"]["op"] for e in read_log(workspace, sid) if e["type"] == "goal/change"]
     assert ops == ["create", "block", "complete", "clear"]
 
 
@@ -207,7 +196,7 @@ async def test_plugin_not_loaded(daemons) -> None:
     from_wire(METHODS["dsh/session/open"].result, opened)
     assert opened["plan"] == {"active": False} and opened["goal"] is None
     assert await client.request("dsh/agent/prompt", {"agentId": agent, "text": "hi"}) == {"turn": 1, "stopReason": "end-turn"}
-    header = next(e for e in log_events(daemons.root, sid) if e["type"] == "request/header")
+    header = next(e for e in read_log(daemons.root, sid) if e["type"] == "request/header")
     assert header["data"]["tools"] == [] and header["data"]["sections"] == []
 
 
@@ -311,7 +300,7 @@ async def test_torn_tail_is_cut_and_kept(workspace: Path, daemons) -> None:
 
     # The session goes on from there: the next event takes the next seq.
     await client.request("dsh/plan/set", {"agentId": opened["agentId"], "active": True})
-    after = log_events(workspace, sid)
+    after = read_log(workspace, sid)
     assert [e["seq"] for e in after] == list(range(1, len(lines) + 2))
 
 
@@ -334,7 +323,7 @@ async def test_session_locked_by_another_daemon(workspace: Path, daemons) -> Non
     await first.request("dsh/session/close", {"agentId": agent})
     opened = await second.request("dsh/session/open", {"sessionId": sid})
     await second.request("dsh/plan/set", {"agentId": opened["agentId"], "active": True})
-    events = log_events(workspace, sid)
+    events = read_log(workspace, sid)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # no gap, no duplicate
     texts = [e["data"]["text"] for e in events if e["type"] == "user/message" and e["data"]["source"] == "user"]
     assert texts == ["from the first", "still the first"]
@@ -366,7 +355,7 @@ async def test_concurrent_writes_with_one_ref_exactly_one_wins(workspace: Path, 
     assert accepted[0]["revision"] == ref["revision"] + 1
     for exc in refused:
         assert exc.data["kind"] == "stale-revision" and exc.data["current"] == ref["revision"] + 1
-    edits = [e["data"] for e in log_events(workspace, sid) if e["type"] == "goal/change" and e["data"]["op"] == "edit"]
+    edits = [e["data"] for e in read_log(workspace, sid) if e["type"] == "goal/change" and e["data"]["op"] == "edit"]
     assert len(edits) == 1 and edits[0]["goal"]["objective"] == accepted[0]["objective"]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from dshd_protocol import METHODS, from_wire, is_session_id
 
 from .conftest import write_workspace
+from .support import read_log, ref_of
 
 
 async def call(client, method: str, params: dict) -> Any:
@@ -23,11 +24,6 @@ async def call(client, method: str, params: dict) -> Any:
     result = await client.request(method, params)
     from_wire(METHODS[method].result, result)
     return result
-
-
-def log_events(root: Path, session_id: str) -> list[dict]:
-    path = root / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
 def types_of(events: list[dict]) -> list[str]:
@@ -57,10 +53,6 @@ def goal_note(op: str, agent: str | None = None):
     return pred
 
 
-def ref_of(view: dict) -> dict:
-    return {"id": view["id"], "revision": view["revision"]}
-
-
 def watch_durability(client, root: Path, session_id: str) -> list[str]:
     """Check, as each notification arrives, that what it reports is already on disk
     (G-11: sent after the event is durable). Returns the list of violations (kept empty)."""
@@ -71,7 +63,7 @@ def watch_durability(client, root: Path, session_id: str) -> list[str]:
         params = note["params"]
         if params.get("sessionId") != session_id:
             return
-        on_disk = log_events(root, session_id)
+        on_disk = read_log(root, session_id)
         if note["method"] == "dsh/session/event":
             event = params["event"]
             if event not in on_disk:
@@ -99,7 +91,7 @@ async def test_session_create_list_events(workspace: Path, daemons) -> None:
     untitled = await call(client, "dsh/session/create", {})
     assert is_session_id(alpha["sessionId"]) and is_session_id(untitled["sessionId"])
     assert alpha["sessionId"] != untitled["sessionId"] and alpha["agentId"] != untitled["agentId"]
-    start = log_events(workspace, alpha["sessionId"])[0]
+    start = read_log(workspace, alpha["sessionId"])[0]
     assert start["seq"] == 1 and start["type"] == "session/start"
     assert start["data"]["sessionId"] == alpha["sessionId"] and start["data"]["formatVersion"] == 1
 
@@ -116,7 +108,7 @@ async def test_session_create_list_events(workspace: Path, daemons) -> None:
     assert result == {"turn": 1, "stopReason": "end-turn"}
 
     everything = await call(client, "dsh/session/events", {"agentId": agent})
-    on_disk = log_events(workspace, alpha["sessionId"])
+    on_disk = read_log(workspace, alpha["sessionId"])
     assert everything["events"] == on_disk  # the wire events are the log lines
     assert types_of(on_disk) == [
         "session/start", "turn/open", "user/message", "request/header", "assistant/message", "turn/close",
@@ -158,7 +150,7 @@ async def test_session_open_close_reload(workspace: Path, daemons) -> None:
     again = await call(client, "dsh/session/open", {"sessionId": sid})
     assert again["agentId"] not in (first, reloaded["agentId"])
     assert again["plan"] == {"active": True}
-    assert types_of(log_events(workspace, sid)) == ["session/start", "plan/mode"]
+    assert types_of(read_log(workspace, sid)) == ["session/start", "plan/mode"]
 
 
 async def test_session_fork_inside_and_after_a_turn(workspace: Path, daemons) -> None:
@@ -168,19 +160,19 @@ async def test_session_fork_inside_and_after_a_turn(workspace: Path, daemons) ->
     agent = src["agentId"]
     await call(client, "dsh/plan/set", {"agentId": agent, "active": True})
     await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "go"})
-    source_log = log_events(workspace, src["sessionId"])
+    source_log = read_log(workspace, src["sessionId"])
     call_seq = next(e["seq"] for e in source_log if e["type"] == "tool/call")
 
     # Whole log (no atSeq): the same events after a new session/start.
     whole = await call(client, "dsh/session/fork", {"agentId": agent})
     assert whole["sessionId"] != src["sessionId"] and is_session_id(whole["sessionId"])
-    fork_log = log_events(workspace, whole["sessionId"])
+    fork_log = read_log(workspace, whole["sessionId"])
     assert fork_log[0]["data"]["forkedFrom"] == {"sessionId": src["sessionId"], "seq": source_log[-1]["seq"]}
     assert [(e["type"], e["data"]) for e in fork_log[1:]] == [(e["type"], e["data"]) for e in source_log[1:]]
 
     # A cut right after the tool call: the fork closes the turn ("forked").
     cut = await call(client, "dsh/session/fork", {"agentId": agent, "atSeq": call_seq})
-    cut_log = log_events(workspace, cut["sessionId"])
+    cut_log = read_log(workspace, cut["sessionId"])
     assert cut_log[0]["data"]["forkedFrom"] == {"sessionId": src["sessionId"], "seq": call_seq}
     assert [e["data"] for e in cut_log[1:call_seq]] == [e["data"] for e in source_log[1:call_seq]]
     tail = cut_log[call_seq:]
@@ -208,7 +200,7 @@ async def test_prompt_and_steer_into_a_running_turn(workspace: Path, daemons) ->
     await header
     assert await call(client, "dsh/agent/steer", {"agentId": agent, "text": "also this"}) == {"queued": True}
     assert await prompt == {"turn": 1, "stopReason": "end-turn"}
-    events = log_events(workspace, sid)
+    events = read_log(workspace, sid)
     messages = [(e["turn"], e["data"]["text"]) for e in events if e["type"] == "user/message"]
     assert messages == [(1, "start"), (1, "also this")]
     headers = [e["data"]["step"] for e in events if e["type"] == "request/header"]
@@ -224,7 +216,7 @@ async def test_steer_with_no_turn_starts_one(workspace: Path, daemons) -> None:
     assert await call(client, "dsh/agent/steer", {"agentId": agent, "text": "nudge"}) == {"queued": False}
     note = await closed
     assert note["params"]["event"]["data"] == {"turn": 1, "stopReason": "end-turn"}
-    events = log_events(workspace, created["sessionId"])
+    events = read_log(workspace, created["sessionId"])
     assert events[1]["type"] == "turn/open" and events[1]["data"] == {"turn": 1, "cause": "steer"}
     assert events[2]["data"] == {"text": "nudge", "source": "user"}
 
@@ -239,12 +231,12 @@ async def test_cancel_ends_the_running_turn(workspace: Path, daemons) -> None:
     await header
     assert await call(client, "dsh/agent/cancel", {"agentId": agent}) is None
     assert await asyncio.wait_for(prompt, 5) == {"turn": 1, "stopReason": "cancelled"}
-    events = log_events(workspace, created["sessionId"])
+    events = read_log(workspace, created["sessionId"])
     assert events[-1]["type"] == "turn/close" and events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
     assert "assistant/message" not in types_of(events)
     # Cancel with nothing running is fine and writes nothing.
     assert await call(client, "dsh/agent/cancel", {"agentId": agent}) is None
-    assert log_events(workspace, created["sessionId"]) == events
+    assert read_log(workspace, created["sessionId"]) == events
 
 
 async def test_prompt_command_opens_no_turn(workspace: Path, daemons) -> None:
@@ -258,7 +250,7 @@ async def test_prompt_command_opens_no_turn(workspace: Path, daemons) -> None:
     assert await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "/plan off"}) == {
         "turn": None, "stopReason": "command",
     }
-    events = log_events(workspace, created["sessionId"])
+    events = read_log(workspace, created["sessionId"])
     assert [(e["type"], e["data"]) for e in events[1:]] == [
         ("plan/mode", {"active": True}), ("plan/mode", {"active": False}),
     ]
@@ -307,7 +299,7 @@ async def test_plan_set_get_all_outcomes(workspace: Path, daemons) -> None:
         "turn": 2, "stopReason": "end-turn",
     }
     assert await call(client, "dsh/plan/get", {"agentId": agent}) == {"active": False}
-    events = log_events(workspace, sid)
+    events = read_log(workspace, sid)
     turn2 = [e for e in events if e.get("turn") == 2]
     kinds = [e["type"] for e in turn2]
     # Committed before the request header it affects (PM-10), with a note to the model (PM-14).
@@ -370,11 +362,11 @@ async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, da
     assert cleared == {"ref": {"id": completed["id"], "revision": 7}}
     assert await call(client, "dsh/goal/get", {"agentId": agent}) is None
 
-    changes = [e["data"] for e in log_events(workspace, sid) if e["type"] == "goal/change"]
+    changes = [e["data"] for e in read_log(workspace, sid) if e["type"] == "goal/change"]
     assert [c["op"] for c in changes] == ["create", "block", "edit", "resume", "block", "complete", "clear"]
     assert [c["goal"]["revision"] for c in changes[:-1]] == [1, 2, 3, 4, 5, 6]
     assert changes[-1]["cleared"] == {"id": completed["id"], "revision": 6}
-    rounds = [e["data"]["goalRound"] for e in log_events(workspace, sid) if "goalRound" in e["data"]]
+    rounds = [e["data"]["goalRound"] for e in read_log(workspace, sid) if "goalRound" in e["data"]]
     assert [(r["round"], r["revision"]) for r in rounds] == [(1, 1), (2, 4)]
     ops = [n["params"]["op"] for n in client.notifications if n["method"] == "dsh/goal/changed"]
     assert ops[0] == "create" and ops[-1] == "clear" and ops.count("round") == 2
@@ -398,7 +390,7 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert paused["phase"] == "paused" and paused["revision"] == 2 and paused["activation"] == "disarmed"
     await closed1
     await asyncio.sleep(0.2)
-    assert not any(e["type"] == "turn/open" and e["turn"] == 2 for e in log_events(workspace, sid))
+    assert not any(e["type"] == "turn/open" and e["turn"] == 2 for e in read_log(workspace, sid))
 
     round2 = client.wait_for(is_event("request/header", agent), timeout=10)
     resumed = await call(client, "dsh/goal/resume", {"agentId": agent, "ref": ref_of(paused)})
@@ -413,7 +405,7 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     await asyncio.sleep(0.2)
     view = await call(client, "dsh/goal/get", {"agentId": agent})
     assert view["roundsStarted"] == 2 and view["activation"] == "disarmed"
-    assert not any(e["type"] == "turn/open" and e["turn"] == 3 for e in log_events(workspace, sid))
+    assert not any(e["type"] == "turn/open" and e["turn"] == 3 for e in read_log(workspace, sid))
 
     reason = {"code": "needs-review", "message": "waiting for a design review"}
     blocked = await call(client, "dsh/goal/block", {"agentId": agent, "ref": ref_of(view), "reason": reason})
@@ -424,7 +416,7 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert await call(client, "dsh/goal/disarm", {"agentId": agent}) is None
 
     # The log holds every durable change and no activation change (G-7).
-    changes = [e["data"] for e in log_events(workspace, sid) if e["type"] == "goal/change"]
+    changes = [e["data"] for e in read_log(workspace, sid) if e["type"] == "goal/change"]
     assert [c["op"] for c in changes] == ["create", "pause", "resume", "block", "clear"]
     listed = await call(client, "dsh/session/list", {})
     assert "goal" not in listed["sessions"][0]

@@ -15,6 +15,7 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import write_workspace
+from tests.e2e.support import of_type, read_log, wait_idle
 
 PLAN = """# Plan: retries for the HTTP client
 
@@ -27,15 +28,6 @@ PLAN = """# Plan: retries for the HTTP client
 
 def exit_plan(plan: str = PLAN) -> dict:
     return {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": plan}}]}
-
-
-def read_log(root: Path, session_id: str) -> list[dict]:
-    path = root / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
 
 
 def exit_results(events: list[dict]) -> list[dict]:
@@ -333,18 +325,6 @@ async def test_review_params_errors_do_not_reach_the_person(workspace, daemons):
     else:
         raise AssertionError("a string was read as a bool")
     assert read_log(workspace, session_id) == before
-
-
-async def wait_idle(client, agent: str, timeout: float = 5) -> None:
-    """Until the log shows every opened turn closed."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        events = (await client.request("dsh/session/events", {"agentId": agent}))["events"]
-        if len(of_type(events, "turn/open")) == len(of_type(events, "turn/close")):
-            return
-        await asyncio.sleep(0.02)
-    raise TimeoutError("the agent did not go idle")
 
 
 async def test_reload_during_review_withdraws_the_question_and_plan_stays_on(workspace, daemons):

@@ -17,15 +17,7 @@ from pygls.exceptions import JsonRpcException
 
 from dshd_protocol import METHODS
 from tests.e2e.conftest import write_workspace
-
-
-def read_log(root: Path, session_id: str) -> list[dict]:
-    path = root / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
+from tests.e2e.support import of_type, read_log, ref_of, wait_idle
 
 
 def goal_rounds(events: list[dict]) -> list[dict]:
@@ -40,10 +32,6 @@ def notes(client, method: str, agent: str | None = None) -> list[dict]:
     ]
 
 
-def ref(goal: dict) -> dict:
-    return {"id": goal["id"], "revision": goal["revision"]}
-
-
 def goal_op(op: str, agent: str, **goal_fields):
     def match(n: dict) -> bool:
         p = n["params"]
@@ -52,18 +40,6 @@ def goal_op(op: str, agent: str, **goal_fields):
         return all(p.get("goal", {}).get(k) == v for k, v in goal_fields.items())
 
     return match
-
-
-async def wait_idle(client, agent: str, timeout: float = 5) -> list[dict]:
-    """Until the log shows every opened turn closed; returns the events."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        events = (await client.request("dsh/session/events", {"agentId": agent}))["events"]
-        if len(of_type(events, "turn/open")) == len(of_type(events, "turn/close")):
-            return events
-        await asyncio.sleep(0.02)
-    raise TimeoutError("the agent did not go idle")
 
 
 async def expect_error(kind: str, request) -> JsonRpcException:
@@ -132,7 +108,7 @@ async def test_restart_mid_round_loads_disarmed_and_resume_continues_the_rounds(
     # The person resumes: the active goal re-arms without a durable change, and the
     # rounds go on from 4.
     completed = client.wait_for(goal_op("complete", agent), timeout=5)
-    resumed = await client.request("dsh/goal/resume", {"agentId": agent, "ref": ref(goal)})
+    resumed = await client.request("dsh/goal/resume", {"agentId": agent, "ref": ref_of(goal)})
     assert resumed["activation"] == "armed" and resumed["revision"] == 1
     arm = notes(client, "dsh/goal/changed", agent)[0]
     assert arm["op"] == "arm" and arm["revision"] == 1
@@ -275,18 +251,18 @@ async def test_notifications_are_scoped_per_agent_and_follow_the_log(workspace, 
         "stopReason": "end-turn",
     }
     goal_b = await client.request("dsh/goal/create", {"agentId": b["agentId"], "objective": "B's goal"})
-    goal_b = await client.request("dsh/goal/pause", {"agentId": b["agentId"], "ref": ref(goal_b)})
+    goal_b = await client.request("dsh/goal/pause", {"agentId": b["agentId"], "ref": ref_of(goal_b)})
     # The pause may land after the first round started; the last write's notice is ours.
     assert notes(client, "dsh/goal/changed", b["agentId"])[-1]["op"] == "pause"
     await wait_idle(client, b["agentId"])
     for op, params in [
-        ("edit", {"ref": ref(goal_b), "maxRounds": 9}),
+        ("edit", {"ref": ref_of(goal_b), "maxRounds": 9}),
         ("block", None),
         ("clear", None),
     ]:
         if params is None:
             current = await client.request("dsh/goal/get", {"agentId": b["agentId"]})
-            params = {"ref": ref(current)}
+            params = {"ref": ref_of(current)}
             if op == "block":
                 params["reason"] = {"code": "needs-review", "message": "a person must look"}
         result = await client.request(f"dsh/goal/{op}", {"agentId": b["agentId"], **params})
@@ -366,8 +342,8 @@ async def test_fork_at_every_seq_folds_to_the_sources_state(workspace, daemons):
     await client.request("dsh/goal/create", {"agentId": agent, "objective": "Second", "maxRounds": 2})
     second = (await blocked)["params"]["goal"]
     await wait_idle(client, agent)
-    second = await client.request("dsh/goal/edit", {"agentId": agent, "ref": ref(second), "maxRounds": 4})
-    await client.request("dsh/goal/clear", {"agentId": agent, "ref": ref(second)})
+    second = await client.request("dsh/goal/edit", {"agentId": agent, "ref": ref_of(second), "maxRounds": 4})
+    await client.request("dsh/goal/clear", {"agentId": agent, "ref": ref_of(second)})
     source = await wait_idle(client, agent)
     assert source == read_log(workspace, session_id)
     ops = [e["data"]["op"] for e in of_type(source, "goal/change")]

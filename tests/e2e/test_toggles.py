@@ -10,17 +10,9 @@ import json
 from pathlib import Path
 
 from tests.e2e.conftest import write_workspace
+from tests.e2e.support import of_type, read_log
 
 SLOW_MS = 800
-
-
-def read_log(root: Path, session_id: str) -> list[dict]:
-    path = root / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
 
 
 def plan_notes(client, agent: str) -> list[tuple[bool, bool | None]]:

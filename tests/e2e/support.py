@@ -1,0 +1,37 @@
+"""Helpers shared by the end-to-end tests: the session log on disk, events by type,
+goal refs, waiting for a session to go idle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+
+def log_path(root: Path, session_id: str) -> Path:
+    return root / ".dsh" / "sessions" / session_id / "log.jsonl"
+
+
+def read_log(root: Path, session_id: str) -> list[dict]:
+    """Every event of a session, read from its log file."""
+    return [json.loads(line) for line in log_path(root, session_id).read_bytes().splitlines()]
+
+
+def of_type(events: list[dict], kind: str) -> list[dict]:
+    return [e for e in events if e["type"] == kind]
+
+
+def ref_of(goal: dict) -> dict:
+    return {"id": goal["id"], "revision": goal["revision"]}
+
+
+async def wait_idle(client, agent: str, timeout: float = 5) -> list[dict]:
+    """Until the log shows every opened turn closed; returns the events."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        events = (await client.request("dsh/session/events", {"agentId": agent}))["events"]
+        if len(of_type(events, "turn/open")) == len(of_type(events, "turn/close")):
+            return events
+        await asyncio.sleep(0.02)
+    raise TimeoutError("the agent did not go idle")
