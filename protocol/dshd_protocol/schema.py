@@ -28,7 +28,7 @@ from .errors import ERROR_CODES, ERROR_DATA_FIELDS, ERROR_KINDS
 from .types import EXTRA_SCHEMA_TYPES, METHODS, PROTOCOL_VERSION, Rule
 
 SCHEMA_PATH = Path(__file__).with_name("dsh-protocol.schema.json")
-REGENERATE = "python -m dshd_protocol.schema"
+REGENERATE = "./run protocol"  # the schema, then the editors' types generated from it
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
