@@ -399,7 +399,11 @@ def test_tui_plan_review_and_statusline_on_screen(tmp_path):
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed: the TUI capture needs it")
-    workspace = make_workspace(tmp_path / "ws", [EXIT_WITH_PLAN, {"text": "starting"}])
+    # The goal's first round is a slow model call, so the goal is still active (not run
+    # through its 40 rounds by an exhausted script) when the person pauses it.
+    workspace = make_workspace(
+        tmp_path / "ws", [EXIT_WITH_PLAN, {"text": "starting"}, {"text": "round 1", "delayMs": 20000}]
+    )
     init = tmp_path / "init.lua"
     init.write_text(
         f"""
