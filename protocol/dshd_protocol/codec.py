@@ -176,6 +176,8 @@ def _make_converter() -> cattrs.Converter:
             result = base_hook(value, base)
             if rule.minimum is not None and result < rule.minimum:
                 raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
+            if rule.maximum is not None and result > rule.maximum:
+                raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
             if pattern is not None and pattern.search(result) is None:
                 raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
             if rule.min_items is not None and len(result) < rule.min_items:

@@ -97,6 +97,8 @@ class _Builder:
             for rule in (m for m in meta if isinstance(m, Rule)):
                 if rule.minimum is not None:
                     out["minimum"] = rule.minimum
+                if rule.maximum is not None:
+                    out["maximum"] = rule.maximum
                 if rule.pattern is not None:
                     out["pattern"] = rule.pattern
                 if rule.min_items is not None:

@@ -89,7 +89,8 @@ def valid_wire(tp: Any) -> st.SearchStrategy[Any]:
         return st.booleans()
     if base is int:
         low = rule.minimum if rule is not None and rule.minimum is not None else -(2**31)
-        return st.integers(min_value=low, max_value=2**53)
+        high = rule.maximum if rule is not None and rule.maximum is not None else 2**53
+        return st.integers(min_value=low, max_value=high)
     if get_origin(base) is Literal:
         return st.sampled_from(get_args(base))
     if get_origin(base) is list:
@@ -204,7 +205,8 @@ def _rule_breakers(tp: Any) -> list[Any]:
     if rule is None:
         return []
     if rule.minimum is not None:
-        return [rule.minimum - 1, rule.minimum - 100]
+        too_big = [rule.maximum + 1, 2**70] if rule.maximum is not None else []
+        return [rule.minimum - 1, rule.minimum - 100, *too_big]
     if rule.min_items is not None:
         return [[]] if rule.min_items > 0 else []
     if rule.pattern is not None:

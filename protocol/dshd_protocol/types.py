@@ -38,6 +38,7 @@ class Rule:
     """
 
     minimum: int | None = None
+    maximum: int | None = None
     pattern: str | None = None
     min_items: int | None = None
     description: str | None = None  # what the rule means, for error messages
@@ -46,10 +47,13 @@ class Rule:
 NON_BLANK = r"\S"
 KEBAB_CASE = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
-PositiveInt = Annotated[int, Rule(minimum=1, description="an integer >= 1")]
-NonNegativeInt = Annotated[int, Rule(minimum=0, description="an integer >= 0")]
-Revision = Annotated[int, Rule(minimum=1, description="a revision >= 1")]
-Seq = Annotated[int, Rule(minimum=0, description="a log sequence number >= 0")]
+# Integers stop at 2^53 - 1: above it JavaScript (VS Code) can no longer hold them exactly.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+PositiveInt = Annotated[int, Rule(minimum=1, maximum=MAX_SAFE_INTEGER, description="an integer from 1 to 2^53-1")]
+NonNegativeInt = Annotated[int, Rule(minimum=0, maximum=MAX_SAFE_INTEGER, description="an integer from 0 to 2^53-1")]
+Revision = Annotated[int, Rule(minimum=1, maximum=MAX_SAFE_INTEGER, description="a revision from 1 to 2^53-1")]
+Seq = Annotated[int, Rule(minimum=0, maximum=MAX_SAFE_INTEGER, description="a log sequence number from 0 to 2^53-1")]
 NonBlankText = Annotated[str, Rule(pattern=NON_BLANK, description="a non-blank string")]
 SessionId = Annotated[
     str, Rule(pattern=SESSION_ID_PATTERN, description="a session id issued by the daemon (s-<26 base32>)")

@@ -103,7 +103,7 @@ export interface Answer {
  */
 export interface LineComment {
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   line: number;
   text: string;
@@ -141,7 +141,7 @@ export interface DshClientCapabilities {
  */
 export interface DshServerCapabilities {
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   version: number;
   questions?: boolean;
@@ -170,7 +170,7 @@ export interface GoalRef {
    */
   id: string;
   /**
-   * a revision >= 1
+   * a revision from 1 to 2^53-1
    */
   revision: number;
 }
@@ -189,7 +189,7 @@ export interface GoalChangedParams {
   sessionId: string;
   op: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear" | "round" | "arm" | "disarm";
   /**
-   * a revision >= 1
+   * a revision from 1 to 2^53-1
    */
   revision: number;
   goal?: GoalView;
@@ -206,7 +206,7 @@ export interface GoalView {
    */
   id: string;
   /**
-   * a revision >= 1
+   * a revision from 1 to 2^53-1
    */
   revision: number;
   /**
@@ -215,15 +215,15 @@ export interface GoalView {
   objective: string;
   phase: "active" | "paused" | "blocked" | "complete";
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   maxRounds: number;
   /**
-   * an integer >= 0
+   * an integer from 0 to 2^53-1
    */
   roundsStarted: number;
   /**
-   * an integer >= 0
+   * an integer from 0 to 2^53-1
    */
   roundsLeft: number;
   /**
@@ -258,7 +258,7 @@ export interface GoalCreateParams {
    */
   objective: string;
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   maxRounds?: number;
 }
@@ -279,7 +279,7 @@ export interface GoalEditParams {
    */
   objective?: string;
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   maxRounds?: number;
 }
@@ -426,7 +426,7 @@ export interface SessionCreateParams {
  */
 export interface SessionEvent {
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   seq: number;
   /**
@@ -439,7 +439,7 @@ export interface SessionEvent {
   at: string;
   data: {};
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   turn?: number;
 }
@@ -468,11 +468,11 @@ export interface SessionEventsParams {
    */
   agentId: string;
   /**
-   * a log sequence number >= 0
+   * a log sequence number from 0 to 2^53-1
    */
   afterSeq?: number;
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   limit?: number;
 }
@@ -483,7 +483,7 @@ export interface SessionEventsParams {
 export interface SessionEventsResult {
   events: SessionEvent[];
   /**
-   * an integer >= 0
+   * an integer from 0 to 2^53-1
    */
   nextSeq: number;
 }
@@ -497,7 +497,7 @@ export interface SessionForkParams {
    */
   agentId: string;
   /**
-   * an integer >= 1
+   * an integer from 1 to 2^53-1
    */
   atSeq?: number;
 }
