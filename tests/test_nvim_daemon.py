@@ -64,7 +64,8 @@ def editors():
 
 def log_events(workspace: Path, session_id: str) -> list[dict]:
     path = workspace / ".dsh" / "sessions" / session_id / "log.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    text = path.read_text(encoding="utf-8")  # complete lines only: one may be mid-append
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 def wait_for_log(workspace: Path, session_id: str, predicate, timeout: float = 20.0) -> list[dict]:

@@ -252,4 +252,5 @@ def log_path(workspace: Path, session_id: str) -> Path:
 
 
 def log_events(workspace: Path, session_id: str) -> list[dict]:
-    return [json.loads(line) for line in log_path(workspace, session_id).read_bytes().splitlines()]
+    data = log_path(workspace, session_id).read_bytes()  # complete lines only: one may be mid-append
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]

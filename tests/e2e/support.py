@@ -13,8 +13,10 @@ def log_path(root: Path, session_id: str) -> Path:
 
 
 def read_log(root: Path, session_id: str) -> list[dict]:
-    """Every event of a session, read from its log file."""
-    return [json.loads(line) for line in log_path(root, session_id).read_bytes().splitlines()]
+    """Every complete event of a session, read from its log file (the daemon may be
+    appending a line right now: bytes after the last newline are not an event yet)."""
+    data = log_path(root, session_id).read_bytes()
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
 
 
 def of_type(events: list[dict], kind: str) -> list[dict]:

@@ -98,7 +98,12 @@ try {
       const name = f.slice(0, -4);
       const req = JSON.parse(fs.readFileSync(path.join(control, f), 'utf8') || '{}');
       fs.unlinkSync(path.join(control, f));
-      const reply = (r) => fs.writeFileSync(path.join(control, `${name}.done`), JSON.stringify(r));
+      // Written aside then renamed: the extension host polls for `.done` and must never
+      // read it half-written.
+      const reply = (r) => {
+        fs.writeFileSync(path.join(control, `${name}.done.tmp`), JSON.stringify(r));
+        fs.renameSync(path.join(control, `${name}.done.tmp`), path.join(control, `${name}.done`));
+      };
       try {
         await sleep(req.settleMs ?? 500); // let the workbench paint what the suite just did
         if (req.action === 'screenshot') {

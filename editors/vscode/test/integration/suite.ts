@@ -20,7 +20,9 @@ const workspace = () => vscode.workspace.workspaceFolders![0].uri.fsPath;
 interface LogEvent { seq: number; type: string; data: any; turn?: number }
 function readLog(sessionId: string): LogEvent[] {
   const file = path.join(workspace(), '.dsh', 'sessions', sessionId, 'log.jsonl');
-  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  // Complete lines only: the daemon may be appending the last one right now.
+  const lines = fs.readFileSync(file, 'utf8').split('\n').slice(0, -1);
+  return lines.filter(Boolean).map((l) => JSON.parse(l));
 }
 
 async function nextReview(): Promise<PlanReview> {
