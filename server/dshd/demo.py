@@ -210,10 +210,8 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     goal = await client.request(
         "dsh/goal/create", {"agentId": agent, "objective": "Ship retries for the HTTP client", "maxRounds": 40}
     )
-    out.status(status_text(goal))
     note = await blocked
     goal = note["params"]["goal"]
-    out.status(status_text(goal))
     out.status(f"blocked: {goal['blockedReason']['message']}")
     await wait_idle(client, agent)
 
@@ -228,7 +226,6 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     goal = await client.request(
         "dsh/goal/resume", {"agentId": agent, "ref": {"id": goal["id"], "revision": goal["revision"]}}
     )
-    out.status(status_text(goal))
     await round5
 
     out.section("the editor restarts the daemon while round 5 is running")
@@ -257,9 +254,7 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     goal = await client.request(
         "dsh/goal/resume", {"agentId": agent, "ref": {"id": goal["id"], "revision": goal["revision"]}}
     )
-    out.status(status_text(goal))
-    note = await completed
-    out.status(status_text(note["params"]["goal"]))
+    await completed
     await wait_idle(client, agent)
     code = await client.stop()
     out.section(f"done: daemon exited with code {code}")
@@ -287,8 +282,10 @@ async def start_client(workspace: Path, person: Person, out: Transcript, config:
     def show(note: dict) -> None:
         if note["method"] == "dsh/session/event":
             out.event(note["params"]["event"])
-        elif note["method"] == "dsh/goal/changed" and note["params"].get("op") == "round":
-            out.status(status_text(note["params"].get("goal")))
+        elif note["method"] == "dsh/goal/changed":
+            # The status bar, as in the editors, follows dsh/goal/changed alone.
+            params = note["params"]
+            out.status(f"{status_text(params.get('goal')):<40} ← goal/changed {params['op']}, revision {params['revision']}")
 
     client.listeners.append(show)
     return client

@@ -1,0 +1,48 @@
+"""`dshd demo` (the README's main job) runs the whole scenario against the real daemon
+and prints what a person would see."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from dshd.folds import replay
+
+
+def test_demo_walks_the_scenario_and_keeps_a_sound_log(tmp_path: Path) -> None:
+    dshd = Path(sys.executable).with_name("dshd")
+    proc = subprocess.run(
+        [str(dshd), "demo", "--workspace", str(tmp_path / "ws")],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [
+        "[you]    /plan",
+        "plan review #1 opens in the editor",
+        "[you]    Keep planning:",
+        "comment on line 5",
+        "plan review #2 opens in the editor",
+        "[you]    Approve",
+        "plan mode off",
+        "◎ 0/40 · active",
+        "◎ 3/40 · blocked — dependency-conflict",
+        "goal/changed resume",
+        "daemon exited with code 0",
+        "(disarmed)",
+        "closed on load: interrupted",
+        "nothing runs by itself: 0 events",
+        "goal/changed arm",
+        "◎ 6/40 · complete",
+        "done: daemon exited with code 0",
+    ]
+    position = 0
+    for step in steps:  # in this order
+        found = out.find(step, position)
+        assert found >= 0, f"missing (in order): {step!r}\n{out}"
+        position = found
+    # The session it leaves behind replays strictly, ending with the goal complete.
+    (log,) = (tmp_path / "ws" / ".dsh" / "sessions").glob("*/log.jsonl")
+    state = replay(log, use_checkpoint=False).state
+    assert state.goal.goal.phase == "complete" and state.plan.active is False
