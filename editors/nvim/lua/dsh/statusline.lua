@@ -9,23 +9,7 @@ M.icon = '◎'
 ---@return string
 function M.format(view)
   if view == nil or view == vim.NIL then
-    --- The highlight group that suits `view`: a warning while blocked, a hint while an
---- active goal is disarmed (nothing will continue it), nil otherwise.
----@param view table?
----@return string?
-function M.highlight(view)
-  if view == nil or view == vim.NIL then
-    return nil
-  end
-  if view.phase == 'blocked' then
-    return 'DiagnosticWarn'
-  elseif view.phase == 'active' and view.activation == 'disarmed' then
-    return 'DiagnosticHint'
-  end
-  return nil
-end
-
-return M.icon .. ' no goal'
+    return M.icon .. ' no goal'
   end
   local text = ('%s %d/%d %s'):format(
     M.icon,
