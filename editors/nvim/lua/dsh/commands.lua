@@ -27,19 +27,25 @@ local function word(s)
 end
 
 --- "fix the tests 40" -> "fix the tests", 40. A trailing whole number is the budget.
-local function objective_and_rounds(s)
-  local objective, rounds = s:match('^(.-)%s+(%d+)$')
-  if objective and objective ~= '' then
-    return trim(objective), tonumber(rounds)
-  end
-  return s, nil
-end
-
 local function positive(n, what)
   if not n or n < 1 or n ~= math.floor(n) then
     return nil, what .. ' must be a positive whole number'
   end
   return n
+end
+
+--- "{objective} [rounds]" -> objective, rounds (nil when absent), or nil, nil, error.
+local function objective_and_rounds(s)
+  local objective, rounds = s:match('^(.-)%s+(%d+)$')
+  if not (objective and objective ~= '') then
+    return s, nil
+  end
+  local err
+  rounds, err = positive(tonumber(rounds), 'rounds')
+  if not rounds then
+    return nil, nil, err
+  end
+  return trim(objective), rounds
 end
 
 --- Parse the arguments of :Dsh into an action table, or nil and an error message.
@@ -95,16 +101,11 @@ function M.parse(args, bang)
     if not verb then
       return { action = 'goal.show' }
     elseif verb == 'create' then
-      local objective, rounds = objective_and_rounds(arg)
-      if objective == '' then
+      local objective, rounds, err = objective_and_rounds(arg)
+      if err then
+        return nil, err
+      elseif objective == '' then
         return nil, 'usage: :Dsh goal create {objective} [rounds]'
-      end
-      if rounds then
-        local err
-        rounds, err = positive(rounds, 'rounds')
-        if not rounds then
-          return nil, err
-        end
       end
       return { action = 'goal.create', objective = objective, max_rounds = rounds }
     elseif verb == 'edit' then
@@ -118,13 +119,9 @@ function M.parse(args, bang)
         end
         return { action = 'goal.edit', max_rounds = rounds }
       end
-      local objective, rounds = objective_and_rounds(arg)
-      if rounds then
-        local err
-        rounds, err = positive(rounds, 'rounds')
-        if not rounds then
-          return nil, err
-        end
+      local objective, rounds, err = objective_and_rounds(arg)
+      if err then
+        return nil, err
       end
       return { action = 'goal.edit', objective = objective, max_rounds = rounds }
     elseif verb == 'block' then
