@@ -16,11 +16,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "server" / "dshd"
 LAYERS = {
     "errors": 0,
     "log": 1,
+    "sandbox": 1,  # OS sandbox for commands: knows nothing of sessions or agents
     "folds": 2,
     "services": 3,
     "agent": 4,
+    "models": 4,  # model adapters (providers); SDKs imported only inside a provider's module
+    "tools": 4,  # workspace tools (a plugin family)
     "plugins": 4,
+    "api": 5,  # front-door neutral: fan-out and the chat-item projection; no wire package
     "daemon": 5,
+    "acp": 5,
     "demo": 6,
     "cli": 6,
     "client": 6,
@@ -68,17 +73,27 @@ def test_layer_imports_point_inwards(path: Path):
                 assert top == "plugins", f"{path} imports {name}: the agent loop depends on no plugin"
                 continue
             assert target_layer <= layer, f"{path.relative_to(PACKAGE)} (layer {layer}) imports {name} (layer {target_layer})"
+            # The two front doors never import each other; api/ serves both and imports neither.
+            doors = {"daemon", "acp"}
+            if top in doors | {"api"} and target in doors:
+                assert target == top, f"{path.relative_to(PACKAGE)} imports {name}: front doors stay apart"
+        if top == "api":
+            assert root not in WIRE_ONLY + ("acp",), f"{path.name} (api) imports {name}: api/ knows no wire"
 
 
 def test_core_layers_import_without_pygls():
     code = (
         "import sys, importlib, pkgutil\n"
         "import dshd\n"
-        "for sub in ('log', 'folds', 'services', 'agent', 'plugins'):\n"
-        "    pkg = importlib.import_module('dshd.' + sub)\n"
+        "for sub in ('log', 'sandbox', 'folds', 'services', 'agent', 'models', 'tools', 'plugins'):\n"
+        "    try:\n"
+        "        pkg = importlib.import_module('dshd.' + sub)\n"
+        "    except ModuleNotFoundError as exc:\n"
+        "        if exc.name == 'dshd.' + sub: continue  # not built yet\n"
+        "        raise\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, 'dshd.' + sub + '.'):\n"
         "        importlib.import_module(m.name)\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'dshd_protocol')]\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'dshd_protocol', 'acp')]\n"
         "assert not bad, bad\n"
         "print('ok')\n"
     )

@@ -11,9 +11,15 @@ Keys (all optional; defaults in :data:`DEFAULTS`)::
     plugins = ["plan", "goals"]      # plugins loaded by name (dshd.plugins.<name>)
     [plan]   section = "<text>"      # the plan:policy prompt text, verbatim (PM-2, PM-3)
     [goals]  maxRounds = 256         # default round budget of a new goal (G-9)
-    [model]  provider = "scripted"   # the only provider so far
-             script = "<path>"       # relative to the workspace; no script: every
-                                     #   request gets "(script exhausted)"
+    [model]  provider = "scripted"   # "scripted" | "openai" | "anthropic"
+             script = "<path>"       # scripted: relative to the workspace; no script:
+                                     #   every request gets "(script exhausted)"
+             model, baseUrl, apiKeyEnv, maxOutputTokens, contextWindow, timeoutS = 120,
+             maxRetries = 2          # real providers
+    [goals]  maxTokens               # default token budget of a new goal (optional)
+    [tools]  sandbox = "workspace-write", network = false, approve = ["write", "exec"]
+    [context] compactAt = 0.8
+    [trust]  folders = []            # trusted workspaces (user config)
     [agent]  maxSteps = 32           # steps per turn before it closes with "max-steps"
              maxStepRetries = 3      # re-proposals of a rejected step before "rejected"
 
@@ -54,11 +60,42 @@ class PlanConfig(_Table):
 
 class GoalsConfig(_Table):
     maxRounds: int = 256
+    maxTokens: int | None = None  # default token budget of a new goal (none: unlimited)
+
+
+Provider = Literal["scripted", "openai", "anthropic"]
 
 
 class ModelConfig(_Table):
-    provider: Literal["scripted"] = "scripted"
-    script: str | None = None
+    provider: Provider = "scripted"
+    script: str | None = None  # scripted only
+    # Real providers (openai, anthropic). The key itself never appears in config: only the
+    # name of the environment variable that holds it.
+    model: str | None = None
+    baseUrl: str | None = None
+    apiKeyEnv: str | None = None  # default OPENAI_API_KEY / ANTHROPIC_API_KEY
+    maxOutputTokens: int | None = None
+    contextWindow: int | None = None  # tokens
+    timeoutS: float = 120.0
+    maxRetries: int = 2
+
+
+Sandbox = Literal["read-only", "workspace-write", "full-access"]
+Mutability = Literal["read", "write", "exec"]
+
+
+class ToolsConfig(_Table):
+    sandbox: Sandbox = "workspace-write"
+    network: bool = False
+    approve: list[Mutability] = msgspec.field(default_factory=lambda: ["write", "exec"])
+
+
+class ContextConfig(_Table):
+    compactAt: float = 0.8  # share of [model] contextWindow that triggers a compaction
+
+
+class TrustConfig(_Table):
+    folders: list[str] = []  # workspaces trusted for guarded keys (user config only)
 
 
 class AgentConfig(_Table):
@@ -87,6 +124,9 @@ class Config(_Table):
     goals: GoalsConfig = GoalsConfig()
     model: ModelConfig = ModelConfig()
     agent: AgentConfig = AgentConfig()
+    tools: ToolsConfig = ToolsConfig()
+    context: ContextConfig = ContextConfig()
+    trust: TrustConfig = TrustConfig()
     # Not a config key: the scripted model's replies, read and checked at load time so
     # that a malformed script fails start-up (key "model.script"), not the first turn.
     scriptReplies: list[ScriptReply] = []
@@ -130,6 +170,25 @@ def _check_values(config: Config) -> None:
         raise _invalid("plan.section", "must be non-blank text")
     if config.goals.maxRounds < 1:
         raise _invalid("goals.maxRounds", "must be at least 1")
+    if config.goals.maxTokens is not None and config.goals.maxTokens < 1:
+        raise _invalid("goals.maxTokens", "must be at least 1 (leave it out for no token budget)")
+    model = config.model
+    if model.provider != "scripted" and not (model.model or "").strip():
+        raise _invalid("model.model", f"provider {model.provider!r} needs a model name")
+    if model.provider != "scripted" and model.script is not None:
+        raise _invalid("model.script", "only the scripted provider reads a script")
+    for key in ("maxOutputTokens", "contextWindow"):
+        value = getattr(model, key)
+        if value is not None and value < 1:
+            raise _invalid(f"model.{key}", "must be at least 1")
+    if not model.timeoutS > 0:
+        raise _invalid("model.timeoutS", "must be more than 0 seconds")
+    if model.maxRetries < 0:
+        raise _invalid("model.maxRetries", "must be 0 or more")
+    if not 0 < config.context.compactAt <= 1:
+        raise _invalid("context.compactAt", "must be more than 0 and at most 1")
+    if len(set(config.tools.approve)) != len(config.tools.approve):
+        raise _invalid("tools.approve", "a class is listed twice")
     if config.agent.maxSteps < 1:
         raise _invalid("agent.maxSteps", "must be at least 1")
     if config.agent.maxStepRetries < 0:

@@ -41,6 +41,7 @@ import msgspec
 
 from dshd.agent.commands import CommandRegistry
 from dshd.agent.config import Config
+from dshd.agent.deltas import AgentDelta, DeltaListener
 from dshd.agent.model import Message, ModelAdapter, ModelError, ModelRequest, ToolCallRequest, collect
 from dshd.agent.prompt import PromptContext, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
@@ -88,6 +89,7 @@ class Agent:
         self._steered: list[str] = []
         self._open_calls: list[str] = []  # tool calls of the running step without a result
         self._detachers: list[Callable[[], None]] = []
+        self._delta_listeners: list[DeltaListener] = []
         # Built from the log on first use (a model request), not at load: opening a session
         # then costs only the checkpoint and the tail, however long the log is.
         self._transcript: list[Message] | None = None
@@ -109,6 +111,25 @@ class Agent:
         remove = self.store.add_listener(fn)
         self._detachers.append(remove)
         return remove
+
+    def add_delta_listener(self, fn: DeltaListener) -> Callable[[], None]:
+        """``fn(delta)`` for each live delta of this agent's model calls; returns a remover."""
+        self._delta_listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._delta_listeners:
+                self._delta_listeners.remove(fn)
+
+        self._detachers.append(remove)
+        return remove
+
+    def _emit_delta(self, delta: AgentDelta) -> None:
+        # A failing listener never disturbs the model call (deltas are not the truth).
+        for fn in list(self._delta_listeners):
+            try:
+                fn(delta)
+            except Exception:
+                log.exception("delta listener failed")
 
     # ---- state -----------------------------------------------------------------------
 

@@ -231,7 +231,9 @@ class ScriptedModel:
 
 
 def model_from_config(config: Config) -> ModelAdapter:
-    """The adapter the config names (only "scripted" so far)."""
+    """The adapter the config names."""
     if config.model.provider == "scripted":
         return ScriptedModel(config.scriptReplies)
-    raise AssertionError(f"unreachable: provider {config.model.provider!r} passed config checks")
+    from dshd.errors import DshError
+
+    raise DshError("invalid-config", f"provider {config.model.provider!r} is not built yet", key="model.provider")
