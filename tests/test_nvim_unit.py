@@ -505,6 +505,157 @@ def test_review_withdrawn_when_the_turn_closes(editor):
     assert any("plan review closed" in m for m in editor.messages())
 
 
+def test_review_float_numbers_wraps_and_says_it_scrolls(editor):
+    long_plan = "# Plan: a long one\n\n" + "\n".join(
+        f"{i}. step {i}: " + "a reasonably long sentence that has to wrap at a word boundary " * 2 for i in range(1, 60)
+    ) + "\n"
+    ask = {**ASK, "questions": [{**ASK["questions"][0], "plan": long_plan}]}
+    assert editor.lua(START_ASK, ask) == "suspended"
+    editor.wait_for("#require('dsh.review').list() == 1")
+    shown = editor.lua(
+        """
+        local win = vim.api.nvim_get_current_win()
+        local cfg = vim.api.nvim_win_get_config(win)
+        local footer = {}
+        for _, c in ipairs(cfg.footer) do table.insert(footer, c[1]) end
+        return { number = vim.wo[win].number, wrap = vim.wo[win].wrap, linebreak = vim.wo[win].linebreak,
+                 footer = table.concat(footer), height = cfg.height, lines = vim.o.lines }
+        """
+    )
+    assert shown["number"] and shown["wrap"] and shown["linebreak"]
+    assert shown["height"] <= shown["lines"] - 8
+    assert "↓" in shown["footer"] and "of 61" in shown["footer"], shown["footer"]
+    editor.feed("G")
+    editor.wait_for("(function() local c = vim.api.nvim_win_get_config(0).footer; return c[#c][1]:find('↑', 1, true) end)()")
+    editor.feed("q")
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+
+
+def test_review_scroll_text(editor):
+    text = "return require('dsh.float').scroll_text(...)"
+    assert editor.lua(text, 1, 5, 5) == ""
+    assert editor.lua(text, 1, 20, 45) == "lines 1-20 of 45 ↓"
+    assert editor.lua(text, 10, 30, 45) == "lines 10-30 of 45 ↕"
+    assert editor.lua(text, 26, 45, 45) == "lines 26-45 of 45 ↑"
+
+
+def comment_line_3(editor, text="read it twice"):
+    editor.feed("3Gc")
+    editor.feed(f"{text}<CR>")
+    editor.wait_for("require('dsh.review').list()[1].comments[3] ~= nil")
+
+
+def test_review_q_with_a_comment_asks_and_defaults_to_keep_reviewing(editor):
+    open_review(editor)
+    comment_line_3(editor)
+    editor.feed("q")
+    editor.feed("<CR>")  # no choice typed: the safe one, keep reviewing
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.asked()[-1] == "This review has 1 comment not sent yet. Close it?"
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.feed("q")
+    editor.feed("<Esc>")  # <Esc> is the safe choice too
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.feed("q")
+    editor.feed("2<CR>")  # send back with them
+    assert editor.wait_for("_G.review_result") == {"answers": [{
+        "id": "q-1", "choice": "revise", "comments": [{"line": 3, "text": "read it twice"}]}]}
+
+
+def test_review_q_with_a_comment_can_discard(editor):
+    open_review(editor)
+    comment_line_3(editor)
+    editor.feed("q")
+    editor.feed("3<CR>")
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+
+
+def test_review_window_closed_with_a_comment_comes_back_and_asks(editor):
+    open_review(editor)
+    comment_line_3(editor)
+    editor.typed("close")
+    editor.wait_for("require('dsh.review').list()[1] and vim.api.nvim_win_is_valid(require('dsh.review').list()[1].win)",
+                    what="the float to come back")
+    editor.feed("1<CR>")
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.asked()[-1] == "This review has 1 comment not sent yet. Close it?"
+    review = editor.lua("local r = require('dsh.review').list()[1]; return { win = vim.api.nvim_win_is_valid(r.win),"
+                        " current = vim.api.nvim_get_current_win() == r.win, comments = r.comments }")
+    assert review["win"] and review["current"]
+    assert editor.lua("return require('dsh.review').list()[1].comments[3]") == "read it twice"
+    assert editor.lua("return _G.review_result") is None
+
+
+def test_review_approve_with_a_comment_asks(editor):
+    open_review(editor)
+    comment_line_3(editor)
+    editor.feed("a")
+    editor.feed("<CR>")  # keep reviewing
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.lua("return _G.review_result") is None
+    assert "your 1 comment would be dropped" in editor.asked()[-1]
+    editor.feed("a")
+    editor.feed("3<CR>")  # approve and drop them
+    assert editor.wait_for("_G.review_result") == {"answers": [{"id": "q-1", "choice": "approve"}]}
+
+
+def test_review_feedback_abandoned_with_esc_is_kept_as_a_draft(editor):
+    open_review(editor)
+    editor.feed("r")
+    editor.feed("split step 2")
+    editor.feed("<Esc>")
+    editor.wait_for("require('dsh.review').list()[1].feedback == 'split step 2'")
+    editor.feed("q")  # the draft makes q ask
+    editor.feed("<CR>")
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.asked()[-1] == "This review has feedback not sent yet. Close it?"
+    editor.wait_for("vim.fn.mode() == 'n'")
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.feed("r")  # the prompt starts with the draft
+    editor.feed(" first<CR>")
+    assert editor.wait_for("_G.review_result") == {"answers": [{
+        "id": "q-1", "choice": "revise", "feedback": "split step 2 first"}]}
+
+
+def test_review_withdrawn_keeps_drafts_in_the_message(editor):
+    open_review(editor)
+    comment_line_3(editor, "read it twice")
+    editor.lua(
+        "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
+        {"agentId": "a-1", "sessionId": SID, "event": {
+            "seq": 9, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
+            "data": {"callId": "c-7", "ok": False, "content": "x"}}},
+    )
+    assert editor.lua("return #require('dsh.review').list()") == 1  # another call's result
+    ask = editor.lua("return require('dsh.review').list()[1].question.id")
+    editor.lua("require('dsh.review').list()[1].question.id = 'plan-review-c-7'")
+    editor.lua(
+        "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
+        {"agentId": "a-1", "sessionId": SID, "event": {
+            "seq": 10, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
+            "data": {"callId": "c-7", "ok": False, "content": "x"}}},
+    )
+    assert ask == "q-1"
+    assert editor.wait_for("_G.review_result") == {"answers": []}
+    message = [m for m in editor.messages() if "plan review closed" in m][0]
+    assert "line 3: read it twice" in message
+
+
+def test_previous_plan_and_diff(editor):
+    plans = [{"callId": "c1", "plan": "# A\n1. one\n"}, {"callId": "c2", "plan": "# A\n1. one\n2. two\n"},
+             {"callId": "c3", "plan": "# A\n1. uno\n2. two\n"}]
+    previous = "return require('dsh.review').previous_plan(...)"
+    assert editor.lua(previous, plans, {"id": "plan-review-c3", "plan": plans[2]["plan"]}) == plans[1]["plan"]
+    assert editor.lua(previous, plans, {"id": "plan-review-c2", "plan": plans[1]["plan"]}) == plans[0]["plan"]
+    assert editor.lua(previous, plans, {"id": "plan-review-c1", "plan": plans[0]["plan"]}) is None
+    assert editor.lua(previous, plans, {"id": "other", "plan": "# B\n"}) == plans[2]["plan"]
+    lines = editor.lua("return require('dsh.review').diff_lines(...)", plans[1]["plan"], plans[2]["plan"])
+    assert "-1. one" in lines and "+1. uno" in lines and " 2. two" in lines
+    assert editor.lua("return require('dsh.review').diff_lines(...)", "x", "x\n") == []
+
+
 def test_build_answer(editor):
     build = "return require('dsh.review').build_answer(...)"
     assert editor.lua(build, "q", "approve", "ignored", {3: "x"}) == {"id": "q", "choice": "approve"}

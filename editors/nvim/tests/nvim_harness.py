@@ -42,11 +42,21 @@ def dshd_binary() -> str:
 
 
 _OBSERVE = r"""
-_G.dsh_test = { messages = {}, statuses = {}, turns = {} }
+_G.dsh_test = { messages = {}, statuses = {}, turns = {}, asked = {} }
 local notify = vim.notify
 vim.notify = function(msg, level, opts)
   table.insert(_G.dsh_test.messages, { msg = msg, level = level or vim.log.levels.INFO })
   return notify(msg, level, opts)
+end
+-- Questions put to the person (their prompts), then asked as usual.
+local select, input = vim.ui.select, vim.ui.input
+vim.ui.select = function(items, opts, on_choice)
+  table.insert(_G.dsh_test.asked, (opts or {}).prompt or '')
+  return select(items, opts, on_choice)
+end
+vim.ui.input = function(opts, on_confirm)
+  table.insert(_G.dsh_test.asked, (opts or {}).prompt or '')
+  return input(opts, on_confirm)
 end
 vim.api.nvim_create_autocmd('User', { pattern = 'DshGoalChanged', callback = function(ev)
   table.insert(_G.dsh_test.statuses, require('dsh').statusline())
@@ -104,6 +114,10 @@ class Editor:
 
     def messages(self) -> list[str]:
         return [m["msg"] for m in self.lua("return _G.dsh_test.messages")]
+
+    def asked(self) -> list[str]:
+        """The prompts of every vim.ui.select / vim.ui.input put to the person, in order."""
+        return self.lua("return _G.dsh_test.asked")
 
     def lua_errors(self) -> list[str]:
         """Lua errors Neovim reported (a scheduled callback that threw, a bad handler)."""

@@ -3,11 +3,16 @@
 -- The daemon's request is handled inside the coroutine Neovim 0.10+ runs server
 -- requests in: the handler opens the float and yields; the key the person presses
 -- resumes it with the answer. Nothing polls and the editor stays usable meanwhile.
+--
+-- What the person wrote (line comments, feedback) is a draft until it is sent: closing
+-- the float, approving instead, or the review ending elsewhere never drops it silently.
+local float = require('dsh.float')
+
 local M = {}
 
-M.keys = { approve = 'a', revise = 'r', comment = 'c', close = 'q' }
+M.keys = { approve = 'a', revise = 'r', comment = 'c', diff = 'd', close = 'q' }
 
--- Open reviews by buffer: { win, buf, finish = fn(answer|nil) }.
+-- Open reviews by buffer: see M.open for the fields.
 local open_reviews = {}
 
 --- The answer for one question (pure). `comments` maps line -> text.
@@ -34,6 +39,39 @@ function M.build_answer(question_id, choice, feedback, comments)
   return answer
 end
 
+--- "2 comments and feedback", "1 comment", "feedback", or nil when nothing is unsent (pure).
+---@param comments table<integer, string>?
+---@param feedback string?
+---@return string?
+function M.describe_drafts(comments, feedback)
+  local n = vim.tbl_count(comments or {})
+  local parts = {}
+  if n > 0 then
+    table.insert(parts, n == 1 and '1 comment' or (n .. ' comments'))
+  end
+  if feedback and vim.trim(feedback) ~= '' then
+    table.insert(parts, 'feedback')
+  end
+  if #parts == 0 then
+    return nil
+  end
+  return table.concat(parts, ' and ')
+end
+
+--- The drafts as text a person can copy back (for a review that ended unanswered).
+local function drafts_text(review)
+  local out = {}
+  if review.feedback and vim.trim(review.feedback) ~= '' then
+    table.insert(out, 'feedback: ' .. review.feedback)
+  end
+  local lines = vim.tbl_keys(review.comments)
+  table.sort(lines)
+  for _, line in ipairs(lines) do
+    table.insert(out, ('line %d: %s'):format(line, review.comments[line]))
+  end
+  return table.concat(out, '; ')
+end
+
 local ns = vim.api.nvim_create_namespace('dsh.review')
 
 local function show_comment(buf, line, text)
@@ -46,7 +84,7 @@ local function show_comment(buf, line, text)
   end
 end
 
-local function split_lines(text)
+function M.split_lines(text)
   local lines = vim.split((text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
   -- The newline that ends the last line does not start another one.
   if #lines > 1 and lines[#lines] == '' then
@@ -55,104 +93,275 @@ local function split_lines(text)
   return lines
 end
 
---- Open the float for `question`; `finish(answer)` is called exactly once, with nil
---- when the person closes it without deciding (fail-closed: plan mode stays on).
----@return integer buf
-function M.open(question, meta, finish)
-  local lines = split_lines(question.plan)
-  local buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].bufhidden = 'wipe'
-  vim.bo[buf].modifiable = false
-  vim.bo[buf].filetype = 'markdown'
-  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://plan-review/' .. tostring(question.id))
+local function key_help()
+  local k = M.keys
+  return ('%s approve · %s keep planning · %s comment on line · %s changes · %s close'):format(
+    k.approve,
+    k.revise,
+    k.comment,
+    k.diff,
+    k.close
+  )
+end
 
-  local width = math.min(100, math.max(40, vim.o.columns - 8))
-  local height = math.min(#lines, math.max(5, vim.o.lines - 8))
-  local win_opts = {
-    relative = 'editor',
-    row = math.floor((vim.o.lines - height) / 2) - 1,
-    col = math.floor((vim.o.columns - width) / 2),
-    width = width,
-    height = height,
-    style = 'minimal',
-    border = 'rounded',
-    title = ' ' .. (question.title or 'Plan review') .. ' ',
-    title_pos = 'center',
-    footer = (' %s approve · %s keep planning · %s comment on line · %s close '):format(
-      M.keys.approve,
-      M.keys.revise,
-      M.keys.comment,
-      M.keys.close
-    ),
-    footer_pos = 'center',
-  }
-  -- The review takes the focus; leave insert mode so keys typed next reach the float.
-  if vim.fn.mode():find('^[iR]') then
-    vim.cmd('stopinsert')
-  end
-  local win = vim.api.nvim_open_win(buf, true, win_opts)
-  vim.wo[win].wrap = true
-  vim.wo[win].cursorline = true
-  vim.wo[win].conceallevel = 2
-
-  local comments = {} ---@type table<integer, string>
-  local done = false
-  local review = { win = win, buf = buf, question = question, meta = meta, comments = comments }
-
-  local function decide(answer)
-    if done then
-      return
-    end
-    done = true
-    open_reviews[buf] = nil
-    if vim.api.nvim_win_is_valid(win) then
-      vim.api.nvim_win_close(win, true)
-    end
-    finish(answer)
-  end
-  review.finish = decide
-  open_reviews[buf] = review
-
-  local function map(lhs, fn, desc)
-    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = desc })
-  end
-  map(M.keys.approve, function()
-    decide(M.build_answer(question.id, 'approve'))
-  end, 'dsh: approve the plan')
-  map(M.keys.revise, function()
-    vim.ui.input({ prompt = 'Keep planning. Feedback for the agent: ' }, function(feedback)
-      if feedback == nil then
-        return -- cancelled: the review stays open
-      end
-      decide(M.build_answer(question.id, 'revise', feedback, comments))
-    end)
-  end, 'dsh: keep planning, with feedback')
-  map(M.keys.comment, function()
-    local line = vim.api.nvim_win_get_cursor(0)[1]
-    vim.ui.input({ prompt = ('Comment on line %d: '):format(line), default = comments[line] }, function(text)
-      if text == nil or not vim.api.nvim_buf_is_valid(buf) then
-        return
-      end
-      comments[line] = text ~= '' and text or nil
-      show_comment(buf, line, comments[line])
-    end)
-  end, 'dsh: comment on the line under the cursor')
-  map(M.keys.close, function()
-    decide(nil)
-  end, 'dsh: close without approving')
-
-  -- Closing the window any other way (:q, <C-w>c) is the same as q: not approved.
+local function show(review)
+  review.win = float.open(review.buf, {
+    title = review.question.title or 'Plan review',
+    keys = key_help(),
+    conceal = 2,
+  })
+  local win = review.win
+  -- Closing the window any other way (:q, <C-w>c) is the same as q: not approved,
+  -- and drafts are not dropped without asking.
   vim.api.nvim_create_autocmd('WinClosed', {
     pattern = tostring(win),
     once = true,
     callback = function()
       vim.schedule(function()
-        decide(nil)
+        if review.done or review.win ~= win then
+          return
+        end
+        if vim.v.exiting ~= vim.NIL or not M.describe_drafts(review.comments, review.feedback) then
+          return review.decide(nil)
+        end
+        show(review)
+        review.ask_close()
       end)
     end,
   })
+end
+
+--- Open the float for `question`; `finish(answer)` is called exactly once, with nil
+--- when the person closes it without deciding (fail-closed: plan mode stays on).
+---@return integer buf
+function M.open(question, meta, finish)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, M.split_lines(question.plan))
+  vim.bo[buf].bufhidden = 'hide' -- survives its window: a closed float can come back
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = 'markdown'
+  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://plan-review/' .. tostring(question.id))
+
+  ---@class dsh.Review
+  local review = {
+    buf = buf,
+    win = nil, ---@type integer?
+    question = question,
+    meta = meta or {},
+    comments = {}, ---@type table<integer, string>
+    feedback = nil, ---@type string? typed but not sent
+    done = false,
+  }
+
+  function review.decide(answer)
+    if review.done then
+      return
+    end
+    review.done = true
+    open_reviews[buf] = nil
+    if review.win and vim.api.nvim_win_is_valid(review.win) then
+      vim.api.nvim_win_close(review.win, true)
+    end
+    if vim.api.nvim_buf_is_valid(buf) then
+      vim.api.nvim_buf_delete(buf, { force = true })
+    end
+    finish(answer)
+  end
+
+  local function send_back()
+    review.decide(M.build_answer(question.id, 'revise', review.feedback, review.comments))
+  end
+
+  function review.ask_close()
+    local drafts = M.describe_drafts(review.comments, review.feedback)
+    if not drafts then
+      return review.decide(nil)
+    end
+    float.choose(
+      ('This review has %s not sent yet. Close it?'):format(drafts),
+      { 'Keep reviewing', 'Send back with them', 'Discard them and close' },
+      function(choice)
+        if choice == 2 then
+          send_back()
+        elseif choice == 3 then
+          review.decide(nil)
+        end
+      end
+    )
+  end
+
+  open_reviews[buf] = review
+  show(review)
+
+  local function map(lhs, fn, desc)
+    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = desc })
+  end
+  map(M.keys.approve, function()
+    local drafts = M.describe_drafts(review.comments, review.feedback)
+    if drafts then
+      return float.choose(
+        ('An approval sends no comments: your %s would be dropped.'):format(drafts),
+        { 'Keep reviewing', 'Send back with them instead', 'Approve and drop them' },
+        function(choice)
+          if choice == 2 then
+            send_back()
+          elseif choice == 3 then
+            review.decide(M.build_answer(question.id, 'approve'))
+          end
+        end
+      )
+    end
+    review.decide(M.build_answer(question.id, 'approve'))
+  end, 'dsh: approve the plan')
+  map(M.keys.revise, function()
+    -- <Esc> in the prompt keeps what was typed as a draft (the builtin input reads
+    -- the command line; CmdlineLeave still sees the abandoned text).
+    local group = vim.api.nvim_create_augroup('dsh.review.feedback', { clear = true })
+    vim.api.nvim_create_autocmd('CmdlineLeave', {
+      group = group,
+      pattern = '@',
+      once = true,
+      callback = function()
+        if vim.v.event.abort then
+          local typed = vim.fn.getcmdline()
+          if typed ~= '' then
+            review.feedback = typed
+          end
+        end
+      end,
+    })
+    vim.ui.input({ prompt = 'Keep planning. Feedback for the agent: ', default = review.feedback }, function(text)
+      pcall(vim.api.nvim_del_augroup_by_id, group)
+      if text == nil then
+        if review.feedback then
+          vim.notify('dsh: feedback kept as a draft; r again to send it', vim.log.levels.INFO, { title = 'dsh' })
+        end
+        return -- cancelled: the review stays open
+      end
+      review.feedback = text
+      send_back()
+    end)
+  end, 'dsh: keep planning, with feedback')
+  map(M.keys.comment, function()
+    local line = vim.api.nvim_win_get_cursor(0)[1]
+    vim.ui.input({ prompt = ('Comment on line %d: '):format(line), default = review.comments[line] }, function(text)
+      if text == nil or not vim.api.nvim_buf_is_valid(buf) then
+        return
+      end
+      review.comments[line] = text ~= '' and text or nil
+      show_comment(buf, line, review.comments[line])
+    end)
+  end, 'dsh: comment on the line under the cursor')
+  map(M.keys.diff, function()
+    M.show_changes(review)
+  end, 'dsh: compare with the previous plan')
+  map(M.keys.close, function()
+    review.ask_close()
+  end, 'dsh: close without approving')
   return buf
+end
+
+-- Earlier plans: what the session's log holds as exit_plan_mode arguments. Read a page
+-- at a time and only past what was read before (sessionId -> {last_seq, plans}).
+local plan_history = {}
+
+--- The plans of a session's log in order, then `done(plans)`; each plan `{callId, plan}`.
+function M.read_plans(agent_id, session_id, done)
+  local client = require('dsh.client')
+  local protocol = require('dsh.protocol')
+  local history = plan_history[session_id] or { last_seq = 0, plans = {} }
+  plan_history[session_id] = history
+  local limit = 500
+  local function page()
+    client.request(protocol.requests.session_events, { agentId = agent_id, afterSeq = history.last_seq, limit = limit }, function(result)
+      local events = result and result.events or {}
+      for _, event in ipairs(events) do
+        history.last_seq = math.max(history.last_seq, tonumber(event.seq) or 0)
+        local data = type(event.data) == 'table' and event.data or {}
+        if event.type == 'tool/call' and data.name == 'exit_plan_mode' and type(data.arguments) == 'table' then
+          table.insert(history.plans, { callId = data.callId, plan = data.arguments.plan })
+        end
+      end
+      if #events >= limit then
+        return page()
+      end
+      done(history.plans)
+    end, 'read earlier plans')
+  end
+  page()
+end
+
+--- The plan before `question` among `plans` (pure): the one before the call the
+--- question is about, else the last one whose text differs.
+function M.previous_plan(plans, question)
+  local call_id = type(question.id) == 'string' and question.id:match('^plan%-review%-(.+)$')
+  for i = #plans, 1, -1 do
+    if call_id and plans[i].callId == call_id then
+      return plans[i - 1] and plans[i - 1].plan or nil
+    end
+  end
+  for i = #plans, 1, -1 do
+    if type(plans[i].plan) == 'string' and plans[i].plan ~= question.plan then
+      return plans[i].plan
+    end
+  end
+  return nil
+end
+
+--- A unified diff from `old` to `new` as lines (pure; empty when they are equal).
+function M.diff_lines(old, new)
+  local function ended(s)
+    s = (s or ''):gsub('\r\n', '\n')
+    return s:sub(-1) == '\n' and s or (s .. '\n')
+  end
+  local diff = (vim.text and vim.text.diff or vim.diff)(ended(old), ended(new), { result_type = 'unified', ctxlen = 3 })
+  if type(diff) ~= 'string' or diff == '' then
+    return {}
+  end
+  return M.split_lines(diff)
+end
+
+--- `d`: a float over the review with what changed since the previous plan.
+function M.show_changes(review)
+  local agent_id = review.meta.agentId
+  local session_id = review.meta.sessionId
+  local notify = function(msg)
+    vim.notify('dsh: ' .. msg, vim.log.levels.INFO, { title = 'dsh' })
+  end
+  if not (agent_id and session_id) then
+    return notify('no session to read earlier plans from')
+  end
+  M.read_plans(agent_id, session_id, function(plans)
+    if review.done then
+      return
+    end
+    local previous = M.previous_plan(plans, review.question)
+    if not previous then
+      return notify('this is the first plan of the session: nothing to compare it with')
+    end
+    local lines = M.diff_lines(previous, review.question.plan)
+    if #lines == 0 then
+      return notify('this plan is the same as the previous one')
+    end
+    local buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.bo[buf].bufhidden = 'wipe'
+    vim.bo[buf].modifiable = false
+    vim.bo[buf].filetype = 'diff'
+    local win = float.open(buf, { title = 'Changes since the previous plan', keys = 'd or q back to the review', number = false })
+    review.changes_win = win
+    local function back()
+      if vim.api.nvim_win_is_valid(win) then
+        vim.api.nvim_win_close(win, true)
+      end
+      if review.win and vim.api.nvim_win_is_valid(review.win) then
+        vim.api.nvim_set_current_win(review.win)
+      end
+    end
+    for _, lhs in ipairs({ M.keys.diff, M.keys.close, '<Esc>' }) do
+      vim.keymap.set('n', lhs, back, { buffer = buf, nowait = true, desc = 'dsh: back to the plan review' })
+    end
+  end)
 end
 
 --- The handler of the server request dsh/questions/ask. Runs in the coroutine
@@ -197,24 +406,45 @@ function M.list()
   return vim.tbl_values(open_reviews)
 end
 
---- Close every open review without approving (the daemon exited or withdrew it).
-function M.close_all(reason, agent_id)
+--- Close the reviews `match(review)` selects without approving (the review ended
+--- elsewhere: withdrawn, timed out, the daemon exited). Unsent drafts are shown in
+--- the message, so nothing typed vanishes.
+local function close_where(match, reason)
   for _, review in pairs(open_reviews) do
-    if agent_id == nil or review.meta.agentId == agent_id then
-      review.finish(nil)
+    if match(review) then
+      local drafts = M.describe_drafts(review.comments, review.feedback) and drafts_text(review)
+      review.decide(nil)
       if reason then
-        require('dsh.errors').notify('plan review closed: ' .. reason .. '.', vim.log.levels.WARN)
+        require('dsh.errors').notify(
+          'plan review closed: ' .. reason .. '.' .. (drafts and (' Not sent: ' .. drafts) or ''),
+          vim.log.levels.WARN
+        )
       end
     end
   end
 end
 
---- A committed session event: a turn that closed while its review was open has
---- withdrawn the question (cancel, timeout), so the float goes too.
+--- Close every open review (of `agent_id`, when given) without approving.
+function M.close_all(reason, agent_id)
+  close_where(function(review)
+    return agent_id == nil or review.meta.agentId == agent_id
+  end, reason)
+end
+
+--- A committed session event ends the reviews it answers: the tool result of the
+--- plan's call (answered, timed out or withdrawn), or the end of the turn.
 function M.on_event(params)
   local event = params and params.event
-  if type(event) == 'table' and event.type == 'turn/close' then
+  if type(event) ~= 'table' then
+    return
+  end
+  if event.type == 'turn/close' then
     M.close_all('the turn ended before an answer', params.agentId)
+  elseif event.type == 'tool/result' and type(event.data) == 'table' and event.data.callId then
+    local id = 'plan-review-' .. tostring(event.data.callId)
+    close_where(function(review)
+      return review.question.id == id and review.meta.agentId == params.agentId
+    end, 'it ended without your answer (withdrawn or timed out)')
   end
 end
 
