@@ -151,17 +151,17 @@ def test_statusline_tracks_the_goal_budget(tmp_path, editors):
 
     editor.typed("Dsh goal create make the parser strict 40")
     final = editor.wait_for(
-        "require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()",
+        "require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy() and require('dsh').statusline()",
         timeout=90,
         what="the budget to be spent",
     )
-    assert final == "◎ 40/40 blocked: round-budget-exhausted"
+    assert final == "◎ 40/40 · blocked: round-budget-exhausted"
     statuses = editor.lua("return _G.dsh_test.statuses")
     write_artifact("statusline-goal.txt", "\n".join(statuses) + "\n")
     assert statuses[0] == "◎ no goal"
-    assert statuses[1] == "◎ 0/40 active"
+    assert statuses[1] == "◎ 0/40 · active"
     # The budget moves one round at a time, in order, up to 40/40.
-    rounds = [int(s.split()[1].split("/")[0]) for s in statuses[1:] if "/40 active" in s]
+    rounds = [int(s.replace("⟳ ", "").split()[1].split("/")[0]) for s in statuses[1:] if "/40 · active" in s]
     assert rounds == sorted(rounds) and rounds[-1] == 40
     assert set(range(41)) <= set(rounds)
     # The statusline expression shows the same text.
@@ -171,14 +171,15 @@ def test_statusline_tracks_the_goal_budget(tmp_path, editors):
     # Raise the budget and resume: rounds continue to the new cap.
     editor.typed("Dsh goal edit 43")
     editor.wait_for("require('dsh.state').goal().maxRounds == 43", what="the edit")
-    assert editor.lua("return require('dsh').statusline()") == "◎ 40/43 blocked: round-budget-exhausted"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 40/43 · blocked: round-budget-exhausted"
     editor.typed("Dsh goal resume")
     final = editor.wait_for(
         "require('dsh.state').goal().roundsStarted == 43 and require('dsh').goal_phase() == 'blocked'"
+        " and not require('dsh.state').busy()"
         " and require('dsh').statusline()",
         timeout=60,
     )
-    assert final == "◎ 43/43 blocked: round-budget-exhausted"
+    assert final == "◎ 43/43 · blocked: round-budget-exhausted"
 
     events = log_events(workspace, session_id)
     goal_rounds = [e["data"]["goalRound"]["round"] for e in events
@@ -195,7 +196,7 @@ def test_goal_pause_and_stale_revision(tmp_path, editors):
     editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
     editor.typed("Dsh goal pause")
     paused = editor.wait_for("require('dsh').goal_phase() == 'paused' and require('dsh').statusline()")
-    assert paused.endswith("/40 paused")
+    assert paused.endswith("/40 · paused")
 
     # The person acts on an old reading of the goal: the daemon refuses the write, the
     # plugin re-reads the goal and says what happened.
@@ -210,11 +211,11 @@ def test_goal_pause_and_stale_revision(tmp_path, editors):
     editor.typed("Dsh goal resume")
     editor.wait_for("require('dsh').goal_phase() == 'active'")
     editor.typed("Dsh goal block waiting-for-ci the CI is red")
-    blocked = editor.wait_for("require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()")
-    assert blocked.endswith("/40 blocked: waiting-for-ci")
+    blocked = editor.wait_for("require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy() and require('dsh').statusline()")
+    assert blocked.endswith("/40 · blocked: waiting-for-ci")
     editor.typed("Dsh goal complete")
     done = editor.wait_for("require('dsh').goal_phase() == 'complete' and require('dsh').statusline()")
-    assert done.endswith("/40 complete")
+    assert done.endswith("/40 · complete")
     # A write the phase does not allow: the daemon refuses, the message says why.
     editor.typed("Dsh goal pause")
     editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('cannot pause', 1, true) end)")
@@ -423,6 +424,7 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         tui.wait_for("◎ no goal")
         tui.keys(":Dsh plan on", "Enter")
         tui.wait_for("plan mode on")
+        tui.wait_for("◎ plan · no goal")
         tui.keys(":Dsh prompt make the parser strict", "Enter")
         tui.wait_for("keep planning")
         tui.keys("3G")
@@ -432,12 +434,24 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         screen = tui.wait_for("« cite the section")
         write_artifact("tui-plan-review.txt", screen)
         assert "Plan: make the parser strict" in screen
-        assert "a approve · r keep planning · c comment on line · q close" in screen
+        assert "a approve · r keep planning · c comment on line · d changes · q close" in screen
+        # Closing with an unsent comment asks; the first (default) choice keeps reviewing.
+        tui.keys("q")
+        screen = tui.wait_for("Close it?")
+        write_artifact("tui-plan-review-close-asks.txt", screen)
+        assert "1: Keep reviewing" in screen and "3: Discard them and close" in screen
+        tui.keys("Enter")
+        screen = tui.wait_for("« cite the section")
+        assert "Close it?" not in screen
+        # Approving would drop the comment: asked again; this time approve anyway.
         tui.keys("a")
+        tui.wait_for("would be dropped")
+        tui.keys("3", "Enter")
+        tui.wait_for("◎ no goal", timeout=30)  # plan mode ended: `plan` left the statusline
         tui.keys(":Dsh goal create make the parser strict 40", "Enter")
         screen = tui.wait_for("/40 ")
         tui.keys(":Dsh goal pause", "Enter")
-        screen = tui.wait_for("/40 paused")
+        screen = tui.wait_for("/40 · paused")
         write_artifact("tui-statusline.txt", screen)
         assert "plan-review" not in screen  # the float is gone
     finally:
@@ -482,7 +496,7 @@ def test_session_close_open_fork_and_list(tmp_path, editors):
     editor.typed("Dsh goal create keep going 40")
     editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 2")
     editor.typed("Dsh goal disarm")
-    editor.wait_for("require('dsh').statusline():find('active · disarmed', 1, true)", what="disarmed")
+    editor.wait_for("require('dsh').statusline():find('waiting for you to resume', 1, true)", what="disarmed")
     editor.typed("Dsh cancel")
     editor.typed("Dsh session close")
     editor.wait_for("require('dsh').current() == nil", what="the session to close")
@@ -492,7 +506,7 @@ def test_session_close_open_fork_and_list(tmp_path, editors):
     editor.typed(f"Dsh session open {first}")
     editor.wait_for(f"select(2, require('dsh').current()) == '{first}'", what="the session to open")
     reopened = editor.lua("return require('dsh').statusline()")
-    assert reopened.endswith("/40 active · disarmed"), reopened
+    assert reopened.endswith("/40 · waiting for you to resume"), reopened
 
     # A fork inherits the goal through its log.
     editor.typed("Dsh session fork")
@@ -538,7 +552,7 @@ def test_goal_edit_asks_for_the_new_values(tmp_path, editors):
     editor.feed("<C-u>9<CR>")
     editor.wait_for("require('dsh.state').goal().maxRounds == 9", what="the edit")
     assert editor.lua("return require('dsh.state').goal().objective") == "second objective"
-    assert editor.lua("return require('dsh').statusline()") == "◎ 5/9 blocked: round-budget-exhausted"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 5/9 · blocked: round-budget-exhausted"
 
 
 def test_autostart_and_restart(tmp_path, editors):
@@ -582,8 +596,8 @@ def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
     assert editor.lua("return vim.lsp.get_clients({ name = 'dsh' })[1].root_dir") == str(workspace)
     new_session(editor)
     editor.typed("Dsh goal create say hi 2")
-    final = editor.wait_for("require('dsh').goal_phase() == 'blocked' and require('dsh').statusline()")
-    assert final == "◎ 2/2 blocked: round-budget-exhausted"
+    final = editor.wait_for("require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy() and require('dsh').statusline()")
+    assert final == "◎ 2/2 · blocked: round-budget-exhausted"
     assert editor.lua("return #vim.lsp.get_clients({ name = 'dsh' })") == 1
 
 
@@ -604,3 +618,56 @@ def test_reload_makes_the_old_agent_stale(tmp_path, editors):
     message = [m for m in editor.messages() if "stale" in m][0]
     assert ":Dsh session open" in message
     assert editor.lua("return require('dsh').current()") is None
+
+
+def daemon_pid(editor: Editor) -> int:
+    import subprocess
+
+    nvim_pid = editor.lua("return vim.fn.getpid()")
+    out = subprocess.run(["pgrep", "-P", str(nvim_pid), "-f", "dshd"], capture_output=True, text=True).stdout.split()
+    assert len(out) == 1, out
+    return int(out[0])
+
+
+def test_a_crashed_daemon_is_said_once_and_the_session_reopens(tmp_path, editors):
+    import os
+    import signal
+
+    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    editor.typed("Dsh goal create keep going 40")
+    editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
+    first_agent = editor.lua("return (require('dsh').current())")
+    os.kill(daemon_pid(editor), signal.SIGKILL)
+
+    editor.wait_for(
+        f"select(2, require('dsh').current()) == '{session_id}' and (require('dsh').current()) ~= '{first_agent}'",
+        timeout=30, what="the same session, reopened in a new daemon",
+    )
+    status = editor.wait_for("require('dsh').statusline():find('waiting for you to resume', 1, true)"
+                             " and require('dsh').statusline()")
+    assert status.startswith("◎ ") and "/40 · waiting for you to resume" in status  # nothing resumed by itself
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('reopened', 1, true) end)")
+    messages = editor.messages()
+    crashed = [m for m in messages if "crash" in m or "quit with exit code" in m]
+    assert crashed == [f"dsh: dshd crashed (signal 9 (SIGKILL)). Restarting it and reopening session {session_id} (nothing is lost)."], messages
+    write_artifact("crash-recovery-messages.txt", "\n".join(messages) + "\n")
+    # The reopened agent works: a goal command reaches it.
+    editor.typed("Dsh goal resume")
+    editor.wait_for("require('dsh.state').goal().activation == 'armed'", what="the goal to resume")
+
+
+def test_restart_reopens_the_session(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    first_agent = editor.lua("return (require('dsh').current())")
+    editor.typed("Dsh restart")
+    editor.wait_for(
+        f"select(2, require('dsh').current()) == '{session_id}' and (require('dsh').current()) ~= '{first_agent}'",
+        timeout=30, what="the session, reopened",
+    )
+    assert not [m for m in editor.messages() if "crash" in m or "exited" in m], editor.messages()

@@ -50,20 +50,88 @@ def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **ext
     ("view", "text"),
     [
         (None, "◎ no goal"),
-        (goal_view(37, 256), "◎ 37/256 active"),
-        (goal_view(0, 40), "◎ 0/40 active"),
-        (goal_view(37, 256, activation="disarmed"), "◎ 37/256 active · disarmed"),
+        (goal_view(37, 256), "◎ 37/256 · active"),
+        (goal_view(0, 40), "◎ 0/40 · active"),
+        (goal_view(37, 256, activation="disarmed"), "◎ 37/256 · waiting for you to resume"),
         (
             goal_view(40, 40, "blocked", "disarmed",
                       blockedReason={"code": "round-budget-exhausted", "message": "spent"}),
-            "◎ 40/40 blocked: round-budget-exhausted",
+            "◎ 40/40 · blocked: round-budget-exhausted",
         ),
-        (goal_view(3, 40, "paused", "disarmed"), "◎ 3/40 paused"),
-        (goal_view(9, 40, "complete", "disarmed"), "◎ 9/40 complete"),
+        (goal_view(3, 40, "paused", "disarmed"), "◎ 3/40 · paused"),
+        (goal_view(9, 40, "complete", "disarmed"), "◎ 9/40 · complete"),
+        (goal_view(3, 40, tokensUsed=12400), "◎ 3/40 · 12.4k tok · active"),
+        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "◎ 3/40 · 12.4k/50k tok · active"),
+        (goal_view(3, 40, tokensUsed=0), "◎ 3/40 · 0 tok · active"),
     ],
 )
 def test_statusline_format(editor, view, text):
     assert editor.lua("return require('dsh.statusline').format(...)", view) == text
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(0, "0"), (950, "950"), (999, "999"), (1000, "1k"), (12400, "12.4k"), (12449, "12.4k"),
+     (12000, "12k"), (999999, "999.9k"), (1000000, "1M"), (1250000, "1.25M"), (3000000, "3M")],
+)
+def test_token_counts_are_short(editor, n, text):
+    assert editor.lua("return require('dsh.statusline').tokens(...)", n) == text
+
+
+def test_statusline_shows_plan_mode_and_a_busy_mark(editor):
+    fmt = "return require('dsh.statusline').format(...)"
+    assert editor.lua(fmt, goal_view(3, 40), {"plan": True}) == "◎ plan · 3/40 · active"
+    assert editor.lua(fmt, goal_view(3, 40), {"busy": True}) == "◎ ⟳ 3/40 · active"
+    assert editor.lua(fmt, None, {"plan": True, "busy": True}) == "◎ ⟳ plan · no goal"
+    # The marks follow the daemon: plan mode from dsh/plan/changed, busy from turn events.
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    handlers = "require('dsh.handlers').table()"
+    editor.lua(f"{handlers}['dsh/plan/changed'](nil, ...)", {"agentId": "a-1", "sessionId": SID, "active": True})
+    assert editor.lua("return require('dsh').statusline()") == "◎ plan · no goal"
+    at = "2026-11-29T18:40:18.123Z"
+    editor.lua(f"{handlers}['dsh/session/event'](nil, ...)", {"agentId": "a-1", "sessionId": SID, "event": {
+        "seq": 3, "type": "turn/open", "at": at, "turn": 1, "data": {"turn": 1, "cause": "continuation"}}})
+    assert editor.lua("return require('dsh').statusline()") == "◎ ⟳ plan · no goal"
+    editor.lua(f"{handlers}['dsh/session/event'](nil, ...)", {"agentId": "a-1", "sessionId": SID, "event": {
+        "seq": 9, "type": "turn/close", "at": at, "turn": 1, "data": {"turn": 1, "stopReason": "end-turn"}}})
+    assert editor.lua("return require('dsh').statusline()") == "◎ plan · no goal"
+
+
+@pytest.mark.parametrize(
+    ("view", "text"),
+    [
+        (None, "no goal"),
+        (goal_view(3, 40), "3 of 40 rounds used · active"),
+        (goal_view(3, 40, activation="disarmed"), "3 of 40 rounds used · waiting for you to resume"),
+        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "3 of 40 rounds used, 12.4k/50k tokens · active"),
+    ],
+)
+def test_goal_described_in_words(editor, view, text):
+    assert editor.lua("return require('dsh.statusline').describe(...)", view) == text
+
+
+@pytest.mark.parametrize(
+    ("view", "verbs"),
+    [
+        (None, ["create"]),
+        (goal_view(3, 40), ["edit", "disarm", "pause", "complete", "block", "clear"]),
+        (goal_view(3, 40, activation="disarmed"), ["edit", "resume", "pause", "complete", "block", "clear"]),
+        (goal_view(3, 40, "paused", "disarmed"), ["edit", "resume", "complete", "block", "clear"]),
+        (goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "x", "message": "y"}),
+         ["edit", "resume", "complete", "clear"]),
+        (goal_view(9, 40, "complete", "disarmed"), ["create", "clear"]),
+    ],
+)
+def test_goal_verbs_follow_the_phase(editor, view, verbs):
+    assert editor.lua("return require('dsh.commands').goal_verbs(...)", view) == verbs
+
+
+def test_goal_completion_offers_only_what_the_phase_allows(editor):
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(9, 40, "complete", "disarmed"))
+    assert editor.lua("return vim.fn.getcompletion('Dsh goal ', 'cmdline')") == ["create", "clear"]
+    detail = editor.lua("return require('dsh.commands').describe_goal(...)", goal_view(9, 40, "complete", "disarmed"))
+    assert "resume" not in detail and "revision 1" in detail and "9 of 40 rounds used" in detail
 
 
 @pytest.mark.parametrize(
@@ -88,24 +156,24 @@ def test_statusline_follows_goal_changed_for_the_current_agent_only(editor):
 
     editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "create", "revision": 1,
                         "goal": goal_view(0, 40)})
-    assert editor.lua("return require('dsh').statusline()") == "◎ 0/40 active"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 0/40 · active"
     editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "round", "revision": 1,
                         "goal": goal_view(1, 40)})
-    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 · active"
 
     # Another agent's goal does not touch this statusline.
     editor.lua(notify, {"agentId": "a-2", "sessionId": SID, "op": "create", "revision": 1,
                         "goal": goal_view(5, 9)})
-    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 · active"
 
     editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "disarm", "revision": 1,
                         "goal": goal_view(1, 40, activation="disarmed")})
-    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 active · disarmed"
+    assert editor.lua("return require('dsh').statusline()") == "◎ 1/40 · waiting for you to resume"
     # After clear the notification has no goal field.
     editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "clear", "revision": 2})
     assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
     assert editor.lua("return _G.dsh_test.statuses") == [
-        "◎ no goal", "◎ 0/40 active", "◎ 1/40 active", "◎ 1/40 active · disarmed", "◎ no goal",
+        "◎ no goal", "◎ 0/40 · active", "◎ 1/40 · active", "◎ 1/40 · waiting for you to resume", "◎ no goal",
     ]
     # It works as a statusline expression.
     editor.lua(notify, {"agentId": "a-1", "sessionId": SID, "op": "create", "revision": 3,
@@ -114,7 +182,7 @@ def test_statusline_follows_goal_changed_for_the_current_agent_only(editor):
     shown = editor.lua(
         "return vim.api.nvim_eval_statusline(vim.o.statusline, {}).str"
     )
-    assert shown == "◎ 2/40 active"
+    assert shown == "◎ 2/40 · active"
 
 
 def test_statusline_is_cheap(editor):
@@ -707,7 +775,7 @@ def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
 # ---- a lint: no stray globals ---------------------------------------------------------------
 
 KNOWN_GLOBALS = {"vim", "require", "ipairs", "pairs", "type", "tostring", "tonumber", "table", "string",
-                 "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit"}
+                 "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit", "os"}
 
 
 def test_no_lua_file_touches_an_unknown_global(editor):

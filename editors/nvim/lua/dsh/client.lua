@@ -15,15 +15,21 @@ end
 
 --- The running dsh client, if any.
 ---@return vim.lsp.Client?
+local function running(client)
+  return client ~= nil and not (client.is_stopped and client:is_stopped())
+end
+
 function M.get()
   local client = get_client(state.client_id)
-  if client and not (client.is_stopped and client:is_stopped()) then
+  if running(client) then
     return client
   end
   for _, c in ipairs(vim.lsp.get_clients({ name = 'dsh' })) do
-    state.client_id = c.id
-    state.root_dir = c.root_dir or c.config.root_dir
-    return c
+    if running(c) then
+      state.client_id = c.id
+      state.root_dir = c.root_dir or c.config.root_dir
+      return c
+    end
   end
   return nil
 end
@@ -91,24 +97,79 @@ function M.on_init(client)
   end
 end
 
+-- Clients the plugin itself is stopping (restart, :Dsh session close of the last...):
+-- their exit is expected and says nothing.
+local stopping = {} ---@type table<integer, boolean>
+-- When the daemon crashed lately (os.time()), to stop restarting one that keeps crashing.
+local crashes = {} ---@type integer[]
+M.max_restarts = 3 -- within M.restart_window_s
+M.restart_window_s = 60
+
+--- "exit code 1", "signal 9 (SIGKILL)" (pure).
+function M.describe_exit(code, signal)
+  if signal and signal ~= 0 then
+    local names = { [1] = 'SIGHUP', [2] = 'SIGINT', [6] = 'SIGABRT', [9] = 'SIGKILL', [11] = 'SIGSEGV', [15] = 'SIGTERM' }
+    return ('signal %d%s'):format(signal, names[signal] and (' (' .. names[signal] .. ')') or '')
+  end
+  return 'exit code ' .. tostring(code)
+end
+
+--- Whether to start the daemon again after a crash at `now`: not when it crashed
+--- `max_restarts` times within the window (it would only crash again).
+function M.may_restart(now)
+  local recent = {}
+  for _, at in ipairs(crashes) do
+    if now - at < M.restart_window_s then
+      table.insert(recent, at)
+    end
+  end
+  crashes = recent
+  table.insert(crashes, now)
+  return #crashes <= M.max_restarts
+end
+
 function M.on_exit(code, signal, client_id)
   waiting[client_id] = nil
+  local client = get_client(client_id)
+  -- The wrapper in M.guard_initialize keeps the real status (Neovim is told 0 so that
+  -- it does not add a second, vaguer warning of its own).
+  local real = client and client.rpc and client.rpc.dsh_exit
+  if real then
+    code, signal = real.code, real.signal
+  end
+  local expected = stopping[client_id] or M.init_failed
+  stopping[client_id] = nil
   if client_id ~= state.client_id then
     return
   end
+  local session_id = state.session_id
   vim.schedule(function()
     require('dsh.review').close_all('the daemon exited')
     state.reset()
     local ours = M.init_failed
     M.init_failed = nil
-    if not ours and (code ~= 0 or (signal and signal ~= 0)) then
-      require('dsh.errors').notify(
-        ('dshd exited (code %s, signal %s). Nothing is lost: sessions live in .dsh/. Run :Dsh session open to continue; :checkhealth dsh if it keeps failing.'):format(
-          tostring(code),
-          tostring(signal)
+    if ours or expected then
+      return
+    end
+    local crashed = code ~= 0 or (signal and signal ~= 0)
+    local how = crashed and ('dshd crashed (%s).'):format(M.describe_exit(code, signal)) or 'dshd stopped.'
+    if crashed and not real then
+      how = 'dshd crashed.' -- started by vim.lsp.enable: Neovim already said how it exited
+    end
+    if not session_id then
+      return require('dsh.errors').notify(how .. ' Nothing is lost: sessions live in .dsh/. Any :Dsh command starts it again.')
+    end
+    if not M.may_restart(os.time()) then
+      return require('dsh.errors').notify(
+        ('%s It crashed %d times in a minute, so it is not restarted. :Dsh restart reopens session %s; :checkhealth dsh says why it fails.'):format(
+          how,
+          M.max_restarts + 1,
+          session_id
         )
       )
     end
+    require('dsh.errors').notify(('%s Restarting it and reopening session %s (nothing is lost).'):format(how, session_id))
+    require('dsh.commands').open_session(session_id, false, 'reopened')
   end)
 end
 
@@ -118,7 +179,18 @@ end
 --- scheduled callback and leave the client hanging uninitialized.
 function M.guard_initialize(argv, cfg)
   return function(dispatchers)
-    local rpc = vim.lsp.rpc.start(argv, dispatchers, { cwd = cfg.cmd_cwd, env = cfg.cmd_env, detached = cfg.detached })
+    local rpc
+    local on_exit = dispatchers.on_exit
+    dispatchers = vim.tbl_extend('force', dispatchers, {
+      on_exit = function(code, signal)
+        if rpc then
+          rpc.dsh_exit = { code = code, signal = signal }
+        end
+        -- The plugin reports the exit itself, once, with its status (see M.on_exit).
+        return on_exit(0, 0)
+      end,
+    })
+    rpc = vim.lsp.rpc.start(argv, dispatchers, { cwd = cfg.cmd_cwd, env = cfg.cmd_env, detached = cfg.detached })
     local request = rpc.request
     rpc.request = function(method, params, callback, notify_reply_callback)
       if method == 'initialize' then
@@ -218,6 +290,7 @@ end
 function M.stop()
   local client = M.get()
   if client then
+    stopping[client.id] = true
     if has_011 then
       client:stop()
     else

@@ -156,6 +156,8 @@ function M.complete(arglead, cmdline, cursorpos)
   if #words == 0 then
     candidates = vim.tbl_keys(M.tree)
     table.sort(candidates)
+  elseif #words == 1 and words[1] == 'goal' and require('dsh.state').agent_id then
+    candidates = M.goal_verbs(require('dsh.state').goal())
   elseif #words == 1 and M.tree[words[1]] then
     candidates = M.tree[words[1]]
   elseif #words == 2 and words[1] == 'session' and words[2] == 'open' then
@@ -224,35 +226,55 @@ local function with_goal(fn)
   end)
 end
 
+--- The goal in detail (for :Dsh goal): the objective, rounds, tokens, the phase in a
+--- person's words, the blocked reason, what can be done next, and the revision.
 local function describe_goal(view)
   if not view or view == vim.NIL then
     return 'no goal'
   end
-  local text = ('goal %q: %s, %d/%d rounds (%d left), %s, revision %d'):format(
+  local text = ('goal %q: %s (%d left)'):format(
     view.objective or '',
-    view.phase or '?',
-    view.roundsStarted or 0,
-    view.maxRounds or 0,
-    view.roundsLeft or 0,
-    view.activation or '?',
-    view.revision or 0
+    require('dsh.statusline').describe(view),
+    view.roundsLeft or 0
   )
   if type(view.blockedReason) == 'table' then
-    text = text .. ('; blocked: %s: %s'):format(view.blockedReason.code or '', view.blockedReason.message or '')
+    text = text .. ('; %s'):format(view.blockedReason.message or '')
   end
-  return text
+  local next_steps = M.goal_verbs(view)
+  return text .. ('; next: %s (revision %d)'):format(table.concat(next_steps, ', '), view.revision or 0)
 end
 M.describe_goal = describe_goal
 
--- Success notices stay short: a message wider than the screen makes Neovim wait for Enter.
-local function short_goal(view)
+--- What a person can do with the goal in its phase (pure; SPEC's transitions): no
+--- `resume` for a complete goal, no `pause` for a paused one.
+---@param view table? GoalView
+---@return string[]
+function M.goal_verbs(view)
   if not view or view == vim.NIL then
-    return 'no goal'
+    return { 'create' }
   end
-  return ('%d/%d rounds, revision %d'):format(view.roundsStarted or 0, view.maxRounds or 0, view.revision or 0)
+  local verbs = {
+    active = { 'edit', 'pause', 'complete', 'block', 'clear' },
+    paused = { 'edit', 'resume', 'complete', 'block', 'clear' },
+    blocked = { 'edit', 'resume', 'complete', 'clear' },
+    complete = { 'create', 'clear' },
+  }
+  local out = vim.deepcopy(verbs[view.phase] or M.tree.goal)
+  if view.phase == 'active' then
+    -- Armed: it can be disarmed; waiting after a load: resume arms it again.
+    table.insert(out, 2, view.activation == 'disarmed' and 'resume' or 'disarm')
+  end
+  return out
 end
 
-local function open_session(session_id, reload)
+-- Success notices stay short: a message wider than the screen makes Neovim wait for Enter.
+local function short_goal(view)
+  return require('dsh.statusline').usage(view)
+end
+
+--- Open (or reopen) a session and make it current. `how` words the notice:
+--- 'open' by default, 'reopened' after the daemon restarted.
+function M.open_session(session_id, reload, how)
   local params = { sessionId = session_id }
   if reload then
     params.reload = true
@@ -261,8 +283,8 @@ local function open_session(session_id, reload)
     local state = require('dsh.state')
     if reload then
       -- The daemon replaced the session's agent: the old ids are stale now.
-      for agent_id, session_id in pairs(vim.deepcopy(state.session_of)) do
-        if session_id == result.sessionId and agent_id ~= result.agentId then
+      for agent_id, sid in pairs(vim.deepcopy(state.session_of)) do
+        if sid == result.sessionId and agent_id ~= result.agentId then
           state.forget(agent_id)
         end
       end
@@ -273,9 +295,14 @@ local function open_session(session_id, reload)
       state.plans[result.agentId] = { active = result.plan.active == true, pending = result.plan.pending }
     end
     become(result.agentId, result.sessionId)
-    notify(('session %s open · %s'):format(result.sessionId, require('dsh.statusline').format(result.goal)))
-  end, 'open the session')
+    notify(('session %s %s · %s'):format(
+      result.sessionId,
+      how or 'open',
+      require('dsh.statusline').describe(result.goal ~= vim.NIL and result.goal or nil)
+    ))
+  end, (how == 'reopened' and 'reopen' or 'open') .. ' the session')
 end
+local open_session = M.open_session
 
 local function pick_session(prompt, on_choice)
   request(requests().session_list, vim.empty_dict(), function(result)
@@ -287,11 +314,11 @@ local function pick_session(prompt, on_choice)
     vim.ui.select(sessions, {
       prompt = prompt,
       format_item = function(s)
-        return ('%s  %s  %s%s'):format(
-          s.sessionId,
+        return ('%s  ·  %s%s  ·  %s'):format(
+          (type(s.title) == 'string' and s.title ~= '') and s.title or '(untitled)',
           s.updatedAt or '',
-          s.title or '',
-          s.goal and ('  [' .. require('dsh.statusline').format(s.goal) .. ']') or ''
+          type(s.goal) == 'table' and ('  ·  ' .. require('dsh.statusline').goal_text(s.goal)) or '',
+          s.sessionId
         )
       end,
     }, function(choice)
@@ -308,7 +335,7 @@ local function goal_write(method, done, attempt, extra)
   with_goal(function(agent_id, ref)
     local params = vim.tbl_extend('force', { agentId = agent_id, ref = ref }, extra or {})
     request(method, params, function(view)
-      notify(('%s (%s)'):format(done, short_goal(view)))
+      notify(('%s · %s'):format(done, short_goal(view)))
     end, attempt)
   end)
 end
@@ -320,10 +347,11 @@ M.actions = {
       return notify('no session. :Dsh session new, :Dsh session open')
     end
     local plan = state.plan() or {}
-    notify(('session %s · plan mode %s%s · %s'):format(
+    notify(('session %s · plan mode %s%s%s · %s'):format(
       state.session_id,
       plan.active and 'on' or 'off',
       plan.pending ~= nil and (' (pending ' .. (plan.pending and 'on' or 'off') .. ')') or '',
+      state.busy() and ' · working' or '',
       describe_goal(state.goal())
     ))
   end,
@@ -377,9 +405,9 @@ M.actions = {
   prompt = function(a)
     with_agent(function(agent_id)
       local state = require('dsh.state')
-      state.prompts[agent_id] = (state.prompts[agent_id] or 0) + 1
+      state.count_prompt(agent_id, 1)
       local function done(result, err)
-        state.prompts[agent_id] = math.max(0, (state.prompts[agent_id] or 1) - 1)
+        state.count_prompt(agent_id, -1)
         vim.api.nvim_exec_autocmds('User', {
           pattern = 'DshTurnEnded',
           modeline = false,
@@ -457,7 +485,7 @@ M.actions = {
         requests().goal_create,
         { agentId = agent_id, objective = a.objective, maxRounds = a.max_rounds },
         function(view)
-          notify(('goal created (%s)'):format(short_goal(view)))
+          notify(('goal created · %s'):format(short_goal(view)))
         end,
         'create a goal'
       )
@@ -522,7 +550,7 @@ M.actions = {
   ['goal.disarm'] = function()
     with_agent(function(agent_id)
       request(requests().goal_disarm, { agentId = agent_id }, function(view)
-        notify(('goal disarmed (%s): nothing continues it until :Dsh goal resume'):format(short_goal(view)))
+        notify(('goal waits for you · %s; nothing continues it until :Dsh goal resume'):format(short_goal(view)))
       end, 'disarm the goal')
     end)
   end,
@@ -531,15 +559,22 @@ M.actions = {
   end,
   restart = function()
     local client = require('dsh.client')
+    local session_id = require('dsh.state').session_id
     local running = client.get()
+    local function started()
+      if session_id then
+        open_session(session_id, false, 'reopened')
+      else
+        notify(running and 'dshd restarted' or 'dshd started')
+      end
+    end
     if not running then
-      return client.with_client(function()
-        notify('dshd started')
-      end)
+      return client.with_client(started)
     end
     local id = running.id
     client.stop()
-    -- Wait for the old process to go (it writes checkpoints on shutdown), then start.
+    -- Wait for the old process to go (it writes checkpoints on shutdown), then start
+    -- and reopen the session it had.
     local timer = vim.uv.new_timer()
     local waited = 0
     timer:start(50, 50, vim.schedule_wrap(function()
@@ -547,9 +582,7 @@ M.actions = {
       if vim.lsp.get_client_by_id(id) == nil or waited > 5000 then
         timer:stop()
         timer:close()
-        client.with_client(function()
-          notify('dshd restarted; open a session again with :Dsh session open')
-        end)
+        client.with_client(started)
       end
     end))
   end,

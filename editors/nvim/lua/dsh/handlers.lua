@@ -22,6 +22,14 @@ local function session_event(_, params)
   if type(params) ~= 'table' then
     return
   end
+  local event = params.event
+  if type(event) == 'table' and params.agentId then
+    if event.type == 'turn/open' then
+      require('dsh.state').set_turn_open(params.agentId, true)
+    elseif event.type == 'turn/close' then
+      require('dsh.state').set_turn_open(params.agentId, false)
+    end
+  end
   require('dsh.transcript').on_event(params)
   require('dsh.review').on_event(params)
 end

@@ -15,24 +15,53 @@ M.plans = {} ---@type table<string, {active: boolean, pending: boolean?}>
 M.sessions = {} ---@type table[] the last dsh/session/list answer (for completion)
 M.prompts = {} ---@type table<string, integer> agentId -> prompts in flight
 M.session_of = {} ---@type table<string, string> agentId -> sessionId
+M.turns = {} ---@type table<string, boolean> agentId -> a turn is open (turn/open .. turn/close)
+
+local function announce(pattern, data)
+  vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
+end
 
 -- The statusline is read on every redraw: keep the rendered text, rebuild on change.
 local status_text = ''
+
+--- Whether `agent_id` is working: a turn is open (a prompt, a steer, a goal round)
+--- or a prompt is on its way.
+function M.busy(agent_id)
+  agent_id = agent_id or M.agent_id
+  return agent_id ~= nil and (M.turns[agent_id] == true or (M.prompts[agent_id] or 0) > 0)
+end
 
 local function render()
   if not M.agent_id then
     status_text = ''
   else
-    status_text = statusline.format(M.goals[M.agent_id] or nil)
+    local plan = M.plans[M.agent_id]
+    status_text = statusline.format(M.goals[M.agent_id] or nil, {
+      plan = plan ~= nil and plan.active == true,
+      busy = M.busy(M.agent_id),
+    })
+  end
+end
+
+--- Rebuild the statusline of the current agent and tell who listens: DshGoalChanged
+--- when `goal_change` ({op, goal}) is given, DshStatusChanged when the text changed.
+local function refresh(agent_id, goal_change)
+  if agent_id ~= M.agent_id then
+    return
+  end
+  local before = status_text
+  render()
+  if goal_change then
+    announce('DshGoalChanged', vim.tbl_extend('force', { agentId = agent_id, status = status_text }, goal_change))
+  end
+  if before ~= status_text or goal_change then
+    announce('DshStatusChanged', { agentId = agent_id, status = status_text })
+    vim.cmd('redrawstatus!')
   end
 end
 
 function M.statusline()
   return status_text
-end
-
-local function announce(pattern, data)
-  vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
 end
 
 --- Record the GoalView (or nil) of `agent_id` and refresh the statusline if it is shown.
@@ -41,11 +70,19 @@ function M.set_goal(agent_id, view, op)
     view = nil -- a JSON null that was not decoded to nil
   end
   M.goals[agent_id] = view or false
-  if agent_id == M.agent_id then
-    render()
-    announce('DshGoalChanged', { agentId = agent_id, op = op, goal = view, status = status_text })
-    vim.cmd('redrawstatus!')
-  end
+  refresh(agent_id, { op = op, goal = view })
+end
+
+--- A turn opened or closed for `agent_id` (from its committed events).
+function M.set_turn_open(agent_id, open)
+  M.turns[agent_id] = open or nil
+  refresh(agent_id)
+end
+
+--- A prompt was sent (+1) or answered (-1).
+function M.count_prompt(agent_id, delta)
+  M.prompts[agent_id] = math.max(0, (M.prompts[agent_id] or 0) + delta)
+  refresh(agent_id)
 end
 
 function M.goal(agent_id)
@@ -62,6 +99,7 @@ function M.set_plan(agent_id, plan)
   if agent_id == M.agent_id then
     announce('DshPlanChanged', { agentId = agent_id, active = plan.active == true, pending = pending })
   end
+  refresh(agent_id)
 end
 
 function M.plan(agent_id)
@@ -77,6 +115,8 @@ function M.set_current(agent_id, session_id)
   M.session_id = session_id
   render()
   announce('DshGoalChanged', { agentId = agent_id, status = status_text })
+  announce('DshStatusChanged', { agentId = agent_id, status = status_text })
+  announce('DshSessionChanged', { agentId = agent_id, sessionId = session_id })
   vim.cmd('redrawstatus!')
 end
 
@@ -85,7 +125,9 @@ function M.forget(agent_id)
   M.goals[agent_id] = nil
   M.plans[agent_id] = nil
   M.prompts[agent_id] = nil
+  M.turns[agent_id] = nil
   M.session_of[agent_id] = nil
+  require('dsh.review').close_all('the session was closed or reloaded', agent_id)
   if agent_id == M.agent_id then
     M.set_current(nil, nil)
   end
@@ -97,6 +139,7 @@ function M.reset()
   M.goals = {}
   M.plans = {}
   M.prompts = {}
+  M.turns = {}
   M.session_of = {}
   M.set_current(nil, nil)
 end
