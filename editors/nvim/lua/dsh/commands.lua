@@ -245,7 +245,7 @@ local function describe_goal(view)
 end
 M.describe_goal = describe_goal
 
---- What a person can do with the goal in its phase (pure; SPEC's transitions): no
+--- What a person can do with the goal in its phase (pure; the goal's transitions): no
 --- `resume` for a complete goal, no `pause` for a paused one.
 ---@param view table? GoalView
 ---@return string[]

@@ -6,7 +6,7 @@ M.defaults = {
   cmd = nil,
   -- Files or directories that mark the workspace root, nearest first.
   root_markers = nil,
-  -- Sent as initializationOptions.config; same shape as .dsh/config.toml (SPEC 7).
+  -- Sent as initializationOptions.config; same shape as .dsh/config.toml.
   config = nil,
   -- Start the daemon at VimEnter when the working directory is inside a workspace
   -- with a `.dsh` directory. Otherwise it starts at the first :Dsh command.

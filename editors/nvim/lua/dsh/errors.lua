@@ -1,4 +1,4 @@
--- Daemon errors as messages that say what to do next (SPEC 6 error kinds).
+-- Daemon errors as messages that say what to do next (the protocol's error kinds).
 local M = {}
 
 function M.notify(message, level)

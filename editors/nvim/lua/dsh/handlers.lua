@@ -7,7 +7,7 @@ local function goal_changed(_, params)
   if type(params) ~= 'table' or not params.agentId then
     return
   end
-  -- After a clear there is no goal field (SPEC G-11).
+  -- After a clear there is no goal field.
   require('dsh.state').set_goal(params.agentId, params.goal, params.op)
 end
 
