@@ -69,7 +69,9 @@ async def test_agent_runs_with_no_plugins(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "plain"}], plugins=[])
     agent = ws.create_session()
     assert agent.plan is None and agent.goals is None
-    assert agent.tools.names() == [] and agent.sections.ids() == [] and agent.commands.names() == []
+    # Only the core's own: AGENTS.md's section and /compact.
+    assert agent.tools.names() == [] and agent.sections.ids() == ["project:instructions"]
+    assert agent.commands.names() == ["compact"]
     assert (await agent.prompt("hello"))["stopReason"] == "end-turn"
     await ws.shutdown()
 

@@ -6,13 +6,17 @@ A turn::
     step*:  propose -> pre-step chain (plan listener first) -> accepted:
               steered user/messages -> request/header -> model call ->
               assistant/message, tool/call* -> run tools -> tool/result*
-    turn/close {turn, stopReason}
+            or, when the request would be too big (or /compact asked for it), a
+            compaction step: request/header (sections ["context:compact"], no tools) ->
+              summary call -> context/compact; then the next step is proposed
+    turn/close {turn, stopReason, error?}
 
 Stop reasons: "end-turn" (a reply without tool calls and nothing steered in),
 "cancelled" (:meth:`Agent.cancel`), "rejected" (a step was rejected
 ``maxStepRetries + 1`` times in a row), "max-steps" (``[agent] maxSteps`` steps ran and
 the model still called tools), "model-error" (the adapter raised or broke the stream
-contract), "interrupted" (written on load for a turn the log left open: the process died
+contract, or the context could not be made to fit: ``error.kind`` "context-overflow"),
+"compacted" (a turn opened by ``/compact``), "interrupted" (written on load for a turn the log left open: the process died
 mid-turn; nothing resumes it), "forked" (written in a fork whose cut fell inside a turn).
 Every tool call gets a result: calls a turn cannot finish get a failed ``tool/result``
 ("cancelled", "interrupted", ...) before the ``turn/close``, so every transcript is well
@@ -24,6 +28,12 @@ whose reply has no tool calls takes one more step when steered text is waiting, 
 no step took is recorded just before the ``turn/close``. With no
 turn running, ``steer`` starts a turn with cause "steer" in the background and returns
 False (``prompt`` is the way to wait for a turn).
+
+Compaction (docs/context.md): before a step whose request is estimated over
+``[context] compactAt`` x ``[model] contextWindow`` the loop asks the model for a
+summary and commits ``context/compact``; the transcript (agent/transcript.py) is from
+then on that summary plus the events after ``throughSeq``. Compaction steps do not count
+towards ``[agent] maxSteps``.
 
 The loop imports no plugin. Plugins add sections, tools, commands and pre-step listeners
 through the registries here, and may start turns with :meth:`Agent.start_turn`.
@@ -39,16 +49,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from dshd.agent.commands import CommandRegistry
+from dshd.agent import compaction, transcript
+from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config
 from dshd.agent.deltas import AgentDelta, DeltaListener
-from dshd.agent.model import Message, ModelAdapter, ModelError, ModelRequest, ToolCallRequest, collect
-from dshd.agent.prompt import PromptContext, SectionRegistry
+from dshd.agent.model import Message, ModelAdapter, ModelError, ModelReply, ModelRequest, collect
+from dshd.agent.prompt import PromptContext, RenderedPrompt, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
 from dshd.errors import DshError
-from dshd.folds.events import AssistantMessage, GoalRound, ToolCall, ToolResult, UserMessage
+from dshd.folds.events import GoalRound, TurnCloseData
 
 if TYPE_CHECKING:
     from dshd.services.goals import GoalService
@@ -91,8 +102,15 @@ class Agent:
         self._detachers: list[Callable[[], None]] = []
         self._delta_listeners: list[DeltaListener] = []
         # Built from the log on first use (a model request), not at load: opening a session
-        # then costs only the checkpoint and the tail, however long the log is.
-        self._transcript: list[Message] | None = None
+        # then costs only the checkpoint and the tail, however long the log is; building it
+        # reads only from the last compaction on (agent/transcript.py).
+        self._transcript: transcript.Transcript | None = None
+        # /compact: the focus text of a compaction asked for and not yet done (in process only).
+        self._compact_asked: str | None = None
+        self._turn_error: dict[str, str] | None = None  # turn/close.error of the ending turn
+        self.commands.add(
+            Command("compact", "/compact [focus]: replace the conversation so far with a summary", self._compact_command)
+        )
         self._detachers.append(store.add_listener(self._follow))
         self._close_left_open_turn(left_open_reason)
 
@@ -141,10 +159,11 @@ class Agent:
         return list(self._messages())
 
     def _messages(self) -> list[Message]:
+        return self._built_transcript().messages
+
+    def _built_transcript(self) -> transcript.Transcript:
         if self._transcript is None:
-            self._transcript = []
-            for event in self.store.events():
-                self._append_message(event)
+            self._transcript = transcript.build(self.store)
         return self._transcript
 
     async def wait_idle(self) -> None:
@@ -193,6 +212,7 @@ class Agent:
         # Disarm first, so the continuation driver sees it when the turn ends.
         if self.goals is not None:
             self.goals.disarm()
+        self._compact_asked = None
         task = self._turn_task
         if task is not None and not task.done():
             task.cancel()
@@ -209,11 +229,7 @@ class Agent:
     ) -> asyncio.Task:
         """Open a turn now (turn/open and its user/message are durable when this returns)
         and run its steps in a task. ``turn-open`` if a turn is running."""
-        self._require_live()
-        if self.turn_running or self.store.state.turn.open:
-            raise DshError("turn-open", "a turn is running: use steer, or cancel it first")
-        turn = self.store.state.turn.last_turn + 1
-        self.store.commit("turn/open", {"turn": turn, "cause": cause}, turn=turn)
+        turn = self._open_turn(cause)
         message: dict[str, Any] = {"text": text, "source": source}
         if plugin is not None:
             message["plugin"] = plugin
@@ -225,8 +241,33 @@ class Agent:
             # The turn cannot start (e.g. a stale goalRound): close it, report the cause.
             self.store.commit("turn/close", {"turn": turn, "stopReason": "rejected"}, turn=turn)
             raise
+        return self._run_in_task(turn)
+
+    def _open_turn(self, cause: str) -> int:
+        self._require_live()
+        if self.turn_running or self.store.state.turn.open:
+            raise DshError("turn-open", "a turn is running: use steer, or cancel it first")
+        turn = self.store.state.turn.last_turn + 1
+        self.store.commit("turn/open", {"turn": turn, "cause": cause}, turn=turn)
+        return turn
+
+    def _run_in_task(self, turn: int) -> asyncio.Task:
         self._turn_task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn-{turn}")
         return self._turn_task
+
+    async def _compact_command(self, agent: "Agent", rest: str) -> None:
+        """``/compact [focus]``: with a turn running, the compaction comes before its next
+        model request (or the next turn's first); otherwise a turn of its own (cause
+        "compact", no user message) does it and ends "compacted"."""
+        if self.turn_running or self.store.state.turn.open:
+            self._compact_asked = rest
+            return
+        if not self._built_transcript().compactable:
+            raise DshError(
+                "invalid-params", "nothing to compact: the conversation is empty or was just compacted", field="text"
+            )
+        self._compact_asked = rest
+        self._run_in_task(self._open_turn("compact"))
 
     def close(self) -> None:
         """Stop everything this agent runs and release the session. The running turn is
@@ -254,6 +295,7 @@ class Agent:
     # ---- turns and steps -------------------------------------------------------------
 
     async def _run_turn(self, turn: int) -> dict[str, Any]:
+        self._turn_error = None
         try:
             reason = await self._steps(turn)
         except asyncio.CancelledError:
@@ -275,7 +317,11 @@ class Agent:
         # nothing the person said is dropped, and the next turn's model sees it.
         while self._steered:
             self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
-        self.store.commit("turn/close", {"turn": turn, "stopReason": reason}, turn=turn)
+        close: dict[str, Any] = {"turn": turn, "stopReason": reason}
+        error, self._turn_error = self._turn_error, None
+        if error is not None and "error" in TurnCloseData.__struct_fields__:
+            close["error"] = error
+        self.store.commit("turn/close", close, turn=turn)
 
     def _close_left_open_turn(self, reason: str) -> None:
         state = self.store.state.turn
@@ -294,9 +340,12 @@ class Agent:
 
     async def _steps(self, turn: int) -> str:
         agent_config = self.config.agent
-        step = 0
+        compact_turn = self.store.state.turn.cause == "compact"
+        step = 0  # request/header steps, compaction requests included
+        model_steps = 0  # steps that asked for a reply (what [agent] maxSteps counts)
+        just_compacted = False
         while True:
-            if step >= agent_config.maxSteps:
+            if model_steps >= agent_config.maxSteps:
                 return "max-steps"
             attempt = 1
             while True:
@@ -311,9 +360,40 @@ class Agent:
             step += 1
             while self._steered:
                 self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
-            request = self._derive_request(turn, step)
+            rendered = self._render(turn, step)
+            # The history first: if the log under the checkpoint cannot be read, no header
+            # claims a request that was never made.
+            history = self._built_transcript()
+            window = self.config.model.contextWindow
+            forced = self._compact_asked
+            if forced is None and compact_turn and step == 1:
+                forced = ""  # a /compact turn's first step compacts, whatever happened since
+            estimate = 0
+            if window is not None or forced is not None:
+                estimate = compaction.estimate_request(rendered.system, self.tools.specs(), history)
+            due = window is not None and estimate > self.config.context.compactAt * window
+            if forced is not None or (due and not just_compacted and history.compactable):
+                self._compact_asked = None
+                failure = await self._compact(turn, step, rendered, estimate, forced or "")
+                if failure is not None:
+                    self._turn_error = {"kind": "context-overflow", "message": failure}
+                    return "model-error"
+                just_compacted = True
+                if compact_turn and not self._steered:
+                    return "compacted"
+                continue
+            just_compacted = False
+            if window is not None and estimate > window:
+                self._turn_error = {
+                    "kind": "context-overflow",
+                    "message": f"the request needs about {estimate} tokens, more than [model] contextWindow "
+                    f"({window}), and compacting cannot make it smaller",
+                }
+                return "model-error"
+            request = self._derive_request(turn, step, rendered)
+            model_steps += 1
             try:
-                reply = await collect(self.model.stream(request))
+                reply = await self._ask_model(request)
             except ModelError:
                 log.exception("model broke the stream contract in turn %d", turn)
                 return "model-error"
@@ -343,12 +423,16 @@ class Agent:
             if not reply.tool_calls and not self._steered:
                 return "end-turn"
 
-    def _derive_request(self, turn: int, step: int) -> ModelRequest:
+    async def _ask_model(self, request: ModelRequest) -> ModelReply:
+        return await collect(self.model.stream(request))
+
+    def _render(self, turn: int, step: int) -> RenderedPrompt:
+        return self.sections.render(PromptContext(state=self.store.state, turn=turn, step=step))
+
+    def _derive_request(self, turn: int, step: int, rendered: RenderedPrompt) -> ModelRequest:
         state = self.store.state
-        rendered = self.sections.render(PromptContext(state=state, turn=turn, step=step))
-        # The history first: if the log under the checkpoint cannot be read, no header
-        # claims a request that was never made. (The header adds nothing to it: PM-5.)
         messages = tuple(self._messages())
+        # The header adds nothing to the transcript (PM-5).
         self.store.commit(
             "request/header",
             {
@@ -360,6 +444,59 @@ class Agent:
             turn=turn,
         )
         return ModelRequest(rendered.system, messages, self.tools.specs())
+
+    async def _compact(
+        self, turn: int, step: int, rendered: RenderedPrompt, tokens_before: int, focus: str
+    ) -> str | None:
+        """One compaction step: a recorded summary request, then ``context/compact``.
+        Returns None when committed, else why it failed (the log then holds the request's
+        header and nothing else: the transcript is as it was)."""
+        history = self._built_transcript()
+        window = self.config.model.contextWindow
+        threshold = None if window is None else int(self.config.context.compactAt * window)
+        request = compaction.summary_request(
+            history.messages, focus=focus, budget_tokens=threshold, words=compaction.summary_words(window)
+        )
+        through_seq = self.store.state.seq
+        self.store.commit(
+            "request/header",
+            {
+                "step": step,
+                "planActive": self.store.state.plan.active,
+                "sections": [compaction.COMPACT_SECTION_ID],
+                "tools": [],
+            },
+            turn=turn,
+        )
+        try:
+            reply = await self._ask_model(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("compaction in turn %d failed: %s", turn, exc)
+            return f"compacting the conversation failed: the summary request failed ({exc})"
+        summary = reply.text.strip()
+        if not summary:
+            return "compacting the conversation failed: the model gave no summary"
+        tools = self.tools.specs()
+        kept = history.messages_after(through_seq)
+        tokens_after = compaction.estimate_after(rendered.system, tools, summary, kept)
+        if threshold is not None and tokens_after > threshold:
+            return (
+                f"compacting the conversation failed: the request would still need about {tokens_after} "
+                f"tokens, over {threshold} ([context] compactAt of [model] contextWindow)"
+            )
+        self.store.commit(
+            "context/compact",
+            {
+                "summary": summary,
+                "throughSeq": through_seq,
+                "tokensBefore": max(1, tokens_before),
+                "tokensAfter": max(1, tokens_after),
+            },
+            turn=turn,
+        )
+        return None
 
     async def _run_tool(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         tool = self.tools.get(name)
@@ -384,24 +521,7 @@ class Agent:
     def _follow(self, event: Any) -> None:
         """Keep a built transcript in step with the log."""
         if self._transcript is not None:
-            self._append_message(event)
-
-    def _append_message(self, event: Any) -> None:
-        """plan/mode, request/header and goal/change never enter the transcript (PM-5)."""
-        assert self._transcript is not None
-        if isinstance(event, UserMessage):
-            self._transcript.append(Message("user", event.data.text))
-        elif isinstance(event, AssistantMessage):
-            self._transcript.append(Message("assistant", event.data.text))
-        elif isinstance(event, ToolCall):
-            call = ToolCallRequest(event.data.callId, event.data.name, dict(event.data.arguments))
-            last = self._transcript[-1] if self._transcript else None
-            if last is not None and last.role == "assistant":
-                self._transcript[-1] = Message("assistant", last.text, last.tool_calls + (call,))
-            else:
-                self._transcript.append(Message("assistant", "", (call,)))
-        elif isinstance(event, ToolResult):
-            self._transcript.append(Message("tool", event.data.content, call_id=event.data.callId, ok=event.data.ok))
+            self._transcript.apply(event)
 
     def _require_live(self) -> None:
         if self.closed:

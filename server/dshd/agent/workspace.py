@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dshd.agent.config import Config
+from dshd.agent.instructions import ProjectInstructions
 from dshd.agent.loop import Agent
 from dshd.agent.model import ModelAdapter, model_from_config
 from dshd.agent.questions import UserQuestions
@@ -85,6 +86,8 @@ class Workspace:
         self._retired: set[str] = set()  # agentIds issued and no longer live
         # Plugins by name, imported once; the loop itself imports none of them.
         self._plugins = [importlib.import_module(f"dshd.plugins.{name}") for name in config.plugins]
+        # AGENTS.md: a core section of every agent (not a plugin), one stat cache per workspace.
+        self.instructions = ProjectInstructions(self.root)
 
     # ---- sessions ------------------------------------------------------------------
 
@@ -183,6 +186,7 @@ class Workspace:
             store.close()
             raise
         try:
+            agent.sections.add(self.instructions.section())
             for name, plugin in zip(self.config.plugins, self._plugins):
                 agent.plugins[name] = plugin.attach(agent, self.config)
         except BaseException:

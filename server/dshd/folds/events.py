@@ -38,7 +38,8 @@ class SessionStartData(_Data):
     title: str | None = None
 
 
-TurnCause = Literal["prompt", "continuation", "steer"]
+# "compact": a turn opened by /compact to compact the context (no user/message of its own).
+TurnCause = Literal["prompt", "continuation", "steer", "compact"]
 
 
 class TurnOpenData(_Data):
@@ -89,6 +90,16 @@ class ToolResultData(_Data):
 
 class PlanModeData(_Data):
     active: bool
+
+
+class ContextCompactData(_Data):
+    """The transcript is ``summary`` plus the events after ``throughSeq`` from here on.
+    ``tokensBefore`` / ``tokensAfter``: the estimated request size before and after."""
+
+    summary: str
+    throughSeq: int
+    tokensBefore: int
+    tokensAfter: int
 
 
 GoalPhase = Literal["active", "paused", "blocked", "complete"]
@@ -178,6 +189,10 @@ class GoalChange(_Event, tag="goal/change", kw_only=True):
     data: GoalChangeData
 
 
+class ContextCompact(_Event, tag="context/compact", kw_only=True):
+    data: ContextCompactData
+
+
 Event = Union[
     SessionStart,
     TurnOpen,
@@ -189,6 +204,7 @@ Event = Union[
     ToolResult,
     PlanMode,
     GoalChange,
+    ContextCompact,
 ]
 
 EVENT_CLASSES: dict[str, type] = {
@@ -204,6 +220,7 @@ EVENT_CLASSES: dict[str, type] = {
         ToolResult,
         PlanMode,
         GoalChange,
+        ContextCompact,
     )
 }
 

@@ -22,6 +22,7 @@ from dshd.errors import DshError
 from dshd.folds.events import (
     FORMAT_VERSION,
     AssistantMessage,
+    ContextCompact,
     Event,
     PlanMode,
     RequestHeader,
@@ -32,8 +33,16 @@ from dshd.folds.events import (
     TurnOpen,
     UserMessage,
 )
-from dshd.folds.rules import FoldError, _check_envelope_turn, apply, fold_goal, fold_open_turn, fold_plan_mode
-from dshd.folds.state import PlanState, SessionState, TurnState
+from dshd.folds.rules import (
+    FoldError,
+    _check_envelope_turn,
+    apply,
+    fold_context,
+    fold_goal,
+    fold_open_turn,
+    fold_plan_mode,
+)
+from dshd.folds.state import ContextState, PlanState, SessionState, TurnState
 from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, read_line_before
 
 # Replay reads this much at a time and splits it into lines (bounded memory, few syscalls).
@@ -174,7 +183,7 @@ def fold_lines(
 
 
 # Events that concern no fold: they only advance seq (and must name the open turn, if any).
-_PASSIVE = frozenset({AssistantMessage, ToolCall, ToolResult})
+_PASSIVE = frozenset({AssistantMessage})
 
 
 def _blocks(path: Path, offset: int, end: int) -> Iterator[list[bytes]]:
@@ -232,6 +241,12 @@ def fold_file(
     line_base = first_line_no - (state.seq + 1) + (1 if folded_first else 0)
     seq = state.seq
     plan, turn, goal = state.plan, state.turn, state.goal
+    # The context fold in locals: a mutable set of calls without a result (the state's
+    # frozenset is rebuilt once at the end).
+    context = state.context
+    compact_seq, through_seq = context.compact_seq, context.through_seq
+    calls = set(context.pending_calls)
+    batch_from, quiet_from = context.batch_from, context.quiet_from
     event = None
     line = b""
     try:
@@ -241,18 +256,33 @@ def fold_file(
                 seq += 1
                 cls = event.__class__
                 if event.seq != seq or cls is SessionStart:
-                    apply(SessionState(state.session_id, seq - 1, plan, turn, goal), event)  # raises
+                    context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
+                    apply(SessionState(state.session_id, seq - 1, plan, turn, goal, context=context), event)  # raises
                     raise AssertionError("apply accepted what the fast path refused")  # pragma: no cover
                 t = event.turn
                 if cls is TurnOpen or cls is TurnClose:
                     if t is not None:
                         _check_envelope_turn(turn, event)
                     turn = fold_open_turn(turn, event)
+                    if calls and cls is TurnClose:  # a batch ends with its turn
+                        calls.clear()
+                        batch_from, quiet_from = 0, seq
                 else:
                     if t is not None and (t != turn.last_turn or not turn.open):
                         _check_envelope_turn(turn, event)  # raises
                     if cls in passive:
                         pass
+                    elif cls is ToolCall:
+                        if not calls:
+                            batch_from = seq
+                        calls.add(event.data.callId)
+                    elif cls is ToolResult:
+                        if calls:
+                            call_id = event.data.callId
+                            if call_id in calls:
+                                calls.discard(call_id)
+                                if not calls:
+                                    batch_from, quiet_from = 0, seq
                     elif cls is RequestHeader:
                         # Inlined fold_open_turn + fold_plan_mode for the most common folded event.
                         data = event.data
@@ -268,6 +298,10 @@ def fold_file(
                             goal = fold_goal(goal, event)
                     elif cls is PlanMode:
                         plan = fold_plan_mode(plan, event)
+                    elif cls is ContextCompact:
+                        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
+                        compacted = fold_context(context, event)  # raises with the reference reason
+                        compact_seq, through_seq = compacted.compact_seq, compacted.through_seq
                     else:
                         goal = fold_goal(goal, event)
             last = line
@@ -276,7 +310,8 @@ def fold_file(
     except msgspec.MsgspecError:
         raise _reject(line_base + seq + 1, line + b"\n") from None
     if event is not None:
-        state = SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at)
+        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
+        state = SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at, context)
     count = seq - start_seq + (1 if folded_first else 0)
     return state, count, None if last is None else last + b"\n"
 

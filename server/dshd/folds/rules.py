@@ -9,6 +9,7 @@ import re
 
 from dshd.folds.events import (
     AssistantMessage,
+    ContextCompact,
     GoalChange,
     GoalChangeData,
     GoalRef,
@@ -21,7 +22,7 @@ from dshd.folds.events import (
     TurnOpen,
     UserMessage,
 )
-from dshd.folds.state import GoalState, PlanState, SessionState, TurnState
+from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState
 
 
 class FoldError(Exception):
@@ -37,6 +38,10 @@ _KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _INITIAL_PLAN = PlanState()
 _INITIAL_TURN = TurnState()
 _INITIAL_GOAL = GoalState()
+_INITIAL_CONTEXT = ContextState()
+
+# The largest token figure a context/compact may carry (wire integers stop at 2^53-1).
+MAX_TOKENS = 2**53 - 1
 
 
 # ---- plan mode (PM-6, PM-14) ------------------------------------------------------
@@ -232,6 +237,63 @@ def fold_goal(state: GoalState, event) -> GoalState:
     return state
 
 
+# ---- context compaction ------------------------------------------------------------
+
+
+def check_compact(state: ContextState, seq: int, data) -> None:
+    """Raise FoldError if a context/compact with ``data`` may not come at ``seq``."""
+    through = data.throughSeq
+    if not data.summary.strip():
+        raise FoldError("context/compact with an empty summary")
+    if through < 1:
+        raise FoldError(f"throughSeq {through} is not in the log")
+    if through >= seq:
+        raise FoldError(f"throughSeq {through} is not before this event (seq {seq})")
+    if through < state.compact_seq:
+        raise FoldError(f"throughSeq {through} is before the last compaction (seq {state.compact_seq})")
+    if state.pending_calls and through >= state.batch_from:
+        raise FoldError(f"throughSeq {through} is inside the open tool batch (from seq {state.batch_from})")
+    if through < state.quiet_from:
+        raise FoldError(f"throughSeq {through} is before the end of the last tool batch (seq {state.quiet_from})")
+    for name in ("tokensBefore", "tokensAfter"):
+        value = getattr(data, name)
+        if not 1 <= value <= MAX_TOKENS:
+            raise FoldError(f"{name} {value} is not a token count from 1 to {MAX_TOKENS}")
+
+
+def fold_context(state: ContextState, event) -> ContextState:
+    """Tool batches (open while a call has no result; a batch also ends with its turn)
+    and the last compaction."""
+    cls = event.__class__
+    if cls is ToolCall:
+        calls = state.pending_calls
+        call_id = event.data.callId
+        if call_id in calls:
+            return state
+        return ContextState(
+            state.compact_seq, state.through_seq, calls | {call_id}, state.batch_from or event.seq, state.quiet_from
+        )
+    if cls is ToolResult:
+        calls = state.pending_calls
+        call_id = event.data.callId
+        if call_id not in calls:
+            return state
+        rest = calls - {call_id}
+        if rest:
+            return ContextState(state.compact_seq, state.through_seq, rest, state.batch_from, state.quiet_from)
+        return ContextState(state.compact_seq, state.through_seq, frozenset(), 0, event.seq)
+    if cls is TurnClose:
+        if not state.pending_calls:
+            return state
+        return ContextState(state.compact_seq, state.through_seq, frozenset(), 0, event.seq)
+    if cls is ContextCompact:
+        check_compact(state, event.seq, event.data)
+        return ContextState(
+            event.seq, event.data.throughSeq, state.pending_calls, state.batch_from, state.quiet_from
+        )
+    return state
+
+
 # ---- the whole session --------------------------------------------------------------
 
 
@@ -242,7 +304,15 @@ def _start(event) -> SessionState:
         raise FoldError("session/start has a turn")
     data = event.data
     return SessionState(
-        data.sessionId, event.seq, _INITIAL_PLAN, _INITIAL_TURN, _INITIAL_GOAL, data.title, data.forkedFrom, event.at
+        data.sessionId,
+        event.seq,
+        _INITIAL_PLAN,
+        _INITIAL_TURN,
+        _INITIAL_GOAL,
+        data.title,
+        data.forkedFrom,
+        event.at,
+        _INITIAL_CONTEXT,
     )
 
 
@@ -266,6 +336,7 @@ def apply(state: SessionState | None, event) -> SessionState:
         _check_envelope_turn(turn, event)
     plan = state.plan
     goal = state.goal
+    context = state.context
     concern = _CONCERNS.get(event.__class__)
     if concern is None:
         raise FoldError("session/start only on line 1")
@@ -275,21 +346,24 @@ def apply(state: SessionState | None, event) -> SessionState:
         plan = fold_plan_mode(plan, event)
     if concern & _GOAL:
         goal = fold_goal(goal, event)
-    return SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at)
+    if concern & _CONTEXT:
+        context = fold_context(context, event)
+    return SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at, context)
 
 
-_TURN, _PLAN, _GOAL = 1, 2, 4
+_TURN, _PLAN, _GOAL, _CONTEXT = 1, 2, 4, 8
 # Which folds an event class concerns (0: none; the state only advances seq). SessionStart is
 # absent on purpose: after line 1 it is an error.
 _CONCERNS: dict[type, int] = {
     TurnOpen: _TURN,
-    TurnClose: _TURN,
+    TurnClose: _TURN | _CONTEXT,
     RequestHeader: _TURN | _PLAN,
     PlanMode: _PLAN,
     GoalChange: _GOAL,
     UserMessage: _GOAL,
     AssistantMessage: 0,
-    ToolCall: 0,
-    ToolResult: 0,
+    ToolCall: _CONTEXT,
+    ToolResult: _CONTEXT,
+    ContextCompact: _CONTEXT,
 }
 

@@ -36,6 +36,21 @@ class GoalState(Struct, frozen=True):
     used_ids: frozenset[str] = frozenset()
 
 
+class ContextState(Struct, frozen=True):
+    """What strict replay needs to check a ``context/compact``, and where the model
+    transcript starts (the cold path reads the log from ``through_seq`` on).
+
+    A tool batch is open while a ``tool/call`` has no ``tool/result`` yet (it also ends
+    with its turn); ``batch_from`` is the seq of the first call of the open batch (0: none
+    open), ``quiet_from`` the seq where the last batch ended (0: none yet)."""
+
+    compact_seq: int = 0  # seq of the last context/compact (0: none)
+    through_seq: int = 0  # its throughSeq
+    pending_calls: frozenset[str] = frozenset()
+    batch_from: int = 0
+    quiet_from: int = 0
+
+
 class SessionState(Struct, frozen=True):
     session_id: str
     seq: int  # seq of the last event folded (= its line number)
@@ -47,3 +62,4 @@ class SessionState(Struct, frozen=True):
     title: str | None = None
     forked_from: ForkedFrom | None = None
     last_at: str | None = None
+    context: ContextState = ContextState()

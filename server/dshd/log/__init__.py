@@ -8,6 +8,7 @@ from dshd.log.sessionlog import (
     SessionLog,
     TornTail,
     find_complete_end,
+    find_line_start,
     iter_records,
     read_line_before,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "SessionLog",
     "TornTail",
     "find_complete_end",
+    "find_line_start",
     "iter_records",
     "read_line_before",
 ]

@@ -104,6 +104,36 @@ def iter_records(
                 break
 
 
+def find_line_start(path: Path, offset: int, line_no: int, target: int) -> int:
+    """The byte offset where line ``target`` starts, found by reading backwards from
+    ``offset`` (the start of line ``line_no``; ``target <= line_no``). Reads only the
+    bytes in between (plus at most one block): the way to reach the last lines of a long
+    log without reading it from the top."""
+    if not 1 <= target <= line_no:
+        raise ValueError(f"line {target} is not in 1..{line_no}")
+    # Line `target` starts just after the newline that ends line target-1: the
+    # (line_no - target + 1)-th newline before `offset`.
+    wanted = line_no - target + 1
+    if target == 1:
+        return 0
+    with open(path, "rb", buffering=0) as f:
+        pos = offset
+        while pos > 0:
+            start = max(0, pos - _TAIL_BLOCK)
+            f.seek(start)
+            block = f.read(pos - start)
+            count = block.count(b"\n")
+            if count < wanted:
+                wanted -= count
+                pos = start
+                continue
+            nl = len(block)
+            for _ in range(wanted):
+                nl = block.rfind(b"\n", 0, nl)
+            return start + nl + 1
+    raise ValueError(f"line {target} not found before offset {offset}")
+
+
 def read_line_before(path: Path, offset: int, length: int) -> bytes | None:
     """The ``length`` bytes ending at ``offset`` (None if the file is shorter)."""
     if length <= 0 or offset < length:

@@ -22,7 +22,7 @@ from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
 from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
 from dshd.folds.replay import ReplayError, _reject
-from dshd.log import SessionLog, TornTail
+from dshd.log import SessionLog, TornTail, find_line_start
 
 log = logging.getLogger("dshd")
 
@@ -256,8 +256,7 @@ class SessionStore:
         out: list[Event] = []
         after_seq = max(0, after_seq)
         with self._lock:
-            i = bisect.bisect_right(self._index_seqs, after_seq + 1) - 1
-            start_seq, start_offset = self._index_seqs[i], self._index_offsets[i]
+            start_seq, start_offset = self._line_start(after_seq + 1)
             for line_no, _offset, line in self._log.records(start_offset, start_seq):
                 # In a replayed log, line number == seq.
                 if line_no <= after_seq:
@@ -275,6 +274,21 @@ class SessionStore:
                 if limit is not None and len(out) >= limit:
                     break
         return out
+
+    def _line_start(self, target: int) -> tuple[int, int]:
+        """A (seq, offset) at or before line ``target`` to read forward from: the nearest
+        indexed line below it, or, when the end of the log is nearer (a transcript that
+        starts at the last compaction of a long session), ``target`` itself, found by
+        reading backwards from the end. Found lines join the index."""
+        i = bisect.bisect_right(self._index_seqs, target) - 1
+        below_seq, below_offset = self._index_seqs[i], self._index_offsets[i]
+        end_seq = self.state.seq + 1 if self.state is not None else 1
+        if target <= below_seq or target > end_seq or end_seq - target >= target - below_seq:
+            return below_seq, below_offset
+        offset = find_line_start(self._log.path, self._log.size, end_seq, target)
+        self._index_seqs.insert(i + 1, target)
+        self._index_offsets.insert(i + 1, offset)
+        return target, offset
 
     # ---- checkpoints and closing -----------------------------------------------------
 

@@ -1,0 +1,112 @@
+"""The model transcript: the messages every request carries, built from the log alone.
+
+Events become messages like this:
+
+* ``user/message`` -> a user message (a person's text, a plugin's narration, a goal round);
+* ``assistant/message`` -> an assistant message;
+* ``tool/call`` -> a call on the assistant message just before it (or an assistant
+  message of its own when the reply had no text);
+* ``tool/result`` -> a tool message answering its call;
+* ``context/compact`` -> every message that came from an event at or before its
+  ``throughSeq`` is replaced by one user message carrying the summary;
+* nothing else enters: ``plan/mode``, ``request/header`` and ``goal/change`` never do
+  (PM-5: plan state and goals reach the model through their prompt sections, rendered
+  from the folds on every request, never through the transcript or a summary).
+
+:func:`build` is the cold path: it reads the log only from the last compaction's
+``throughSeq`` on (the folded state says where), so the first request of a long, compacted
+session costs what its tail costs. A fork, a reload and a restart build the same transcript
+from the same log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from dshd.agent.model import Message, ToolCallRequest
+from dshd.folds.events import AssistantMessage, ContextCompact, ToolCall, ToolResult, UserMessage
+
+if TYPE_CHECKING:
+    from dshd.services.store import SessionStore
+
+SUMMARY_INTRO = (
+    "The earlier part of this conversation was compacted to fit the context window. "
+    "Summary of it, written for you to carry on from:"
+)
+
+
+def summary_message(summary: str) -> Message:
+    """The user message that stands for everything a compaction summarized."""
+    return Message("user", f"{SUMMARY_INTRO}\n\n{summary}")
+
+
+class Transcript:
+    """Messages in log order, each remembering the seq of the event it came from."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._seqs: list[int] = []
+        self.compact_seq = 0  # seq of the last context/compact applied (0: none)
+        # The last reply that reported token usage, while it is still in the transcript:
+        # the index of its message and inputTokens + outputTokens (the context it filled).
+        self.usage_index: int | None = None
+        self.usage_tokens = 0
+
+    @classmethod
+    def from_events(cls, events: Iterable[Any]) -> "Transcript":
+        transcript = cls()
+        for event in events:
+            transcript.apply(event)
+        return transcript
+
+    @property
+    def compactable(self) -> bool:
+        """True when there is more than a summary to compact."""
+        return len(self.messages) > (1 if self.compact_seq else 0)
+
+    def apply(self, event: Any) -> None:
+        cls = event.__class__
+        if cls is UserMessage:
+            self._add(event.seq, Message("user", event.data.text))
+        elif cls is AssistantMessage:
+            self._add(event.seq, Message("assistant", event.data.text))
+            usage = getattr(event.data, "usage", None)
+            if usage is not None:
+                self.usage_index = len(self.messages) - 1
+                self.usage_tokens = usage.inputTokens + usage.outputTokens
+        elif cls is ToolCall:
+            call = ToolCallRequest(event.data.callId, event.data.name, dict(event.data.arguments))
+            last = self.messages[-1] if self.messages else None
+            if last is not None and last.role == "assistant":
+                self.messages[-1] = Message("assistant", last.text, last.tool_calls + (call,))
+            else:
+                self._add(event.seq, Message("assistant", "", (call,)))
+        elif cls is ToolResult:
+            data = event.data
+            self._add(event.seq, Message("tool", data.content, call_id=data.callId, ok=data.ok))
+        elif cls is ContextCompact:
+            self._compact(event.seq, event.data.throughSeq, event.data.summary)
+
+    def _add(self, seq: int, message: Message) -> None:
+        self.messages.append(message)
+        self._seqs.append(seq)
+
+    def _compact(self, seq: int, through_seq: int, summary: str) -> None:
+        keep = next((i for i, s in enumerate(self._seqs) if s > through_seq), len(self._seqs))
+        self.messages = [summary_message(summary)] + self.messages[keep:]
+        self._seqs = [seq] + self._seqs[keep:]
+        self.compact_seq = seq
+        # Usage reported before the compaction measured a context that is gone.
+        self.usage_index, self.usage_tokens = None, 0
+
+    def messages_after(self, through_seq: int) -> list[Message]:
+        """The messages that came from events after ``through_seq``."""
+        return [m for m, s in zip(self.messages, self._seqs) if s > through_seq]
+
+
+def build(store: "SessionStore") -> Transcript:
+    """The transcript of the session as logged, read from the last compaction on."""
+    context = store.state.context
+    start = context.through_seq if context.compact_seq else 0
+    return Transcript.from_events(store.events(after_seq=start))
