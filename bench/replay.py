@@ -44,14 +44,25 @@ _TEXT = (
     "I looked at the parser and the failing test: the tokenizer drops the last token when the input "
     "ends without a newline. I will fix the loop bound and add a regression test."
 )
+_SUMMARY = (
+    "The person asked to fix the tokenizer, which dropped the last token of input without a trailing "
+    "newline. Done: the loop bound in src/tokenize.py is fixed and tests/test_tokenize.py has a regression "
+    "test; all parser tests pass. Next: keep the parser tests green."
+)
 _CONTENT = (
     "def tokenize(src):\n    tokens = []\n    i = 0\n    while i < len(src) - 1:\n        ch = src[i]\n"
     "        if ch.isspace():\n            i += 1\n            continue\n        tokens.append(ch)\n"
 )
 
 
-def generate_log(path: Path, n_events: int, session_id: str = "bench") -> None:
-    """Write a sound log of exactly n_events lines (streamed, 64k events per write)."""
+def generate_log(
+    path: Path, n_events: int, session_id: str = "bench", *, compact_every: int = 0, compact_after: int | None = None
+) -> None:
+    """Write a sound log of exactly n_events lines (streamed, 64k events per write).
+
+    Compactions, as the agent loop writes them (a compaction step at the start of a turn
+    keeping the turn's user message), every ``compact_every`` turns and/or once at the
+    first turn that starts after seq ``compact_after``."""
     enc = msgspec.json.Encoder()
     out: list[bytes] = []
     seq = 0
@@ -82,6 +93,7 @@ def generate_log(path: Path, n_events: int, session_id: str = "bench") -> None:
         rounds = 0
         phase = None
         created = at()
+        compacted_once = False
         while seq < n_events:
             turn += 1
             # Every 40 turns: plan mode toggles; every 25: a goal change.
@@ -110,8 +122,19 @@ def generate_log(path: Path, n_events: int, session_id: str = "bench") -> None:
             text = f"Continue toward the goal (round {rounds})" if goal_round else "Please fix the tokenizer bug."
             emit(ev.UserMessage, ev.UserMessageData(text=text, source="plugin" if goal_round else "user",
                                                     plugin="goals" if goal_round else None, goalRound=goal_round), turn)
-            steps = 1 + turn % 4
-            for step in range(1, steps + 1):
+            first_step = 1
+            if (compact_every and turn % compact_every == 0) or (
+                compact_after is not None and seq >= compact_after and not compacted_once
+            ):
+                compacted_once = compacted_once or (compact_after is not None and seq >= compact_after)
+                through = seq - 1  # the turn's user message stays
+                emit(ev.RequestHeader, ev.RequestHeaderData(step=1, planActive=plan_active,
+                                                            sections=["context:compact"], tools=[]), turn)
+                emit(ev.ContextCompact, ev.ContextCompactData(summary=_SUMMARY, throughSeq=through,
+                                                              tokensBefore=182_000, tokensAfter=14_000), turn)
+                first_step = 2
+            steps = first_step + turn % 4
+            for step in range(first_step, steps + 1):
                 emit(ev.RequestHeader, ev.RequestHeaderData(step=step, planActive=plan_active,
                                                             sections=_SECTIONS, tools=_TOOLS), turn)
                 if step < steps:

@@ -77,3 +77,47 @@ async def settle(agent) -> None:
         await agent.wait_idle()
         if not agent.turn_running and (driver is None or driver.task is None or driver.task.done()):
             return
+
+
+class ContextModel:
+    """A model for the context tests that answers like a real one would: a summary request
+    (the compaction system prompt, no tools) gets ``summarize(request)`` (raise to fail it);
+    every other request gets the next of ``replies`` (dicts like a script's: text,
+    toolCalls), then ``default`` once they are spent. Records every request it gets."""
+
+    def __init__(self, replies=(), *, summarize=None, default: str = "ok"):
+        self.replies = list(replies)
+        self.summarize = summarize or (lambda request: "Summary: the person asked for things; they were done.")
+        self.default = default
+        self.requests = []
+
+    @staticmethod
+    def is_summary_request(request) -> bool:
+        from dshd.agent.compaction import SUMMARY_SYSTEM
+
+        return not request.tools and request.system.startswith(SUMMARY_SYSTEM[:40])
+
+    def summaries(self):
+        return [r for r in self.requests if self.is_summary_request(r)]
+
+    def work(self):
+        return [r for r in self.requests if not self.is_summary_request(r)]
+
+    async def stream(self, request):
+        from dshd.agent.model import Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+        self.requests.append(request)
+        if self.is_summary_request(request):
+            text = self.summarize(request)
+            yield TextDelta(text)
+            yield Stop("end-turn")
+            return
+        reply = self.replies.pop(0) if self.replies else {"text": self.default}
+        if reply.get("text"):
+            yield TextDelta(reply["text"])
+        calls = reply.get("toolCalls", [])
+        for index, call in enumerate(calls):
+            yield ToolCallStart(index, f"call-{len(self.requests)}-{index}", call["name"])
+            yield ToolCallDelta(index, json.dumps(call.get("arguments", {})))
+            yield ToolCallEnd(index)
+        yield Stop("tool-calls" if calls else "end-turn")

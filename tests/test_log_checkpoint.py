@@ -166,7 +166,9 @@ def base_logs(tmp_path_factory):
     root = tmp_path_factory.mktemp("base")
     generated = root / "generated.jsonl"
     generate_log(generated, 400)
-    return {"sample": SAMPLE.read_bytes(), "generated": generated.read_bytes()}
+    compacted = root / "compacted.jsonl"
+    generate_log(compacted, 400, compact_every=3)
+    return {"sample": SAMPLE.read_bytes(), "generated": generated.read_bytes(), "compacted": compacted.read_bytes()}
 
 
 def write_session(directory: Path, data: bytes) -> Path:
@@ -203,7 +205,7 @@ def reference(path: Path):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(["sample", "generated"]), split=st.floats(0, 1))
+@given(which=st.sampled_from(["sample", "generated", "compacted"]), split=st.floats(0, 1))
 def test_property_incremental_from_any_split_equals_full(base_logs, tmp_path, which, split):
     data = base_logs[which]
     path = write_session(tmp_path / "s", data)
@@ -217,11 +219,20 @@ def test_property_incremental_from_any_split_equals_full(base_logs, tmp_path, wh
     assert inc.last_line == full.last_line and inc.end == full.end
 
 
-MUTATIONS = ["delete", "duplicate", "swap-next", "seq+1", "turn+1", "revision+1", "round+1", "cut-half", "drop-field"]
+MUTATIONS = [
+    "delete", "duplicate", "swap-next", "seq+1", "turn+1", "revision+1", "round+1", "cut-half", "drop-field",
+    "through-3", "through+2", "call-id",
+]
+
+
+# Mutations aimed at one kind of line hit the next such line at or after the chosen one.
+_AIMED = {"through-3": b'"context/compact"', "through+2": b'"context/compact"', "call-id": b'"tool/result"'}
 
 
 def mutate(lines: list[bytes], i: int, how: str) -> list[bytes]:
     lines = list(lines)
+    if how in _AIMED:
+        i = next((j for j in range(i, len(lines)) if _AIMED[how] in lines[j]), i)
     line = lines[i]
     if how == "delete":
         del lines[i]
@@ -244,12 +255,16 @@ def mutate(lines: list[bytes], i: int, how: str) -> list[bytes]:
             data["goalRound"]["round"] += 1
         elif how == "drop-field":
             obj.pop("at")
+        elif how in ("through-3", "through+2") and "throughSeq" in data:
+            data["throughSeq"] += -3 if how == "through-3" else 2
+        elif how == "call-id" and "callId" in data:
+            data["callId"] += "x"
         lines[i] = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
     return lines
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(which=st.sampled_from(["sample", "generated"]), at=st.floats(0, 1), how=st.sampled_from(MUTATIONS),
+@given(which=st.sampled_from(["sample", "generated", "compacted"]), at=st.floats(0, 1), how=st.sampled_from(MUTATIONS),
        split=st.floats(0, 1))
 def test_property_fast_replay_agrees_with_reference_and_incremental(base_logs, tmp_path, which, at, how, split):
     lines = base_logs[which].splitlines(keepends=True)

@@ -186,6 +186,11 @@ def describe_event(event) -> str:
         return f"result {d.callId}: {'ok' if d.ok else 'FAILED'} {_clip(d.content, 60)}"
     if cls is ev.PlanMode:
         return f"plan mode {'on' if d.active else 'off'}"
+    if cls is ev.ContextCompact:
+        from dshd.agent.compaction import compaction_label
+
+        label = compaction_label(d.tokensBefore, d.tokensAfter)
+        return f"{label} (through seq {d.throughSeq}): {_clip(d.summary, 60)}"
     if cls is ev.GoalChange:
         if d.op == "clear":
             return f"goal {d.cleared.id} cleared (was rev {d.cleared.revision})"

@@ -78,6 +78,31 @@ def estimate_after(system: str, tools: Sequence[ToolSpec], summary: str, kept: S
     return text_tokens(chars + sum(map(message_chars, kept)))
 
 
+def keep_chars(threshold_tokens: int | None) -> int:
+    """How much verbatim tail a compaction may keep: a quarter of the compaction threshold
+    (2,000 tokens without a context window), in characters."""
+    tokens = 2000 if threshold_tokens is None else threshold_tokens // 4
+    return tokens * 4
+
+
+def kept_from(transcript: Transcript, max_chars: int) -> int:
+    """Where the verbatim tail a compaction keeps starts (an index into the messages).
+
+    The user messages that end the transcript (the prompt a turn opened with, text steered
+    in) are kept word for word when together they are at most ``max_chars`` and something
+    comes before them (after any earlier summary) to summarize; otherwise nothing is kept
+    (the index is the end)."""
+    messages = transcript.messages
+    end = len(messages)
+    first = 1 if transcript.compact_seq else 0
+    start = end
+    while start > first and messages[start - 1].role == "user":
+        start -= 1
+    if start in (first, end) or sum(map(message_chars, messages[start:])) > max_chars:
+        return end
+    return start
+
+
 def summary_words(context_window: int | None) -> int:
     """How long a summary may be: about a tenth of the window, 100 to 1,500 words."""
     if context_window is None:

@@ -454,10 +454,13 @@ class Agent:
         history = self._built_transcript()
         window = self.config.model.contextWindow
         threshold = None if window is None else int(self.config.context.compactAt * window)
+        # Everything is summarized but the user messages that end the transcript (the
+        # prompt this turn opened with): those stay word for word after the summary.
+        keep = compaction.kept_from(history, compaction.keep_chars(threshold))
+        through_seq = history.seq_of(keep) - 1 if keep < len(history.messages) else self.store.state.seq
         request = compaction.summary_request(
-            history.messages, focus=focus, budget_tokens=threshold, words=compaction.summary_words(window)
+            history.messages[:keep], focus=focus, budget_tokens=threshold, words=compaction.summary_words(window)
         )
-        through_seq = self.store.state.seq
         self.store.commit(
             "request/header",
             {

@@ -100,6 +100,10 @@ class Transcript:
         # Usage reported before the compaction measured a context that is gone.
         self.usage_index, self.usage_tokens = None, 0
 
+    def seq_of(self, index: int) -> int:
+        """The seq of the event message ``index`` came from."""
+        return self._seqs[index]
+
     def messages_after(self, through_seq: int) -> list[Message]:
         """The messages that came from events after ``through_seq``."""
         return [m for m, s in zip(self.messages, self._seqs) if s > through_seq]
