@@ -112,5 +112,6 @@ class Transcript:
 def build(store: "SessionStore") -> Transcript:
     """The transcript of the session as logged, read from the last compaction on."""
     context = store.state.context
-    start = context.through_seq if context.compact_seq else 0
-    return Transcript.from_events(store.events(after_seq=start))
+    built = Transcript()
+    store.each_event(built.apply, after_seq=context.through_seq if context.compact_seq else 0)
+    return built

@@ -251,9 +251,17 @@ class SessionStore:
 
     def events(self, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         """Committed events with seq > after_seq, oldest first, at most ``limit``."""
-        if limit is not None and limit <= 0:
-            return []
         out: list[Event] = []
+        self.each_event(out.append, after_seq, limit)
+        return out
+
+    def each_event(self, fn: Callable[[Event], None], after_seq: int = 0, limit: int | None = None) -> int:
+        """Call ``fn(event)`` for each committed event with seq > after_seq, oldest first, at
+        most ``limit``, as each is read (streaming: nothing is held, which matters for a
+        long log). Returns how many events were read."""
+        if limit is not None and limit <= 0:
+            return 0
+        count = 0
         after_seq = max(0, after_seq)
         with self._lock:
             start_seq, start_offset = self._line_start(after_seq + 1)
@@ -270,10 +278,11 @@ class SessionStore:
                 if event.seq != line_no:
                     kind = "gap" if event.seq > line_no else "repeat"
                     raise ReplayError(event.seq, line_no, f"seq {kind}: expected {line_no}, got {event.seq}")
-                out.append(event)
-                if limit is not None and len(out) >= limit:
+                fn(event)
+                count += 1
+                if limit is not None and count >= limit:
                     break
-        return out
+        return count
 
     def _line_start(self, target: int) -> tuple[int, int]:
         """A (seq, offset) at or before line ``target`` to read forward from: the nearest
