@@ -74,7 +74,10 @@ def test_vsce_package(built, tmp_path: Path) -> None:
 
 
 # Quiet workbench for screenshots: no welcome page, no chat side bar.
-WORKBENCH_SETTINGS = {"workbench.startupEditor": "none", "chat.disableAIFeatures": True, "workbench.tips.enabled": False}
+WORKBENCH_SETTINGS = {
+    "workbench.startupEditor": "none", "chat.disableAIFeatures": True, "workbench.tips.enabled": False,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+}
 
 
 def write_settings(workspace: Path, **settings) -> None:
@@ -103,7 +106,7 @@ def test_real_vscode_without_daemon(built, tmp_path: Path) -> None:
     """The configured dshd does not exist: a clear error with the fix, the status bar says so."""
     write_settings(tmp_path, **{"dsh.server.command": "/nonexistent/dshd"})
     results = run_real_vscode(tmp_path, "out/integration/withoutDaemon.js", ARTIFACTS / "no-daemon", 180)
-    assert results["passed"] == 6
+    assert results["passed"] == 9
 
 
 def test_real_vscode_with_daemon(built, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 // Runs the integration suite inside a real VS Code: the VS Code server bundled in code-server
-// (started with --enable-smoke-test-driver) serves the workbench to headless Chromium (driven by
-// playwright-core); the page URL names this extension as extensionDevelopmentPath and the bundled
-// suite as extensionTestsPath, so VS Code calls the suite's run() inside its real Node extension host.
+// serves the workbench to headless Chromium (driven by playwright-core); the page URL names this
+// extension as extensionDevelopmentPath, and DSHD_VSCODE_TEST_SUITE names the bundled suite, which
+// the extension (in development mode only) loads and runs inside the real Node extension host.
+// Not VS Code's extensionTestsPath: with it the workbench refuses every modal dialog and shows no
+// notification toasts, and both are things a person sees and the suites must check.
 //
 // The extension host exits 0 even when tests fail, so the suite writes its results to a file.
 // The suite asks the driver to act on the page as a person would (screenshot, click, hover, type,
@@ -63,12 +65,13 @@ try {
   const port = await freePort();
   const serverLog = fs.openSync(path.join(artifacts, 'vscode-server.log'), 'w');
   server = spawn(node24, [serverMain, '--host', '127.0.0.1', '--port', String(port), '--without-connection-token',
+    // --enable-smoke-test-driver: a built workbench honours the page's extensionDevelopmentPath only with it.
     '--accept-server-license-terms', '--enable-smoke-test-driver', '--disable-telemetry', '--disable-workspace-trust',
     '--server-data-dir', path.join(state, 'srv'), '--user-data-dir', path.join(state, 'srv/user'),
     '--extensions-dir', path.join(state, 'srv-ext')], {
     detached: true, // own process group, so stopServer reaches the extension host and dshd too
     stdio: ['ignore', serverLog, serverLog],
-    env: { ...process.env, ...extraEnv, DSHD_VSCODE_TEST_CONTROL: control, DSHD_VSCODE_TEST_RESULTS: results,
+    env: { ...process.env, ...extraEnv, DSHD_VSCODE_TEST_CONTROL: control, DSHD_VSCODE_TEST_RESULTS: results, DSHD_VSCODE_TEST_SUITE: suite,
       XDG_DATA_HOME: path.join(state, 'xdg-data'), XDG_CONFIG_HOME: path.join(state, 'xdg-config') },
   });
   const base = `http://127.0.0.1:${port}`;
@@ -81,8 +84,7 @@ try {
   log('VS Code server up on', base);
 
   const auth = new URL(base).host;
-  const payload = [['extensionDevelopmentPath', `vscode-remote://${auth}${extRoot}`],
-    ['extensionTestsPath', `vscode-remote://${auth}${suite}`]];
+  const payload = [['extensionDevelopmentPath', `vscode-remote://${auth}${extRoot}`]];
   const url = `${base}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(JSON.stringify(payload))}`;
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   const page = await browser.newPage({ viewport: { width: 1400, height: 850 } });
@@ -93,7 +95,12 @@ try {
 
   const deadline = Date.now() + timeoutMs;
   while (!fs.existsSync(results)) {
-    if (Date.now() > deadline) { await page.screenshot({ path: path.join(artifacts, 'timeout.png') }).catch(() => {}); throw new Error(`no results after ${timeoutMs / 1000}s`); }
+    if (Date.now() > deadline) {
+      await page.screenshot({ path: path.join(artifacts, 'timeout.png') }).catch(() => {});
+      const partial = fs.existsSync(`${results}.partial`) ? JSON.parse(fs.readFileSync(`${results}.partial`, 'utf8')) : [];
+      for (const t of partial) log(t.ok ? 'PASS' : 'FAIL', `${t.name} (${t.ms} ms)`, t.ok ? '' : `\n${t.error}`);
+      throw new Error(`no results after ${timeoutMs / 1000}s (${partial.length} tests finished; the next one hung)`);
+    }
     for (const f of fs.readdirSync(control).filter((n) => n.endsWith('.req'))) {
       const name = f.slice(0, -4);
       const req = JSON.parse(fs.readFileSync(path.join(control, f), 'utf8') || '{}');

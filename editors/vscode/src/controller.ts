@@ -2,7 +2,7 @@
 // it), the status bar, and the commands. The goal and plan shown come from `dsh/goal/changed` and
 // `dsh/plan/changed` alone (plus the state `dsh/session/open` returns); nothing polls.
 import * as vscode from 'vscode';
-import { asDaemonError, Daemon, DaemonError, type ParamsOf, type ResultOf } from './daemon';
+import { asDaemonError, Daemon, DaemonError, type ExitInfo, type ParamsOf, type ResultOf } from './daemon';
 import {
   ALL_GOAL_ACTIONS, checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions,
   type GoalActionId,
@@ -13,7 +13,12 @@ import type {
 } from './protocol';
 import { PlanReviews } from './review';
 import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
+import { describeExit } from './startup';
 import { TRANSCRIPT_PAGE, Transcripts } from './transcript';
+
+const REMEMBERED_KEY = 'dsh.session';
+/** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
+const AUTO_RESTART_INTERVAL_MS = 60_000;
 
 export interface Session { sessionId: string; agentId: string; title?: string; goal: GoalView | null; plan: PlanState }
 
@@ -28,6 +33,10 @@ export class Controller implements vscode.Disposable {
   /** Fires after the status bar was redrawn (tests wait on it instead of polling the daemon). */
   readonly onDidChangeStatus = this.statusChanged.event;
   private busyTurns = 0;
+  /** The session to open again after the daemon restarts (kept across window reloads too). */
+  private remembered: { sessionId: string; title?: string } | undefined;
+  private memento: vscode.Memento | undefined;
+  private lastAutoRestart = 0;
 
   constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
     this.goalItem.name = 'dsh goal';
@@ -45,12 +54,25 @@ export class Controller implements vscode.Disposable {
       client.onNotification('dsh/session/event', (p: SessionEventParams) => this.transcripts.add(p.sessionId, p.event));
       client.onRequest('dsh/questions/ask', (p: QuestionsAskParams, token: vscode.CancellationToken) => this.reviews.ask(p, token));
     });
+    daemon.onUnexpectedExit((exit) => void this.recover(exit));
+    this.reviews.previousPlan = (sessionId, plan) => this.previousPlan(sessionId, plan);
     this.render();
   }
 
   register(context: vscode.ExtensionContext): void {
+    this.memento = context.workspaceState;
+    this.remembered = this.memento.get<{ sessionId: string; title?: string }>(REMEMBERED_KEY);
     const cmd = (id: string, fn: (...args: any[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
-      try { return await fn(...args); } catch (e) { this.showError(e); return undefined; }
+      const generation = this.daemon.generation;
+      try {
+        return await fn(...args);
+      } catch (e) {
+        // A daemon that went away (or failed to start) has said so once already: a request it
+        // took down with it is not a second message.
+        if (generation !== this.daemon.generation || !this.daemon.running) this.daemon.log(`${id}: ${asDaemonError(e).message}`);
+        else this.showError(e);
+        return undefined;
+      }
     }));
     cmd('dsh.server.restart', () => this.startDaemon());
     cmd('dsh.session.new', (a?: { title?: string }) => this.newSession(a?.title));
@@ -73,12 +95,14 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.goal.actions', () => this.goalActions());
     cmd('dsh.transcript.show', () => this.showTranscript());
     cmd('dsh.review.approve', () => this.reviews.approve());
+    cmd('dsh.review.compare', () => this.reviews.compare());
     cmd('dsh.review.keepPlanning', (a?: { feedback?: string } | vscode.Uri) => this.reviews.keepPlanning(undefined, a && !(a instanceof vscode.Uri) ? a.feedback : undefined));
     cmd('dsh.review.addComment', (reply: vscode.CommentReply) => this.reviews.addComment(reply));
     cmd('dsh.review.deleteComment', (comment) => this.reviews.deleteComment(comment));
     context.subscriptions.push(this);
   }
 
+  /** Starts (or restarts) the daemon and opens again the session this window had, if any. */
   async startDaemon(): Promise<boolean> {
     this.session = undefined;
     if (!this.folder) {
@@ -87,7 +111,71 @@ export class Controller implements vscode.Disposable {
       void vscode.window.showErrorMessage('dshd needs a workspace folder: open a folder, then run "DSH: Restart the Daemon".');
       return false;
     }
-    return this.daemon.start(this.folder);
+    if (!(await this.daemon.start(this.folder))) return false;
+    await this.reopenRemembered();
+    return true;
+  }
+
+  /** The session this window had before the daemon went away; a session gone from disk is forgotten. */
+  private async reopenRemembered(): Promise<Session | undefined> {
+    const r = this.remembered;
+    if (!r || this.session) return this.session;
+    try {
+      return await this.openSession(r.sessionId, false, r.title);
+    } catch (e) {
+      const err = asDaemonError(e);
+      this.remember(undefined);
+      void vscode.window.showWarningMessage(`dsh: could not reopen the session${r.title ? ` "${r.title}"` : ''}: ${err.message}`);
+      return undefined;
+    }
+  }
+
+  private remember(s: { sessionId: string; title?: string } | undefined): void {
+    this.remembered = s ? { sessionId: s.sessionId, ...(s.title ? { title: s.title } : {}) } : undefined;
+    void this.memento?.update(REMEMBERED_KEY, this.remembered);
+  }
+
+  /**
+   * The daemon ended on its own. One message says so, with how it ended; the daemon is started
+   * again at once (unless it crashed less than a minute after the last such restart: then the
+   * person decides) and the session is opened again.
+   */
+  private async recover(exit: ExitInfo | undefined): Promise<void> {
+    const how = exit ? describeExit(exit.code, exit.signal) : 'exit status unknown';
+    const auto = Date.now() - this.lastAutoRestart > AUTO_RESTART_INTERVAL_MS;
+    if (auto) {
+      this.lastAutoRestart = Date.now();
+      if (await this.startDaemon()) {
+        const s = this.session;
+        const reopened = s ? ` and reopened ${s.title ? `"${s.title}"` : 'your session'}` : '';
+        const pick = await vscode.window.showWarningMessage(
+          `dshd crashed (${how}). It was restarted${reopened}; open plan reviews ended unanswered${s?.goal?.phase === 'active' ? ' and the goal waits for you to resume' : ''}.`, 'Show Log');
+        if (pick === 'Show Log') this.daemon.showLog();
+        return;
+      }
+      return; // the failed start said why, once
+    }
+    const pick = await vscode.window.showErrorMessage(`dshd crashed (${how}). Open plan reviews ended unanswered.`, 'Restart dshd', 'Show Log');
+    if (pick === 'Restart dshd') await this.startDaemon();
+    if (pick === 'Show Log') this.daemon.showLog();
+  }
+
+  /** The plan a new review revises: the last `exit_plan_mode` plan before it in the session's log. */
+  private async previousPlan(sessionId: string, current: string): Promise<string | undefined> {
+    if (this.session?.sessionId !== sessionId) return undefined;
+    const plans: string[] = [];
+    for (let afterSeq = 0; ;) {
+      const page = await this.req('dsh/session/events', { afterSeq, limit: TRANSCRIPT_PAGE });
+      for (const e of page.events) {
+        const d = e.data as { name?: unknown; arguments?: { plan?: unknown } };
+        if (e.type === 'tool/call' && d.name === 'exit_plan_mode' && typeof d.arguments?.plan === 'string') plans.push(d.arguments.plan);
+      }
+      if (page.events.length < TRANSCRIPT_PAGE || page.nextSeq <= afterSeq) break;
+      afterSeq = page.nextSeq;
+    }
+    // The review being opened is the last call; the one before it is what it revises.
+    if (plans[plans.length - 1] === current) plans.pop();
+    return plans.pop();
   }
 
   // ---- notifications ----------------------------------------------------------------------
@@ -156,13 +244,13 @@ export class Controller implements vscode.Disposable {
     const h = await this.daemon.request('dsh/session/create', title ? { title } : {});
     this.session = { ...h, title, goal: null, plan: { active: false } };
     if (title) this.transcripts.setTitle(h.sessionId, title);
+    this.remember(this.session);
     this.render();
     return this.session;
   }
 
-  async openSession(sessionId?: string, reload?: boolean): Promise<Session | undefined> {
+  async openSession(sessionId?: string, reload?: boolean, title?: string): Promise<Session | undefined> {
     await this.requireRunning();
-    let title: string | undefined;
     if (!sessionId) {
       const { sessions } = await this.daemon.request('dsh/session/list', {});
       if (!sessions.length) {
@@ -181,8 +269,10 @@ export class Controller implements vscode.Disposable {
       sessionId = picked.sessionId; title = picked.title;
     }
     const r = await this.daemon.request('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
+    title ??= (await this.daemon.request('dsh/session/list', {})).sessions.find((x) => x.sessionId === r.sessionId)?.title ?? undefined;
     this.session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
     if (title) this.transcripts.setTitle(r.sessionId, title);
+    this.remember(this.session);
     this.render();
     return this.session;
   }
@@ -197,6 +287,7 @@ export class Controller implements vscode.Disposable {
     const title = parent?.title ? `${parent.title} (fork)` : undefined;
     this.session = { ...h, title, goal, plan };
     if (title) this.transcripts.setTitle(h.sessionId, title);
+    this.remember(this.session);
     this.render();
     return this.session;
   }
@@ -204,6 +295,7 @@ export class Controller implements vscode.Disposable {
   async closeSession(): Promise<void> {
     await this.req('dsh/session/close', {});
     this.session = undefined;
+    this.remember(undefined);
     this.render();
   }
 
@@ -339,7 +431,7 @@ export class Controller implements vscode.Disposable {
     }
     const goal = this.session.goal;
     const items = validGoalActions(goal).map((id) => ({ label: GOAL_ACTION_LABELS[id], id }));
-    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted}/${goal.maxRounds} rounds` : 'Create one' });
+    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted} of ${goal.maxRounds} rounds used` : 'Create one' });
     if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
   }
 

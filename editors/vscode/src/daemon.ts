@@ -1,10 +1,14 @@
 // The connection to dshd: a vscode-languageclient over stdio (the daemon speaks LSP framing), plus
 // the `experimental.dsh` capability, typed requests and the error kinds of SPEC section 6.
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { resolveCommand } from './command';
+import { configOverrides, locateTomlKey } from './startup';
 import { PROTOCOL_VERSION, type DshMethods, type DshRequest, type DshServerCapabilities } from './protocol';
 import {
-  CloseAction, ErrorAction, LanguageClient, ResponseError, State, TransportKind,
+  CloseAction, ErrorAction, LanguageClient, ResponseError, State,
   type LanguageClientOptions, type ServerOptions, type StaticFeature,
 } from 'vscode-languageclient/node';
 
@@ -39,11 +43,18 @@ export type ResultOf<M extends DshRequest> = DshMethods[M] extends { result: inf
 
 export type ConnectionListener = (state: 'starting' | 'running' | 'stopped' | 'failed', detail?: string) => void;
 
+/** How the daemon's process ended (`code` or `signal`, as node reports them). */
+export interface ExitInfo { code: number | null; signal: NodeJS.Signals | null }
+
 export class Daemon implements vscode.Disposable {
   client: LanguageClient | undefined;
+  private process: ChildProcess | undefined;
   private readonly handlers: ((client: LanguageClient) => void)[] = [];
   private readonly listeners: ConnectionListener[] = [];
+  private readonly exitListeners: ((exit: ExitInfo | undefined) => void)[] = [];
   private stopping = false;
+  /** Counts starts: a request that fails after the daemon went away (or was replaced) says nothing more. */
+  generation = 0;
   /** Why the last start failed, with the fix (also shown to the person). */
   lastError: string | undefined;
 
@@ -52,17 +63,30 @@ export class Daemon implements vscode.Disposable {
   onConnection(fn: ConnectionListener): void { this.listeners.push(fn); }
   private emit(state: Parameters<ConnectionListener>[0], detail?: string) { for (const l of this.listeners) l(state, detail); }
 
+  /**
+   * A daemon that was running ended without being asked to (a crash, a kill): the listener says
+   * so to the person, once, with how it ended (undefined when the process did not report it).
+   */
+  onUnexpectedExit(fn: (exit: ExitInfo | undefined) => void): void { this.exitListeners.push(fn); }
+
   /** Registers notification/request handlers on every client this daemon starts. */
   install(fn: (client: LanguageClient) => void): void { this.handlers.push(fn); if (this.client) fn(this.client); }
 
   get running(): boolean { return this.client?.state === State.Running; }
 
+  /** The process id of the running daemon (tests kill it to play a crash). */
+  get pid(): number | undefined { return this.process?.exitCode === null ? this.process.pid : undefined; }
+
   async start(folder: vscode.WorkspaceFolder): Promise<boolean> {
     await this.stop();
+    this.generation++;
     const config = vscode.workspace.getConfiguration('dsh', folder.uri);
     const command = config.get<string>('server.command', 'dshd');
     const args = config.get<string[]>('server.args', ['serve']);
-    const overrides = config.get<Record<string, unknown>>('config', {});
+    const overrides = configOverrides(config.get<Record<string, unknown>>('config', {}), {
+      provider: config.get<string>('model.provider'), model: config.get<string>('model.name'),
+      baseUrl: config.get<string>('model.baseUrl'), apiKeyEnv: config.get<string>('model.apiKeyEnv'),
+    });
     const cwd = folder.uri.fsPath;
     this.emit('starting');
     const resolved = resolveCommand(command, cwd);
@@ -71,29 +95,37 @@ export class Daemon implements vscode.Disposable {
       this.fail(why, 'Install dshd (pip install -e . in the dshd repository, which gives .venv/bin/dshd) or set "dsh.server.command" to the full path of the dshd executable.');
       return false;
     }
-    const serverOptions: ServerOptions = { command: resolved, args, transport: TransportKind.stdio, options: { cwd } };
+    // We start the process ourselves (not languageclient) to learn how it ended: a crash is
+    // reported once, with its exit status or signal.
+    let exited: Promise<ExitInfo> = Promise.resolve({ code: null, signal: null });
+    const serverOptions: ServerOptions = async () => {
+      const child = spawn(resolved, args, { cwd, stdio: 'pipe' });
+      exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+      child.on('error', (e) => this.output.appendLine(`dshd process error: ${e.message}`));
+      this.process = child;
+      return child;
+    };
     const clientOptions: LanguageClientOptions = {
       // dshd serves no language features: match no documents, so nothing is synced.
       documentSelector: [{ scheme: 'dsh-no-documents' }],
       workspaceFolder: folder,
-      initializationOptions: Object.keys(overrides).length ? { config: overrides } : undefined,
+      initializationOptions: overrides ? { config: overrides } : undefined,
       outputChannel: this.output,
       initializationFailedHandler: () => false, // an invalid config does not get better by retrying
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue }),
-        // We restart only when the person asks: a restart makes new agents, so silently
-        // reconnecting would hide that every open review and armed goal went away.
+        // The controller decides about restarting (and says so once): languageclient stays quiet.
         closed: () => ({ action: CloseAction.DoNotRestart, handled: true }),
       },
     };
     const client = new LanguageClient('dshd', 'dshd', serverOptions, clientOptions);
     client.registerFeature(new DshCapabilities());
+    let started = false;
     client.onDidChangeState((e) => {
-      if (e.newState === State.Stopped && this.client === client && !this.stopping) {
-        this.emit('stopped', 'dshd stopped.');
-        void vscode.window.showErrorMessage('dshd stopped. Open reviews were closed without approval.', 'Restart dshd', 'Show Log')
-          .then((pick) => this.onPick(pick));
-      }
+      if (e.newState !== State.Stopped || this.client !== client || this.stopping || !started) return;
+      this.emit('stopped', 'dshd stopped.');
+      const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2000));
+      void Promise.race([exited, timeout]).then((exit) => { for (const l of this.exitListeners) l(exit); });
     });
     for (const h of this.handlers) h(client);
     this.client = client;
@@ -101,7 +133,11 @@ export class Daemon implements vscode.Disposable {
       await client.start();
     } catch (e) {
       const err = asDaemonError(e);
-      this.fail(`dshd could not be started: ${err.message}`, `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
+      if (err.kind === 'invalid-config') {
+        this.failConfig(err, folder, overrides);
+      } else {
+        this.fail(`dshd could not be started: ${err.message}`, `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
+      }
       return false;
     }
     // The daemon names its protocol version in capabilities.experimental.dsh; refuse another one
@@ -115,6 +151,7 @@ export class Daemon implements vscode.Disposable {
         'Install a dshd and an extension of the same release, or point "dsh.server.command" at a matching dshd.');
       return false;
     }
+    started = true;
     this.lastError = undefined;
     this.emit('running');
     return true;
@@ -127,11 +164,38 @@ export class Daemon implements vscode.Disposable {
     void vscode.window.showErrorMessage(`${why} ${fix}`, 'Open Settings', 'Show Log').then((pick) => this.onPick(pick));
   }
 
+  /**
+   * One error for one bad config key, with a button that opens the file at that key (or the
+   * settings, when the key came from `dsh.config`).
+   */
+  private failConfig(err: DaemonError, folder: vscode.WorkspaceFolder, overrides: Record<string, unknown> | undefined) {
+    const key = typeof err.data.key === 'string' ? err.data.key : undefined;
+    const named = typeof err.data.file === 'string' ? err.data.file : undefined;
+    const workspaceFile = path.join(folder.uri.fsPath, '.dsh', 'config.toml');
+    const file = named && path.isAbsolute(named) ? named : named ? path.join(folder.uri.fsPath, named) : workspaceFile;
+    const inSettings = named === undefined && key !== undefined && hasKey(overrides, key) && !fileHasKey(file, key);
+    const where = inSettings ? 'the "dsh.config" / "dsh.model" settings' : path.relative(folder.uri.fsPath, file) || file;
+    const message = `dshd cannot start: ${err.message} (in ${where}).`;
+    this.lastError = message;
+    this.output.appendLine(message);
+    this.emit('failed', message);
+    const open = inSettings ? 'Open Settings' : `Open ${path.basename(file)}`;
+    void vscode.window.showErrorMessage(message, open, 'Show Log').then(async (pick) => {
+      if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.');
+      else if (pick === open) await openAtKey(file, key);
+      else this.onPick(pick);
+    });
+  }
+
   private onPick(pick: string | undefined) {
     if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'dsh.server');
     if (pick === 'Show Log') this.output.show();
     if (pick === 'Restart dshd') void vscode.commands.executeCommand('dsh.server.restart');
   }
+
+  showLog(): void { this.output.show(); }
+
+  log(line: string): void { this.output.appendLine(line); }
 
   async request<M extends DshRequest>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const client = this.client;
@@ -145,11 +209,40 @@ export class Daemon implements vscode.Disposable {
 
   async stop(): Promise<void> {
     const client = this.client;
+    const child = this.process;
     if (!client) return;
     this.stopping = true;
     try { if (client.isRunning()) await client.stop(2000); } catch { /* already gone */ } finally { this.stopping = false; }
     if (this.client === client) this.client = undefined;
+    // shutdown + exit end it; one that does not answer is terminated rather than left behind.
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      const late = setTimeout(() => child.kill('SIGTERM'), 2000);
+      await gone;
+      clearTimeout(late);
+    }
   }
 
   dispose(): void { void this.stop(); }
+}
+
+function hasKey(table: Record<string, unknown> | undefined, dotted: string): boolean {
+  let v: unknown = table;
+  for (const k of dotted.split('.')) {
+    if (!v || typeof v !== 'object' || !(k in (v as object))) return false;
+    v = (v as Record<string, unknown>)[k];
+  }
+  return true;
+}
+
+function fileHasKey(file: string, key: string): boolean {
+  try { return locateTomlKey(fs.readFileSync(file, 'utf8'), key) !== undefined; } catch { return false; }
+}
+
+/** Opens a TOML file with the cursor on the key (or its table), in the person's editor. */
+async function openAtKey(file: string, key: string | undefined): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(file));
+  const at = key ? locateTomlKey(doc.getText(), key) : undefined;
+  const pos = new vscode.Position(at?.line ?? 0, at?.column ?? 0);
+  await vscode.window.showTextDocument(doc, { selection: new vscode.Range(pos, doc.lineAt(pos.line).range.end), preview: false });
 }

@@ -15,11 +15,18 @@ export function activate(context: vscode.ExtensionContext): DshApi {
   context.subscriptions.push(output, daemon);
   const ready = controller.startDaemon();
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
-    if (!e.affectsConfiguration('dsh.server') && !e.affectsConfiguration('dsh.config')) return;
+    if (!['dsh.server', 'dsh.config', 'dsh.model'].some((k) => e.affectsConfiguration(k))) return;
     const pick = await vscode.window.showInformationMessage('The dshd settings changed. Restart dshd to use them? (Open reviews end unanswered.)', 'Restart dshd');
     if (pick) await vscode.commands.executeCommand('dsh.server.restart');
   }));
-  return { controller, ready };
+  const api = { controller, ready };
+  // The integration suites (scripts/run-vscode-tests.mjs) run inside this extension host, in
+  // development mode only: never in an installed extension.
+  const suite = process.env.DSHD_VSCODE_TEST_SUITE;
+  if (suite && context.extensionMode === vscode.ExtensionMode.Development) {
+    setTimeout(() => void (require(suite) as { run(): Promise<void> }).run(), 0);
+  }
+  return api;
 }
 
 export function deactivate(): Promise<void> | undefined {

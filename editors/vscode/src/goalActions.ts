@@ -54,7 +54,7 @@ export function staleDecision(action: GoalActionId, fresh: GoalView | null, seen
   return {
     kind: 'ask',
     goal: fresh,
-    message: `The goal changed meanwhile (now revision ${fresh.revision}, ${fresh.phase}, ${fresh.roundsStarted}/${fresh.maxRounds} rounds): "${fresh.objective}". ${action[0].toUpperCase()}${action.slice(1)} it as it is now?`,
+    message: `The goal changed meanwhile (now ${fresh.phase}, ${fresh.roundsStarted} of ${fresh.maxRounds} rounds used): "${fresh.objective}". ${action[0].toUpperCase()}${action.slice(1)} it as it is now?`,
   };
 }
 

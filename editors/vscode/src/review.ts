@@ -1,10 +1,13 @@
 // Plan review (PM-18..PM-20): `dsh/questions/ask` opens the plan as a read-only markdown document
 // in the editor area (with its rendered preview beside it). Approve and Keep Planning are buttons on
-// the editor's title bar and on a notification; the person comments on lines of the plan with the
-// Comments API. Closing the plan, a withdrawn question or a lost daemon answer nothing: never approval.
+// the editor's title bar, keybindings, and buttons on the chat view's card; the person comments on
+// lines of the plan with the Comments API. Closing the plan, a withdrawn question or a lost daemon
+// answer nothing: never approval. A review that ends, however it ends, closes every place it was
+// shown (its tabs, its notification, the diff against the previous plan).
 import * as vscode from 'vscode';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
 import type { PlanReviewQuestion, QuestionsAskParams, QuestionsAskResult } from './protocol';
+import { unsentSummary } from './reviewWords';
 
 export const PLAN_SCHEME = 'dsh-plan';
 const CONTROLLER_ID = 'dsh-plan-review';
@@ -24,6 +27,12 @@ export class PlanReview {
   settled = false;
   /** Its editor has been opened (before that, no tab of it can have been closed). */
   shown = false;
+  /** Feedback typed in the chat view's card and not sent yet (kept so that closing asks first). */
+  draftFeedback = '';
+  /** The plan this one revises (the session's previous review), shown side by side on request. */
+  previous: { uri: vscode.Uri; plan: string } | undefined;
+  /** A "close without sending?" question is on screen: the tab watcher must not ask twice. */
+  confirming = false;
 
   constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion) {
     // One document per question; the name ends in .md so the editor treats it as markdown.
@@ -38,6 +47,11 @@ export class PlanReview {
     })));
   }
 
+  /** Comments and feedback the person wrote and has not sent: closing must not drop them silently. */
+  get unsent(): { comments: number; feedback: boolean } {
+    return { comments: this.comments.filter((c) => c.body.trim()).length, feedback: this.draftFeedback.trim() !== '' };
+  }
+
   finish(outcome: ReviewOutcome): void {
     if (this.settled) return;
     this.settled = true;
@@ -45,10 +59,21 @@ export class PlanReview {
   }
 }
 
+/** Finds the plan a new review revises when this window has not seen it (e.g. after a restart). */
+export type PreviousPlanLookup = (sessionId: string, currentPlan: string) => Promise<string | undefined>;
+
 export class PlanReviews implements vscode.Disposable {
   readonly controller: vscode.CommentController;
   private readonly open = new Map<string, PlanReview>();
+  /** Read-only documents that are not open reviews: the previous plans of the compare view. */
+  private readonly previousDocs = new Map<string, string>();
+  /** The last plan reviewed per session in this window. */
+  private readonly lastPlan = new Map<string, string>();
   private readonly disposables: vscode.Disposable[] = [];
+  private readonly changed = new vscode.EventEmitter<void>();
+  /** Fires when a review opens, ends, or its unsent state changes (the chat view's cards follow it). */
+  readonly onDidChange = this.changed.event;
+  previousPlan: PreviousPlanLookup | undefined;
 
   constructor() {
     this.controller = vscode.comments.createCommentController(CONTROLLER_ID, 'Plan review');
@@ -58,10 +83,12 @@ export class PlanReviews implements vscode.Disposable {
     };
     this.disposables.push(
       this.controller,
+      this.changed,
       vscode.workspace.registerTextDocumentContentProvider(PLAN_SCHEME, {
-        provideTextDocumentContent: (uri) => this.open.get(uri.toString())?.question.plan ?? '(this plan review is closed)',
+        provideTextDocumentContent: (uri) => this.open.get(uri.toString())?.question.plan
+          ?? this.previousDocs.get(uri.toString()) ?? '(this plan review is closed)',
       }),
-      vscode.window.tabGroups.onDidChangeTabs((e) => { if (e.closed.length) this.dismissClosed(); }),
+      vscode.window.tabGroups.onDidChangeTabs((e) => { if (e.closed.length) void this.dismissClosed(); }),
     );
   }
 
@@ -73,6 +100,11 @@ export class PlanReviews implements vscode.Disposable {
   }
 
   all(): PlanReview[] { return [...this.open.values()]; }
+
+  /** The open review of a question, for the chat view's card. */
+  byQuestion(questionId: string): PlanReview | undefined {
+    return this.all().find((r) => r.question.id === questionId);
+  }
 
   /** Answers one `dsh/questions/ask`: every question is reviewed in turn. */
   async ask(params: QuestionsAskParams, token: vscode.CancellationToken): Promise<QuestionsAskResult> {
@@ -94,42 +126,93 @@ export class PlanReviews implements vscode.Disposable {
   }
 
   private async show(review: PlanReview): Promise<void> {
+    const sessionId = review.params.sessionId;
+    const previous = this.lastPlan.get(sessionId) ?? await this.previousPlan?.(sessionId, review.question.plan).catch(() => undefined);
+    if (previous !== undefined && previous !== review.question.plan) {
+      const uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${sessionId}/${review.question.id}/previous plan.md` });
+      review.previous = { uri, plan: previous };
+      this.previousDocs.set(uri.toString(), previous);
+    }
+    this.lastPlan.set(sessionId, review.question.plan);
     this.open.set(review.uri.toString(), review);
-    await vscode.commands.executeCommand('setContext', 'dsh.reviewOpen', true);
-    const doc = await vscode.workspace.openTextDocument(review.uri);
-    await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
-    await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
-    review.shown = true;
+    await this.setContext();
+    this.changed.fire();
+    await this.reveal(review);
     // The rendered plan beside it (the built-in markdown preview editor); the focus stays on the
     // source, where line comments are made.
     await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
       { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false })).catch(() => undefined);
-    void vscode.window.showInformationMessage(`Plan review: ${review.question.title}`, 'Approve', 'Keep Planning…').then((pick) => {
-      if (review.settled) return;
-      if (pick === 'Approve') void this.approve(review);
-      if (pick === 'Keep Planning…') void this.keepPlanning(review);
+    // A notification the review itself closes: a message with buttons could not be taken back once
+    // the review ended elsewhere (the chat card, the palette, a withdrawn question).
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Plan review: ${review.question.title}` }, (progress) => {
+      progress.report({ message: 'Approve or keep planning from the plan\'s title bar or the dsh chat view.' });
+      return review.outcome;
     });
+  }
+
+  private async reveal(review: PlanReview): Promise<void> {
+    const doc = await vscode.workspace.openTextDocument(review.uri);
+    await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
+    await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
+    review.shown = true;
+  }
+
+  private async setContext(): Promise<void> {
+    const reviews = this.all();
+    await vscode.commands.executeCommand('setContext', 'dsh.reviewOpen', reviews.length > 0);
+    await vscode.commands.executeCommand('setContext', 'dsh.reviewHasPrevious', reviews.some((r) => r.previous));
   }
 
   private async close(review: PlanReview): Promise<void> {
     review.finish({ kind: 'dismissed' });
     this.open.delete(review.uri.toString());
     for (const t of review.threads) t.dispose();
-    await vscode.commands.executeCommand('setContext', 'dsh.reviewOpen', this.open.size > 0);
+    await this.setContext();
+    this.changed.fire();
     const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((tab) => this.showsReview(tab, review));
     if (tabs.length) await Promise.resolve(vscode.window.tabGroups.close(tabs)).catch(() => undefined);
+    if (review.previous) this.previousDocs.delete(review.previous.uri.toString());
   }
 
   private showsReview(tab: vscode.Tab, review: PlanReview): boolean {
     const input = tab.input;
-    return (input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom) && input.uri.toString() === review.uri.toString();
+    const uris = input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom ? [input.uri]
+      : input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : [];
+    return uris.some((u) => u.toString() === review.uri.toString());
   }
 
-  /** A plan whose source tab the person closed is dismissed (keeps plan mode). */
-  private dismissClosed(): void {
+  /**
+   * A plan whose source tab the person closed is dismissed (keeps plan mode); one with unsent
+   * comments or feedback asks first, and whatever the answer nothing is dropped without a yes.
+   */
+  private async dismissClosed(): Promise<void> {
     const openUris = new Set(vscode.window.tabGroups.all.flatMap((g) => g.tabs)
       .map((t) => (t.input instanceof vscode.TabInputText ? t.input.uri.toString() : '')));
-    for (const [uri, review] of this.open) if (review.shown && !openUris.has(uri)) review.finish({ kind: 'dismissed' });
+    for (const [uri, review] of this.open) {
+      if (!review.shown || review.settled || review.confirming || openUris.has(uri)) continue;
+      const unsent = review.unsent;
+      if (unsent.comments === 0 && !unsent.feedback) { review.finish({ kind: 'dismissed' }); continue; }
+      await this.confirmClose(review);
+    }
+  }
+
+  private async confirmClose(review: PlanReview): Promise<void> {
+    review.confirming = true;
+    try {
+      // The first button is the default (Enter): the safe one, which keeps everything as it was.
+      const keep = 'Keep Reviewing';
+      const send = 'Send with Keep Planning';
+      const discard = 'Discard and Close';
+      const pick = await vscode.window.showWarningMessage(`${unsentSummary(review.unsent)} Close the plan review without sending?`,
+        { modal: true, detail: 'Keep Reviewing reopens the plan with everything you wrote. Send with Keep Planning sends it to the agent now.' },
+        keep, send, discard);
+      if (review.settled) return;
+      if (pick === discard) { review.finish({ kind: 'dismissed' }); return; }
+      if (pick === send) { review.finish({ kind: 'revise', feedback: review.draftFeedback, comments: review.comments }); return; }
+      await this.reveal(review); // Keep Reviewing, Escape or a closed dialog: nothing is lost
+    } finally {
+      review.confirming = false;
+    }
   }
 
   /** Called when the daemon goes away: every open review ends without an answer. */
@@ -137,11 +220,13 @@ export class PlanReviews implements vscode.Disposable {
 
   async approve(review = this.current()): Promise<boolean> {
     if (!review || review.settled) return false;
-    const n = review.comments.filter((c) => c.body.trim()).length;
-    if (n > 0) {
-      const pick = await vscode.window.showWarningMessage(
-        `You left ${n} comment${n > 1 ? 's' : ''} on the plan. Approving sends none of them.`, { modal: true }, 'Approve Anyway', 'Keep Planning…');
-      if (pick === 'Keep Planning…') return this.keepPlanning(review);
+    const unsent = review.unsent;
+    if (unsent.comments > 0 || unsent.feedback) {
+      // The first button is the default (Enter): Keep Planning asks for feedback first and sends the
+      // comments; it never approves. Cancel goes back to the review.
+      const pick = await vscode.window.showWarningMessage(`${unsentSummary(unsent)} Approving sends none of it.`,
+        { modal: true }, 'Keep Planning…', 'Approve Anyway');
+      if (pick === 'Keep Planning…') return this.keepPlanning(review, review.draftFeedback.trim() ? review.draftFeedback : undefined);
       if (pick !== 'Approve Anyway') return false;
     }
     review.finish({ kind: 'approve' });
@@ -153,10 +238,11 @@ export class PlanReviews implements vscode.Disposable {
     if (!review || review.settled) return false;
     const hasComments = review.comments.some((c) => c.body.trim());
     let text = feedback;
-    if (text === undefined) {
+    if (text === undefined || (!text.trim() && !hasComments)) {
       text = await vscode.window.showInputBox({
         title: `Keep planning: ${review.question.title}`,
         prompt: hasComments ? 'Feedback for the agent (your line comments are sent with it)' : 'What should the agent change in the plan?',
+        value: review.draftFeedback,
         ignoreFocusOut: true,
         validateInput: (v) => (v.trim() || hasComments ? undefined : 'Say what to change, or comment on lines of the plan first'),
       });
@@ -164,6 +250,23 @@ export class PlanReviews implements vscode.Disposable {
     }
     if (review.settled) return false;
     review.finish({ kind: 'revise', feedback: text, comments: review.comments });
+    return true;
+  }
+
+  /** Feedback typed in the chat card, kept until it is sent (so a close can ask about it). */
+  setDraftFeedback(questionId: string, text: string): void {
+    const review = this.byQuestion(questionId);
+    if (review && review.draftFeedback !== text) { review.draftFeedback = text; this.changed.fire(); }
+  }
+
+  /** Opens the diff editor: the plan this review revises on the left, this one on the right. */
+  async compare(review = this.current()): Promise<boolean> {
+    if (!review?.previous) {
+      void vscode.window.showInformationMessage('This is the first plan of the session: there is no earlier one to compare with.');
+      return false;
+    }
+    await vscode.commands.executeCommand('vscode.diff', review.previous.uri, review.uri, `${review.question.title}: previous ↔ revised`,
+      { preview: false, viewColumn: vscode.ViewColumn.One });
     return true;
   }
 
@@ -180,6 +283,7 @@ export class PlanReviews implements vscode.Disposable {
     thread.contextValue = 'dsh-review-thread';
     thread.collapsibleState = vscode.CommentThreadCollapsibleState.Expanded;
     if (!review.threads.includes(thread)) review.threads.push(thread);
+    this.changed.fire();
   }
 
   deleteComment(comment: ReviewComment): void {
@@ -189,6 +293,7 @@ export class PlanReviews implements vscode.Disposable {
       for (const r of this.open.values()) { const i = r.threads.indexOf(thread); if (i >= 0) r.threads.splice(i, 1); }
       thread.dispose();
     }
+    this.changed.fire();
   }
 
   dispose(): void {

@@ -14,30 +14,67 @@ export type Connection = 'starting' | 'running' | 'stopped' | 'failed';
 
 const GOAL_ICON = '$(target)';
 
-/** `$(target) 37/256 · active`; ` · disarmed` when active but nothing will run until resumed. */
+/** The goal's token figures; `tokensUsed`/`maxTokens` arrive with the token budget wire (older daemons omit them). */
+type Tokens = { tokensUsed?: number; maxTokens?: number };
+
+/** A token count as people read it: `850`, `12.4k`, `120k`, `1.2M`. */
+export function formatTokens(n: number): string {
+  const oneDecimal = (v: number) => String(Number(v.toFixed(1)));
+  if (n < 1000) return String(n);
+  if (n < 100_000) return `${oneDecimal(n / 1000)}k`;
+  if (n < 999_500) return `${Math.round(n / 1000)}k`;
+  return `${n < 100_000_000 ? oneDecimal(n / 1_000_000) : Math.round(n / 1_000_000)}M`;
+}
+
+/** `12.4k tok`, or `12.4k/100k tok` with a budget; undefined when the daemon reports no tokens. */
+export function tokenStatusText(goal: GoalView): string | undefined {
+  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
+  if (tokensUsed === undefined) return undefined;
+  return maxTokens === undefined ? `${formatTokens(tokensUsed)} tok` : `${formatTokens(tokensUsed)}/${formatTokens(maxTokens)} tok`;
+}
+
+/** An active goal that will not run until the person resumes it (after a load or a cancel). */
+export function isWaitingForResume(goal: GoalView): boolean {
+  return goal.phase === 'active' && goal.activation === 'disarmed';
+}
+
+/** `$(target) 3/40 · 12.4k tok · active`, and `· waiting for you to resume` when nothing will run until resumed. */
 export function goalStatusText(goal: GoalView | null): string {
   if (!goal) return `${GOAL_ICON} no goal`;
-  const idle = goal.phase === 'active' && goal.activation === 'disarmed' ? ' · disarmed' : '';
-  return `${GOAL_ICON} ${goal.roundsStarted}/${goal.maxRounds} · ${goal.phase}${idle}`;
+  const parts = [`${goal.roundsStarted}/${goal.maxRounds}`, tokenStatusText(goal), goal.phase];
+  if (isWaitingForResume(goal)) parts.push('waiting for you to resume');
+  return `${GOAL_ICON} ${parts.filter(Boolean).join(' · ')}`;
 }
 
 function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
 }
 
+const PHASE_WORDS: Record<GoalView['phase'], (goal: GoalView) => string> = {
+  active: (g) => (g.activation === 'armed' ? 'active: rounds continue on their own' : 'active, waiting for you to resume (nothing runs until you do)'),
+  paused: () => 'paused: nothing runs until you resume',
+  blocked: () => 'blocked: nothing runs until you resume or edit it',
+  complete: () => 'complete',
+};
+
 export function goalTooltip(goal: GoalView | null): string {
   if (!goal) return 'No goal in this session. Click to create one.';
+  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
   const lines = [
     `**Goal:** ${escapeMarkdown(goal.objective)}`,
     '',
-    `Phase: **${goal.phase}** · ${goal.activation === 'armed' ? 'armed (rounds continue on their own)' : 'disarmed (nothing runs until you resume)'}`,
+    `Phase: **${PHASE_WORDS[goal.phase](goal)}**`,
     '',
-    `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} started, ${goal.roundsLeft} left`,
+    `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`,
   ];
+  if (tokensUsed !== undefined) {
+    const n = (v: number) => v.toLocaleString('en-US');
+    lines.push('', maxTokens === undefined ? `Tokens: ${n(tokensUsed)} used` : `Tokens: ${n(tokensUsed)} of ${n(maxTokens)} used`);
+  }
   if (goal.blockedReason) {
     lines.push('', `Blocked: \`${goal.blockedReason.code}\`: ${escapeMarkdown(goal.blockedReason.message)}`);
   }
-  lines.push('', `Revision ${goal.revision} · click for the goal actions`);
+  lines.push('', goal.phase === 'complete' ? 'Click to start a new goal or clear this one.' : 'Click for the goal actions.');
   return lines.join('\n');
 }
 

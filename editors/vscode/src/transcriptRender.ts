@@ -13,8 +13,11 @@ function quote(text: string): string {
 
 const str = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
-/** The markdown block for one event, or undefined for events that are bookkeeping only. */
-export function renderEvent(ev: SessionEvent): string | undefined {
+/**
+ * The markdown block for one event, or undefined for events that are bookkeeping only. `toolNames`
+ * maps the call ids seen so far to their tool (a plan sent back reads as such, not as a failure).
+ */
+export function renderEvent(ev: SessionEvent, toolNames: ReadonlyMap<string, string> = new Map()): string | undefined {
   const d = ev.data as Record<string, any>;
   switch (ev.type) {
     case 'session/start':
@@ -34,6 +37,7 @@ export function renderEvent(ev: SessionEvent): string | undefined {
       if (d.name === 'exit_plan_mode' && typeof d.arguments?.plan === 'string') return `→ \`exit_plan_mode\`\n\n${quote(d.arguments.plan.trimEnd())}`;
       return `→ \`${str(d.name)}\` ${clip(JSON.stringify(d.arguments ?? {}))}`;
     case 'tool/result':
+      if (toolNames.get(d.callId) === 'exit_plan_mode') return `← ${d.ok ? 'plan approved' : '**sent back with feedback**'}: ${clip(str(d.content))}`;
       return `← ${d.ok ? 'ok' : '**failed**'}: ${clip(str(d.content))}`;
     case 'plan/mode':
       return `_plan mode ${d.active ? 'on' : 'off'}_`;
@@ -51,6 +55,13 @@ export function renderEvent(ev: SessionEvent): string | undefined {
 export function renderTranscript(title: string, events: Iterable<SessionEvent>): string {
   const bySeq = new Map<number, SessionEvent>();
   for (const e of events) bySeq.set(e.seq, e);
-  const blocks = [...bySeq.keys()].sort((a, b) => a - b).map((s) => renderEvent(bySeq.get(s)!)).filter((b): b is string => b !== undefined);
+  const toolNames = new Map<string, string>();
+  const blocks: string[] = [];
+  for (const seq of [...bySeq.keys()].sort((a, b) => a - b)) {
+    const ev = bySeq.get(seq)!;
+    if (ev.type === 'tool/call') toolNames.set(String((ev.data as { callId?: unknown }).callId), String((ev.data as { name?: unknown }).name));
+    const block = renderEvent(ev, toolNames);
+    if (block !== undefined) blocks.push(block);
+  }
   return `<!-- ${title} -->\n\n${blocks.join('\n\n')}\n`;
 }

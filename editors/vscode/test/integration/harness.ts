@@ -1,8 +1,9 @@
-// A tiny test runner for the suite that VS Code runs inside its extension host: it records each
-// test's outcome and writes them to the file the driver (scripts/run-vscode-tests.mjs) waits for,
-// because the extension host exits 0 whether tests pass or not.
+// A tiny test runner for the suite that the extension runs inside its extension host (see
+// scripts/run-vscode-tests.mjs): it records each test's outcome and writes them to the file the
+// driver waits for.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as vscode from 'vscode';
 
 export interface TestResult { name: string; ok: boolean; ms: number; error?: string }
 type TestFn = () => Promise<void>;
@@ -12,6 +13,9 @@ export function test(name: string, fn: TestFn): void { tests.push({ name, fn });
 
 export async function runAll(): Promise<TestResult[]> {
   const results: TestResult[] = [];
+  // A fresh profile may open a welcome page behind the first editors: start from an empty editor area.
+  await new Promise((r) => setTimeout(r, 1000));
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors');
   for (const t of tests) {
     const started = Date.now();
     try {
@@ -21,6 +25,8 @@ export async function runAll(): Promise<TestResult[]> {
       results.push({ name: t.name, ok: false, ms: Date.now() - started, error: String((e as Error)?.stack ?? e) });
       await screenshot(`failed-${results.length}`).catch(() => undefined); // what the workbench showed
     }
+    // So far, for the driver to show when the suite hangs or times out.
+    if (process.env.DSHD_VSCODE_TEST_RESULTS) fs.writeFileSync(`${process.env.DSHD_VSCODE_TEST_RESULTS}.partial`, JSON.stringify(results, null, 2));
   }
   const passed = results.filter((r) => r.ok).length;
   const file = process.env.DSHD_VSCODE_TEST_RESULTS;

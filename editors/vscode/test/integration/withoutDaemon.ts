@@ -23,7 +23,7 @@ test('a dshd that cannot be started gives a clear error naming the fix', async (
   assert.match(c.daemon.lastError ?? '', /set "dsh\.server\.command"/);
   assert.equal(c.statusText().goal, '$(error) dsh: not running');
   assert.equal(c.statusText().warning, true);
-  await vscode.commands.executeCommand('notifications.showList'); // extension tests get no toasts
+  await vscode.commands.executeCommand('notifications.showList'); // the centre holds every notification, toast or not
   const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 500 });
   assert.ok(shown.texts?.some((t) => t.includes('dshd could not be started') && t.includes('dsh.server.command')), JSON.stringify(shown.texts));
   await screenshot('error-no-daemon');
@@ -39,12 +39,13 @@ test('commands that need the daemon fail with a message, not a hang', async () =
 });
 
 const PLAN = '# Plan: retries\n\n1. Add a RetryPolicy.\n2. Wrap send().\n3. Retry on every exception.\n4. Add tests.\n';
+const REVISED = '# Plan: retries\n\n1. Add a RetryPolicy with capped backoff.\n2. Wrap send().\n3. Retry only connection errors and 502/503/504.\n4. Add tests.\n';
 let asked = 0;
-function ask(): { answer: Thenable<unknown>; cancel: () => void } {
+function ask(plan = PLAN): { answer: Thenable<unknown>; cancel: () => void } {
   const id = `q${++asked}`;
   const params: QuestionsAskParams = {
     agentId: 'a-test', sessionId: 's-0123456789abcdefghjkmnpqrs',
-    questions: [{ id, kind: 'plan-review', title: 'Plan: retries', plan: PLAN, choices: ['approve', 'revise'] }],
+    questions: [{ id, kind: 'plan-review', title: 'Plan: retries', plan, choices: ['approve', 'revise'] }],
   };
   const source = new vscode.CancellationTokenSource();
   return { answer: c.reviews.ask(params, source.token), cancel: () => source.cancel() };
@@ -78,7 +79,7 @@ test('review UI: a comment typed in the gutter widget and feedback typed in the 
 test('review UI: the Approve button on the editor title approves', async () => {
   const { answer } = ask();
   const review = await reviewInFront();
-  await driver({ action: 'click', selector: '.editor-actions a.action-label[aria-label="Approve Plan"]' });
+  await driver({ action: 'click', selector: '.editor-actions a.action-label[aria-label^="Approve Plan"]' });
   assert.deepEqual(await answer, { answers: [{ id: review.question.id, choice: 'approve' }] });
 });
 
@@ -95,6 +96,72 @@ test('review UI: a question the daemon withdraws closes the review, unanswered',
   cancel();
   assert.deepEqual(await answer, { answers: [] });
   assert.equal(c.reviews.all().length, 0);
+});
+
+/** The messages in the notification centre (every notification, toast or not). */
+async function notificationTexts(): Promise<string[]> {
+  await vscode.commands.executeCommand('notifications.showList');
+  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
+  await vscode.commands.executeCommand('notifications.hideList');
+  return shown.texts ?? [];
+}
+
+const closeActiveTab = () => driver({ action: 'click', selector: '.tab.active .tab-actions .action-label' });
+const dialogButtons = '.monaco-dialog-box .dialog-buttons a.monaco-button';
+
+test('review UI: closing the plan with an unsent comment asks first; Enter keeps reviewing, nothing is lost', async () => {
+  const { answer } = ask();
+  const review = await reviewInFront();
+  await commentOnLine(2, 'Why a class and not a function?');
+  await waitFor('the comment to be recorded', () => review.comments.length === 1);
+  await closeActiveTab();
+  const buttons = await waitFor('the dialog', async () => {
+    const r = await driver({ action: 'texts', selector: dialogButtons, settleMs: 300 });
+    return r.texts?.length ? r.texts : undefined;
+  });
+  assert.deepEqual(buttons.map((t) => t.trim()).sort(), ['Cancel', 'Discard and Close', 'Keep Reviewing', 'Send with Keep Planning']);
+  // The safe choice is the default (focused: Enter presses it); Cancel too keeps everything.
+  assert.deepEqual((await driver({ action: 'texts', selector: `${dialogButtons}:focus` })).texts?.map((t) => t.trim()), ['Keep Reviewing']);
+  const dialog = await driver({ action: 'texts', selector: '.monaco-dialog-box .dialog-message-text' });
+  assert.match(dialog.texts?.join(' ') ?? '', /You left 1 comment on the plan\. Close the plan review without sending\?/);
+  await screenshot('review-close-asks');
+  await driver({ action: 'press', key: 'Enter' });
+  await reviewInFront();
+  assert.equal(review.settled, false);
+  assert.deepEqual(review.comments.map((c) => c.body), ['Why a class and not a function?']);
+  // Closed again: this time the person sends it.
+  await closeActiveTab();
+  await waitFor('the dialog again', async () => (await driver({ action: 'count', selector: dialogButtons, settleMs: 300 })).count);
+  await driver({ action: 'click', selector: `${dialogButtons}:has-text("Send with Keep Planning")` });
+  assert.deepEqual(await answer, { answers: [{ id: review.question.id, choice: 'revise', comments: [{ line: 3, text: 'Why a class and not a function?' }] }] });
+});
+
+test('review UI: the keyboard approves (Ctrl+Alt+Enter); the review\'s notification and tabs go with it', async () => {
+  const { answer } = ask();
+  const review = await reviewInFront();
+  await waitFor('the review notification', async () => (await notificationTexts()).some((t) => t.includes('Plan review: Plan: retries')));
+  await driver({ action: 'press', key: 'Control+Alt+Enter' });
+  assert.deepEqual(await answer, { answers: [{ id: review.question.id, choice: 'approve' }] });
+  await waitFor('the notification to go', async () => !(await notificationTexts()).some((t) => t.includes('Plan review:')));
+  await waitFor('the tabs to go', () => !vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => t.label.includes('plan.md'))));
+});
+
+test('review UI: the keyboard keeps planning (Ctrl+Alt+K) with feedback; a revised plan compares with the previous one', async () => {
+  const { answer } = ask(REVISED);
+  const review = await reviewInFront();
+  assert.ok(review.previous, 'no previous plan to compare with');
+  assert.equal(await vscode.commands.executeCommand('dsh.review.compare'), true);
+  await waitFor('the diff editor', () => vscode.window.tabGroups.activeTabGroup.activeTab?.input instanceof vscode.TabInputTextDiff);
+  const diff = vscode.window.tabGroups.activeTabGroup.activeTab!.input as vscode.TabInputTextDiff;
+  assert.equal(diff.modified.toString(), review.uri.toString());
+  assert.equal((await vscode.workspace.openTextDocument(diff.original)).getText(), PLAN);
+  await screenshot('review-compare');
+  await driver({ action: 'click', selector: '.monaco-diff-editor .modified .view-lines' });
+  await driver({ action: 'press', key: 'Control+Alt+K' });
+  await driver({ action: 'type', text: 'Name the status codes.', selector: '.quick-input-widget:visible:has-text("Keep planning") input' });
+  await driver({ action: 'press', key: 'Enter' });
+  assert.deepEqual(await answer, { answers: [{ id: review.question.id, choice: 'revise', feedback: 'Name the status codes.' }] });
+  await waitFor('the diff to close with the review', () => !vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => t.input instanceof vscode.TabInputTextDiff)));
 });
 
 export async function run(): Promise<void> { await runAll(); }

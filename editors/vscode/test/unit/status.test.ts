@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GoalView } from '../../src/protocol';
-import { applyGoalChanged, goalStatusText, goalTooltip, planStatusText, statusModel } from '../../src/status';
+import { applyGoalChanged, formatTokens, goalStatusText, goalTooltip, planStatusText, statusModel } from '../../src/status';
 
 const goal = (over: Partial<GoalView> = {}): GoalView => ({
   id: 'g-1', revision: 3, objective: 'Ship the parser', phase: 'active', maxRounds: 256, roundsStarted: 37,
@@ -14,8 +14,27 @@ test('goal text is rounds/max · phase with the target icon', () => {
   assert.equal(goalStatusText(goal({ phase: 'paused', activation: 'disarmed' })), '$(target) 37/256 · paused');
 });
 
-test('an active goal that is not armed says so', () => {
-  assert.equal(goalStatusText(goal({ activation: 'disarmed' })), '$(target) 37/256 · active · disarmed');
+test('an active goal that is not armed says it waits for the person', () => {
+  assert.equal(goalStatusText(goal({ activation: 'disarmed' })), '$(target) 37/256 · active · waiting for you to resume');
+  assert.match(goalTooltip(goal({ activation: 'disarmed' })), /waiting for you to resume/);
+  assert.doesNotMatch(goalTooltip(goal({ activation: 'disarmed' })), /disarmed/);
+});
+
+test('tokens used sit next to the rounds, with the budget when there is one', () => {
+  assert.equal(goalStatusText({ ...goal({ roundsStarted: 3, maxRounds: 40 }), tokensUsed: 12_400 } as never), '$(target) 3/40 · 12.4k tok · active');
+  assert.equal(goalStatusText({ ...goal({ roundsStarted: 3, maxRounds: 40 }), tokensUsed: 12_400, maxTokens: 100_000 } as never), '$(target) 3/40 · 12.4k/100k tok · active');
+  assert.match(goalTooltip({ ...goal(), tokensUsed: 12_400, maxTokens: 100_000 } as never), /Tokens: 12,400 of 100,000 used/);
+  assert.deepEqual([0, 999, 1000, 12_400, 12_449, 120_000, 999_499, 999_500, 1_250_000].map(formatTokens),
+    ['0', '999', '1k', '12.4k', '12.4k', '120k', '999k', '1M', '1.3M']);
+});
+
+test('status words: rounds used, no raw revision, a complete goal offers no resume', () => {
+  const t = goalTooltip(goal({ roundsStarted: 3, maxRounds: 40, roundsLeft: 37 }));
+  assert.match(t, /Rounds: 3 of 40 used, 37 left/);
+  assert.doesNotMatch(t, /[Rr]evision/);
+  const done = goalTooltip(goal({ phase: 'complete', activation: 'disarmed' }));
+  assert.doesNotMatch(done, /resume/i);
+  assert.doesNotMatch(goalStatusText(goal({ phase: 'complete', activation: 'disarmed' })), /waiting/);
 });
 
 test('no goal and no session read as such', () => {

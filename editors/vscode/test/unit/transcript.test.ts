@@ -15,11 +15,12 @@ test('events render as a readable transcript in seq order, each once', () => {
     ev(3, 'user/message', { text: 'add a parser', source: 'user' }, 1),
     ev(7, 'turn/close', { turn: 1, stopReason: 'end' }, 1),
   ]);
-  const order = ['# Session Demo', '## Turn 1', '**You:**', '→ `exit_plan_mode`', '← **failed**: Keep planning', '_turn 1 ended: end_'];
+  const order = ['# Session Demo', '## Turn 1', '**You:**', '→ `exit_plan_mode`', '← **sent back with feedback**: Keep planning', '_turn 1 ended: end_'];
   let at = -1;
   for (const s of order) { const i = md.indexOf(s); assert.ok(i > at, `${s} out of order in\n${md}`); at = i; }
   assert.equal(md.split('add a parser').length, 2);
   assert.ok(!md.includes('planActive'));
+  assert.ok(!md.includes('failed'));
   assert.match(md, /→ `exit_plan_mode`\n\n> # Plan/); // the plan as markdown, not escaped JSON
 });
 

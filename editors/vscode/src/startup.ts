@@ -1,0 +1,50 @@
+// Pure pieces of starting dshd: the initialization options built from the settings, the words
+// for how the process ended, and where a bad config key sits in a TOML file. No vscode import.
+
+/** The `dsh.model.*` settings a person fills in; empty strings mean "not set". */
+export interface ModelSettings { provider?: string; model?: string; baseUrl?: string; apiKeyEnv?: string }
+
+type Table = Record<string, unknown>;
+
+/**
+ * `initializationOptions.config`: the `dsh.config` overrides with the model settings laid over
+ * their `[model]` table (a setting left empty changes nothing). Undefined when there is nothing
+ * to override.
+ */
+export function configOverrides(config: Table, model: ModelSettings): Table | undefined {
+  const fromSettings = Object.fromEntries(Object.entries(model).filter(([, v]) => typeof v === 'string' && v.trim() !== '')
+    .map(([k, v]) => [k, (v as string).trim()]));
+  const merged: Table = { ...config };
+  if (Object.keys(fromSettings).length) merged.model = { ...((config.model as Table | undefined) ?? {}), ...fromSettings };
+  return Object.keys(merged).length ? merged : undefined;
+}
+
+/** `exit status 1`, `killed by SIGKILL`: how a person reads a process's end. */
+export function describeExit(code: number | null, signal: string | null): string {
+  if (signal) return `killed by ${signal}`;
+  if (code === null) return 'exit status unknown';
+  return `exit status ${code}`;
+}
+
+/**
+ * The 0-based line (and column) where `dotted` (`goals.maxRounds`) is set in a TOML text: the key
+ * under its `[table]`, a dotted key, or the table header when the key itself is absent.
+ */
+export function locateTomlKey(text: string, dotted: string): { line: number; column: number } | undefined {
+  const table = dotted.split('.').slice(0, -1).join('.');
+  const normal = (k: string) => k.split('.').map((p) => p.trim().replace(/^"(.*)"$/, '$1')).join('.');
+  const lines = text.split(/\r?\n/);
+  let current = '';
+  let header: { line: number; column: number } | undefined;
+  for (let i = 0; i < lines.length; i++) {
+    const h = /^(\s*)\[([^\[\]]+)\]\s*(#.*)?$/.exec(lines[i]);
+    if (h) {
+      current = normal(h[2]);
+      if (current === table || current === dotted) header ??= { line: i, column: h[1].length };
+      continue;
+    }
+    const kv = /^(\s*)([A-Za-z0-9_\-."' ]+?)\s*=/.exec(lines[i]);
+    if (kv && normal(current ? `${current}.${kv[2]}` : kv[2]) === dotted) return { line: i, column: kv[1].length };
+  }
+  return header;
+}

@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { configOverrides, describeExit, locateTomlKey } from '../../src/startup';
+
+test('model settings lie over dsh.config\'s [model] table; empty ones change nothing', () => {
+  assert.equal(configOverrides({}, {}), undefined);
+  assert.equal(configOverrides({}, { provider: '', model: '  ' }), undefined);
+  assert.deepEqual(configOverrides({ goals: { maxRounds: 9 } }, {}), { goals: { maxRounds: 9 } });
+  assert.deepEqual(configOverrides({ model: { provider: 'scripted', timeoutS: 30 } }, { provider: 'openai', model: 'gpt-4.1-mini', baseUrl: 'http://127.0.0.1:11434/v1', apiKeyEnv: '' }),
+    { model: { provider: 'openai', timeoutS: 30, model: 'gpt-4.1-mini', baseUrl: 'http://127.0.0.1:11434/v1' } });
+});
+
+test('how the daemon ended reads as a person would say it', () => {
+  assert.equal(describeExit(1, null), 'exit status 1');
+  assert.equal(describeExit(null, 'SIGKILL'), 'killed by SIGKILL');
+  assert.equal(describeExit(null, null), 'exit status unknown');
+});
+
+test('a config key is found under its table, as a dotted key, or at its table header', () => {
+  const toml = [
+    'plugins = ["plan", "goals"]', // 0
+    '', // 1
+    '[goals]', // 2
+    '  maxRounds = 0  # bad', // 3
+    '', // 4
+    '[model]', // 5
+    'provider = "scripted"', // 6
+    '"apiKeyEnv" = "X"', // 7
+    'tools.sandbox = "nope"', // 8
+  ].join('\n');
+  assert.deepEqual(locateTomlKey(toml, 'goals.maxRounds'), { line: 3, column: 2 });
+  assert.deepEqual(locateTomlKey(toml, 'plugins'), { line: 0, column: 0 });
+  assert.deepEqual(locateTomlKey(toml, 'model.provider'), { line: 6, column: 0 });
+  assert.deepEqual(locateTomlKey(toml, 'model.apiKeyEnv'), { line: 7, column: 0 });
+  assert.deepEqual(locateTomlKey(toml, 'model.tools.sandbox'), { line: 8, column: 0 });
+  assert.deepEqual(locateTomlKey(toml, 'goals.maxTokens'), { line: 2, column: 0 }); // absent: its table
+  assert.deepEqual(locateTomlKey('tools.sandbox = "x"\n', 'tools.sandbox'), { line: 0, column: 0 });
+  assert.equal(locateTomlKey(toml, 'context.compactAt'), undefined);
+});
