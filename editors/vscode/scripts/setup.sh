@@ -6,7 +6,10 @@
 #           extension's own npm deps, and builds it.
 # Idempotent: every step checks for its result first, so a second run takes a second or two.
 # Heavy installs live in $DSHD_VSCODE_CACHE (default <repo>/.cache/vscode, git-ignored).
+#   --package-only   what building the .vsix needs (Node 24, vsce, the extension's deps), not the
+#                    test browser and VS Code server (./run vsix)
 set -euo pipefail
+PACKAGE_ONLY=""; [ "${1:-}" = "--package-only" ] && PACKAGE_ONLY=1
 HERE=$(cd "$(dirname "$0")/.." && pwd)            # editors/vscode
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${DSHD_VSCODE_CACHE:-$REPO/.cache/vscode}
@@ -19,7 +22,7 @@ say() { echo "[vscode setup] $*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 need_apt=""
-for p in chromium libkrb5-dev build-essential; do
+[ -n "$PACKAGE_ONLY" ] || for p in chromium libkrb5-dev build-essential; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt="$need_apt $p"
 done
 if [ -n "$need_apt" ]; then
@@ -43,7 +46,7 @@ NODE24_PATH="$CACHE/node24/bin:$PATH"
 
 # --- code-server (bundles the VS Code server + web workbench) --------------------------------
 CS_PKG="$CACHE/cs/node_modules/code-server"
-if [ ! -f "$CACHE/cs/.installed-$CS_VERSION" ]; then
+if [ -z "$PACKAGE_ONLY" ] && [ ! -f "$CACHE/cs/.installed-$CS_VERSION" ]; then
   t1=$(date +%s)
   mkdir -p "$CACHE/cs"
   [ -f "$CACHE/cs/package.json" ] || echo '{"name":"dshd-vscode-cs","private":true}' > "$CACHE/cs/package.json"

@@ -1,5 +1,6 @@
 // Finding the dshd executable before starting it, so a missing one gets a clear message. Pure.
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 
 function isExecutableFile(p: string): boolean {
@@ -11,9 +12,13 @@ function isExecutableFile(p: string): boolean {
   }
 }
 
-/** `command` as it would be spawned: a path (absolute, or relative to `cwd`), else a name on PATH. */
-export function resolveCommand(command: string, cwd: string, envPath = process.env.PATH ?? ''): string | undefined {
+/**
+ * `command` as it would be spawned: a path (absolute, `~/…` in the home folder, or relative to
+ * `cwd`), else a name on PATH.
+ */
+export function resolveCommand(command: string, cwd: string, envPath = process.env.PATH ?? '', home = os.homedir()): string | undefined {
   if (command.trim() === '') return undefined;
+  if (command === '~' || command.startsWith('~/')) command = path.join(home, command.slice(1));
   if (command.includes('/')) {
     const p = path.resolve(cwd, command);
     return isExecutableFile(p) ? p : undefined;

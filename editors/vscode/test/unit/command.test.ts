@@ -30,3 +30,8 @@ test('files that cannot be run, directories and blanks are not found', () => {
   assert.equal(resolveCommand('bin', dir, dir), undefined);
   assert.equal(resolveCommand('  ', dir), undefined);
 });
+
+test('~/ names the home folder (a virtualenv\'s dshd, say)', () => {
+  assert.equal(resolveCommand('~/bin/dshd', '/', '', dir), exe);
+  assert.equal(resolveCommand('~/bin/missing', '/', '', dir), undefined);
+});
