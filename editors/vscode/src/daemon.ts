@@ -23,6 +23,15 @@ class DshCapabilities implements StaticFeature {
   clear(): void {}
 }
 
+/**
+ * languageclient writes its errors to the output channel and pops some up too ("couldn't create
+ * connection to server" beside our own message when a start fails). This extension says what went
+ * wrong itself, once, with the fix: the client's own errors go to the log only.
+ */
+class QuietLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown): void { super.error(message, data, false); }
+}
+
 /** A JSON-RPC error from the daemon, with its stable `data.kind` (SPEC section 6). */
 export class DaemonError extends Error {
   constructor(message: string, readonly kind: string | undefined, readonly data: Record<string, unknown>) { super(message); }
@@ -118,7 +127,7 @@ export class Daemon implements vscode.Disposable {
         closed: () => ({ action: CloseAction.DoNotRestart, handled: true }),
       },
     };
-    const client = new LanguageClient('dshd', 'dshd', serverOptions, clientOptions);
+    const client = new QuietLanguageClient('dshd', 'dshd', serverOptions, clientOptions);
     client.registerFeature(new DshCapabilities());
     let started = false;
     client.onDidChangeState((e) => {

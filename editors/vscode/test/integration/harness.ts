@@ -13,9 +13,11 @@ export function test(name: string, fn: TestFn): void { tests.push({ name, fn });
 
 export async function runAll(): Promise<TestResult[]> {
   const results: TestResult[] = [];
-  // A fresh profile may open a welcome page behind the first editors: start from an empty editor area.
+  // A fresh profile may open a welcome page behind the first editors and an empty chat side bar:
+  // start from an empty editor area.
   await new Promise((r) => setTimeout(r, 1000));
   await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+  await vscode.commands.executeCommand('workbench.action.closeAuxiliaryBar'); // an empty AI chat side bar
   for (const t of tests) {
     const started = Date.now();
     try {

@@ -252,4 +252,35 @@ test('fork switches to a copy that inherits plan mode from the log; close leaves
   assert.equal(c.statusText().goal, '$(target) no session');
 });
 
+test('one bad config key: one error naming it and its file, whose button opens the file at the key', async () => {
+  const file = path.join(workspace(), '.dsh', 'config.toml');
+  const good = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, `${good}\n[goals]\nmaxRounds = 0\n`);
+  const keyLine = `${good}\n[goals]`.split('\n').length; // 0-based line of "maxRounds = 0"
+  await vscode.commands.executeCommand('notifications.clearAll');
+  try {
+    assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), false);
+    const errors = await waitFor('the config error', async () => {
+      const t = await notificationTexts();
+      return t.length ? t : undefined;
+    });
+    assert.equal(errors.length, 1, `more than one message: ${JSON.stringify(errors)}`);
+    assert.match(errors[0], /dshd cannot start: invalid config goals\.maxRounds: must be at least 1 \(in \.dsh\/config\.toml\)/);
+    await vscode.commands.executeCommand('notifications.showList');
+    await screenshot('config-error');
+    await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("maxRounds") a.monaco-button:has-text("Open config.toml")' });
+    const editor = await waitFor('config.toml open at the key', () => {
+      const e = vscode.window.activeTextEditor;
+      return e?.document.uri.fsPath === file && e.selection.active.line === keyLine ? e : undefined;
+    });
+    assert.equal(editor.document.lineAt(keyLine).text, 'maxRounds = 0');
+    await screenshot('config-error-opened');
+  } finally {
+    fs.writeFileSync(file, good);
+    await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+    await vscode.commands.executeCommand('notifications.clearAll');
+  }
+  assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
+});
+
 export async function run(): Promise<void> { await runAll(); }
