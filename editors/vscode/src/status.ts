@@ -17,20 +17,19 @@ const GOAL_ICON = '$(target)';
 /** The goal's token figures; `tokensUsed`/`maxTokens` arrive with the token budget wire (older daemons omit them). */
 type Tokens = { tokensUsed?: number; maxTokens?: number };
 
-/** A token count as people read it: `850`, `12.4k`, `120k`, `1.2M`. */
+/** A token count as people read it (the same in both editors): `950`, `12.4k`, `12k`, `1.25M`. */
 export function formatTokens(n: number): string {
-  const oneDecimal = (v: number) => String(Number(v.toFixed(1)));
-  if (n < 1000) return String(n);
-  if (n < 100_000) return `${oneDecimal(n / 1000)}k`;
-  if (n < 999_500) return `${Math.round(n / 1000)}k`;
-  return `${n < 100_000_000 ? oneDecimal(n / 1_000_000) : Math.round(n / 1_000_000)}M`;
+  const short = (x: number, unit: string, decimals: number) => `${x.toFixed(decimals).replace(/\.?0+$/, '')}${unit}`;
+  if (n < 1000) return String(Math.floor(n));
+  if (n < 1_000_000) return short(Math.floor(n / 100) / 10, 'k', 1);
+  return short(Math.floor(n / 10_000) / 100, 'M', 2);
 }
 
 /** `12.4k tok`, or `12.4k/100k tok` with a budget; undefined when the daemon reports no tokens. */
 export function tokenStatusText(goal: GoalView): string | undefined {
   const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
-  if (tokensUsed === undefined) return undefined;
-  return maxTokens === undefined ? `${formatTokens(tokensUsed)} tok` : `${formatTokens(tokensUsed)}/${formatTokens(maxTokens)} tok`;
+  if (maxTokens !== undefined) return `${formatTokens(tokensUsed ?? 0)}/${formatTokens(maxTokens)} tok`;
+  return tokensUsed === undefined ? undefined : `${formatTokens(tokensUsed)} tok`;
 }
 
 /** An active goal that will not run until the person resumes it (after a load or a cancel). */
@@ -38,11 +37,20 @@ export function isWaitingForResume(goal: GoalView): boolean {
   return goal.phase === 'active' && goal.activation === 'disarmed';
 }
 
-/** `$(target) 3/40 · 12.4k tok · active`, and `· waiting for you to resume` when nothing will run until resumed. */
+/** The phase in a person's words: `waiting for you to resume`, `blocked: <code>`, else the phase. */
+function phaseWords(goal: GoalView): string {
+  if (isWaitingForResume(goal)) return 'waiting for you to resume';
+  if (goal.phase === 'blocked' && goal.blockedReason) return `blocked: ${goal.blockedReason.code}`;
+  return goal.phase;
+}
+
+/**
+ * The goal's status text, the same in both editors: `3/40 · 12.4k tok · active`,
+ * `40/40 · blocked: <code>`, `3/40 · waiting for you to resume`, `no goal` (with the icon here).
+ */
 export function goalStatusText(goal: GoalView | null): string {
   if (!goal) return `${GOAL_ICON} no goal`;
-  const parts = [`${goal.roundsStarted}/${goal.maxRounds}`, tokenStatusText(goal), goal.phase];
-  if (isWaitingForResume(goal)) parts.push('waiting for you to resume');
+  const parts = [`${goal.roundsStarted}/${goal.maxRounds}`, tokenStatusText(goal), phaseWords(goal)];
   return `${GOAL_ICON} ${parts.filter(Boolean).join(' · ')}`;
 }
 

@@ -168,15 +168,15 @@ test('pause, block (warning colour) and resume from commands; the model complete
   await screenshot('status-tooltip', undefined);
   await driver({ action: 'press', key: 'Escape' });
   await vscode.commands.executeCommand('dsh.goal.block', { code: 'needs-decision', message: 'Which status codes are retryable?' });
-  await waitFor('blocked', () => c.statusText().goal === '$(target) 2/50 · blocked');
+  await waitFor('blocked', () => c.statusText().goal === '$(target) 2/50 · blocked: needs-decision');
   assert.equal(c.statusText().warning, true);
   const tooltip = c.goalItem.tooltip as vscode.MarkdownString;
   assert.match(tooltip.value, /needs-decision/);
   assert.match(tooltip.value, /Retries for the HTTP client/);
   const shot = await screenshot('status-blocked', '#workbench\\.parts\\.statusbar');
-  assert.ok(shot.statusTexts.some((t) => t.includes('2/50 · blocked')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
+  assert.ok(shot.statusTexts.some((t) => t.includes('2/50 · blocked: needs-decision')), `DOM status bar: ${JSON.stringify(shot.statusTexts)}`);
   // A click on the status bar offers the actions valid for a blocked goal.
-  await driver({ action: 'click', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/50 · blocked")' });
+  await driver({ action: 'click', selector: '#workbench\\.parts\\.statusbar .statusbar-item:has-text("2/50 · blocked: needs-decision")' });
   const rows = await driver({ action: 'texts', selector: '.quick-input-widget .monaco-list-row', settleMs: 700 });
   assert.deepEqual(rows.texts?.map((t) => t.trim()), ['Edit the goal…', 'Resume', 'Mark complete', 'Clear']);
   await driver({ action: 'press', key: 'Escape' });

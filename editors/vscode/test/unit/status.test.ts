@@ -15,7 +15,7 @@ test('goal text is rounds/max · phase with the target icon', () => {
 });
 
 test('an active goal that is not armed says it waits for the person', () => {
-  assert.equal(goalStatusText(goal({ activation: 'disarmed' })), '$(target) 37/256 · active · waiting for you to resume');
+  assert.equal(goalStatusText(goal({ activation: 'disarmed' })), '$(target) 37/256 · waiting for you to resume');
   assert.match(goalTooltip(goal({ activation: 'disarmed' })), /waiting for you to resume/);
   assert.doesNotMatch(goalTooltip(goal({ activation: 'disarmed' })), /disarmed/);
 });
@@ -24,8 +24,8 @@ test('tokens used sit next to the rounds, with the budget when there is one', ()
   assert.equal(goalStatusText({ ...goal({ roundsStarted: 3, maxRounds: 40 }), tokensUsed: 12_400 } as never), '$(target) 3/40 · 12.4k tok · active');
   assert.equal(goalStatusText({ ...goal({ roundsStarted: 3, maxRounds: 40 }), tokensUsed: 12_400, maxTokens: 100_000 } as never), '$(target) 3/40 · 12.4k/100k tok · active');
   assert.match(goalTooltip({ ...goal(), tokensUsed: 12_400, maxTokens: 100_000 } as never), /Tokens: 12,400 of 100,000 used/);
-  assert.deepEqual([0, 999, 1000, 12_400, 12_449, 120_000, 999_499, 999_500, 1_250_000].map(formatTokens),
-    ['0', '999', '1k', '12.4k', '12.4k', '120k', '999k', '1M', '1.3M']);
+  assert.deepEqual([0, 950, 999, 1000, 12_000, 12_400, 12_449, 120_000, 999_999, 1_000_000, 1_250_000, 1_259_999].map(formatTokens),
+    ['0', '950', '999', '1k', '12k', '12.4k', '12.4k', '120k', '999.9k', '1M', '1.25M', '1.25M']);
 });
 
 test('status words: rounds used, no raw revision, a complete goal offers no resume', () => {
@@ -47,7 +47,7 @@ test('blocked is the warning colour, with the reason and objective in the toolti
   const blocked = goal({ phase: 'blocked', activation: 'disarmed', blockedReason: { code: 'round-budget-exhausted', message: 'All 256 rounds used' } });
   const m = statusModel('running', true, blocked);
   assert.equal(m.warning, true);
-  assert.equal(m.text, '$(target) 37/256 · blocked');
+  assert.equal(m.text, '$(target) 37/256 · blocked: round-budget-exhausted');
   assert.match(m.tooltip, /Ship the parser/);
   assert.match(m.tooltip, /`round-budget-exhausted`: All 256 rounds used/);
   assert.equal(statusModel('running', true, goal()).warning, false);
