@@ -24,6 +24,7 @@ def make_workspace(
     plugins: list[str] | None = None,
     answer=None,
     config: dict[str, Any] | None = None,
+    approvals=None,
 ) -> Workspace:
     overrides: dict[str, Any] = dict(config or {})
     if replies is not None:
@@ -32,7 +33,7 @@ def make_workspace(
     if plugins is not None:
         overrides["plugins"] = plugins
     questions = InProcessAnswerer(answer) if answer is not None else None
-    return Workspace(root, load_config(root, overrides), questions=questions)
+    return Workspace(root, load_config(root, overrides), questions=questions, approvals=approvals)
 
 
 def types_of(agent, after_seq: int = 0) -> list[str]:

@@ -398,7 +398,7 @@ async def test_pm_18_one_clean_approval_exits_silently_at_the_next_pre_step(tmp_
     from dshd.agent import Tool, ToolOutcome
 
     async def probe(ctx, args):
-        during_batch.append(ctx.agent.store.state.plan.active)
+        during_batch.append(agent.store.state.plan.active)
         return ToolOutcome.success("ok")
 
     agent.tools.add(Tool("probe", "test probe", {"type": "object"}, probe))

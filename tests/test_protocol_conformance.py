@@ -40,12 +40,21 @@ class Checked:
         self.d = daemon
         self.seen: set[str] = set()
         self.asked: list[dict] = []
+        self.permits: list[dict] = []
         daemon.answer = self._answer
+        daemon.permit = self._permit
 
     def _answer(self, params: dict) -> dict:
         self._check_params("dsh/questions/ask", params)
         self.asked.append(params)
         return {"answers": [{"id": q["id"], "choice": "approve"} for q in params["questions"]]}
+
+    def _permit(self, params: dict) -> dict:
+        self._check_params("dsh/permission/ask", params)
+        self.permits.append(params)
+        result = {"outcome": "allow-once"}
+        _validator(SCHEMA["methods"]["dsh/permission/ask"]["result"]).validate(result)
+        return result
 
     def _check_params(self, method: str, params: Any) -> None:
         _validator(SCHEMA["methods"][method]["params"]).validate(params)
@@ -92,7 +101,7 @@ def _workspace(root: Path, replies: list[dict]) -> Path:
     (root / ".dsh" / "config.toml").write_text(
         textwrap.dedent(
             """\
-            plugins = ["plan", "goals"]
+            plugins = ["plan", "goals", "tools"]
 
             [plan]
             section = "Plan first."
@@ -112,11 +121,12 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         tmp_path,
         [
             {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]},
+            {"toolCalls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "# Notes\n"}}]},
             {"text": "Starting."},
         ],
     )
     with RawDaemon(workspace) as daemon:
-        reply = daemon.initialize(questions=True)
+        reply = daemon.initialize(questions=True, permissions=True)
         assert "result" in reply, reply
         server_caps = reply["result"]["capabilities"]["experimental"]["dsh"]
         _validator({"$ref": "#/$defs/DshServerCapabilities"}).validate(server_caps)
@@ -135,6 +145,11 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         prompt = c.request("dsh/agent/prompt", {"agentId": agent, "text": "Cache the parser."})
         assert prompt["turn"] == 1
         assert len(c.asked) == 1
+        assert len(c.permits) == 1 and (workspace / "notes.md").read_text() == "# Notes\n"
+        policy = c.request("dsh/permission/get", {"agentId": agent})
+        assert policy == {"sandbox": "workspace-write", "network": False, "approve": ["write", "exec"]}
+        assert c.request("dsh/permission/set", {"agentId": agent, "sandbox": "read-only"})["sandbox"] == "read-only"
+        assert c.error("dsh/permission/set", {"agentId": agent, "approve": ["write", "write"]})["data"]["field"] == "approve"
         assert c.request("dsh/agent/steer", {"agentId": agent, "text": "and measure"}) == {"queued": False}
         c.request("dsh/agent/cancel", {"agentId": agent})
 

@@ -123,5 +123,5 @@ def test_error_examples_outside_methods_are_real():
 
 
 def test_capability_is_documented():
-    assert '"dsh": {"questions": true}' in DOC
+    assert '"dsh": {"questions": true, "permissions": true}' in DOC
     assert "DshClientCapabilities" in DOC and "DshClientCapabilities" in SCHEMA["$defs"]

@@ -182,6 +182,8 @@ def _make_converter() -> cattrs.Converter:
                 raise _WrongValue(f"expected {rule.description}, got {_shown(result)}")
             if rule.min_items is not None and len(result) < rule.min_items:
                 raise _WrongValue(f"expected {rule.description}, got {len(result)} items")
+            if rule.unique_items and len(set(map(repr, result))) != len(result):
+                raise _WrongValue(f"expected {rule.description}, got a value twice")
             return result
 
         return hook

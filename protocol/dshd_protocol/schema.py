@@ -103,6 +103,8 @@ class _Builder:
                     out["pattern"] = rule.pattern
                 if rule.min_items is not None:
                     out["minItems"] = rule.min_items
+                if rule.unique_items:
+                    out["uniqueItems"] = True
                 if rule.description is not None:
                     out["description"] = rule.description
             return out

@@ -96,7 +96,8 @@ def valid_wire(tp: Any) -> st.SearchStrategy[Any]:
     if get_origin(base) is list:
         (item,) = get_args(base)
         min_size = rule.min_items if rule is not None and rule.min_items is not None else 0
-        return st.lists(valid_wire(item), min_size=min_size, max_size=3)
+        unique = rule is not None and rule.unique_items
+        return st.lists(valid_wire(item), min_size=min_size, max_size=3, unique_by=repr if unique else None)
     if get_origin(base) is dict:
         return st.dictionaries(st.text(max_size=6), _json_scalars(), max_size=3)
     if base is Any:
@@ -153,7 +154,9 @@ def _sites(tp: Any, value: Any, path: tuple) -> list[tuple[str, tuple, Any]]:
     if _allowed_kinds(tp) is not None:
         out.append(("wrong-type", path, tp))
     base, rule = _unwrap(tp)
-    if rule is not None and (rule.minimum is not None or rule.pattern is not None or rule.min_items is not None):
+    if rule is not None and (
+        rule.minimum is not None or rule.pattern is not None or rule.min_items is not None or rule.unique_items
+    ):
         out.append(("rule", path, tp))
     if _is_optional(base):
         if value is not None:  # null is fine here: only the outer wrong-type site stands
@@ -209,6 +212,9 @@ def _rule_breakers(tp: Any) -> list[Any]:
         return [rule.minimum - 1, rule.minimum - 100, *too_big]
     if rule.min_items is not None:
         return [[]] if rule.min_items > 0 else []
+    if rule.unique_items:
+        (item,) = get_args(base)
+        return [[get_args(item)[0]] * 2] if get_origin(item) is Literal else []
     if rule.pattern is not None:
         pattern = _full_pattern(rule.pattern)
         return [s for s in RULE_BREAKERS if pattern.search(s) is None]

@@ -41,6 +41,7 @@ class Rule:
     maximum: int | None = None
     pattern: str | None = None
     min_items: int | None = None
+    unique_items: bool = False  # a list holds no value twice
     description: str | None = None  # what the rule means, for error messages
 
 
@@ -70,6 +71,10 @@ GoalChangeOp = Literal[
     "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "arm", "disarm"
 ]
 QuestionKind = Literal["plan-review"]
+SandboxMode = Literal["read-only", "workspace-write", "full-access"]
+Mutability = Literal["read", "write", "exec"]
+PermissionOutcome = Literal["allow-once", "allow-session", "reject"]
+MutabilityList = Annotated[list[Mutability], Rule(unique_items=True, description="mutability classes, each at most once")]
 
 # ---- shared values --------------------------------------------------------------
 
@@ -280,7 +285,47 @@ class GoalClearResult:
     ref: GoalRef  # revision: the cleared revision + 1
 
 
+# ---- dsh/permission/* ----------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PermissionPolicy:
+    """An agent's live policy: how commands are sandboxed and which classes need a yes."""
+
+    sandbox: SandboxMode
+    network: bool
+    approve: MutabilityList
+
+
+@attrs.frozen(kw_only=True)
+class PermissionSetParams:
+    agent_id: AgentId
+    sandbox: SandboxMode | None = None
+    approve: MutabilityList | None = None
+
+
 # ---- server -> client ---------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class PermissionAskParams:
+    """A tool call waits for the person's yes (its class is in the approve list)."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    call_id: NonBlankText
+    tool: NonBlankText
+    mutability: Mutability
+    title: NonBlankText
+    diff: str | None = None  # unified diff of an edit or a write
+    command: str | None = None  # the command line of a run
+    cwd: str | None = None  # the folder a command runs in (absolute)
+
+
+@attrs.frozen(kw_only=True)
+class PermissionAskResult:
+    outcome: PermissionOutcome
+    feedback: str | None = None  # what the person wants instead (passed to the model)
 
 
 @attrs.frozen(kw_only=True)
@@ -355,6 +400,7 @@ class DshClientCapabilities:
     __dsh_open__ = True
 
     questions: bool = False  # true: the client answers dsh/questions/ask
+    permissions: bool = False  # true: the client answers dsh/permission/ask
 
 
 @attrs.frozen(kw_only=True)
@@ -365,6 +411,7 @@ class DshServerCapabilities:
 
     version: PositiveInt  # the protocol version, PROTOCOL_VERSION
     questions: bool = False  # true: the daemon may send dsh/questions/ask
+    permissions: bool = False  # true: the daemon may send dsh/permission/ask
 
 
 # ---- the method table -----------------------------------------------------------------
@@ -407,6 +454,9 @@ GOAL_BLOCK = "dsh/goal/block"
 GOAL_CLEAR = "dsh/goal/clear"
 GOAL_DISARM = "dsh/goal/disarm"
 QUESTIONS_ASK = "dsh/questions/ask"
+PERMISSION_GET = "dsh/permission/get"
+PERMISSION_SET = "dsh/permission/set"
+PERMISSION_ASK = "dsh/permission/ask"
 GOAL_CHANGED = "dsh/goal/changed"
 PLAN_CHANGED = "dsh/plan/changed"
 SESSION_EVENT = "dsh/session/event"
@@ -434,7 +484,10 @@ METHODS: dict[str, MethodSpec] = {
     GOAL_BLOCK: MethodSpec(kind="request", params=GoalBlockParams, result=GoalView),
     GOAL_CLEAR: MethodSpec(kind="request", params=GoalRefParams, result=GoalClearResult),
     GOAL_DISARM: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
+    PERMISSION_GET: MethodSpec(kind="request", params=AgentParams, result=PermissionPolicy),
+    PERMISSION_SET: MethodSpec(kind="request", params=PermissionSetParams, result=PermissionPolicy),
     QUESTIONS_ASK: MethodSpec(kind="server-request", params=QuestionsAskParams, result=QuestionsAskResult),
+    PERMISSION_ASK: MethodSpec(kind="server-request", params=PermissionAskParams, result=PermissionAskResult),
     GOAL_CHANGED: MethodSpec(kind="notification", params=GoalChangedParams),
     PLAN_CHANGED: MethodSpec(kind="notification", params=PlanChangedParams),
     SESSION_EVENT: MethodSpec(kind="notification", params=SessionEventParams),

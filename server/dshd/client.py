@@ -61,18 +61,21 @@ def dshd_command() -> list[str]:
 
 
 class DshClient:
-    """A thin async client: request(), notifications by method, a questions answerer."""
+    """A thin async client: request(), notifications by method, a questions answerer and
+    a permissions answerer (``answer_permissions(params) -> {"outcome", "feedback"?}``)."""
 
     def __init__(
         self,
         answer_questions: Callable[[dict], Any] | None = None,
         lsp_factory: Callable[[], LanguageClient] | None = None,
+        answer_permissions: Callable[[dict], Any] | None = None,
     ) -> None:
         self.lsp = lsp_factory() if lsp_factory else LanguageClient("dshd-client", "0.1", protocol_cls=DshClientProtocol)
         self.notifications: list[dict] = []
         self.listeners: list[Callable[[dict], None]] = []  # called with every dsh/* notification
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
         self.answer_questions = answer_questions
+        self.answer_permissions = answer_permissions
         for method in ("dsh/goal/changed", "dsh/plan/changed", "dsh/session/event"):
             self.lsp.feature(method)(self._make_collector(method))
 
@@ -81,6 +84,15 @@ class DshClient:
             if self.answer_questions is None:
                 return {"answers": []}
             result = self.answer_questions(params)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        @self.lsp.feature("dsh/permission/ask")
+        async def _permission(params):
+            if self.answer_permissions is None:
+                return {"outcome": "reject", "feedback": "this client cannot decide"}
+            result = self.answer_permissions(params)
             if asyncio.iscoroutine(result):
                 result = await result
             return result
@@ -112,10 +124,18 @@ class DshClient:
         questions: bool = True,
         env=None,
         init_options: dict | None = None,
+        permissions: bool | None = None,
     ) -> dict:
+        """``permissions`` (default: whether a permissions answerer was given) declares
+        that this client answers dsh/permission/ask."""
         cmd = dshd_command()
         await self.lsp.start_io(cmd[0], *cmd[1:], cwd=str(workspace), env=env)
-        caps = types.ClientCapabilities(experimental={"dsh": {"questions": True}} if questions else None)
+        if permissions is None:
+            permissions = self.answer_permissions is not None
+        dsh_caps = {"questions": True} if questions else {}
+        if permissions:
+            dsh_caps["permissions"] = True
+        caps = types.ClientCapabilities(experimental={"dsh": dsh_caps} if dsh_caps else None)
         if hasattr(self.lsp, "capabilities"):
             self.lsp.capabilities = caps  # pytest-lsp's client checks messages against them
         options = dict(init_options or {})

@@ -74,10 +74,17 @@ class Daemon:
         answer: Callable[[dict], Any] | None = None,
         config: dict | None = None,
         init_options: dict | None = None,
+        approve: Callable[[dict], Any] | None = None,
+        permissions: bool | None = None,
+        env: dict | None = None,
     ) -> DshClient:
-        client = DshClient(answer_questions=answer, lsp_factory=make_lsp_client)
-        env = {**os.environ, "DSHD_LOG_LEVEL": os.environ.get("DSHD_LOG_LEVEL", "WARNING")}
-        await client.start(self.root, config=config, questions=questions, env=env, init_options=init_options)
+        """``approve(params)`` answers dsh/permission/ask (declared when given, or by
+        ``permissions``); ``env`` adds to the daemon's environment."""
+        client = DshClient(answer_questions=answer, lsp_factory=make_lsp_client, answer_permissions=approve)
+        env = {**os.environ, "DSHD_LOG_LEVEL": os.environ.get("DSHD_LOG_LEVEL", "WARNING"), **(env or {})}
+        await client.start(
+            self.root, config=config, questions=questions, env=env, init_options=init_options, permissions=permissions
+        )
         self.clients.append(client)
         return client
 

@@ -91,6 +91,7 @@ class RawDaemon:
         self.notifications: list[dict] = []
         self.unmatched: list[dict] = []  # responses to no request of ours
         self.answer: Callable[[dict], Any] | None = None  # answers dsh/questions/ask
+        self.permit: Callable[[dict], Any] | None = None  # answers dsh/permission/ask
         self.next_id = 0
         self._out = threading.Thread(target=self._read_stdout, daemon=True)
         self._err = threading.Thread(target=self._read_stderr, daemon=True)
@@ -142,6 +143,8 @@ class RawDaemon:
             self.notifications.append(message)
         elif message["method"] == "dsh/questions/ask" and self.answer is not None:
             self.send({"jsonrpc": "2.0", "id": message["id"], "result": self.answer(message["params"])})
+        elif message["method"] == "dsh/permission/ask" and self.permit is not None:
+            self.send({"jsonrpc": "2.0", "id": message["id"], "result": self.permit(message["params"])})
         else:
             self.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}})
 
@@ -195,12 +198,15 @@ class RawDaemon:
             message["params"] = params
         self.send(message)
 
-    def initialize(self, *, questions: bool = True, options: dict | None = None) -> dict:
+    def initialize(self, *, questions: bool = True, permissions: bool = False, options: dict | None = None) -> dict:
         """``initialize`` + ``initialized``; returns the whole response."""
+        dsh = {"questions": True} if questions else {}
+        if permissions:
+            dsh["permissions"] = True
         params: dict[str, Any] = {
             "processId": os.getpid(),
             "rootUri": self.workspace.resolve().as_uri(),
-            "capabilities": {"experimental": {"dsh": {"questions": True}}} if questions else {},
+            "capabilities": {"experimental": {"dsh": dsh}} if dsh else {},
         }
         if options is not None:
             params["initializationOptions"] = options

@@ -76,6 +76,13 @@ async def test_invalid_params_names_the_field_and_writes_nothing(workspace: Path
         ("dsh/goal/block", {"agentId": agent, "ref": ref, "reason": {"code": "ok-code"}}, "reason.message"),
         ("dsh/goal/pause", {"agentId": agent, "ref": ref, "force": True}, "force"),
         ("dsh/goal/clear", {"agentId": None, "ref": ref}, "agentId"),
+        ("dsh/permission/set", {"agentId": agent, "sandbox": "none"}, "sandbox"),
+        ("dsh/permission/set", {"agentId": agent, "sandbox": None}, "sandbox"),
+        ("dsh/permission/set", {"agentId": agent, "approve": ["write", "write"]}, "approve"),
+        ("dsh/permission/set", {"agentId": agent, "approve": ["delete"]}, "approve[0]"),
+        ("dsh/permission/set", {"agentId": agent, "approve": "write"}, "approve"),
+        ("dsh/permission/set", {"agentId": agent, "network": True}, "network"),
+        ("dsh/permission/get", {"agentId": agent, "sandbox": "read-only"}, "sandbox"),
     ]
     for method, params, field in cases:
         data = await rpc_error(client, method, params, "invalid-params")
@@ -95,6 +102,8 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
         ("dsh/goal/get", {"agentId": "nobody"}),
         ("dsh/agent/prompt", {"agentId": "a-ffffffffffffffff", "text": "hi"}),
         ("dsh/session/fork", {"agentId": "a-1234"}),
+        ("dsh/permission/get", {"agentId": "a-0000000000000000"}),
+        ("dsh/permission/set", {"agentId": "a-0000000000000000", "sandbox": "read-only"}),
     ]:
         await rpc_error(client, method, params, "unknown-agent")
 
@@ -107,6 +116,8 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
         ("dsh/agent/prompt", {"agentId": agent, "text": "hi"}),
         ("dsh/session/events", {"agentId": agent}),
         ("dsh/session/close", {"agentId": agent}),
+        ("dsh/permission/get", {"agentId": agent}),
+        ("dsh/permission/set", {"agentId": agent, "approve": []}),
     ]:
         await rpc_error(client, method, params, "stale-agent")
     await client.request("dsh/session/close", {"agentId": reopened["agentId"]})

@@ -422,6 +422,36 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert "goal" not in listed["sessions"][0]
 
 
+# ---- permissions ----------------------------------------------------------------------
+
+
+async def test_permission_get_set_in_process_per_agent(workspace: Path, daemons) -> None:
+    write_workspace(workspace, extra_config='\n[tools]\nsandbox = "workspace-write"\napprove = ["exec"]\n')
+    client = await daemons.start()
+    first = await call(client, "dsh/session/create", {})
+    second = await call(client, "dsh/session/create", {})
+    agent = first["agentId"]
+    from_config = {"sandbox": "workspace-write", "network": False, "approve": ["exec"]}
+    assert await call(client, "dsh/permission/get", {"agentId": agent}) == from_config
+
+    changed = await call(client, "dsh/permission/set", {"agentId": agent, "sandbox": "read-only", "approve": ["write", "exec"]})
+    assert changed == {"sandbox": "read-only", "network": False, "approve": ["write", "exec"]}
+    assert await call(client, "dsh/permission/get", {"agentId": agent}) == changed
+    # Only the sandbox, only the approve list, and [] (ask for nothing).
+    assert (await call(client, "dsh/permission/set", {"agentId": agent, "sandbox": "full-access"}))["approve"] == ["write", "exec"]
+    assert (await call(client, "dsh/permission/set", {"agentId": agent, "approve": []})) == {
+        "sandbox": "full-access", "network": False, "approve": [],
+    }
+    # Per agent: the other session's agent still has the config's policy.
+    assert await call(client, "dsh/permission/get", {"agentId": second["agentId"]}) == from_config
+    # In process only: a reload starts from config again, and nothing reached the log.
+    reloaded = await call(client, "dsh/session/open", {"sessionId": first["sessionId"], "reload": True})
+    assert await call(client, "dsh/permission/get", {"agentId": reloaded["agentId"]}) == from_config
+    assert types_of(read_log(workspace, first["sessionId"])) == ["session/start"]
+    # Plan mode is a separate mechanism: untouched.
+    assert await call(client, "dsh/plan/get", {"agentId": reloaded["agentId"]}) == {"active": False}
+
+
 def test_every_request_method_has_a_happy_path_here() -> None:
     """A method added to the protocol needs a happy path in this file."""
     source = Path(__file__).read_text()

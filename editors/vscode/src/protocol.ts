@@ -132,6 +132,7 @@ export interface BlockedReason {
  */
 export interface DshClientCapabilities {
   questions?: boolean;
+  permissions?: boolean;
 }
 /**
  * `initialize` result `capabilities.experimental.dsh`. Open, like the client's.
@@ -145,6 +146,7 @@ export interface DshServerCapabilities {
    */
   version: number;
   questions?: boolean;
+  permissions?: boolean;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -295,6 +297,75 @@ export interface GoalRefParams {
    */
   agentId: string;
   ref: GoalRef;
+}
+/**
+ * A tool call waits for the person's yes (its class is in the approve list).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PermissionAskParams".
+ */
+export interface PermissionAskParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  /**
+   * a non-blank string
+   */
+  callId: string;
+  /**
+   * a non-blank string
+   */
+  tool: string;
+  mutability: "read" | "write" | "exec";
+  /**
+   * a non-blank string
+   */
+  title: string;
+  diff?: string;
+  command?: string;
+  cwd?: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PermissionAskResult".
+ */
+export interface PermissionAskResult {
+  outcome: "allow-once" | "allow-session" | "reject";
+  feedback?: string;
+}
+/**
+ * An agent's live policy: how commands are sandboxed and which classes need a yes.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PermissionPolicy".
+ */
+export interface PermissionPolicy {
+  sandbox: "read-only" | "workspace-write" | "full-access";
+  network: boolean;
+  /**
+   * mutability classes, each at most once
+   */
+  approve: ("read" | "write" | "exec")[];
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PermissionSetParams".
+ */
+export interface PermissionSetParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  sandbox?: "read-only" | "workspace-write" | "full-access";
+  /**
+   * mutability classes, each at most once
+   */
+  approve?: ("read" | "write" | "exec")[];
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -602,7 +673,10 @@ export interface DshMethods {
   'dsh/goal/block': { kind: 'request'; params: GoalBlockParams; result: GoalView };
   'dsh/goal/clear': { kind: 'request'; params: GoalRefParams; result: GoalClearResult };
   'dsh/goal/disarm': { kind: 'request'; params: AgentParams; result: GoalView | null };
+  'dsh/permission/get': { kind: 'request'; params: AgentParams; result: PermissionPolicy };
+  'dsh/permission/set': { kind: 'request'; params: PermissionSetParams; result: PermissionPolicy };
   'dsh/questions/ask': { kind: 'server-request'; params: QuestionsAskParams; result: QuestionsAskResult };
+  'dsh/permission/ask': { kind: 'server-request'; params: PermissionAskParams; result: PermissionAskResult };
   'dsh/goal/changed': { kind: 'notification'; params: GoalChangedParams };
   'dsh/plan/changed': { kind: 'notification'; params: PlanChangedParams };
   'dsh/session/event': { kind: 'notification'; params: SessionEventParams };

@@ -8,7 +8,7 @@ a wrong type (a string is never read as a number or a bool) or a bad value is
 
 Keys (all optional; defaults in :data:`DEFAULTS`)::
 
-    plugins = ["plan", "goals"]      # plugins loaded by name (dshd.plugins.<name>)
+    plugins = ["plan", "goals", "tools"]  # plugins loaded by name (dshd.plugins.<name>)
     [plan]   section = "<text>"      # the plan:policy prompt text, verbatim (PM-2, PM-3)
     [goals]  maxRounds = 256         # default round budget of a new goal (G-9)
     [model]  provider = "scripted"   # "scripted" | "openai" | "anthropic"
@@ -41,7 +41,7 @@ import msgspec
 
 from dshd.errors import DshError
 
-KNOWN_PLUGINS = ("plan", "goals")
+KNOWN_PLUGINS = ("plan", "goals", "tools")
 
 DEFAULT_PLAN_SECTION = (
     "Plan mode is on. Investigate and plan first; do not change files yet. "
@@ -119,7 +119,7 @@ class Script(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class Config(_Table):
-    plugins: list[str] = msgspec.field(default_factory=lambda: ["plan", "goals"])
+    plugins: list[str] = msgspec.field(default_factory=lambda: ["plan", "goals", "tools"])
     plan: PlanConfig = PlanConfig()
     goals: GoalsConfig = GoalsConfig()
     model: ModelConfig = ModelConfig()

@@ -45,11 +45,13 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from dshd.agent import compaction, transcript
+from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
 from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config
 from dshd.agent.deltas import AgentDelta, DeltaListener
@@ -81,6 +83,8 @@ class Agent:
         model: ModelAdapter,
         *,
         questions: UserQuestions | None = None,
+        approvals: Approvals | None = None,
+        root: Path | None = None,
         left_open_reason: str = "interrupted",
     ) -> None:
         self.agent_id = new_agent_id()
@@ -88,6 +92,11 @@ class Agent:
         self.config = config
         self.model = model
         self.questions: UserQuestions = questions or NoQuestions()
+        self.approvals: Approvals = approvals or NoApprovals()
+        # The workspace the tools work in (the log is <root>/.dsh/sessions/<id>/log.jsonl).
+        self.root = (root if root is not None else store.path.parents[3]).resolve()
+        # The live sandbox/approval policy: from config at every load, in process only.
+        self.permissions = Permissions(config.tools)
         self.plan: PlanModeController | None = None  # set by the plan plugin
         self.goals: GoalService | None = None  # set by the goals plugin
         self.sections = SectionRegistry()
@@ -415,7 +424,8 @@ class Agent:
                 if call.arguments is None:
                     outcome = ToolOutcome.failure(call.arguments_error or "invalid arguments")
                 else:
-                    outcome = await self._run_tool(ToolContext(self, call.call_id, turn, step), call.name, call.arguments)
+                    ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
+                    outcome = await self._run_tool(ctx, call.name, call.arguments)
                 self.store.commit(
                     "tool/result", {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}, turn=turn
                 )
@@ -507,7 +517,16 @@ class Agent:
             known = ", ".join(self.tools.names()) or "none"
             return ToolOutcome.failure(f"unknown tool {name!r} (tools: {known})")
         try:
-            outcome = await tool.run(ctx, arguments)
+            outcome = await run_tool(
+                tool,
+                ctx,
+                arguments,
+                permissions=self.permissions,
+                approvals=self.approvals,
+                agent_id=self.agent_id,
+                session_id=self.session_id,
+                record=lambda data: self.store.commit("permission/decision", data, turn=ctx.turn, writer="approvals"),
+            )
         except asyncio.CancelledError:
             raise
         except DshError as exc:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from dshd.agent.loop import Agent
+
+class AgentRef(Protocol):
+    """Who asks: the live agent's id and its session (all a channel needs to address it)."""
+
+    agent_id: str
+    session_id: str
 
 
 class QuestionsUnavailable(Exception):
@@ -23,7 +27,7 @@ class QuestionsUnavailable(Exception):
 
 
 class UserQuestions(Protocol):
-    async def ask(self, agent: "Agent", questions: list[dict[str, Any]]) -> list[Any]: ...
+    async def ask(self, agent: AgentRef, questions: list[dict[str, Any]]) -> list[Any]: ...
 
 
 Answerer = Callable[[list[dict[str, Any]]], "list[Any] | Awaitable[list[Any]]"]
@@ -36,7 +40,7 @@ class InProcessAnswerer:
         self._answer = answer
         self.asked: list[list[dict[str, Any]]] = []
 
-    async def ask(self, agent: "Agent", questions: list[dict[str, Any]]) -> list[Any]:
+    async def ask(self, agent: AgentRef, questions: list[dict[str, Any]]) -> list[Any]:
         self.asked.append(questions)
         result = self._answer(questions)
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
@@ -47,5 +51,5 @@ class InProcessAnswerer:
 class NoQuestions:
     """The seam when nobody can answer: every ask is QuestionsUnavailable."""
 
-    async def ask(self, agent: "Agent", questions: list[dict[str, Any]]) -> list[Any]:
+    async def ask(self, agent: AgentRef, questions: list[dict[str, Any]]) -> list[Any]:
         raise QuestionsUnavailable("no client can answer questions")

@@ -1,21 +1,32 @@
 """The tool catalogue: fixed for the life of an agent (PM-4, PM-16).
 
-A tool is ``(name, description, parameters JSON Schema, run)``; ``run(ctx, arguments)``
-is async and returns a :class:`ToolOutcome`. A tool that raises gives a failed result
-with the error text; the loop never dies of a tool.
+A tool is data the runner enforces (``agent/approvals.py``), not code that polices itself:
+
+- ``name``, ``description`` and ``parameters`` (the JSON Schema the model sees);
+- ``mutability``: ``read`` (changes nothing in the workspace), ``write`` (changes files),
+  ``exec`` (runs a command); ``[tools] approve`` lists the classes that need a person's yes;
+- ``preview(ctx, arguments)`` (optional): what the person is shown before a call runs
+  (a :class:`Change`), or a failed :class:`ToolOutcome` that refuses the call before anyone
+  is asked (bad arguments, a path outside the workspace);
+- ``run(ctx, arguments)``: does the work and returns a :class:`ToolOutcome`.
+
+A tool that raises gives a failed result with the error text; the loop never dies of a tool.
+
+A tool gets a :class:`ToolContext`: its call, the workspace root and the live policy at
+call time, and the change a person approved for it (so a write can refuse when the file
+moved on while the person was looking). It never gets the agent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import attrs
 
+from dshd.agent.config import Mutability, Sandbox
 from dshd.agent.model import ToolSpec
-
-if TYPE_CHECKING:
-    from dshd.agent.loop import Agent
 
 
 @attrs.frozen
@@ -33,11 +44,37 @@ class ToolOutcome:
 
 
 @attrs.frozen
+class Policy:
+    """The live permission policy of an agent (``[tools]`` at load, then ``dsh/permission/set``)."""
+
+    sandbox: Sandbox
+    network: bool
+    approve: tuple[Mutability, ...]
+
+
+@attrs.frozen
+class Change:
+    """What a person is asked to allow: a title, and the diff of an edit or the command
+    and working folder of a run."""
+
+    title: str
+    diff: str | None = None
+    command: str | None = None
+    cwd: str | None = None
+
+
+@attrs.frozen
 class ToolContext:
-    agent: "Agent"
     call_id: str
     turn: int
     step: int
+    root: Path  # the workspace root (resolved)
+    policy: Policy
+    approved: Change | None = None  # the change a person allowed for this call, if one was asked
+
+
+ToolRun = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
+ToolPreview = Callable[[ToolContext, dict[str, Any]], Awaitable["Change | ToolOutcome"]]
 
 
 @attrs.frozen
@@ -45,7 +82,9 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
+    run: ToolRun
+    mutability: Mutability = "read"
+    preview: ToolPreview | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dshd.agent.approvals import Approvals
 from dshd.agent.config import Config
 from dshd.agent.instructions import ProjectInstructions
 from dshd.agent.loop import Agent
@@ -72,11 +73,13 @@ class Workspace:
         config: Config,
         *,
         questions: UserQuestions | None = None,
+        approvals: Approvals | None = None,
         model: ModelAdapter | None = None,
     ) -> None:
         self.root = Path(root)
         self.config = config
         self.questions = questions
+        self.approvals = approvals
         # One model for the workspace: the scripted model's replies run in order across
         # every turn of every session, as one script for one demo.
         self.model = model if model is not None else model_from_config(config)
@@ -181,7 +184,15 @@ class Workspace:
 
     def _load(self, store: SessionStore, left_open_reason: str = "interrupted") -> Agent:
         try:
-            agent = Agent(store, self.config, self.model, questions=self.questions, left_open_reason=left_open_reason)
+            agent = Agent(
+                store,
+                self.config,
+                self.model,
+                questions=self.questions,
+                approvals=self.approvals,
+                root=self.root,
+                left_open_reason=left_open_reason,
+            )
         except BaseException:
             store.close()
             raise

@@ -27,7 +27,9 @@ from pygls.exceptions import JsonRpcException
 from dshd.agent.config import load_config
 from dshd.agent.workspace import Workspace
 from dshd.daemon import handlers
-from dshd.daemon.questions import DEFAULT_TIMEOUT_S, WireQuestions
+from dshd.daemon.asking import DEFAULT_TIMEOUT_S
+from dshd.daemon.permissions import WireApprovals
+from dshd.daemon.questions import WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
 from dshd.errors import DshError
 from dshd_protocol import jsonrpc_error, to_wire
@@ -54,6 +56,7 @@ class DshDaemon(DshServer):
         super().__init__()
         self.dsh_workspace: Workspace | None = None
         self.questions = WireQuestions(self)
+        self.approvals = WireApprovals(self)
         self._detach: dict[str, list] = {}
         # DSHD_TRACE_DURABLE=<file>: "sessionId seq monotonic_ns" per durable event, for
         # bench/rpc.py to measure fsync -> client holds the notification.
@@ -81,7 +84,8 @@ class DshDaemon(DshServer):
         timeout_ms = options.get("questionTimeoutMs", int(DEFAULT_TIMEOUT_S * 1000))
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
             raise _invalid_init("initializationOptions.questionTimeoutMs", "an integer >= 1 (milliseconds)")
-        self.questions.timeout_s = timeout_ms / 1000
+        # One patience for the person, whatever they are asked (plan reviews, approvals).
+        self.questions.timeout_s = self.approvals.timeout_s = timeout_ms / 1000
         try:
             config = load_config(root, overrides)
         except DshError as exc:
@@ -90,8 +94,12 @@ class DshDaemon(DshServer):
         experimental = params.capabilities.experimental if params.capabilities else None
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
-        self.dsh_workspace = Workspace(root, config, questions=self.questions)
-        logger.info("workspace %s (questions: %s)", root, self.questions.client_can_answer)
+        self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
+        self.dsh_workspace = Workspace(root, config, questions=self.questions, approvals=self.approvals)
+        logger.info(
+            "workspace %s (questions: %s, permissions: %s)",
+            root, self.questions.client_can_answer, self.approvals.client_can_answer,
+        )
 
     def _workspace_root(self, params: types.InitializeParams) -> Path:
         try:
@@ -107,10 +115,12 @@ class DshDaemon(DshServer):
 
     def connection_lost(self) -> None:
         self.questions.fail_all()
+        self.approvals.fail_all()
         super().connection_lost()
 
     async def on_stop(self) -> None:
         self.questions.fail_all()
+        self.approvals.fail_all()
         if self.dsh_workspace is not None:
             await self.dsh_workspace.shutdown()
 

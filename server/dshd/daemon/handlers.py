@@ -183,6 +183,20 @@ def goal_disarm(d, p: t.AgentParams):
     return _goals(d.dsh_workspace.agent(p.agent_id)).disarm()
 
 
+# ---- permissions ----------------------------------------------------------------------
+
+
+@method(t.PERMISSION_GET)
+def permission_get(d, p: t.AgentParams):
+    return d.dsh_workspace.agent(p.agent_id).permissions.view()
+
+
+@method(t.PERMISSION_SET)
+def permission_set(d, p: t.PermissionSetParams):
+    agent = d.dsh_workspace.agent(p.agent_id)
+    return agent.permissions.set(sandbox=p.sandbox, approve=p.approve)
+
+
 # ---- registration ---------------------------------------------------------------------
 
 

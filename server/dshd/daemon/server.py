@@ -109,7 +109,7 @@ class DshProtocol(LanguageServerProtocol):
         caps = result.capabilities
         caps.text_document_sync = None
         caps.execute_command_provider = None
-        caps.experimental = {"dsh": {"version": 1, "questions": True}}
+        caps.experimental = {"dsh": {"version": 1, "questions": True, "permissions": True}}
         self._server.initialized = True  # only a successful initialize counts
         return result
 

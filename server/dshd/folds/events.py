@@ -102,6 +102,16 @@ class ContextCompactData(_Data):
     tokensAfter: int
 
 
+class PermissionDecisionData(_Data):
+    """Who allowed or refused a tool call (written by the approvals gate only)."""
+
+    callId: str
+    tool: str
+    outcome: Literal["allow-once", "allow-session", "reject"]
+    by: Literal["person", "session", "policy", "fail-closed"]
+    feedback: str | None = None
+
+
 GoalPhase = Literal["active", "paused", "blocked", "complete"]
 GoalOp = Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
 
@@ -193,6 +203,10 @@ class ContextCompact(_Event, tag="context/compact", kw_only=True):
     data: ContextCompactData
 
 
+class PermissionDecision(_Event, tag="permission/decision", kw_only=True):
+    data: PermissionDecisionData
+
+
 Event = Union[
     SessionStart,
     TurnOpen,
@@ -205,6 +219,7 @@ Event = Union[
     PlanMode,
     GoalChange,
     ContextCompact,
+    PermissionDecision,
 ]
 
 EVENT_CLASSES: dict[str, type] = {
@@ -221,6 +236,7 @@ EVENT_CLASSES: dict[str, type] = {
         PlanMode,
         GoalChange,
         ContextCompact,
+        PermissionDecision,
     )
 }
 

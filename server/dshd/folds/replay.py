@@ -24,6 +24,7 @@ from dshd.folds.events import (
     AssistantMessage,
     ContextCompact,
     Event,
+    PermissionDecision,
     PlanMode,
     RequestHeader,
     SessionStart,
@@ -40,6 +41,7 @@ from dshd.folds.rules import (
     fold_context,
     fold_goal,
     fold_open_turn,
+    fold_permission,
     fold_plan_mode,
 )
 from dshd.folds.state import ContextState, PlanState, SessionState, TurnState
@@ -288,7 +290,7 @@ def fold_file(
                         data = event.data
                         step = data.step
                         if turn.open and step == turn.step + 1:
-                            turn = TurnState(turn.last_turn, True, step, turn.cause)
+                            turn = TurnState(turn.last_turn, True, step, turn.cause, turn.decided)
                         else:
                             fold_open_turn(turn, event)  # raises with the reference reason
                         if plan.header_active is not data.planActive:
@@ -302,6 +304,9 @@ def fold_file(
                         context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
                         compacted = fold_context(context, event)  # raises with the reference reason
                         compact_seq, through_seq = compacted.compact_seq, compacted.through_seq
+                    elif cls is PermissionDecision:
+                        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
+                        turn = fold_permission(turn, context, event)
                     else:
                         goal = fold_goal(goal, event)
             last = line

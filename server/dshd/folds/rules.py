@@ -13,6 +13,7 @@ from dshd.folds.events import (
     GoalChange,
     GoalChangeData,
     GoalRef,
+    PermissionDecision,
     PlanMode,
     RequestHeader,
     SessionStart,
@@ -69,7 +70,7 @@ def fold_open_turn(state: TurnState, event) -> TurnState:
         step = event.data.step
         if step != state.step + 1:
             raise FoldError(f"request/header step {step}: expected step {state.step + 1}")
-        return TurnState(state.last_turn, True, step, state.cause)
+        return TurnState(state.last_turn, True, step, state.cause, state.decided)
     if cls is TurnOpen:
         if state.open:
             raise FoldError(f"turn/open while turn {state.last_turn} is open")
@@ -84,6 +85,37 @@ def fold_open_turn(state: TurnState, event) -> TurnState:
             raise FoldError(f"turn/close {event.data.turn} but the open turn is {state.last_turn}")
         return TurnState(state.last_turn, False, 0, None)
     return state
+
+
+# ---- permission decisions ---------------------------------------------------------
+
+# Which outcome each decider may give: the policy and an earlier allow-session only allow,
+# a channel that failed only refuses; the person may answer anything.
+_OUTCOMES_BY = {
+    "policy": ("allow-once",),
+    "session": ("allow-session",),
+    "fail-closed": ("reject",),
+    "person": ("allow-once", "allow-session", "reject"),
+}
+
+
+def fold_permission(state: TurnState, context: ContextState, event) -> TurnState:
+    """A decision belongs to the open turn, names a tool call of it that has no result yet,
+    once, and says who decided consistently."""
+    data = event.data
+    if event.turn is None or not state.open:
+        raise FoldError("permission/decision outside a turn")
+    if not data.callId.strip() or not data.tool.strip():
+        raise FoldError("permission/decision needs a callId and a tool")
+    if data.callId not in context.pending_calls:
+        raise FoldError(f"permission/decision for call {data.callId}, which is not waiting for its result")
+    if data.callId in state.decided:
+        raise FoldError(f"second permission/decision for call {data.callId}")
+    if data.outcome not in _OUTCOMES_BY[data.by]:
+        raise FoldError(f"permission/decision by {data.by} cannot be {data.outcome}")
+    if data.feedback is not None and data.by != "person":
+        raise FoldError(f"permission/decision by {data.by} carries feedback")
+    return TurnState(state.last_turn, True, state.step, state.cause, state.decided | {data.callId})
 
 
 def _check_envelope_turn(state: TurnState, event) -> None:
@@ -348,10 +380,12 @@ def apply(state: SessionState | None, event) -> SessionState:
         goal = fold_goal(goal, event)
     if concern & _CONTEXT:
         context = fold_context(context, event)
+    if concern & _PERMISSION:
+        turn = fold_permission(turn, state.context, event)
     return SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at, context)
 
 
-_TURN, _PLAN, _GOAL, _CONTEXT = 1, 2, 4, 8
+_TURN, _PLAN, _GOAL, _CONTEXT, _PERMISSION = 1, 2, 4, 8, 16
 # Which folds an event class concerns (0: none; the state only advances seq). SessionStart is
 # absent on purpose: after line 1 it is an error.
 _CONCERNS: dict[type, int] = {
@@ -365,5 +399,6 @@ _CONCERNS: dict[type, int] = {
     ToolCall: _CONTEXT,
     ToolResult: _CONTEXT,
     ContextCompact: _CONTEXT,
+    PermissionDecision: _PERMISSION,
 }
 

@@ -23,6 +23,8 @@ class TurnState(Struct, frozen=True):
     open: bool = False
     step: int = 0
     cause: str | None = None
+    # Call ids of the open turn that have a permission/decision (one each).
+    decided: frozenset[str] = frozenset()
 
 
 class GoalState(Struct, frozen=True):

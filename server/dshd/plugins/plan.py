@@ -100,7 +100,7 @@ class PlanPlugin:
             agent.steer(rest)
 
     async def exit_plan_mode(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
-        if not ctx.agent.store.state.plan.active:
+        if not self.agent.store.state.plan.active:
             return ToolOutcome.failure("Plan mode is off, so there is nothing to exit; go on with the work.")
         unknown = sorted(set(arguments) - {"plan"})
         if unknown:
@@ -124,7 +124,7 @@ class PlanPlugin:
             "choices": ["approve", "revise"],
         }
         try:
-            answers = await ctx.agent.questions.ask(ctx.agent, [question])
+            answers = await self.agent.questions.ask(self.agent, [question])
         except QuestionsUnavailable as exc:
             return ToolOutcome.failure(FAIL_CLOSED.format(why=str(exc) or "no one can answer"))
         except TimeoutError:

@@ -1,0 +1,62 @@
+"""Asking the person through the editor: a server request that fails closed.
+
+Both seams that wait for a person (plan reviews: ``dsh/questions/ask``; tool approvals:
+``dsh/permission/ask``) send their request through :class:`ClientAsk`. Every path that
+is not a reply raises the seam's "unavailable" error: the capability was not declared,
+the connection was lost, the timeout passed, the editor answered with an error. When the
+daemon stops waiting (timeout, or the awaiting task was cancelled: the turn was cancelled,
+the agent closed, the daemon shuts down) the request is withdrawn with ``$/cancelRequest``
+so the editor closes its window. A reply that arrives after that is dropped by the
+protocol (server.DshProtocol._handle_response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class ClientAsk:
+    def __init__(self, server, method: str, capability: str, unavailable: type[Exception], prefix: str) -> None:
+        self._server = server
+        self.method = method
+        self.capability = capability
+        self.unavailable = unavailable
+        self._prefix = prefix
+        self.timeout_s = DEFAULT_TIMEOUT_S
+        self.client_can_answer = False
+        self._pending: set[str] = set()
+
+    async def request(self, params: dict[str, Any]) -> Any:
+        """The editor's raw reply, or ``unavailable`` raised; cancellation withdraws."""
+        if not self.client_can_answer:
+            raise self.unavailable(f"the editor did not declare capabilities.experimental.dsh.{self.capability}")
+        protocol = self._server.protocol
+        msg_id = f"{self._prefix}-{uuid.uuid4().hex[:12]}"
+        self._pending.add(msg_id)
+        try:
+            future = protocol.send_request_async(self.method, params, msg_id=msg_id)
+            return await asyncio.wait_for(future, timeout=self.timeout_s)
+        except asyncio.TimeoutError:
+            protocol.cancel_client_request(msg_id)
+            raise self.unavailable(f"no answer within {self.timeout_s:g} s") from None
+        except asyncio.CancelledError:
+            protocol.cancel_client_request(msg_id)  # withdrawn: the editor closes its window
+            raise
+        except RuntimeError as exc:  # pygls fails pending requests when the connection ends
+            raise self.unavailable(f"the editor went away: {exc}") from None
+        except Exception as exc:  # an error reply from the editor
+            raise self.unavailable(f"the editor answered with an error: {exc}") from None
+        finally:
+            self._pending.discard(msg_id)
+
+    def fail_all(self) -> None:
+        """The connection is gone: every open request fails closed."""
+        protocol = self._server.protocol
+        for msg_id in list(self._pending):
+            future = protocol._request_futures.pop(msg_id, None)
+            if future is not None and not future.done():
+                future.set_exception(RuntimeError("connection lost"))

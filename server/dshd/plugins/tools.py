@@ -1,0 +1,56 @@
+"""The tools plugin: the workspace tools of ``dshd.tools`` in the agent's catalogue.
+
+On by default (``plugins`` lists it). It adds tools and nothing else: no section, no
+command, no listener. The runner enforces the approvals from each tool's mutability
+(``agent/approvals.py``); the tools read the live sandbox policy from their context.
+Plan mode is not consulted: it stays soft guidance.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dshd.agent.config import Config
+from dshd.agent.tools import Tool
+from dshd.tools import files
+
+if TYPE_CHECKING:
+    from dshd.agent.loop import Agent
+
+
+def catalogue(config: Config) -> list[Tool]:
+    return [
+        Tool(
+            "read_file",
+            "Read a text file of the workspace as numbered lines (offset/limit to page through it).",
+            files.READ_PARAMETERS,
+            files.read_file,
+        ),
+        Tool(
+            "write_file",
+            "Create or replace a whole text file in the workspace.",
+            files.WRITE_PARAMETERS,
+            files.write_file,
+            mutability="write",
+            preview=files.write_file_preview,
+        ),
+        Tool(
+            "edit_file",
+            "Replace exact text in a workspace file (oldText must match once unless replaceAll); returns the diff.",
+            files.EDIT_PARAMETERS,
+            files.edit_file,
+            mutability="write",
+            preview=files.edit_file_preview,
+        ),
+    ]
+
+
+class ToolsPlugin:
+    def __init__(self, agent: "Agent", config: Config) -> None:
+        self.tools = catalogue(config)
+        for tool in self.tools:
+            agent.tools.add(tool)
+
+
+def attach(agent: "Agent", config: Config) -> ToolsPlugin:
+    return ToolsPlugin(agent, config)

@@ -1,0 +1,274 @@
+"""read_file, write_file and edit_file.
+
+- ``read_file {path, offset?, limit?}``: numbered lines (``cat -n`` style), from line
+  ``offset`` (1-based, default 1), at most ``limit`` lines (default and cap 2000); lines
+  longer than 2000 characters are cut; the output is capped at 100 KiB. Binary files
+  (a NUL byte, or not UTF-8) are refused.
+- ``write_file {path, content}``: creates or replaces a UTF-8 text file (parents created),
+  atomically (a temporary file renamed over it; an existing file keeps its mode).
+- ``edit_file {path, oldText, newText, replaceAll?}``: exact text replacement; ``oldText``
+  must occur exactly once unless ``replaceAll``; returns the unified diff.
+
+Write tools are refused in the read-only sandbox, never write ``.dsh/`` or ``.git/``, and
+show the person the unified diff before anything is written. If the file changed between
+the person's yes and the write (the diff is no longer the one allowed), nothing is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dshd.agent.tools import Change, ToolContext, ToolOutcome
+from dshd.tools.paths import PathRefused, resolve, shown
+
+READ_LIMIT = 2000  # lines per read_file call (default and cap)
+LINE_CAP = 2000  # characters per line shown
+READ_CAP = 100 * 1024  # characters of read_file output
+DIFF_CAP = 64 * 1024  # characters of a diff in a result or an approval
+SNIFF = 8192  # bytes looked at for a NUL byte
+
+READ_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "File path relative to the workspace root."},
+        "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Default 1."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": READ_LIMIT, "description": f"Lines to read (at most {READ_LIMIT})."},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+WRITE_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "File path relative to the workspace root."},
+        "content": {"type": "string", "description": "The whole new content of the file."},
+    },
+    "required": ["path", "content"],
+    "additionalProperties": False,
+}
+EDIT_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "File path relative to the workspace root."},
+        "oldText": {"type": "string", "description": "Exact text to replace (must occur once unless replaceAll)."},
+        "newText": {"type": "string", "description": "Text to put in its place."},
+        "replaceAll": {"type": "boolean", "description": "Replace every occurrence. Default false."},
+    },
+    "required": ["path", "oldText", "newText"],
+    "additionalProperties": False,
+}
+
+
+class Refused(Exception):
+    """A call that cannot go ahead; the message is the failed result."""
+
+
+def check_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Names, required keys and JSON types as the schema says (the model sees the same)."""
+    properties = schema["properties"]
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        raise Refused(f"unexpected argument {unknown[0]!r} (arguments: {', '.join(properties)})")
+    for name in schema.get("required", []):
+        if name not in arguments:
+            raise Refused(f"missing argument {name!r}")
+    for name, value in arguments.items():
+        expected = properties[name]["type"]
+        ok = {
+            "string": isinstance(value, str),
+            "boolean": isinstance(value, bool),
+            "integer": isinstance(value, int) and not isinstance(value, bool),
+        }[expected]
+        if not ok:
+            raise Refused(f"argument {name!r} must be a {expected}")
+        if expected == "integer" and value < properties[name].get("minimum", value):
+            raise Refused(f"argument {name!r} must be at least {properties[name]['minimum']}")
+
+
+def read_text(target: Path, shown_path: str) -> str:
+    """The file's text exactly as stored (line endings kept), or Refused."""
+    if not target.exists():
+        raise Refused(f"{shown_path} does not exist")
+    if target.is_dir():
+        raise Refused(f"{shown_path} is a directory (use list_files)")
+    data = target.read_bytes()
+    if b"\0" in data[:SNIFF]:
+        raise Refused(f"{shown_path} is a binary file (it has NUL bytes): read_file shows text only")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Refused(f"{shown_path} is not UTF-8 text (byte {exc.start}): read_file shows text only") from None
+
+
+def unified_diff(old: str, new: str, shown_path: str, *, created: bool = False) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile="/dev/null" if created else f"a/{shown_path}",
+        tofile=f"b/{shown_path}",
+    )
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def capped(text: str, cap: int, what: str) -> str:
+    if len(text) <= cap:
+        return text
+    return text[:cap] + f"\n[{what} cut at {cap} characters of {len(text)}]\n"
+
+
+def _refusal(exc: Exception) -> ToolOutcome:
+    return ToolOutcome.failure(str(exc))
+
+
+# ---- read_file -------------------------------------------------------------------------
+
+
+async def read_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    try:
+        check_arguments(arguments, READ_PARAMETERS)
+        target = resolve(ctx.root, arguments["path"])
+        name = shown(ctx.root, target)
+        text = read_text(target, name)
+    except (Refused, PathRefused, OSError) as exc:
+        return _refusal(exc)
+    offset = arguments.get("offset", 1)
+    limit = min(arguments.get("limit", READ_LIMIT), READ_LIMIT)
+    lines = text.splitlines()
+    total = len(lines)
+    if total == 0:
+        return ToolOutcome.success(f"{name} is empty (0 lines)")
+    if offset > total:
+        return ToolOutcome.failure(f"offset {offset} is past the end of {name} ({total} lines)")
+    out: list[str] = []
+    size = 0
+    last = offset - 1
+    notes: list[str] = []
+    for number in range(offset, min(offset + limit, total + 1)):
+        line = lines[number - 1]
+        if len(line) > LINE_CAP:
+            line = line[:LINE_CAP] + f" [line cut at {LINE_CAP} characters]"
+        entry = f"{number:>6}\t{line}\n"
+        if size + len(entry) > READ_CAP:
+            notes.append(f"output capped at {READ_CAP // 1024} KiB")
+            break
+        out.append(entry)
+        size += len(entry)
+        last = number
+    header = f"{name}: lines {offset}-{last} of {total}"
+    if last < total:
+        notes.append(f"read on with offset={last + 1}")
+    if notes:
+        header += f" ({'; '.join(notes)})"
+    return ToolOutcome.success(header + "\n" + "".join(out))
+
+
+# ---- write tools -----------------------------------------------------------------------
+
+
+def _writable(ctx: ToolContext, arguments: dict[str, Any], schema: dict[str, Any]) -> tuple[Path, str]:
+    check_arguments(arguments, schema)
+    if ctx.policy.sandbox == "read-only":
+        raise Refused(
+            "the sandbox is read-only: files cannot be changed (the person can change the "
+            "sandbox mode with [tools] sandbox or from the editor)"
+        )
+    target = resolve(ctx.root, arguments["path"], write=True)
+    return target, shown(ctx.root, target)
+
+
+def _planned_write(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[Path, str, str, str, bool]:
+    target, name = _writable(ctx, arguments, WRITE_PARAMETERS)
+    if target.is_dir():
+        raise Refused(f"{name} is a directory")
+    created = not target.exists()
+    old = "" if created else read_text(target, name)
+    return target, name, old, arguments["content"], created
+
+
+def _planned_edit(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[Path, str, str, str, int]:
+    target, name = _writable(ctx, arguments, EDIT_PARAMETERS)
+    old_text, new_text = arguments["oldText"], arguments["newText"]
+    if not old_text:
+        raise Refused("oldText is empty: give the exact text to replace (write_file writes whole files)")
+    if old_text == new_text:
+        raise Refused("oldText and newText are the same: nothing would change")
+    old = read_text(target, name)
+    count = old.count(old_text)
+    if count == 0:
+        raise Refused(f"oldText was not found in {name} (it must match exactly, whitespace included)")
+    if count > 1 and not arguments.get("replaceAll", False):
+        raise Refused(
+            f"oldText occurs {count} times in {name}: include more surrounding text so it "
+            "matches once, or set replaceAll"
+        )
+    return target, name, old, old.replace(old_text, new_text), count
+
+
+def _write_atomically(target: Path, content: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".dsh-tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(content)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _still_as_approved(ctx: ToolContext, diff: str, name: str) -> None:
+    if ctx.approved is not None and ctx.approved.diff is not None and ctx.approved.diff != capped(diff, DIFF_CAP, "diff"):
+        raise Refused(f"{name} changed while the person was deciding: nothing was written; read it again")
+
+
+async def write_file_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Change | ToolOutcome:
+    try:
+        _, name, old, new, created = _planned_write(ctx, arguments)
+    except (Refused, PathRefused, OSError) as exc:
+        return _refusal(exc)
+    diff = unified_diff(old, new, name, created=created)
+    title = f"Create {name}" if created else f"Replace {name}"
+    return Change(title=title, diff=capped(diff, DIFF_CAP, "diff"))
+
+
+async def write_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    try:
+        target, name, old, new, created = _planned_write(ctx, arguments)
+        _still_as_approved(ctx, unified_diff(old, new, name, created=created), name)
+        _write_atomically(target, new)
+    except (Refused, PathRefused, OSError) as exc:
+        return _refusal(exc)
+    lines = len(new.splitlines())
+    verb = "created" if created else "replaced"
+    return ToolOutcome.success(f"{name} {verb}: {len(new.encode())} bytes, {lines} lines")
+
+
+async def edit_file_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Change | ToolOutcome:
+    try:
+        _, name, old, new, count = _planned_edit(ctx, arguments)
+    except (Refused, PathRefused, OSError) as exc:
+        return _refusal(exc)
+    where = f" ({count} places)" if count > 1 else ""
+    return Change(title=f"Edit {name}{where}", diff=capped(unified_diff(old, new, name), DIFF_CAP, "diff"))
+
+
+async def edit_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    try:
+        target, name, old, new, count = _planned_edit(ctx, arguments)
+        diff = unified_diff(old, new, name)
+        _still_as_approved(ctx, diff, name)
+        _write_atomically(target, new)
+    except (Refused, PathRefused, OSError) as exc:
+        return _refusal(exc)
+    replaced = f"{count} replacements" if count > 1 else "1 replacement"
+    return ToolOutcome.success(f"{name} edited ({replaced}):\n{capped(diff, DIFF_CAP, 'diff')}")
