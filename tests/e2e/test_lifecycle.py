@@ -29,7 +29,7 @@ def test_initialize_declares_dsh_capability(workspace: Path) -> None:
     with RawDaemon(workspace) as d:
         reply = d.initialize()
         caps = reply["result"]["capabilities"]
-        assert caps["experimental"]["dsh"] == {"version": 1, "questions": True}
+        assert caps["experimental"]["dsh"] == {"version": 1, "questions": True, "permissions": True}
         assert reply["result"]["serverInfo"]["name"] == "dshd"
         assert d.shutdown_and_exit() == 0
         assert d.stdout_faults == []

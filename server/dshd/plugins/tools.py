@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from dshd.agent.config import Config
 from dshd.agent.tools import Tool
-from dshd.tools import files
+from dshd.tools import files, run, search
 
 if TYPE_CHECKING:
     from dshd.agent.loop import Agent
@@ -25,6 +25,18 @@ def catalogue(config: Config) -> list[Tool]:
             "Read a text file of the workspace as numbered lines (offset/limit to page through it).",
             files.READ_PARAMETERS,
             files.read_file,
+        ),
+        Tool(
+            "list_files",
+            "List the files under a workspace folder (gitignored files left out), optionally matching a glob.",
+            search.LIST_PARAMETERS,
+            search.list_files,
+        ),
+        Tool(
+            "search",
+            "Search workspace files for a regular expression; answers path:line:text lines.",
+            search.SEARCH_PARAMETERS,
+            search.search,
         ),
         Tool(
             "write_file",
@@ -41,6 +53,14 @@ def catalogue(config: Config) -> list[Tool]:
             files.edit_file,
             mutability="write",
             preview=files.edit_file_preview,
+        ),
+        Tool(
+            "run_command",
+            "Run a shell command in the workspace, in the sandbox; answers its exit code and output.",
+            run.PARAMETERS,
+            run.RunCommand(config.model.apiKeyEnv),
+            mutability="exec",
+            preview=run.run_command_preview,
         ),
     ]
 

@@ -39,6 +39,12 @@ local function questions_ask(_, params)
   return require('dsh.review').ask(params)
 end
 
+local function permission_ask(_, _)
+  -- This editor does not declare the permissions capability yet, so the daemon does not
+  -- ask it; if it ever does, the answer is no (fail closed).
+  return { outcome = 'reject', feedback = 'this editor cannot show approvals yet' }
+end
+
 --- The `handlers` table of the LSP client config: method -> handler.
 function M.table()
   return {
@@ -46,6 +52,7 @@ function M.table()
     [protocol.notifications.plan_changed] = plan_changed,
     [protocol.notifications.session_event] = session_event,
     [protocol.server_requests.questions_ask] = questions_ask,
+    [protocol.server_requests.permission_ask] = permission_ask,
   }
 end
 

@@ -25,6 +25,8 @@ M.requests = {
   goal_block = 'dsh/goal/block',
   goal_clear = 'dsh/goal/clear',
   goal_disarm = 'dsh/goal/disarm',
+  permission_get = 'dsh/permission/get',
+  permission_set = 'dsh/permission/set',
 }
 
 --- Notifications the daemon sends to the editor.
@@ -37,6 +39,7 @@ M.notifications = {
 --- Requests the daemon sends to the editor (answered by a person).
 M.server_requests = {
   questions_ask = 'dsh/questions/ask',
+  permission_ask = 'dsh/permission/ask',
 }
 
 --- The client capability that tells the daemon this editor answers dsh/questions/ask.

@@ -1,0 +1,133 @@
+"""run_command {command, cwd?, timeoutMs?}: one shell command (``/bin/sh -c``) in the sandbox.
+
+The live policy chooses the sandbox (``dshd.sandbox``): read-only, workspace-write (the
+default) or full-access, with the network off unless ``[tools] network = true``. Where no
+sandbox can be built the command does not run, and the result says why and how to fix it;
+it never runs unsandboxed except in full-access with the network on.
+
+The result is ok only when the command ran and exited 0; its content always starts with
+the exit code, or why the command did not run or did not finish. Output (stdout and stderr
+merged) keeps its last 32 KiB; the result says how much was dropped. The timeout is 120 s
+unless ``timeoutMs`` says otherwise (at most 600 s); on timeout, cancellation and shutdown
+the command is killed with everything it started.
+
+Variables whose names look like secrets (``*KEY*``, ``*SECRET*``, ``*TOKEN*``,
+``*PASSWORD*``, ``*CREDENTIAL*``, and the one ``[model] apiKeyEnv`` names) are not passed to
+commands: a command's output goes to the session log and the model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from dshd.agent.tools import Change, ToolContext, ToolOutcome
+from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
+from dshd.tools.files import Refused, check_arguments
+from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
+
+DEFAULT_TIMEOUT_MS = 120_000
+MAX_TIMEOUT_MS = 600_000
+OUTPUT_CAP = 32 * 1024  # bytes of output kept (the tail)
+SHELL = "/bin/sh"
+SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "A shell command line, run by /bin/sh -c."},
+        "cwd": {"type": "string", "description": "Folder to run in, relative to the workspace root. Default: the root."},
+        "timeoutMs": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_TIMEOUT_MS,
+            "description": f"Kill the command after this many milliseconds (default {DEFAULT_TIMEOUT_MS}).",
+        },
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+def command_env(api_key_env: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment commands get: the daemon's, without anything that looks secret."""
+    source = os.environ if base is None else base
+    return {k: v for k, v in source.items() if not SECRET_NAME.search(k) and k != api_key_env}
+
+
+def _checked(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, Path, int]:
+    check_arguments(arguments, PARAMETERS)
+    command = arguments["command"]
+    if not command.strip():
+        raise Refused("command is empty")
+    cwd = resolve(ctx.root, arguments.get("cwd", "."), field="cwd")
+    if not cwd.is_dir():
+        raise Refused(f"cwd {shown(ctx.root, cwd)} is not a folder of the workspace")
+    timeout_ms = arguments.get("timeoutMs", DEFAULT_TIMEOUT_MS)
+    if timeout_ms > MAX_TIMEOUT_MS:
+        raise Refused(f"timeoutMs is at most {MAX_TIMEOUT_MS}")
+    return command, cwd, timeout_ms
+
+
+def _title(command: str) -> str:
+    line = command.strip().splitlines()[0]
+    shown_line = line if len(line) <= 80 else line[:79] + "…"
+    return f"Run `{shown_line}`" + (" (more lines)" if "\n" in command.strip() else "")
+
+
+async def run_command_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Change | ToolOutcome:
+    try:
+        command, cwd, _ = _checked(ctx, arguments)
+    except (Refused, PathRefused) as exc:
+        return ToolOutcome.failure(f"Not run: {exc}")
+    return Change(title=_title(command), command=command, cwd=str(cwd))
+
+
+class RunCommand:
+    def __init__(self, api_key_env: str | None) -> None:
+        self.api_key_env = api_key_env
+
+    async def __call__(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+        try:
+            command, cwd, timeout_ms = _checked(ctx, arguments)
+        except (Refused, PathRefused) as exc:
+            return ToolOutcome.failure(f"Not run: {exc}")
+        policy = ctx.policy
+        # dshd's own folder always exists, so it is always protected; .git only when present.
+        (ctx.root / ".dsh").mkdir(exist_ok=True)
+        protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
+        sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect)
+        found = await probe() if not (policy.sandbox == "full-access" and policy.network) else None
+        if found is not None and not found.ok:
+            return ToolOutcome.failure(
+                f"Not run: no sandbox can be built here: {found.reason}. To fix it: {found.fix}."
+            )
+        argv = bwrap_argv(sandbox, [SHELL, "-c", command], cwd, bwrap=found.bwrap if found else "bwrap")
+        if argv is None:
+            argv = [SHELL, "-c", command]  # full access with the network on: no sandbox asked for
+        try:
+            result = await run(
+                argv, cwd=cwd, env=command_env(self.api_key_env), timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP
+            )
+        except OSError as exc:
+            return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
+        if result.timed_out:
+            head = f"timed out after {timeout_ms} ms: the command and everything it started were killed"
+        elif result.signal is not None:
+            head = f"killed by signal {result.signal}"
+        else:
+            head = f"exit code {result.exit_code}"
+        where = f" ({policy.sandbox} sandbox, network {'on' if policy.network else 'off'})"
+        parts = [head + where]
+        if result.output_bytes == 0:
+            parts.append("(no output)")
+        else:
+            if result.kept_bytes < result.output_bytes:
+                parts.append(
+                    f"[output capped at {OUTPUT_CAP // 1024} KiB: the first "
+                    f"{result.output_bytes - result.kept_bytes} of {result.output_bytes} bytes were dropped]"
+                )
+            parts.append(result.output.rstrip("\n"))
+        return ToolOutcome(result.exit_code == 0, "\n".join(parts))

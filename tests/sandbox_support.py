@@ -1,0 +1,97 @@
+"""Shared by the sandbox tests: probes a command runs (each prints the errno name it met,
+or OK), a loopback listener, the process table, and whether bubblewrap runs here."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from dshd.sandbox import probe
+
+PYTHON = sys.executable
+
+# `python -c WRITE path`: OK, or the errno name of the failed write (EROFS, EACCES, ...).
+WRITE = (
+    "import errno, sys\n"
+    "try:\n"
+    "    open(sys.argv[1], 'w').write('x')\n"
+    "    print('OK')\n"
+    "except OSError as e:\n"
+    "    print(errno.errorcode[e.errno])\n"
+)
+# `python -c CONNECT port`: OK, or the errno name of the failed TCP connect to 127.0.0.1.
+CONNECT = (
+    "import errno, socket, sys\n"
+    "s = socket.socket()\n"
+    "s.settimeout(5)\n"
+    "try:\n"
+    "    s.connect(('127.0.0.1', int(sys.argv[1])))\n"
+    "    print('OK')\n"
+    "except OSError as e:\n"
+    "    print(errno.errorcode.get(e.errno, 'timeout'))\n"
+)
+
+
+def sandbox_available() -> tuple[bool, str]:
+    result = asyncio.run(probe())
+    return result.ok, result.reason
+
+
+AVAILABLE, WHY_NOT = sandbox_available()
+needs_sandbox = pytest.mark.skipif(not AVAILABLE, reason=f"no sandbox here: {WHY_NOT}")
+
+
+class Listener:
+    """A TCP listener on the host's 127.0.0.1 that accepts and closes."""
+
+    def __enter__(self) -> "Listener":
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker`` (the process table, as ps reads it)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes()
+            state = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        zombie = state[state.rfind(b")") + 2 : state.rfind(b")") + 3] == b"Z"
+        if marker.encode() in cmdline and not zombie:
+            found.append(int(entry.name))
+    return found
+
+
+def sleeper(marker: str, seconds: int = 300) -> str:
+    """A shell word list for a process that sleeps and carries ``marker`` in its argv."""
+    return f"{PYTHON} -c 'import time; time.sleep({seconds})' {marker}"
+
+
+def fake_failing_bwrap(folder: Path) -> Path:
+    """A `bwrap` that fails as Ubuntu's does when AppArmor refuses user namespaces."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fake = folder / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return fake
+
+
+def real_bwrap() -> str | None:
+    return shutil.which("bwrap")
