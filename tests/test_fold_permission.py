@@ -57,6 +57,16 @@ def test_inconsistent_decisions_are_rejected(data, reason):
     assert in_turn().rejects("permission/decision", data, turn=1) == reason
 
 
+def test_a_decision_names_a_call_waiting_for_its_result():
+    assert in_turn().rejects("permission/decision", decision(call_id="c9"), turn=1) == (
+        "permission/decision for call c9, which is not waiting for its result"
+    )
+    done = in_turn().add("tool/result", {"callId": "c1", "ok": True, "content": ""}, turn=1)
+    assert done.rejects("permission/decision", decision(), turn=1) == (
+        "permission/decision for call c1, which is not waiting for its result"
+    )
+
+
 def test_one_decision_per_call_and_only_inside_a_turn():
     b = in_turn().add("permission/decision", decision(), turn=1)
     assert b.rejects("permission/decision", decision(outcome="reject"), turn=1) == "second permission/decision for call c1"
@@ -84,11 +94,13 @@ def test_replay_fast_path_agrees_and_names_the_line(tmp_path):
     store.close()
     path = tmp_path / "s-perm" / "log.jsonl"
     assert replay(path, use_checkpoint=False).state.turn.decided == frozenset({"c1"})
-    # A second decision for c1 appended by hand: replay names its line and the reason.
+    # A decision for c1 appended by hand after its result: replay names its line and the reason.
     line = {"type": "permission/decision", "seq": 6, "at": "2026-11-29T18:00:00.000Z", "turn": 1,
             "data": decision(outcome="reject", by="fail-closed")}
     with path.open("a") as handle:
         handle.write(json.dumps(line) + "\n")
     with pytest.raises(DshError) as info:
         replay(path, use_checkpoint=False)
-    assert info.value.data == {"seq": 6, "line": 6, "reason": "second permission/decision for call c1"}
+    assert info.value.data == {
+        "seq": 6, "line": 6, "reason": "permission/decision for call c1, which is not waiting for its result",
+    }
