@@ -438,3 +438,33 @@ async def test_agents_md_over_the_cap_is_cut_with_a_note(tmp_path):
     body = shown.split("\n\n[AGENTS.md is", 1)[0]
     assert len(body.encode()) <= MAX_BYTES and body.endswith("what they do")  # whole lines only
     await ws.shutdown()
+
+
+# ---- transcript building, event by event ----------------------------------------------------
+
+
+def test_transcript_is_the_last_summary_then_what_follows_its_through_seq_at_every_prefix(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay import generate_log
+
+    from dshd.folds.events import ContextCompact, decode_line
+
+    path = tmp_path / "log.jsonl"
+    generate_log(path, 600, compact_every=3)
+    events = [decode_line(line) for line in path.read_bytes().splitlines()]
+    assert sum(isinstance(e, ContextCompact) for e in events) >= 10
+    live = Transcript()
+    for k, event in enumerate(events, 1):
+        live.apply(event)
+        prefix = events[:k]
+        compacts = [e for e in prefix if isinstance(e, ContextCompact)]
+        if compacts:
+            last = compacts[-1]
+            after = Transcript.from_events(e for e in prefix if e.seq > last.data.throughSeq and e is not last)
+            expected = [summary_message(last.data.summary)] + after.messages
+        else:
+            expected = Transcript.from_events(prefix).messages
+        assert live.messages == expected, k
