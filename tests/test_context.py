@@ -59,6 +59,15 @@ def header_before(agent, event):
     return agent.store.events(after_seq=event.seq - 2, limit=1)[0]
 
 
+async def compacted_session(tmp_path, turns):
+    """A workspace whose agent ran ``turns`` prompts of 300-token replies (compacting)."""
+    model = ContextModel(default=BIG)
+    ws = context_workspace(tmp_path, model)
+    agent = ws.create_session()
+    await prompts(agent, turns)
+    return model, ws, agent
+
+
 async def prompts(agent, n, start=1):
     for k in range(start, start + n):
         result = await agent.prompt(f"prompt {k}")
@@ -134,10 +143,7 @@ def test_render_history_fits_the_budget_cutting_long_items_then_the_oldest():
 
 
 async def test_compacts_before_the_step_that_would_pass_compact_at(tmp_path):
-    model = ContextModel(default=BIG)
-    ws = context_workspace(tmp_path, model)
-    agent = ws.create_session()
-    await prompts(agent, 8)
+    model, ws, agent = await compacted_session(tmp_path, 8)
     found = compactions(agent)
     assert found, "no compaction in 8 turns of 300 tokens with a 2000-token window"
     first = found[0]
@@ -164,10 +170,7 @@ async def test_compacts_before_the_step_that_would_pass_compact_at(tmp_path):
 
 
 async def test_several_compactions_then_reload_fork_and_restart_rebuild_the_same_transcript(tmp_path):
-    model = ContextModel(default=BIG)
-    ws = context_workspace(tmp_path, model)
-    agent = ws.create_session()
-    await prompts(agent, 24)
+    model, ws, agent = await compacted_session(tmp_path, 24)
     assert len(compactions(agent)) >= 3
     live = agent.transcript()
     assert live[0].text.startswith(SUMMARY_INTRO)
@@ -190,10 +193,7 @@ async def test_several_compactions_then_reload_fork_and_restart_rebuild_the_same
 
 
 async def test_fork_before_a_compaction_has_the_uncompacted_transcript(tmp_path):
-    model = ContextModel(default=BIG)
-    ws = context_workspace(tmp_path, model)
-    agent = ws.create_session()
-    await prompts(agent, 8)
+    model, ws, agent = await compacted_session(tmp_path, 8)
     first = compactions(agent)[0]
     forked = ws.fork(agent.agent_id, first.seq - 2)  # cut just before the compaction's header
     messages = forked.transcript()
@@ -203,10 +203,7 @@ async def test_fork_before_a_compaction_has_the_uncompacted_transcript(tmp_path)
 
 
 async def test_cold_path_reads_the_log_only_from_the_last_compaction(tmp_path):
-    model = ContextModel(default=BIG)
-    ws = context_workspace(tmp_path, model)
-    agent = ws.create_session()
-    await prompts(agent, 12)
+    model, ws, agent = await compacted_session(tmp_path, 12)
     last = compactions(agent)[-1]
     expected = agent.transcript()
     sid, path = agent.session_id, agent.store.path

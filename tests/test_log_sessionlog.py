@@ -194,3 +194,35 @@ def test_records_stop_at_durable_size(tmp_path):
             f.write(b"two\n")
         assert [r[2] for r in log.records()] == [b"one\n"]
         assert [r[2] for r in iter_records(log.path)] == [b"one\n", b"two\n"]
+
+
+def test_find_line_start_reads_backwards_to_any_line(tmp_path):
+    from dshd.log import find_line_start
+    from dshd.log import sessionlog
+
+    path = tmp_path / LOG_NAME
+    generate_log(path, 3000, "s1")  # several 64 KiB blocks
+    starts = {line_no: offset for line_no, offset, _line in iter_records(path)}
+    size = path.stat().st_size
+    for target in (1, 2, 17, 1500, 2999, 3000, 3001):
+        expected = starts.get(target, size)
+        assert find_line_start(path, size, 3001, target) == expected, target
+    assert find_line_start(path, starts[2000], 2000, 1000) == starts[1000]
+    assert size > 3 * sessionlog._TAIL_BLOCK
+    with pytest.raises(ValueError):
+        find_line_start(path, size, 3001, 0)
+
+
+def test_store_events_near_the_end_read_backwards_and_agree_with_reading_forward(tmp_path):
+    session_dir = tmp_path / "s1"
+    session_dir.mkdir()
+    generate_log(session_dir / LOG_NAME, 5000, "s1")
+    from dshd.folds.events import encode_event
+
+    lines = [line for _n, _o, line in iter_records(session_dir / LOG_NAME)]
+    with SessionStore.open(tmp_path, "s1") as store:
+        for after in (4990, 4000, 2600, 5000, 0):
+            events = store.events(after_seq=after)
+            assert [encode_event(e) for e in events] == lines[after:]
+        assert 4991 in store._index_seqs  # a found line joins the index
+        assert store.events(after_seq=4990, limit=2)[-1].seq == 4992

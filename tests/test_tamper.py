@@ -115,6 +115,19 @@ def verify_json(path: Path) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def reports_everywhere(path: Path, root: Path, session_id: str):
+    """What full replay, incremental replay, SessionStore.open and `dshd log verify --json`
+    report for a bad log: (full, incremental, opened) ReplayErrors, verify's exit code and JSON."""
+    with pytest.raises(ReplayError) as full:
+        replay(path, use_checkpoint=False)
+    with pytest.raises(ReplayError) as incremental:
+        replay(path, use_checkpoint=True)
+    with pytest.raises(ReplayError) as opened:
+        SessionStore.open(root, session_id)
+    rc, out = verify_json(path)
+    return full.value, incremental.value, opened.value, rc, out
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_g05_tamper_reported_at_same_line_seq_reason_everywhere(tmp_path, case):
     path, seqs, early_checkpoint = build(tmp_path)
@@ -135,15 +148,7 @@ def test_g05_tamper_reported_at_same_line_seq_reason_everywhere(tmp_path, case):
     else:
         expected_seq = expected_line
 
-    with pytest.raises(ReplayError) as full:
-        replay(path, use_checkpoint=False)
-    with pytest.raises(ReplayError) as incremental:
-        replay(path, use_checkpoint=True)
-    with pytest.raises(ReplayError) as opened:
-        SessionStore.open(tmp_path, SID)
-    rc, out = verify_json(path)
-
-    got = full.value
+    got, incremental, opened, rc, out = reports_everywhere(path, tmp_path, SID)
     assert (got.line, got.seq) == (expected_line, expected_seq)
     if "{" in reason:
         assert got.reason == reason.format(line=expected_line, seq=expected_seq)
@@ -152,7 +157,7 @@ def test_g05_tamper_reported_at_same_line_seq_reason_everywhere(tmp_path, case):
     else:
         assert got.reason == reason
     assert got.kind == "replay-failed" and got.data == {"seq": got.seq, "line": got.line, "reason": got.reason}
-    for other in (incremental.value, opened.value):
+    for other in (incremental, opened):
         assert (other.line, other.seq, other.reason) == (got.line, got.seq, got.reason)
     assert rc == 1
     assert out == {"ok": False, "line": got.line, "seq": got.seq, "reason": got.reason}

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_tamper import edit_line, set_in, verify_json
+from test_tamper import edit_line, reports_everywhere, set_in, verify_json
 
-from dshd.folds import ReplayError, replay
+from dshd.folds import replay
 from dshd.folds.rules import MAX_TOKENS
 from dshd.services.store import SessionStore
 from test_log_sample import DSHD, Session
@@ -140,17 +140,9 @@ def test_tampered_compaction_reported_at_same_line_seq_reason_everywhere(tmp_pat
     (path.parent / "projection.json").write_bytes(early)
     tampered = path.read_bytes()
 
-    with pytest.raises(ReplayError) as full:
-        replay(path, use_checkpoint=False)
-    with pytest.raises(ReplayError) as incremental:
-        replay(path, use_checkpoint=True)
-    with pytest.raises(ReplayError) as opened:
-        SessionStore.open(tmp_path, SID)
-    rc, out = verify_json(path)
-
-    got = full.value
+    got, incremental, opened, rc, out = reports_everywhere(path, tmp_path, SID)
     assert (got.line, got.seq, got.reason) == (line, line, reason(seqs))
-    for other in (incremental.value, opened.value):
+    for other in (incremental, opened):
         assert (other.line, other.seq, other.reason) == (got.line, got.seq, got.reason)
     assert rc == 1 and out == {"ok": False, "line": line, "seq": line, "reason": got.reason}
     assert path.read_bytes() == tampered

@@ -64,19 +64,23 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _blocks_before(f, pos: int) -> Iterator[tuple[int, bytes]]:
+    """``(start offset, bytes)`` blocks of ``f`` before ``pos``, the last one first."""
+    while pos > 0:
+        start = max(0, pos - _TAIL_BLOCK)
+        f.seek(start)
+        yield start, f.read(pos - start)
+        pos = start
+
+
 def find_complete_end(path: Path) -> tuple[int, int]:
     """(end of the last complete line, file size). Bytes in between are a torn tail."""
     with open(path, "rb", buffering=0) as f:
         size = os.fstat(f.fileno()).st_size
-        pos = size
-        while pos > 0:
-            start = max(0, pos - _TAIL_BLOCK)
-            f.seek(start)
-            block = f.read(pos - start)
+        for start, block in _blocks_before(f, size):
             nl = block.rfind(b"\n")
             if nl >= 0:
                 return start + nl + 1, size
-            pos = start
         return 0, size
 
 
@@ -117,15 +121,10 @@ def find_line_start(path: Path, offset: int, line_no: int, target: int) -> int:
     if target == 1:
         return 0
     with open(path, "rb", buffering=0) as f:
-        pos = offset
-        while pos > 0:
-            start = max(0, pos - _TAIL_BLOCK)
-            f.seek(start)
-            block = f.read(pos - start)
+        for start, block in _blocks_before(f, offset):
             count = block.count(b"\n")
             if count < wanted:
                 wanted -= count
-                pos = start
                 continue
             nl = len(block)
             for _ in range(wanted):
