@@ -370,35 +370,15 @@ class Agent:
             while self._steered:
                 self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
             rendered = self._render(turn, step)
-            # The history first: if the log under the checkpoint cannot be read, no header
-            # claims a request that was never made.
-            history = self._built_transcript()
-            window = self.config.model.contextWindow
-            forced = self._compact_asked
-            if forced is None and compact_turn and step == 1:
-                forced = ""  # a /compact turn's first step compacts, whatever happened since
-            estimate = 0
-            if window is not None or forced is not None:
-                estimate = compaction.estimate_request(rendered.system, self.tools.specs(), history)
-            due = window is not None and estimate > self.config.context.compactAt * window
-            if forced is not None or (due and not just_compacted and history.compactable):
-                self._compact_asked = None
-                failure = await self._compact(turn, step, rendered, estimate, forced or "")
-                if failure is not None:
-                    self._turn_error = {"kind": "context-overflow", "message": failure}
-                    return "model-error"
-                just_compacted = True
+            fit = await self._fit_context(turn, step, rendered, first_of_compact_turn=compact_turn and step == 1,
+                                          just_compacted=just_compacted)
+            if fit == "overflow":
+                return "model-error"
+            just_compacted = fit == "compacted"
+            if just_compacted:
                 if compact_turn and not self._steered:
                     return "compacted"
-                continue
-            just_compacted = False
-            if window is not None and estimate > window:
-                self._turn_error = {
-                    "kind": "context-overflow",
-                    "message": f"the request needs about {estimate} tokens, more than [model] contextWindow "
-                    f"({window}), and compacting cannot make it smaller",
-                }
-                return "model-error"
+                continue  # the next step is proposed (and checked) like any other
             request = self._derive_request(turn, step, rendered)
             model_steps += 1
             try:
@@ -432,6 +412,42 @@ class Agent:
                 self._open_calls.remove(call.call_id)
             if not reply.tool_calls and not self._steered:
                 return "end-turn"
+
+    async def _fit_context(
+        self, turn: int, step: int, rendered: RenderedPrompt, *, first_of_compact_turn: bool, just_compacted: bool
+    ) -> str:
+        """Before a step's request: "send" it, or this step "compacted" the context, or the
+        context cannot be made to fit ("overflow": the turn ends, ``_turn_error`` says why).
+
+        A compaction runs when ``/compact`` asked for one, or when the request is estimated
+        over ``compactAt`` x ``contextWindow``, something can be compacted and the step
+        before was not already a compaction."""
+        # The history first: if the log under the checkpoint cannot be read, no header
+        # claims a request that was never made.
+        history = self._built_transcript()
+        window = self.config.model.contextWindow
+        forced = self._compact_asked
+        if forced is None and first_of_compact_turn:
+            forced = ""  # a /compact turn's first step compacts, whatever happened since
+        estimate = 0
+        if window is not None or forced is not None:
+            estimate = compaction.estimate_request(rendered.system, self.tools.specs(), history)
+        due = window is not None and estimate > self.config.context.compactAt * window
+        if forced is not None or (due and not just_compacted and history.compactable):
+            self._compact_asked = None
+            failure = await self._compact(turn, step, rendered, estimate, forced or "")
+            if failure is not None:
+                self._turn_error = {"kind": "context-overflow", "message": failure}
+                return "overflow"
+            return "compacted"
+        if window is not None and estimate > window:
+            self._turn_error = {
+                "kind": "context-overflow",
+                "message": f"the request needs about {estimate} tokens, more than [model] contextWindow "
+                f"({window}), and compacting cannot make it smaller",
+            }
+            return "overflow"
+        return "send"
 
     async def _ask_model(self, request: ModelRequest) -> ModelReply:
         return await collect(self.model.stream(request))
