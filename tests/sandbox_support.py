@@ -9,6 +9,7 @@ import shutil
 import socket
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,16 @@ def processes_with(marker: str) -> list[int]:
         if marker.encode() in cmdline and not zombie:
             found.append(int(entry.name))
     return found
+
+
+async def gone(marker: str, within_s: float = 10.0) -> list[int]:
+    """Wait until no live process carries ``marker`` (a killed process still needs CPU to
+    tear down, which a loaded machine may not give it at once); the pids left after
+    ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while (left := processes_with(marker)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return left
 
 
 def sleeper(marker: str, seconds: int = 300) -> str:

@@ -19,6 +19,7 @@ from tests.sandbox_support import (
     WRITE,
     Listener,
     fake_failing_bwrap,
+    gone,
     needs_sandbox,
     processes_with,
     sleeper,
@@ -143,8 +144,7 @@ async def test_timeout_kills_the_command_and_its_children(ws, mode):
     result = await sandboxed(ws, mode, ["/bin/sh", "-c", script], network=True, timeout=1.5)
     assert result.timed_out and result.exit_code is None and "started" in result.output
     assert loop.time() - started < 10
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 @pytest.mark.parametrize("mode", [pytest.param("read-only", marks=needs_sandbox), "full-access"])
@@ -152,8 +152,7 @@ async def test_background_children_die_with_the_command(ws, mode):
     marker = f"dsh-background-{mode}-{os.getpid()}"
     result = await sandboxed(ws, mode, ["/bin/sh", "-c", f"{sleeper(marker)} > /dev/null 2>&1 & echo done"], network=True)
     assert result.exit_code == 0 and result.output.strip() == "done"
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 @pytest.mark.parametrize("mode", [pytest.param("workspace-write", marks=needs_sandbox), "full-access"])
@@ -167,8 +166,7 @@ async def test_cancel_kills_the_command_and_its_children(ws, mode):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 async def test_kill_all_stops_every_running_command(ws):

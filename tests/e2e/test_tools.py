@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
-from tests.sandbox_support import CONNECT, PYTHON, WRITE, Listener, fake_failing_bwrap, needs_sandbox, processes_with, sleeper
+from tests.sandbox_support import CONNECT, PYTHON, WRITE, Listener, fake_failing_bwrap, gone, needs_sandbox, processes_with, sleeper
 
 TOOLS = ["plan", "goals", "tools"]
 
@@ -181,8 +181,7 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(workspace,
     [result] = results(read_log(workspace, sid))
     assert not result["ok"] and result["content"].startswith("timed out after 1500 ms")
     assert "started" in result["content"]
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 async def test_cancel_kills_a_running_command(workspace, daemons):
@@ -198,8 +197,7 @@ async def test_cancel_kills_a_running_command(workspace, daemons):
         await asyncio.sleep(0.05)
     await client.request("dsh/agent/cancel", {"agentId": created["agentId"]})
     assert (await asyncio.wait_for(prompt, 10))["stopReason"] == "cancelled"
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 async def test_shutdown_kills_a_running_command(workspace, daemons):
@@ -213,8 +211,7 @@ async def test_shutdown_kills_a_running_command(workspace, daemons):
         await asyncio.sleep(0.05)
     assert await client.stop() == 0
     await asyncio.gather(prompt, return_exceptions=True)
-    await asyncio.sleep(0.2)
-    assert processes_with(marker) == []
+    assert await gone(marker) == []
 
 
 async def test_no_sandbox_means_the_command_does_not_run(workspace, daemons, tmp_path):
