@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 
 from dshd_protocol import ERROR_CODES, ERROR_KINDS, METHODS, from_wire, jsonrpc_error, parse_params, to_wire
 from dshd_protocol import types as T
+from dshd_protocol.codec import tagged_union
 from dshd_protocol.schema import REGENERATE, SCHEMA_PATH, build_schema, load_schema, render_schema
 from dshd_protocol.strategies import malformed_wire, valid_wire
 
@@ -93,6 +94,13 @@ def test_every_ref_resolves_and_every_object_is_closed():
     wire_classes = {c.__name__: c for c in vars(T).values() if isinstance(c, type) and attrs.has(c)}
     for name, definition in defs.items():
         if name == "ErrorData":
+            continue
+        if "oneOf" in definition:  # a tagged union (ChatItem): named members, each with its tag
+            tagged, by_tag = tagged_union(getattr(T, name))
+            assert [m["$ref"] for m in definition["oneOf"]] == [f"#/$defs/{c.__name__}" for c in by_tag.values()]
+            for value, cls in by_tag.items():
+                assert defs[cls.__name__]["properties"][tagged.tag] == {"type": "string", "enum": [value]}
+                assert tagged.tag in defs[cls.__name__]["required"]
             continue
         assert definition["type"] == "object"
         cls = wire_classes[name]

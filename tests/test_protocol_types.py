@@ -62,12 +62,13 @@ def test_table_covers_spec_section_6():
         "dsh/goal/block", "dsh/goal/clear", "dsh/goal/disarm", "dsh/questions/ask",
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event",
         "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
+        "dsh/chat/get", "dsh/chat/item",
     }  # fmt: skip
     assert set(METHODS) == expected
     assert METHODS["dsh/questions/ask"].kind == "server-request"
     assert METHODS["dsh/permission/ask"].kind == "server-request"
     assert {m for m, s in METHODS.items() if s.kind == "notification"} == {
-        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event",
+        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item",
     }  # fmt: skip
     for spec in METHODS.values():
         assert attrs.has(spec.params)

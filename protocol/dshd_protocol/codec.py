@@ -32,7 +32,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .errors import InvalidMessage, InvalidParams
-from .types import METHODS, Rule
+from .types import METHODS, Rule, Tagged
 
 
 def wire_name(python_name: str) -> str:
@@ -102,6 +102,22 @@ def _rule_of(tp: Any) -> tuple[Any, Rule] | None:
         if rules:
             return base, rules[0]
     return None
+
+
+def tagged_union(tp: Any) -> tuple[Tagged, dict[str, type]] | None:
+    """For ``Annotated[Union[...], Tagged(...)]``: the marker and tag value -> class."""
+    if get_origin(tp) is not Annotated:
+        return None
+    base, *meta = get_args(tp)
+    marks = [m for m in meta if isinstance(m, Tagged)]
+    if not marks:
+        return None
+    tagged = marks[0]
+    by_tag: dict[str, type] = {}
+    for cls in get_args(base):
+        (value,) = get_args(attrs.fields_dict(cls)[tagged.tag].type)
+        by_tag[value] = cls
+    return tagged, by_tag
 
 
 @functools.lru_cache(maxsize=None)
@@ -234,6 +250,29 @@ def _make_converter() -> cattrs.Converter:
 
     conv.register_structure_hook_factory(attrs.has, attrs_structure_factory)
     conv.register_unstructure_hook_factory(attrs.has, attrs_unstructure_factory)
+
+    def tagged_structure_factory(tp: Any):
+        tagged, by_tag = tagged_union(tp)  # type: ignore[misc]
+        shown = ", ".join(repr(t) for t in by_tag)
+
+        def hook(value: Any, _type: Any) -> Any:
+            if type(value) is not dict:
+                raise _WrongValue(f"expected object, got {json_type_name(value)}")
+            if tagged.tag not in value:
+                raise _WrongValue("missing required field", field=tagged.tag)
+            tag = value[tagged.tag]
+            cls = by_tag.get(tag) if type(tag) is str else None
+            if cls is None:
+                raise _WrongValue(f"expected one of {shown}, got {_shown(tag)}", field=tagged.tag)
+            return conv.structure(value, cls)
+
+        return hook
+
+    # Registered last: it wins over the Annotated and Union handling above.
+    conv.register_structure_hook_factory(lambda t: tagged_union(t) is not None, tagged_structure_factory)
+    conv.register_unstructure_hook_factory(
+        lambda t: tagged_union(t) is not None, lambda _t: lambda obj: conv.unstructure(obj, obj.__class__)
+    )
     return conv
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import attrs
 
-from .codec import wire_name
+from .codec import tagged_union, wire_name
 from .errors import ERROR_CODES, ERROR_DATA_FIELDS, ERROR_KINDS
 from .types import EXTRA_SCHEMA_TYPES, METHODS, PROTOCOL_VERSION, Rule
 
@@ -45,6 +45,18 @@ class _Builder:
         if name not in self.defs:
             self.defs[name] = {}  # placeholder first: a type may refer to itself
             self.defs[name] = self._object(cls)
+        return {"$ref": f"#/$defs/{name}"}
+
+    def union(self, tagged: Any, by_tag: dict[str, type]) -> dict[str, Any]:
+        """A tagged union as a named ``oneOf`` (each member's tag is a one-value enum)."""
+        name = tagged.name
+        if name not in self.defs:
+            self.defs[name] = {}
+            out: dict[str, Any] = {}
+            if tagged.description:
+                out["description"] = tagged.description
+            out["oneOf"] = [self.ref(cls) for cls in by_tag.values()]
+            self.defs[name] = out
         return {"$ref": f"#/$defs/{name}"}
 
     def _object(self, cls: type) -> dict[str, Any]:
@@ -91,6 +103,9 @@ class _Builder:
         if tp is float:
             return {"type": "number"}
         origin = get_origin(tp)
+        tagged = tagged_union(tp)
+        if tagged is not None:
+            return self.union(*tagged)
         if origin is Annotated:
             base, *meta = get_args(tp)
             out = dict(self.of(base))

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import attrs
 from hypothesis import strategies as st
 
-from .codec import wire_name
+from .codec import tagged_union, wire_name
 from .types import Rule
 
 JSON_SAMPLES: dict[str, list[Any]] = {
@@ -75,6 +75,9 @@ def _json_scalars() -> st.SearchStrategy[Any]:
 
 def valid_wire(tp: Any) -> st.SearchStrategy[Any]:
     """Wire values that must parse as ``tp``."""
+    tagged = tagged_union(tp)
+    if tagged is not None:
+        return st.one_of([valid_wire(cls) for cls in tagged[1].values()])
     base, rule = _unwrap(tp)
     if _is_optional(base):
         return st.none() | valid_wire(_strip_none(base))
@@ -122,6 +125,8 @@ def valid_wire(tp: Any) -> st.SearchStrategy[Any]:
 
 def _allowed_kinds(tp: Any) -> set[str] | None:
     """JSON kinds a value of ``tp`` may have; None: any (nothing to break)."""
+    if tagged_union(tp) is not None:
+        return {"object"}
     base, _rule = _unwrap(tp)
     if _is_optional(base):
         inner = _allowed_kinds(_strip_none(base))
@@ -153,6 +158,9 @@ def _sites(tp: Any, value: Any, path: tuple) -> list[tuple[str, tuple, Any]]:
     out: list[tuple[str, tuple, Any]] = []
     if _allowed_kinds(tp) is not None:
         out.append(("wrong-type", path, tp))
+    tagged = tagged_union(tp)
+    if tagged is not None:  # the member the tag names (its own sites include the tag)
+        return out + [s for s in _sites(tagged[1][value[tagged[0].tag]], value, path) if s[:2] != ("wrong-type", path)]
     base, rule = _unwrap(tp)
     if rule is not None and (
         rule.minimum is not None or rule.pattern is not None or rule.min_items is not None or rule.unique_items

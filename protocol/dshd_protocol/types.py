@@ -45,6 +45,18 @@ class Rule:
     description: str | None = None  # what the rule means, for error messages
 
 
+@attrs.frozen(kw_only=True)
+class Tagged:
+    """Marks ``Annotated[Union[A, B, ...], Tagged(name=..., tag="kind")]``: a union of
+    attrs classes told apart by the string literal field ``tag`` (each class has
+    ``kind: Literal["its-kind"]``). The codec reads ``tag`` first and then the one class
+    it names; the schema writes a named ``oneOf``; TypeScript gets a discriminated union."""
+
+    name: str
+    tag: str
+    description: str | None = None
+
+
 NON_BLANK = r"\S"
 KEBAB_CASE = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
@@ -304,6 +316,274 @@ class PermissionSetParams:
     approve: MutabilityList | None = None
 
 
+# ---- dsh/chat/* -----------------------------------------------------------------------
+# Chat items: the conversation as every client renders it (docs/protocol.md "Chat").
+# Mirrors dshd.api.chat (the projection that makes them); tests check every fixture item
+# against these types.
+
+
+@attrs.frozen(kw_only=True)
+class ChatForkedFrom:
+    session_id: str
+    seq: NonNegativeInt
+
+
+@attrs.frozen(kw_only=True)
+class ChatGoalRound:
+    goal_id: str
+    round: NonNegativeInt
+    max_rounds: PositiveInt | None = None  # absent when the log held no snapshot of that goal
+
+
+@attrs.frozen(kw_only=True)
+class ChatUsage:
+    input_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt
+
+
+@attrs.frozen(kw_only=True)
+class ChatTurnError:
+    kind: str  # auth, rate-limit, connection, timeout, bad-request, context-overflow, server, bad-response
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class ChatBlockedReason:
+    code: str
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class SessionChatItem:
+    """The session's first event: its title, and where it was forked from."""
+
+    id: NonBlankText
+    kind: Literal["session"]
+    seq: PositiveInt
+    at: Timestamp
+    session_id: str
+    title: str | None = None
+    forked_from: ChatForkedFrom | None = None
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class UserMessageChatItem:
+    """What the model was told by a person (sender "person"), a plugin ("plugin"), or a
+    goal round ("goal"); ``label`` names the sender in words ("You", "Goal round 3 of 40")."""
+
+    id: NonBlankText
+    kind: Literal["user-message"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: PositiveInt | None = None
+    text: str
+    sender: Literal["person", "plugin", "goal"]
+    label: str
+    plugin: str | None = None
+    goal_round: ChatGoalRound | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AssistantMessageChatItem:
+    """The model's text. ``partial``: still streaming (no seq yet); the committed one
+    replaces it under the same id. ``discarded``: it streamed, but the turn ended before
+    it was committed, so the log does not hold it."""
+
+    id: NonBlankText
+    kind: Literal["assistant-message"]
+    turn: PositiveInt | None = None
+    step: PositiveInt | None = None
+    seq: PositiveInt | None = None
+    at: Timestamp | None = None
+    text: str
+    partial: bool
+    discarded: bool | None = None  # only ever true
+    usage: ChatUsage | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallChatItem:
+    """A tool call, its arguments and, once it ran, its result. ``title`` says what it
+    does in words ("Read src/a.py"). While ``partial``, ``argumentsText`` holds the JSON
+    arguments received so far and ``arguments`` is absent."""
+
+    id: NonBlankText
+    kind: Literal["tool-call"]
+    turn: PositiveInt | None = None
+    step: PositiveInt | None = None
+    seq: PositiveInt | None = None
+    at: Timestamp | None = None
+    call_id: str
+    name: str
+    title: str
+    arguments: dict[str, Any] | None = None
+    arguments_text: str | None = None
+    status: Literal["running", "ok", "failed"]
+    result: str | None = None
+    partial: bool
+    discarded: bool | None = None  # only ever true
+
+
+@attrs.frozen(kw_only=True)
+class PlanReviewChatItem:
+    """An ``exit_plan_mode`` call: the plan and the person's verdict. ``questionId`` is
+    the id of the ``dsh/questions/ask`` question that reviews it (answer there);
+    ``previousId`` is the item of the plan before it, to compare."""
+
+    id: NonBlankText
+    kind: Literal["plan-review"]
+    turn: PositiveInt | None = None
+    step: PositiveInt | None = None
+    seq: PositiveInt | None = None
+    at: Timestamp | None = None
+    call_id: str
+    question_id: str
+    title: str
+    plan: str
+    outcome: Literal["pending", "approved", "sent-back", "not-reviewed"]
+    outcome_text: str
+    feedback: str | None = None  # sent-back: the person's feedback and line comments
+    detail: str | None = None  # not-reviewed: why
+    previous_id: str | None = None
+    partial: bool
+    discarded: bool | None = None  # only ever true
+
+
+@attrs.frozen(kw_only=True)
+class PermissionChatItem:
+    """A person's (or a policy's) answer to a tool call that needed permission."""
+
+    id: NonBlankText
+    kind: Literal["permission"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: PositiveInt | None = None
+    call_id: str
+    tool: str
+    outcome: str  # allow-once, allow-session, reject
+    by: str | None = None
+    feedback: str | None = None
+    tool_item_id: str | None = None  # the tool-call item it answers
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class GoalChatItem:
+    """A durable goal change; after ``clear`` only ``goalId`` and ``revision`` (the
+    cleared one) are left. ``text`` has no revision; ``revision`` is for detail views."""
+
+    id: NonBlankText
+    kind: Literal["goal"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: PositiveInt | None = None
+    op: Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
+    goal_id: str
+    revision: NonNegativeInt
+    objective: str | None = None
+    phase: GoalPhase | None = None
+    rounds_used: NonNegativeInt | None = None
+    max_rounds: PositiveInt | None = None
+    tokens_used: NonNegativeInt | None = None
+    max_tokens: PositiveInt | None = None
+    blocked_reason: ChatBlockedReason | None = None
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class PlanModeChatItem:
+    id: NonBlankText
+    kind: Literal["plan-mode"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: PositiveInt | None = None
+    active: bool
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class TurnEndChatItem:
+    """The end of a turn, its stop reason in words; a model error with its kind."""
+
+    id: NonBlankText
+    kind: Literal["turn-end"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: NonNegativeInt
+    stop_reason: str
+    error: ChatTurnError | None = None
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class CompactionChatItem:
+    """The context was compacted: the model now sees ``summary`` instead of the events up
+    to ``throughSeq``."""
+
+    id: NonBlankText
+    kind: Literal["compaction"]
+    seq: PositiveInt
+    at: Timestamp
+    turn: PositiveInt | None = None
+    summary: str
+    through_seq: NonNegativeInt
+    tokens_before: NonNegativeInt
+    tokens_after: NonNegativeInt
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class RetryChatItem:
+    """A model call failed and is tried again (live only: never in the log)."""
+
+    id: NonBlankText
+    kind: Literal["retry"]
+    turn: PositiveInt
+    step: PositiveInt
+    attempt: PositiveInt | None = None
+    delay_ms: NonNegativeInt | None = None
+    text: str
+
+
+ChatItem = Annotated[
+    Union[
+        SessionChatItem,
+        UserMessageChatItem,
+        AssistantMessageChatItem,
+        ToolCallChatItem,
+        PlanReviewChatItem,
+        PermissionChatItem,
+        GoalChatItem,
+        PlanModeChatItem,
+        TurnEndChatItem,
+        CompactionChatItem,
+        RetryChatItem,
+    ],
+    Tagged(name="ChatItem", tag="kind", description="One item of the conversation; `kind` says which."),
+]
+
+
+@attrs.frozen(kw_only=True)
+class ChatGetParams:
+    agent_id: AgentId
+    after_seq: Seq | None = None  # absent: from the first item
+    limit: PositiveInt | None = None  # absent: no limit
+
+
+@attrs.frozen(kw_only=True)
+class ChatGetResult:
+    items: list[ChatItem]
+    next_seq: NonNegativeInt  # pass as afterSeq to read on
+
+
+@attrs.frozen(kw_only=True)
+class ChatItemParams:
+    agent_id: AgentId
+    session_id: SessionId
+    item: ChatItem
+
+
 # ---- server -> client ---------------------------------------------------------------
 
 
@@ -460,6 +740,8 @@ PERMISSION_ASK = "dsh/permission/ask"
 GOAL_CHANGED = "dsh/goal/changed"
 PLAN_CHANGED = "dsh/plan/changed"
 SESSION_EVENT = "dsh/session/event"
+CHAT_GET = "dsh/chat/get"
+CHAT_ITEM = "dsh/chat/item"
 
 OptionalGoalView = Union[GoalView, None]
 
@@ -491,6 +773,8 @@ METHODS: dict[str, MethodSpec] = {
     GOAL_CHANGED: MethodSpec(kind="notification", params=GoalChangedParams),
     PLAN_CHANGED: MethodSpec(kind="notification", params=PlanChangedParams),
     SESSION_EVENT: MethodSpec(kind="notification", params=SessionEventParams),
+    CHAT_GET: MethodSpec(kind="request", params=ChatGetParams, result=ChatGetResult),
+    CHAT_ITEM: MethodSpec(kind="notification", params=ChatItemParams),
 }
 
 # Named types with no method of their own that the schema still describes.
