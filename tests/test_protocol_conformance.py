@@ -137,6 +137,8 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         c.agent = agent = created["agentId"]
         session_id = created["sessionId"]
         assert c.request("dsh/session/list", {})["sessions"][0]["sessionId"] == session_id
+        # the chat: its first item, and dsh/chat/item upserts for everything after
+        assert [i["kind"] for i in c.request("dsh/chat/get", {"agentId": agent})["items"]] == ["session"]
 
         # plan mode, and a reviewed plan (server request answered with approve)
         assert c.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})["stopReason"] == "command"
@@ -191,6 +193,8 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         page = c.request("dsh/session/events", {"agentId": agent, "afterSeq": 0, "limit": 3})
         assert [e["seq"] for e in page["events"]] == [1, 2, 3] and page["nextSeq"] == 3
         rest = c.request("dsh/session/events", {"agentId": agent, "afterSeq": page["nextSeq"]})
+        chat = c.request("dsh/chat/get", {"agentId": agent, "afterSeq": 1, "limit": 2})
+        assert len(chat["items"]) == 2 and chat["nextSeq"] > 1
         fork = c.request("dsh/session/fork", {"agentId": agent, "atSeq": rest["nextSeq"]})
         opened = c.request("dsh/session/open", {"sessionId": session_id, "reload": True})
         assert opened["agentId"] != agent
@@ -198,7 +202,9 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         c.request("dsh/session/close", {"agentId": fork["agentId"]})
 
         notifications = c.check_notifications()
-        assert {n["method"] for n in notifications} == {"dsh/goal/changed", "dsh/plan/changed", "dsh/session/event"}
+        assert {n["method"] for n in notifications} == {
+            "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item",
+        }  # fmt: skip
         missing = set(METHODS) - c.seen
         assert not missing, f"the scenario never exercised {sorted(missing)}"
         assert daemon.stdout_faults == []

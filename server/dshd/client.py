@@ -17,7 +17,10 @@ from pygls.lsp.client import LanguageClient
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
 
+from dshd_protocol import METHODS
+
 DSH_PREFIX = "dsh/"
+NOTIFICATIONS = [method for method, spec in METHODS.items() if spec.kind == "notification"]
 
 
 class RawDshMessages:
@@ -76,7 +79,7 @@ class DshClient:
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
         self.answer_questions = answer_questions
         self.answer_permissions = answer_permissions
-        for method in ("dsh/goal/changed", "dsh/plan/changed", "dsh/session/event"):
+        for method in NOTIFICATIONS:
             self.lsp.feature(method)(self._make_collector(method))
 
         @self.lsp.feature("dsh/questions/ask")

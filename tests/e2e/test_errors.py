@@ -83,6 +83,10 @@ async def test_invalid_params_names_the_field_and_writes_nothing(workspace: Path
         ("dsh/permission/set", {"agentId": agent, "approve": "write"}, "approve"),
         ("dsh/permission/set", {"agentId": agent, "network": True}, "network"),
         ("dsh/permission/get", {"agentId": agent, "sandbox": "read-only"}, "sandbox"),
+        ("dsh/chat/get", {"agentId": agent, "afterSeq": -1}, "afterSeq"),
+        ("dsh/chat/get", {"agentId": agent, "limit": "10"}, "limit"),
+        ("dsh/chat/get", {"agentId": agent, "since": 3}, "since"),
+        ("dsh/chat/get", {}, "agentId"),
     ]
     for method, params, field in cases:
         data = await rpc_error(client, method, params, "invalid-params")
@@ -104,6 +108,7 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
         ("dsh/session/fork", {"agentId": "a-1234"}),
         ("dsh/permission/get", {"agentId": "a-0000000000000000"}),
         ("dsh/permission/set", {"agentId": "a-0000000000000000", "sandbox": "read-only"}),
+        ("dsh/chat/get", {"agentId": "a-0000000000000001"}),
     ]:
         await rpc_error(client, method, params, "unknown-agent")
 
@@ -115,6 +120,7 @@ async def test_unknown_and_stale_agent(workspace: Path, daemons) -> None:
         ("dsh/plan/set", {"agentId": agent, "active": True}),
         ("dsh/agent/prompt", {"agentId": agent, "text": "hi"}),
         ("dsh/session/events", {"agentId": agent}),
+        ("dsh/chat/get", {"agentId": agent}),
         ("dsh/session/close", {"agentId": agent}),
         ("dsh/permission/get", {"agentId": agent}),
         ("dsh/permission/set", {"agentId": agent, "approve": []}),

@@ -452,6 +452,34 @@ async def test_permission_get_set_in_process_per_agent(workspace: Path, daemons)
     assert await call(client, "dsh/plan/get", {"agentId": reloaded["agentId"]}) == {"active": False}
 
 
+# ---- chat ------------------------------------------------------------------------------
+
+
+async def test_chat_get_pages_the_conversation(workspace: Path, daemons) -> None:
+    write_workspace(workspace, replies=[{"text": "Reading it.", "toolCalls": [{"name": "goal_complete", "arguments": {}}]}, {"text": "Done."}])
+    client = await daemons.start()
+    created = await call(client, "dsh/session/create", {"title": "chat"})
+    agent = created["agentId"]
+    await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "hello"})
+    whole = await call(client, "dsh/chat/get", {"agentId": agent})
+    kinds = [i["kind"] for i in whole["items"]]
+    assert kinds == ["session", "user-message", "assistant-message", "tool-call", "assistant-message", "turn-end"]
+    tool = whole["items"][3]
+    assert tool["status"] == "failed" and tool["title"] == "Report the goal complete"  # no goal to complete
+    assert whole["items"][-1]["text"] == "Turn 1 finished"
+    assert whole["nextSeq"] == read_log(workspace, created["sessionId"])[-1]["seq"]
+    # Pages of two, by seq, give the same list.
+    paged, after = [], 0
+    while True:
+        page = await call(client, "dsh/chat/get", {"agentId": agent, "afterSeq": after, "limit": 2})
+        paged += page["items"]
+        if len(page["items"]) < 2:
+            break
+        after = page["nextSeq"]
+    assert paged == whole["items"]
+    assert await call(client, "dsh/chat/get", {"agentId": agent, "afterSeq": whole["nextSeq"]}) == {"items": [], "nextSeq": whole["nextSeq"]}
+
+
 def test_every_request_method_has_a_happy_path_here() -> None:
     """A method added to the protocol needs a happy path in this file."""
     source = Path(__file__).read_text()

@@ -5,9 +5,11 @@
   <- ``initializationOptions.config``; an invalid one fails ``initialize`` with
   ``invalid-config`` naming the key) and records whether the client answers
   ``dsh/questions/ask``.
-- Every live agent gets listeners that turn its committed events, plan changes and goal
-  changes into ``dsh/session/event``, ``dsh/plan/changed`` and ``dsh/goal/changed``. The
-  core calls them after the event is durable; each carries that agent's id only.
+- Every live agent is attached to the connection's :class:`~dshd.api.hub.Hub`, whose door
+  (this class) turns its committed events, plan changes, goal changes and, once the
+  client asked for its chat, chat items into ``dsh/session/event``, ``dsh/plan/changed``,
+  ``dsh/goal/changed`` and ``dsh/chat/item``. The core calls them after the event is
+  durable; each carries that agent's id only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pygls.exceptions import JsonRpcException
 
 from dshd.agent.config import load_config
 from dshd.agent.workspace import Workspace
+from dshd.api.chat import to_json as chat_item_json
+from dshd.api.hub import Hub
 from dshd.daemon import handlers
 from dshd.daemon.asking import DEFAULT_TIMEOUT_S
 from dshd.daemon.permissions import WireApprovals
@@ -57,7 +61,7 @@ class DshDaemon(DshServer):
         self.dsh_workspace: Workspace | None = None
         self.questions = WireQuestions(self)
         self.approvals = WireApprovals(self)
-        self._detach: dict[str, list] = {}
+        self.hub = Hub(self)
         # DSHD_TRACE_DURABLE=<file>: "sessionId seq monotonic_ns" per durable event, for
         # bench/rpc.py to measure fsync -> client holds the notification.
         trace_path = os.environ.get("DSHD_TRACE_DURABLE")
@@ -128,7 +132,7 @@ class DshDaemon(DshServer):
 
     def attach(self, agent) -> None:
         """Forward this agent's changes to the client (once per agent)."""
-        if agent.agent_id in self._detach:
+        if self.hub.attached(agent.agent_id):
             return
         torn = agent.store.torn_tail
         if torn is not None:
@@ -136,21 +140,31 @@ class DshDaemon(DshServer):
                 "session %s: an incomplete last write (%d bytes, never acknowledged) was cut on open; a copy is in %s",
                 agent.session_id, torn.length, torn.saved_to,
             )
-        base = {"agentId": agent.agent_id, "sessionId": agent.session_id}
         if self._trace is not None:
             trace, sid = self._trace, agent.session_id
             agent.store.on_durable = lambda event: trace.write(f"{sid} {event.seq} {time.monotonic_ns()}\n")
-        notify = self.protocol.notify
-        removers = [
-            agent.add_event_listener(
-                lambda event: notify("dsh/session/event", {**base, "event": self.event_json(event)})
-            )
-        ]
-        if agent.plan is not None:
-            removers.append(agent.plan.add_listener(lambda view: notify("dsh/plan/changed", {**base, **self.to_json(view)})))
-        if agent.goals is not None:
-            removers.append(agent.goals.add_listener(lambda note: notify("dsh/goal/changed", {**base, **self.to_json(note)})))
-        self._detach[agent.agent_id] = removers
+        self.hub.attach(agent)
+
+    # The hub's door (dshd.api.hub.Door): each agent's news as dsh/* notifications,
+    # carrying that agent's id only.
+
+    def _notify(self, agent, method: str, payload: dict) -> None:
+        self.protocol.notify(method, {"agentId": agent.agent_id, "sessionId": agent.session_id, **payload})
+
+    def agent_event(self, agent, event: dict) -> None:
+        self._notify(agent, "dsh/session/event", {"event": event})
+
+    def agent_delta(self, agent, delta) -> None:
+        pass  # dsh/agent/delta is sent here once the protocol has it
+
+    def plan_changed(self, agent, view) -> None:
+        self._notify(agent, "dsh/plan/changed", self.to_json(view))
+
+    def goal_changed(self, agent, notice) -> None:
+        self._notify(agent, "dsh/goal/changed", self.to_json(notice))
+
+    def chat_item(self, agent, item) -> None:
+        self._notify(agent, "dsh/chat/item", {"item": chat_item_json(item)})
 
     def plan_view(self, agent) -> Any:
         if agent.plan is None:

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from dshd_protocol import InvalidParams, jsonrpc_error, parse_params, types as t
 
+from dshd.api.chat import to_json as chat_item_json
 from dshd.errors import DshError
 
 logger = logging.getLogger("dshd.daemon")
@@ -92,6 +93,16 @@ def session_events(d, p: t.SessionEventsParams):
     events = agent.store.events(after_seq=after, limit=p.limit)
     next_seq = events[-1].seq if events else max(after, 0)
     return {"events": [d.event_json(e) for e in events], "nextSeq": next_seq}
+
+
+# ---- chat ---------------------------------------------------------------------------
+
+
+@method(t.CHAT_GET)
+def chat_get(d, p: t.ChatGetParams):
+    agent = d.dsh_workspace.agent(p.agent_id)
+    items, next_seq = d.hub.chat(agent, after_seq=p.after_seq or 0, limit=p.limit)
+    return {"items": [chat_item_json(item) for item in items], "nextSeq": next_seq}
 
 
 # ---- the agent ----------------------------------------------------------------------

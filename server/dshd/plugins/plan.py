@@ -39,6 +39,10 @@ TOOL_PARAMETERS = {
 }
 
 STILL_PLANNING = "Plan mode stays on: keep planning and call exit_plan_mode again with the revised plan."
+# The openings of the two "keep planning" results; the chat projection (dshd.api.chat)
+# reads them to show a send-back as "sent back with feedback", not as a failure.
+SENT_BACK = "The person wants you to keep planning."
+APPROVED_WITH_FEEDBACK = "The approval came with feedback, so it is not a clean approval:"
 FAIL_CLOSED = (
     "The plan could not be reviewed ({why}), so plan mode stays on. Do not start the work. "
     "The person can leave plan mode with /plan off."
@@ -47,6 +51,11 @@ FAIL_CLOSED = (
 
 def attach(agent: "Agent", config: Config) -> "PlanPlugin":
     return PlanPlugin(agent, config.plan.section)
+
+
+def question_id(call_id: str) -> str:
+    """The id of the plan-review question asked for one ``exit_plan_mode`` call."""
+    return f"plan-review-{call_id}"
 
 
 def first_heading(plan: str) -> str | None:
@@ -117,7 +126,7 @@ class PlanPlugin:
         if not self.attached:
             return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded"))
         question = {
-            "id": f"plan-review-{ctx.call_id}",
+            "id": question_id(ctx.call_id),
             "kind": "plan-review",
             "title": title,
             "plan": plan,
@@ -135,13 +144,13 @@ class PlanPlugin:
             return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded during review"))
         return self._judge(question["id"], plan, answers)
 
-    def _judge(self, question_id: str, plan: str, answers: Any) -> ToolOutcome:
+    def _judge(self, asked_id: str, plan: str, answers: Any) -> ToolOutcome:
         """PM-18/PM-19: exactly one clean approval exits; a clean "revise" is feedback;
         anything else keeps plan mode with corrective feedback."""
         if not isinstance(answers, list) or len(answers) != 1 or not isinstance(answers[0], dict):
             return ToolOutcome.failure(f"The review gave no single clear answer. {STILL_PLANNING}")
         answer = answers[0]
-        problem = _answer_problem(answer, question_id)
+        problem = _answer_problem(answer, asked_id)
         if problem is not None:
             return ToolOutcome.failure(f"The review answer was not usable ({problem}). {STILL_PLANNING}")
         feedback = answer.get("feedback") or ""
@@ -149,7 +158,8 @@ class PlanPlugin:
         if answer["choice"] == "approve":
             if feedback.strip() or comments:
                 return ToolOutcome.failure(
-                    "The approval came with feedback, so it is not a clean approval:\n"
+                    APPROVED_WITH_FEEDBACK
+                    + "\n"
                     + _feedback_text(plan, feedback, comments)
                     + "\n"
                     + STILL_PLANNING
@@ -157,14 +167,14 @@ class PlanPlugin:
             self.controller.approve_exit()
             return ToolOutcome.success(json.dumps({"approved": True}))
         body = _feedback_text(plan, feedback, comments) or "(the person gave no details)"
-        return ToolOutcome.failure(f"The person wants you to keep planning.\n{body}\n{STILL_PLANNING}")
+        return ToolOutcome.failure(f"{SENT_BACK}\n{body}\n{STILL_PLANNING}")
 
 
-def _answer_problem(answer: dict, question_id: str) -> str | None:
+def _answer_problem(answer: dict, asked_id: str) -> str | None:
     unknown = sorted(set(answer) - {"id", "choice", "feedback", "comments"})
     if unknown:
         return f"unexpected keys {', '.join(unknown)}"
-    if answer.get("id") != question_id:
+    if answer.get("id") != asked_id:
         return "it answers another question"
     if answer.get("choice") not in ("approve", "revise"):
         return f"unknown choice {answer.get('choice')!r}"

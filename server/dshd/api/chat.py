@@ -1,0 +1,664 @@
+"""Chat items: the one conversation model every client renders.
+
+A pure projection of a session's committed events (as the log writes them: plain dicts
+``{seq, type, at, turn?, data}``) and the live deltas of its model calls into a flat,
+ordered list of items, each with a stable ``id`` and the words a renderer shows, so no
+client re-derives text from raw events (the way Cline's webview renders one flat
+message list, streaming being ``partial`` on the same item).
+
+Ids come from the log alone (seq, turn, step, callId), so projecting the same log again,
+in another process or after a reload, gives the same ids; a streaming item gets the id
+its durable event will have, and the durable one replaces it (``partial: false``).
+
+Kinds: ``session``, ``user-message``, ``assistant-message``, ``tool-call``,
+``plan-review``, ``permission``, ``goal``, ``plan-mode``, ``turn-end``, ``compaction``,
+``retry``. Event types this module does not know project to nothing; a malformed known
+event projects with what it has, never an exception.
+
+Items are msgspec structs (camelCase names via ``rename``); a front door converts them
+(``msgspec.to_builtins`` gives the JSON the ``dsh/chat/*`` methods send). This module
+knows no wire package (layer 5, shared by both doors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Struct
+
+from dshd.agent.deltas import AgentDelta
+from dshd.api import words
+from dshd.plugins import plan as plan_plugin
+
+
+class _Value(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True):
+    pass
+
+
+class _Item(_Value, tag_field="kind", kw_only=True):
+    id: str
+
+    @property
+    def kind(self) -> str:
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
+
+class ForkedFrom(_Value, kw_only=True):
+    session_id: str
+    seq: int
+
+
+class GoalRoundInfo(_Value, kw_only=True):
+    goal_id: str
+    round: int
+    max_rounds: int | None = None
+
+
+class Usage(_Value, kw_only=True):
+    input_tokens: int
+    output_tokens: int
+
+
+class Reason(_Value, kw_only=True):
+    code: str
+    message: str
+
+
+class TurnError(_Value, kw_only=True):
+    kind: str
+    message: str
+
+
+class SessionItem(_Item, tag="session", kw_only=True):
+    seq: int
+    at: str
+    session_id: str
+    title: str | None = None
+    forked_from: ForkedFrom | None = None
+    text: str
+
+
+class UserMessageItem(_Item, tag="user-message", kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+    text: str
+    sender: Literal["person", "plugin", "goal"]
+    label: str
+    plugin: str | None = None
+    goal_round: GoalRoundInfo | None = None
+
+
+class AssistantMessageItem(_Item, tag="assistant-message", kw_only=True):
+    turn: int | None = None
+    step: int | None = None
+    seq: int | None = None
+    at: str | None = None
+    text: str
+    partial: bool
+    discarded: bool = False
+    usage: Usage | None = None
+
+
+ToolStatus = Literal["running", "ok", "failed"]
+
+
+class ToolCallItem(_Item, tag="tool-call", kw_only=True):
+    turn: int | None = None
+    step: int | None = None
+    seq: int | None = None
+    at: str | None = None
+    call_id: str
+    name: str
+    title: str
+    arguments: dict[str, Any] | None = None
+    arguments_text: str | None = None
+    status: ToolStatus
+    result: str | None = None
+    partial: bool
+    discarded: bool = False
+
+
+PlanOutcome = Literal["pending", "approved", "sent-back", "not-reviewed"]
+
+
+class PlanReviewItem(_Item, tag="plan-review", kw_only=True):
+    turn: int | None = None
+    step: int | None = None
+    seq: int | None = None
+    at: str | None = None
+    call_id: str
+    question_id: str
+    title: str
+    plan: str
+    outcome: PlanOutcome
+    outcome_text: str
+    feedback: str | None = None
+    detail: str | None = None
+    previous_id: str | None = None
+    partial: bool
+    discarded: bool = False
+
+
+class PermissionItem(_Item, tag="permission", kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+    call_id: str
+    tool: str
+    outcome: str
+    by: str | None = None
+    feedback: str | None = None
+    tool_item_id: str | None = None
+    text: str
+
+
+class GoalItem(_Item, tag="goal", kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+    op: str
+    goal_id: str
+    revision: int
+    objective: str | None = None
+    phase: str | None = None
+    rounds_used: int | None = None
+    max_rounds: int | None = None
+    tokens_used: int | None = None
+    max_tokens: int | None = None
+    blocked_reason: Reason | None = None
+    text: str
+
+
+class PlanModeItem(_Item, tag="plan-mode", kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+    active: bool
+    text: str
+
+
+class TurnEndItem(_Item, tag="turn-end", kw_only=True):
+    seq: int
+    at: str
+    turn: int
+    stop_reason: str
+    error: TurnError | None = None
+    text: str
+
+
+class CompactionItem(_Item, tag="compaction", kw_only=True):
+    seq: int
+    at: str
+    turn: int | None = None
+    summary: str
+    through_seq: int
+    tokens_before: int
+    tokens_after: int
+    text: str
+
+
+class RetryItem(_Item, tag="retry", kw_only=True):
+    turn: int
+    step: int
+    attempt: int | None = None
+    delay_ms: int | None = None
+    text: str
+
+
+ChatItem = Union[
+    SessionItem,
+    UserMessageItem,
+    AssistantMessageItem,
+    ToolCallItem,
+    PlanReviewItem,
+    PermissionItem,
+    GoalItem,
+    PlanModeItem,
+    TurnEndItem,
+    CompactionItem,
+    RetryItem,
+]
+
+KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__args__)  # type: ignore[attr-defined]
+
+_STREAMED = (AssistantMessageItem, ToolCallItem, PlanReviewItem)
+
+
+def to_json(item: ChatItem) -> dict[str, Any]:
+    """The item as JSON-ready values (camelCase, absent optionals left out)."""
+    return msgspec.to_builtins(item)
+
+
+def delta_from_json(value: dict[str, Any]) -> AgentDelta:
+    """A delta written as ``dsh/agent/delta`` writes it (camelCase; without agentId and
+    sessionId): the form the fixtures use."""
+    return AgentDelta(
+        turn=value["turn"],
+        step=value["step"],
+        kind=value["kind"],
+        text=value.get("text"),
+        call_id=value.get("callId"),
+        name=value.get("name"),
+        attempt=value.get("attempt"),
+        delay_ms=value.get("delayMs"),
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def partial_json_string(text: str, key: str) -> str | None:
+    """The value of string ``key`` in the JSON object ``text`` that is still arriving
+    (``{"plan": "# Pl`` -> ``# Pl``), or None when it has not started yet."""
+    marker = f'"{key}"'
+    start = text.find(marker)
+    if start < 0:
+        return None
+    i = start + len(marker)
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    if i >= len(text) or text[i] != ":":
+        return None
+    i += 1
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    if i >= len(text) or text[i] != '"':
+        return None
+    i += 1
+    end = i
+    while end < len(text) and text[end] != '"':
+        end += 2 if text[end] == "\\" else 1
+    body = text[i:min(end, len(text))]
+    # Decode what is complete; an escape cut in half waits for the next piece.
+    for cut in range(len(body), max(len(body) - 6, -1), -1):
+        try:
+            return json.loads('"' + body[:cut] + '"')
+        except ValueError:
+            continue
+    return ""
+
+
+def _partial_arguments(text: str) -> dict[str, Any]:
+    """What can be read of tool arguments still arriving: the whole object once it parses,
+    else the string fields a title needs."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        return value if isinstance(value, dict) else {}
+    found = {key: partial_json_string(text, key) for key in ("path", "command", "pattern", "code")}
+    return {key: value for key, value in found.items() if value}
+
+
+def _review_outcome(ok: bool, content: str) -> tuple[str, str | None, str | None]:
+    """(outcome, feedback, detail) of an ``exit_plan_mode`` result."""
+    if ok:
+        return "approved", None, None
+    for opening in (plan_plugin.SENT_BACK, plan_plugin.APPROVED_WITH_FEEDBACK):
+        if content.startswith(opening):
+            body = content[len(opening):]
+            body = body.removesuffix(plan_plugin.STILL_PLANNING).strip()
+            return "sent-back", body or None, None
+    return "not-reviewed", None, content
+
+
+class ChatProjection:
+    """Events and deltas in, upserted items out. Feed it a log from its first event
+    (``apply_event`` in seq order) and the deltas as they come; each call returns the
+    items it created or changed, in list order."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, ChatItem] = {}
+        self._order: list[str] = []
+        self._durable: set[str] = set()
+        self._step: dict[int, int] = {}  # turn -> its last request/header step
+        self._open_turns: set[int] = set()
+        self._calls: dict[tuple[int | None, str], str] = {}  # (turn, callId) -> item id, until its result
+        self._args_text: dict[str, str] = {}  # streaming tool call -> its arguments so far
+        self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
+        self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
+        self.last_seq = 0
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def items(self) -> list[ChatItem]:
+        return [self._items[i] for i in self._order]
+
+    def get(self, item_id: str) -> ChatItem | None:
+        return self._items.get(item_id)
+
+    def page(self, after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
+        """Items whose ``seq`` is above ``after_seq``, in list order, at most ``limit`` of
+        them; and the seq to pass as ``after_seq`` to read on (the last seq returned, or
+        ``after_seq``). An item without a seq (streaming, a retry notice) goes with the
+        item before it and does not count toward ``limit``."""
+        out: list[ChatItem] = []
+        next_seq = after_seq
+        counted = 0
+        position = 0  # the seq of the last item with one, so far
+        for item_id in self._order:
+            item = self._items[item_id]
+            seq = getattr(item, "seq", None)
+            if seq is None:
+                # After the item it follows: in this page if that one is, or was the last of an earlier page.
+                if position >= after_seq:
+                    out.append(item)
+                continue
+            position = seq
+            if seq <= after_seq:
+                continue
+            if limit is not None and counted >= limit:
+                break
+            out.append(item)
+            counted += 1
+            next_seq = seq
+        return out, next_seq
+
+    # ---- writing ------------------------------------------------------------------------
+
+    def _put(self, item: ChatItem, changed: list[ChatItem], *, durable: bool = True) -> None:
+        if item.id not in self._items:
+            self._order.append(item.id)
+        self._items[item.id] = item
+        if durable:
+            self._durable.add(item.id)
+        changed.append(item)
+
+    def _fresh_id(self, wanted: str, seq: int) -> str:
+        """``wanted``, unless a durable item holds it already (a log the loop did not write)."""
+        return wanted if wanted not in self._durable else f"{wanted}@{seq}"
+
+    def apply_events(self, events: Iterable[dict[str, Any]]) -> list[ChatItem]:
+        changed: list[ChatItem] = []
+        for event in events:
+            changed.extend(self.apply_event(event))
+        return changed
+
+    def apply_event(self, event: dict[str, Any]) -> list[ChatItem]:
+        """The items one committed event creates or changes."""
+        seq = _int(event.get("seq")) or 0
+        self.last_seq = max(self.last_seq, seq)
+        handler = self._HANDLERS.get(event.get("type"))  # type: ignore[arg-type]
+        if handler is None:
+            return []
+        changed: list[ChatItem] = []
+        handler(self, seq, _str(event.get("at")), _int(event.get("turn")), _dict(event.get("data")), changed)
+        return changed
+
+    # session/start
+    def _session(self, seq, at, turn, data, changed) -> None:
+        title = data.get("title") if isinstance(data.get("title"), str) else None
+        forked = _dict(data.get("forkedFrom"))
+        forked_from = None
+        text = f'Session "{title}"' if title else "Session started"
+        if forked:
+            forked_from = ForkedFrom(session_id=_str(forked.get("sessionId")), seq=_int(forked.get("seq")) or 0)
+            text += f" (forked from {forked_from.session_id} at event {forked_from.seq})"
+        self._put(
+            SessionItem(id=f"session-{seq}", seq=seq, at=at, session_id=_str(data.get("sessionId")), title=title, forked_from=forked_from, text=text),
+            changed,
+        )
+
+    # turn/open
+    def _turn_open(self, seq, at, turn, data, changed) -> None:
+        number = _int(data.get("turn")) or turn
+        if number is not None:
+            self._open_turns.add(number)
+            self._step[number] = 0
+
+    # request/header
+    def _header(self, seq, at, turn, data, changed) -> None:
+        step = _int(data.get("step"))
+        if turn is None or step is None:
+            return
+        self._step[turn] = step
+        self._discard(lambda item: item.turn == turn and (item.step or 0) < step, changed)
+
+    # user/message
+    def _user(self, seq, at, turn, data, changed) -> None:
+        text = _str(data.get("text"))
+        plugin = data.get("plugin") if isinstance(data.get("plugin"), str) else None
+        round_data = _dict(data.get("goalRound"))
+        goal_round = None
+        if round_data:
+            goal_id = _str(round_data.get("goalId"))
+            number = _int(round_data.get("round")) or 0
+            goal_round = GoalRoundInfo(goal_id=goal_id, round=number, max_rounds=self._goal_rounds.get(goal_id))
+            sender, label = "goal", f"Goal round {number}" + (f" of {goal_round.max_rounds}" if goal_round.max_rounds else "")
+        elif data.get("source") == "plugin":
+            sender, label = "plugin", f"{plugin or 'a'} plugin"
+        else:
+            sender, label = "person", "You"
+        item = UserMessageItem(
+            id=f"user-{seq}", seq=seq, at=at, turn=turn, text=text, sender=sender, label=label, plugin=plugin, goal_round=goal_round
+        )
+        self._put(item, changed)
+
+    # assistant/message
+    def _assistant(self, seq, at, turn, data, changed) -> None:
+        step = self._step.get(turn) if turn is not None else None
+        wanted = f"assistant-{turn}.{step}" if turn is not None and step else f"assistant-{seq}"
+        usage_data = _dict(data.get("usage"))
+        usage = None
+        if _int(usage_data.get("inputTokens")) is not None and _int(usage_data.get("outputTokens")) is not None:
+            usage = Usage(input_tokens=usage_data["inputTokens"], output_tokens=usage_data["outputTokens"])
+        item = AssistantMessageItem(
+            id=self._fresh_id(wanted, seq), turn=turn, step=step or None, seq=seq, at=at, text=_str(data.get("text")), partial=False, usage=usage
+        )
+        self._put(item, changed)
+
+    # tool/call
+    def _tool_call(self, seq, at, turn, data, changed) -> None:
+        call_id = _str(data.get("callId"))
+        name = _str(data.get("name"), "?")
+        arguments = _dict(data.get("arguments"))
+        step = self._step.get(turn) if turn is not None else None
+        wanted = f"tool-{turn}.{step}.{call_id}" if turn is not None and step else f"tool-{seq}"
+        item_id = self._fresh_id(wanted, seq)
+        self._args_text.pop(item_id, None)
+        self._calls[(turn, call_id)] = item_id
+        common = dict(id=item_id, turn=turn, step=step or None, seq=seq, at=at, call_id=call_id, partial=False)
+        if name == plan_plugin.TOOL_NAME:
+            plan = _str(arguments.get("plan"))
+            item: ChatItem = PlanReviewItem(
+                **common,
+                question_id=plan_plugin.question_id(call_id),
+                title=plan_plugin.first_heading(plan) or "Plan",
+                plan=plan,
+                outcome="pending",
+                outcome_text=words.PLAN_OUTCOMES["pending"],
+                previous_id=self._reviewed_plan_id,
+            )
+        else:
+            item = ToolCallItem(**common, name=name, title=words.tool_title(name, arguments), arguments=arguments, status="running")
+        self._put(item, changed)
+
+    # tool/result
+    def _tool_result(self, seq, at, turn, data, changed) -> None:
+        call_id = _str(data.get("callId"))
+        item_id = self._calls.pop((turn, call_id), None)
+        item = self._items.get(item_id) if item_id else None
+        if item is None:
+            return
+        ok = data.get("ok") is True
+        content = _str(data.get("content"))
+        if isinstance(item, PlanReviewItem):
+            outcome, feedback, detail = _review_outcome(ok, content)
+            if outcome != "not-reviewed":
+                self._reviewed_plan_id = item.id
+            item = msgspec.structs.replace(
+                item, outcome=outcome, outcome_text=words.PLAN_OUTCOMES[outcome], feedback=feedback, detail=detail
+            )
+        elif isinstance(item, ToolCallItem):
+            item = msgspec.structs.replace(item, status="ok" if ok else "failed", result=content)
+        self._put(item, changed)
+
+    # permission/decision
+    def _permission(self, seq, at, turn, data, changed) -> None:
+        call_id = _str(data.get("callId"))
+        tool = _str(data.get("tool"), "a tool")
+        outcome = _str(data.get("outcome"), "?")
+        by = data.get("by") if isinstance(data.get("by"), str) else None
+        feedback = data.get("feedback") if isinstance(data.get("feedback"), str) and data["feedback"].strip() else None
+        item = PermissionItem(
+            id=f"permission-{seq}", seq=seq, at=at, turn=turn, call_id=call_id, tool=tool, outcome=outcome, by=by,
+            feedback=feedback, tool_item_id=self._calls.get((turn, call_id)), text=words.permission_text(tool, outcome, by, feedback),
+        )  # fmt: skip
+        self._put(item, changed)
+
+    # plan/mode
+    def _plan_mode(self, seq, at, turn, data, changed) -> None:
+        active = data.get("active") is True
+        self._put(PlanModeItem(id=f"plan-mode-{seq}", seq=seq, at=at, turn=turn, active=active, text=words.plan_mode_text(active)), changed)
+
+    # goal/change
+    def _goal(self, seq, at, turn, data, changed) -> None:
+        op = _str(data.get("op"), "?")
+        text = words.goal_change_text(op, data)
+        if op == "clear":
+            cleared = _dict(data.get("cleared"))
+            item = GoalItem(
+                id=f"goal-{seq}", seq=seq, at=at, turn=turn, op=op, goal_id=_str(cleared.get("id")),
+                revision=_int(cleared.get("revision")) or 0, text=text,
+            )  # fmt: skip
+        else:
+            goal = _dict(data.get("goal"))
+            goal_id = _str(goal.get("id"))
+            max_rounds = _int(goal.get("maxRounds"))
+            if max_rounds is not None:
+                self._goal_rounds[goal_id] = max_rounds
+            reason = _dict(goal.get("blockedReason"))
+            item = GoalItem(
+                id=f"goal-{seq}", seq=seq, at=at, turn=turn, op=op, goal_id=goal_id, revision=_int(goal.get("revision")) or 0,
+                objective=_str(goal.get("objective")), phase=_str(goal.get("phase")), rounds_used=_int(data.get("roundsStarted")),
+                max_rounds=max_rounds, tokens_used=_int(data.get("tokensUsed")), max_tokens=_int(goal.get("maxTokens")),
+                blocked_reason=Reason(code=_str(reason.get("code")), message=_str(reason.get("message"))) if reason else None,
+                text=text,
+            )  # fmt: skip
+        self._put(item, changed)
+
+    # turn/close
+    def _turn_close(self, seq, at, turn, data, changed) -> None:
+        number = _int(data.get("turn")) or turn or 0
+        self._discard(lambda item: item.turn == number, changed)
+        self._open_turns.discard(number)
+        stop = _str(data.get("stopReason"), "?")
+        error_data = _dict(data.get("error"))
+        error = TurnError(kind=_str(error_data.get("kind")), message=_str(error_data.get("message"))) if error_data else None
+        text = words.turn_end_text(number, stop, error_data or None)
+        self._put(TurnEndItem(id=f"turn-end-{number}", seq=seq, at=at, turn=number, stop_reason=stop, error=error, text=text), changed)
+
+    # context/compact
+    def _compact(self, seq, at, turn, data, changed) -> None:
+        before, after = _int(data.get("tokensBefore")) or 0, _int(data.get("tokensAfter")) or 0
+        item = CompactionItem(
+            id=f"compaction-{seq}", seq=seq, at=at, turn=turn, summary=_str(data.get("summary")),
+            through_seq=_int(data.get("throughSeq")) or 0, tokens_before=before, tokens_after=after,
+            text=words.compaction_text(before, after),
+        )  # fmt: skip
+        self._put(item, changed)
+
+    _HANDLERS = {
+        "session/start": _session,
+        "turn/open": _turn_open,
+        "request/header": _header,
+        "user/message": _user,
+        "assistant/message": _assistant,
+        "tool/call": _tool_call,
+        "tool/result": _tool_result,
+        "permission/decision": _permission,
+        "plan/mode": _plan_mode,
+        "goal/change": _goal,
+        "turn/close": _turn_close,
+        "context/compact": _compact,
+    }
+
+    def _discard(self, which, changed: list[ChatItem]) -> None:
+        """Streaming items that no durable event will replace (the step or turn ended
+        first) stay, marked ``discarded``: they were shown, but the log does not hold them."""
+        for item_id in self._order:
+            item = self._items[item_id]
+            if isinstance(item, _STREAMED) and item.partial and which(item):
+                self._args_text.pop(item_id, None)
+                if isinstance(item, ToolCallItem):
+                    item = msgspec.structs.replace(item, partial=False, discarded=True, status="failed")
+                elif isinstance(item, PlanReviewItem):
+                    item = msgspec.structs.replace(
+                        item, partial=False, discarded=True, outcome="not-reviewed", outcome_text=words.PLAN_OUTCOMES["not-reviewed"]
+                    )
+                else:
+                    item = msgspec.structs.replace(item, partial=False, discarded=True)
+                self._put(item, changed, durable=False)
+
+    # ---- deltas -------------------------------------------------------------------------
+
+    def apply_delta(self, delta: AgentDelta) -> list[ChatItem]:
+        """The items a live delta creates or changes. A delta of a turn that is not open
+        (it closed, or the projection never saw it open) or for an item the log already
+        holds changes nothing."""
+        changed: list[ChatItem] = []
+        if delta.turn not in self._open_turns:
+            return changed
+        if delta.kind == "text":
+            if not delta.text:
+                return changed
+            item_id = f"assistant-{delta.turn}.{delta.step}"
+            if item_id in self._durable:
+                return changed
+            old = self._items.get(item_id)
+            text = (old.text if isinstance(old, AssistantMessageItem) else "") + delta.text
+            self._put(AssistantMessageItem(id=item_id, turn=delta.turn, step=delta.step, text=text, partial=True), changed, durable=False)
+        elif delta.kind == "tool-arguments":
+            if delta.call_id is None:
+                return changed
+            item_id = f"tool-{delta.turn}.{delta.step}.{delta.call_id}"
+            if item_id in self._durable:
+                return changed
+            old = self._items.get(item_id)
+            name = delta.name or (old.name if isinstance(old, ToolCallItem) else None) or (
+                plan_plugin.TOOL_NAME if isinstance(old, PlanReviewItem) else "?"
+            )
+            text = self._args_text.get(item_id, "") + (delta.text or "")
+            self._args_text[item_id] = text
+            common = dict(id=item_id, turn=delta.turn, step=delta.step, call_id=delta.call_id, partial=True)
+            if name == plan_plugin.TOOL_NAME:
+                plan = partial_json_string(text, "plan") or ""
+                item: ChatItem = PlanReviewItem(
+                    **common, question_id=plan_plugin.question_id(delta.call_id), title=plan_plugin.first_heading(plan) or "Plan",
+                    plan=plan, outcome="pending", outcome_text=words.PLAN_OUTCOMES["pending"], previous_id=self._reviewed_plan_id,
+                )  # fmt: skip
+            else:
+                title = words.tool_title(name, _partial_arguments(text))
+                item = ToolCallItem(**common, name=name, title=title, arguments_text=text, status="running")
+            self._put(item, changed, durable=False)
+        elif delta.kind == "retry":
+            item_id = f"retry-{delta.turn}.{delta.step}.{delta.attempt if delta.attempt is not None else 0}"
+            item = RetryItem(
+                id=item_id, turn=delta.turn, step=delta.step, attempt=delta.attempt, delay_ms=delta.delay_ms,
+                text=words.retry_text(delta.attempt, delta.delay_ms),
+            )  # fmt: skip
+            self._put(item, changed, durable=False)
+        return changed
+
+
+def project(events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> list[ChatItem]:
+    """The items of a whole log (then the deltas, for a turn still streaming)."""
+    projection = ChatProjection()
+    projection.apply_events(events)
+    for delta in deltas:
+        projection.apply_delta(delta)
+    return projection.items()

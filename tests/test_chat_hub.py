@@ -1,0 +1,100 @@
+"""The hub (dshd.api.hub) on a real Workspace and agent: what a door receives, and a chat
+subscriber that arrives in the middle of a streamed reply.
+
+The deltas are handed to the agent's real delta seam (``Agent._emit_delta``), as the
+model-call path does when a provider streams."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent_support import in_model_call, make_workspace
+
+from dshd.agent.deltas import AgentDelta
+from dshd.api.chat import to_json
+from dshd.api.hub import Hub
+
+
+class Door:
+    def __init__(self) -> None:
+        self.got: list[tuple[str, object]] = []
+
+    def agent_event(self, agent, event):
+        self.got.append(("event", event["type"]))
+
+    def agent_delta(self, agent, delta):
+        self.got.append(("delta", delta.kind))
+
+    def plan_changed(self, agent, view):
+        self.got.append(("plan", view.active))
+
+    def goal_changed(self, agent, notice):
+        self.got.append(("goal", notice.op))
+
+    def chat_item(self, agent, item):
+        self.got.append(("item", to_json(item)))
+
+    def items(self) -> list[dict]:
+        return [value for kind, value in self.got if kind == "item"]
+
+
+async def test_a_late_subscriber_sees_the_text_streamed_so_far(tmp_path):
+    workspace = make_workspace(tmp_path, [{"text": "Hello there.", "delayMs": 400}])
+    agent = workspace.create_session("hub")
+    door = Door()
+    hub = Hub(door)
+    hub.attach(agent)
+    task = asyncio.ensure_future(agent.prompt("hi"))
+    await in_model_call(agent)
+    agent._emit_delta(AgentDelta(turn=1, step=1, kind="text", text="Hello "))
+    assert ("delta", "text") in door.got and not door.items()  # nobody subscribed to the chat yet
+
+    items, _ = hub.chat(agent)
+    assert [to_json(i) for i in items][-1] == {
+        "kind": "assistant-message", "id": "assistant-1.1", "turn": 1, "step": 1, "text": "Hello ", "partial": True,
+    }  # fmt: skip
+    agent._emit_delta(AgentDelta(turn=1, step=1, kind="text", text="there."))
+    assert door.items()[-1]["text"] == "Hello there." and door.items()[-1]["partial"] is True
+    await task
+    durable = [i for i in door.items() if i["id"] == "assistant-1.1"][-1]
+    assert durable["partial"] is False and durable["seq"] and durable["text"] == "Hello there."
+    assert door.items()[-1]["kind"] == "turn-end"
+    items, _ = hub.chat(agent)  # asking again does not subscribe twice
+    assert [to_json(i) for i in items][-2] == durable
+    before = len(door.items())
+    await agent.prompt("again")  # the script is exhausted: one more reply
+    assert len(door.items()) - before == 3  # user message, reply, turn end: each once
+    await workspace.shutdown()
+
+
+async def test_deltas_of_a_turn_that_ended_before_anyone_looked_are_dropped(tmp_path):
+    workspace = make_workspace(tmp_path, [{"text": "Short.", "delayMs": 200}])
+    agent = workspace.create_session()
+    hub = Hub(Door())
+    hub.attach(agent)
+    task = asyncio.ensure_future(agent.prompt("hi"))
+    await in_model_call(agent)
+    agent._emit_delta(AgentDelta(turn=1, step=1, kind="retry", attempt=2, delay_ms=100))
+    await task
+    items, _ = hub.chat(agent)
+    assert [i.kind for i in items] == ["session", "user-message", "assistant-message", "turn-end"]
+    await workspace.shutdown()
+
+
+async def test_a_door_that_raises_changes_nothing_and_close_detaches(tmp_path):
+    workspace = make_workspace(tmp_path, [{"text": "ok"}])
+    agent = workspace.create_session()
+
+    class Broken(Door):
+        def agent_event(self, agent, event):
+            raise RuntimeError("the door is broken")
+
+    door = Broken()
+    hub = Hub(door)
+    hub.attach(agent)
+    hub.chat(agent)
+    assert (await agent.prompt("hi"))["stopReason"] == "end-turn"
+    assert [i["kind"] for i in door.items()] == ["user-message", "assistant-message", "turn-end"]
+    workspace.close(agent.agent_id)
+    assert not hub.attached(agent.agent_id)
+    await workspace.shutdown()
