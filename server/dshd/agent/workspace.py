@@ -66,6 +66,26 @@ def _check_session_id(session_id: object) -> str:
     return session_id  # type: ignore[return-value]
 
 
+DSH_GITIGNORE = """\
+# Written by dshd when it first kept a session here; edit it freely, dshd never rewrites it.
+# Session logs are personal and grow: they stay out of version control.
+# config.toml holds the workspace's settings: commit it if the team shares them.
+sessions/
+"""
+
+
+def write_dsh_gitignore(dsh_dir: Path) -> None:
+    """``.dsh/.gitignore`` keeping the session logs out of git, unless one exists (the
+    person's own stays as it is). Failing to write it never stops a session."""
+    try:
+        with open(dsh_dir / ".gitignore", "x", encoding="utf-8") as out:
+            out.write(DSH_GITIGNORE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        log.warning("could not write %s: %s", dsh_dir / ".gitignore", exc)
+
+
 class Workspace:
     def __init__(
         self,
@@ -97,7 +117,9 @@ class Workspace:
     def create_session(self, title: str | None = None) -> Agent:
         if title is not None and not isinstance(title, str):
             raise DshError("invalid-params", "title must be a string", field="title")
-        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        if not self.sessions_dir.is_dir():
+            self.sessions_dir.mkdir(parents=True, exist_ok=True)
+            write_dsh_gitignore(self.sessions_dir.parent)
         store = SessionStore.create(self.sessions_dir, new_session_id(), title=title)
         return self._load(store)
 
