@@ -145,6 +145,34 @@ def test_show_bad_log_lists_events_up_to_the_bad_line(sample):
     assert sum(1 for line in proc.stdout.splitlines() if line[:6].strip().isdigit()) == 5
 
 
+def test_show_chat_prints_the_conversation_as_the_editors_show_it(sample):
+    proc = run("log", "show", "--chat", str(sample))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("session sample-7c1e 'Split the tokenizer'")
+    rows = out.split("\n\n", 1)[1].splitlines()
+    assert rows[:3] == [
+        '     1  [session] Session "Split the tokenizer"',
+        "     3  [you]    Split the tokenizer out of parser.py",
+        "     4  [plan]   Plan mode on",
+    ]
+    assert "     9  [agent]  proposes a plan: Split the tokenizer" in rows
+    assert "        [review] approved" in rows
+    assert "    40  [goal]   Goal blocked: Two tests contradict each other; which one is right? (needs-decision)" in rows
+    assert rows[-1] == "    52  [goal]   Goal complete (4/5 rounds used)"
+    assert "request/header" not in out and "rev " not in out.split("\n\n", 1)[1]  # no bookkeeping, no revisions
+
+
+def test_show_chat_of_a_bad_log_stops_at_the_bad_line(sample):
+    lines = sample.read_bytes().splitlines(keepends=True)
+    lines[9] = b'{"seq": 10, "type": "tool/result"}\n'
+    sample.write_bytes(b"".join(lines))
+    proc = run("log", "show", "--chat", str(sample))
+    assert proc.returncode == 1
+    assert proc.stdout.rstrip().endswith("    10  !! Object missing required field `at`")
+    assert "[review]" not in proc.stdout  # the review's result is on the bad line
+
+
 def test_show_missing_file(tmp_path):
     proc = run("log", "show", str(tmp_path / "nope.jsonl"))
     assert proc.returncode == 1 and "no such file" in proc.stderr and "Traceback" not in proc.stderr

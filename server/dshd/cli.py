@@ -4,7 +4,7 @@
     dshd serve                 the daemon over stdio (dshd.daemon.server:serve)
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
-    dshd log show PATH
+    dshd log show PATH [--chat]
 
 `serve` and `demo` live in other modules, imported only when asked for, so `dshd log`
 works (and fails clearly) whatever state the rest of the package is in.
@@ -204,7 +204,7 @@ def describe_event(event) -> str:
     return cls.__name__
 
 
-def _show(path: Path) -> int:
+def _show(path: Path, chat: bool = False) -> int:
     import msgspec
 
     from dshd.folds import ReplayError, replay
@@ -238,6 +238,8 @@ def _show(path: Path) -> int:
         out.write(f"log is NOT sound: line {error.line}, seq {error.seq}: {error.reason}\n")
     out.write("\n")
     stop = error.line if error is not None else None
+    if chat:
+        return _show_chat(path, stop, error, out)
     for line_no, _offset, line in iter_records(path):
         if stop is not None and line_no >= stop:
             out.write(f"{line_no:>6}  !! {error.reason}\n")
@@ -250,6 +252,35 @@ def _show(path: Path) -> int:
         turn_mark = f"t{event.turn}" if event.turn is not None else ""
         out.write(f"{event.seq:>6}  {event.at}  {turn_mark:>4}  {event.__class__.__struct_config__.tag:<17} {describe_event(event)}\n")
     return EXIT_OK if error is None else EXIT_FAIL
+
+
+def _show_chat(path: Path, stop: int | None, error, out) -> int:
+    """The conversation as the editors show it: the daemon's chat items (dshd.api.chat),
+    each under the seq of the event that made it."""
+    import msgspec
+
+    from dshd.api import text
+    from dshd.api.chat import ChatProjection, to_json
+    from dshd.log import iter_records
+
+    projection = ChatProjection()
+    for line_no, _offset, line in iter_records(path):
+        if stop is not None and line_no >= stop:
+            break
+        try:
+            projection.apply_event(msgspec.json.decode(line))
+        except msgspec.MsgspecError as exc:  # only reachable if the file changed under us
+            out.write(f"{line_no:>6}  !! {exc}\n")
+            return EXIT_FAIL
+    for item in projection.items():
+        shown = to_json(item)
+        for number, row in enumerate(text.lines(shown)):
+            mark = f"{shown['seq']:>6}" if number == 0 and "seq" in shown else " " * 6
+            out.write(f"{mark}  {row}\n")
+    if error is not None:
+        out.write(f"{error.line:>6}  !! {error.reason}\n")
+        return EXIT_FAIL
+    return EXIT_OK
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -271,6 +302,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     show = log_sub.add_parser("show", help="print the folded state and the events")
     show.add_argument("path", type=Path, metavar="PATH")
+    show.add_argument("--chat", action="store_true", help="print the conversation as the editors show it, not the events")
     return parser
 
 
@@ -287,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.log_command == "verify":
                 return _verify(args.path, args.json)
-            return _show(args.path)
+            return _show(args.path, chat=args.chat)
         except BrokenPipeError:  # `dshd log show | head`
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK

@@ -2,7 +2,8 @@
 
 The daemon is started as a child process over stdio in a fresh workspace with the
 scripted model; this process plays both the editor and the person at the keyboard,
-and prints what a person would see: the chat, the plan review, the status bar.
+and prints what a person would see: the chat (the daemon's chat items, as the editors
+render them), the plan review, the status bar (in the editors' words).
 
 Scenario: /plan; the model proposes a plan with exit_plan_mode; the person sends it
 back once with feedback and a line comment; the revised plan is approved; a goal with
@@ -23,6 +24,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from dshd.api import text
+from dshd.api.words import goal_status
 from dshd.client import DshClient
 
 PLAN_V1 = """# Plan: retries for the HTTP client
@@ -108,6 +111,8 @@ class Person:
 class Transcript:
     def __init__(self, stream=sys.stdout) -> None:
         self.stream = stream
+        self._opened: set[str] = set()
+        self._settled: set[str] = set()
 
     def _p(self, text: str = "") -> None:
         print(text, file=self.stream, flush=True)
@@ -126,41 +131,31 @@ class Transcript:
     def status(self, text: str) -> None:
         self._p(f"  [status] {text}")
 
-    def event(self, event: dict) -> None:
-        kind, data = event["type"], event["data"]
-        if kind == "user/message":
-            if data.get("goalRound"):
-                r = data["goalRound"]
-                self._p(f"  [goal]   round {r['round']} starts: {' '.join(data['text'].split())}")
-            elif data.get("source") == "plugin":
-                self._p(f"  [{data.get('plugin', 'plugin')}]   {data['text']}")
-            else:
-                self._p(f"  [you]    {data['text']}")
-        elif kind == "assistant/message" and data.get("text"):
-            self._p(f"  [agent]  {data['text']}")
-        elif kind == "tool/call":
-            args = data.get("arguments", {})
-            shown = "(a markdown plan)" if data["name"] == "exit_plan_mode" else json.dumps(args)
-            self._p(f"  [agent]  calls {data['name']} {shown}")
-        elif kind == "tool/result":
-            verdict = "ok" if data["ok"] else "failed"
-            content = textwrap.shorten(data["content"].replace("\n", " ⏎ "), 160)
-            self._p(f"  [tool]   {verdict}: {content}")
-        elif kind == "plan/mode":
-            self._p(f"  [log]    plan/mode active={str(data['active']).lower()} (seq {event['seq']})")
-        elif kind == "turn/close":
-            self._p(f"  [turn]   turn {data['turn']} ends: {data['stopReason']}")
+    def chat_item(self, item: dict) -> None:
+        """One dsh/chat/item upsert, printed the way the editors show the chat: an item when
+        it appears, and its result or verdict when it settles (streaming is not printed)."""
+        if item.get("partial"):
+            return
+        if item["id"] not in self._opened:
+            self._opened.add(item["id"])
+            for line in text.opening(item):
+                self._p("  " + line)
+        if text.settled(item) and item["id"] not in self._settled:
+            self._settled.add(item["id"])
+            for line in text.closing(item):
+                self._p("  " + line)
+
+    def seen(self, items: list[dict]) -> None:
+        """Items already on screen (a reopened session's history): not printed again."""
+        for item in items:
+            self._opened.add(item["id"])
+            if text.settled(item):
+                self._settled.add(item["id"])
 
 
 def status_text(goal: dict | None) -> str:
-    if not goal:
-        return "◎ no goal"
-    text = f"◎ {goal['roundsStarted']}/{goal['maxRounds']} · {goal['phase']}"
-    if goal.get("activation") == "disarmed" and goal["phase"] == "active":
-        text += " (disarmed)"
-    if goal.get("blockedReason"):
-        text += f" — {goal['blockedReason']['code']}"
-    return text
+    """The status bar, in the editors' words (the same text, with the Neovim icon)."""
+    return f"◎ {goal_status(goal)['text']}"
 
 
 async def run_demo(workspace: Path, out: Transcript) -> None:
@@ -190,6 +185,7 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     agent = created["agentId"]
     session_id = created["sessionId"]
     out.status(f"session {session_id}, agent {agent}")
+    await follow_chat(client, agent, out)
 
     out.section("plan mode, then a plan reviewed in the editor")
     out.person("/plan")
@@ -237,6 +233,7 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     opened = await client.request("dsh/session/open", {"sessionId": session_id})
     agent = opened["agentId"]
     goal = opened["goal"]
+    await follow_chat(client, agent, out)
     out.status(f"reopened as agent {agent}: {status_text(goal)}")
     tail = (await client.request("dsh/session/events", {"agentId": agent}))["events"][-1]
     if tail["type"] == "turn/close":
@@ -275,13 +272,18 @@ async def wait_idle(client: DshClient, agent: str, timeout: float = 30) -> None:
     raise TimeoutError("the agent did not go idle")
 
 
+async def follow_chat(client: DshClient, agent: str, out: Transcript) -> None:
+    """Ask for the agent's chat (which subscribes to its dsh/chat/item upserts)."""
+    out.seen((await client.request("dsh/chat/get", {"agentId": agent}))["items"])
+
+
 async def start_client(workspace: Path, person: Person, out: Transcript, config: dict | None) -> DshClient:
     client = DshClient(answer_questions=person.answer)
     await client.start(workspace, config=config)
 
     def show(note: dict) -> None:
-        if note["method"] == "dsh/session/event":
-            out.event(note["params"]["event"])
+        if note["method"] == "dsh/chat/item":
+            out.chat_item(note["params"]["item"])
         elif note["method"] == "dsh/goal/changed":
             # The status bar, as in the editors, follows dsh/goal/changed alone.
             params = note["params"]
