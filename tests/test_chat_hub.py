@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_support import in_model_call, make_workspace
+import pytest
+from agent_support import in_model_call, make_workspace, until
 
 from dshd.agent.deltas import AgentDelta
 from dshd.api.chat import to_json
@@ -54,7 +55,8 @@ async def test_a_late_subscriber_sees_the_text_streamed_so_far(tmp_path):
         "kind": "assistant-message", "id": "assistant-1.1", "turn": 1, "step": 1, "text": "Hello ", "partial": True,
     }  # fmt: skip
     agent._emit_delta(AgentDelta(turn=1, step=1, kind="text", text="there."))
-    assert door.items()[-1]["text"] == "Hello there." and door.items()[-1]["partial"] is True
+    await until(lambda: door.items() and door.items()[-1]["text"] == "Hello there.")  # after the throttle's window
+    assert door.items()[-1]["partial"] is True
     await task
     durable = [i for i in door.items() if i["id"] == "assistant-1.1"][-1]
     assert durable["partial"] is False and durable["seq"] and durable["text"] == "Hello there."
@@ -97,4 +99,41 @@ async def test_a_door_that_raises_changes_nothing_and_close_detaches(tmp_path):
     assert [i["kind"] for i in door.items()] == ["user-message", "assistant-message", "turn-end"]
     workspace.close(agent.agent_id)
     assert not hub.attached(agent.agent_id)
+    await workspace.shutdown()
+
+
+async def test_streaming_upserts_are_throttled_and_the_committed_item_wins(tmp_path):
+    workspace = make_workspace(tmp_path, [{"text": "x" * 400, "delayMs": 300}])
+    agent = workspace.create_session()
+    door = Door()
+    hub = Hub(door)
+    hub.chat(agent)
+    task = asyncio.ensure_future(agent.prompt("hi"))
+    await in_model_call(agent)
+    for _ in range(200):  # 200 pieces at once, as a fast provider sends them
+        agent._emit_delta(AgentDelta(turn=1, step=1, kind="text", text="xx"))
+    partial = [i for i in door.items() if i["id"] == "assistant-1.1"]
+    assert len(partial) == 1 and partial[0]["text"] == "xx"  # the first piece goes at once
+    await until(lambda: door.items()[-1]["text"] == "xx" * 200)  # then the newest, once
+    assert len([i for i in door.items() if i["id"] == "assistant-1.1"]) == 2
+    await task
+    sent = [i for i in door.items() if i["id"] == "assistant-1.1"]
+    assert sent[-1]["partial"] is False and sent[-1]["text"] == "x" * 400  # the log's text, not the deltas'
+    await asyncio.sleep(0.15)
+    assert [i for i in door.items() if i["id"] == "assistant-1.1"][-1]["partial"] is False  # nothing stale after it
+    await workspace.shutdown()
+
+
+async def test_a_log_changed_on_disk_is_reported_as_a_replay_would(tmp_path):
+    from dshd.folds import ReplayError
+
+    workspace = make_workspace(tmp_path, [{"text": "ok"}])
+    agent = workspace.create_session()
+    await agent.prompt("hi")
+    lines = agent.store.path.read_bytes().splitlines(keepends=True)
+    lines[2] = b"x" * (len(lines[2]) - 1) + b"\n"  # same length: the store's offsets still hold
+    agent.store.path.write_bytes(b"".join(lines))
+    with pytest.raises(ReplayError) as caught:
+        Hub(Door()).chat(agent)
+    assert caught.value.line == 3 and "malformed JSON" in caught.value.reason
     await workspace.shutdown()

@@ -12,17 +12,30 @@ The projection is built at the first subscription, from the log (a cold open rea
 the checkpoint's tail; the chat costs a full read only when someone looks at it). The
 deltas of the turn still running are kept until then, so a subscriber that arrives in
 the middle of a reply sees the text streamed so far.
+
+Streaming items are throttled: each upsert carries the item whole, so a reply streamed in
+thousands of pieces would send its growing text thousands of times. The first upsert of
+an item goes at once; later partial ones wait out a window (50 ms, longer as the text
+grows: about 200 kB/s an item at most) and only the newest is sent. The committed item is
+sent at once and drops any partial one still waiting.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import msgspec
 
 from dshd.agent.deltas import AgentDelta
-from dshd.api.chat import ChatItem, ChatProjection
+from dshd.folds import ReplayError
+from dshd.log import iter_records
+from dshd.api.chat import AssistantMessageItem, ChatItem, ChatProjection, PlanReviewItem, ToolCallItem
+
+WINDOW_S = 0.05  # the shortest wait between two partial upserts of one item
+BYTES_PER_S = 200_000  # the most a streaming item sends a second, once its text is long
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +58,32 @@ class _Feed:
         self.agent = agent
         self.chat: ChatProjection | None = None
         self.running: list[AgentDelta] = []  # deltas of open turns, until a subscriber needs them
+        self.waiting: dict[str, ChatItem] = {}  # the newest partial upsert of an item in its window
+        self.windows: dict[str, asyncio.TimerHandle] = {}  # items whose window is open
+
+
+def _streamed_size(item: ChatItem) -> int:
+    if isinstance(item, AssistantMessageItem):
+        return len(item.text)
+    if isinstance(item, ToolCallItem):
+        return len(item.arguments_text or "")
+    if isinstance(item, PlanReviewItem):
+        return len(item.plan)
+    return 0
+
+
+def read_log_events(path) -> Iterator[dict[str, Any]]:
+    """The log's events as plain dicts, streamed (the projection takes any shape; a line
+    that is not JSON, or out of place, is reported as a replay would)."""
+    decode = msgspec.json.Decoder().decode
+    for line_no, _offset, line in iter_records(path):
+        try:
+            event = decode(line)
+        except msgspec.DecodeError as exc:
+            raise ReplayError(None, line_no, f"malformed JSON: {exc}") from None
+        if not isinstance(event, dict) or event.get("seq") != line_no:
+            raise ReplayError(None, line_no, f"expected the event with seq {line_no}")
+        yield event
 
 
 class Hub:
@@ -63,7 +102,7 @@ class Hub:
             agent.on_close(agent.plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
         if agent.goals is not None:
             agent.on_close(agent.goals.add_listener(lambda notice: self._call("goal_changed", agent, notice)))
-        agent.on_close(lambda: self._feeds.pop(agent.agent_id, None))
+        agent.on_close(lambda: self._forget(agent.agent_id))
 
     def attached(self, agent_id: str) -> bool:
         return agent_id in self._feeds
@@ -74,13 +113,52 @@ class Hub:
         feed = self._feeds[agent.agent_id]
         if feed.chat is None:
             projection = ChatProjection()
-            for event in agent.store.events():
-                projection.apply_event(msgspec.to_builtins(event))
+            for event in read_log_events(agent.store.path):
+                projection.apply_event(event)
             for delta in feed.running:
                 projection.apply_delta(delta)
             feed.running = []
             feed.chat = projection
         return feed.chat.page(after_seq, limit)
+
+    def _forget(self, agent_id: str) -> None:
+        feed = self._feeds.pop(agent_id, None)
+        if feed is not None:
+            for timer in feed.windows.values():
+                timer.cancel()
+            feed.windows.clear()
+            feed.waiting.clear()
+
+    # ---- chat upserts ----------------------------------------------------------------------
+
+    def _upsert(self, feed: _Feed, item: ChatItem) -> None:
+        if not getattr(item, "partial", False):
+            feed.waiting.pop(item.id, None)
+            timer = feed.windows.pop(item.id, None)
+            if timer is not None:
+                timer.cancel()
+            self._call("chat_item", feed.agent, item)
+            return
+        if item.id in feed.windows:
+            feed.waiting[item.id] = item
+            return
+        self._call("chat_item", feed.agent, item)
+        self._open_window(feed, item)
+
+    def _open_window(self, feed: _Feed, item: ChatItem) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous caller): every upsert goes at once
+        wait = max(WINDOW_S, _streamed_size(item) / BYTES_PER_S)
+        feed.windows[item.id] = loop.call_later(wait, self._close_window, feed, item.id)
+
+    def _close_window(self, feed: _Feed, item_id: str) -> None:
+        feed.windows.pop(item_id, None)
+        item = feed.waiting.pop(item_id, None)
+        if item is not None and self._feeds.get(feed.agent.agent_id) is feed:
+            self._call("chat_item", feed.agent, item)
+            self._open_window(feed, item)
 
     # ---- listeners -----------------------------------------------------------------------
 
@@ -95,7 +173,7 @@ class Hub:
         self._call("agent_event", feed.agent, data)
         if feed.chat is not None:
             for item in feed.chat.apply_event(data):
-                self._call("chat_item", feed.agent, item)
+                self._upsert(feed, item)
         elif data.get("type") == "turn/close":
             feed.running = []
 
@@ -103,6 +181,6 @@ class Hub:
         self._call("agent_delta", feed.agent, delta)
         if feed.chat is not None:
             for item in feed.chat.apply_delta(delta):
-                self._call("chat_item", feed.agent, item)
+                self._upsert(feed, item)
         else:
             feed.running.append(delta)
