@@ -150,6 +150,7 @@ AGENT_METHOD_PARAMS = {
     "dsh/goal/disarm": {},
     "dsh/permission/get": {},
     "dsh/permission/set": {"sandbox": "read-only"},
+    "dsh/chat/get": {},
 }
 
 

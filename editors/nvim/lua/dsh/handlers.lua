@@ -34,6 +34,10 @@ local function session_event(_, params)
   require('dsh.review').on_event(params)
 end
 
+local function chat_item(_, params)
+  require('dsh.chat').on_item(params)
+end
+
 local function questions_ask(_, params)
   -- Yields until the person answers (see dsh.review); the return value is the result.
   return require('dsh.review').ask(params)
@@ -51,6 +55,7 @@ function M.table()
     [protocol.notifications.goal_changed] = goal_changed,
     [protocol.notifications.plan_changed] = plan_changed,
     [protocol.notifications.session_event] = session_event,
+    [protocol.notifications.chat_item] = chat_item,
     [protocol.server_requests.questions_ask] = questions_ask,
     [protocol.server_requests.permission_ask] = permission_ask,
   }

@@ -27,6 +27,7 @@ M.requests = {
   goal_disarm = 'dsh/goal/disarm',
   permission_get = 'dsh/permission/get',
   permission_set = 'dsh/permission/set',
+  chat_get = 'dsh/chat/get',
 }
 
 --- Notifications the daemon sends to the editor.
@@ -34,6 +35,7 @@ M.notifications = {
   goal_changed = 'dsh/goal/changed',
   plan_changed = 'dsh/plan/changed',
   session_event = 'dsh/session/event',
+  chat_item = 'dsh/chat/item',
 }
 
 --- Requests the daemon sends to the editor (answered by a person).
