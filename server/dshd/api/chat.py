@@ -329,6 +329,7 @@ class ChatProjection:
         self._open_turns: set[int] = set()
         self._calls: dict[tuple[int | None, str], str] = {}  # (turn, callId) -> item id, until its result
         self._args_text: dict[str, str] = {}  # streaming tool call -> its arguments so far
+        self._streaming: dict[str, None] = {}  # ids of partial items, in order (an ordered set)
         self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
         self.last_seq = 0
@@ -376,6 +377,10 @@ class ChatProjection:
         self._items[item.id] = item
         if durable:
             self._durable.add(item.id)
+        if isinstance(item, _STREAMED) and item.partial:
+            self._streaming[item.id] = None
+        else:
+            self._streaming.pop(item.id, None)
         changed.append(item)
 
     def _fresh_id(self, wanted: str, seq: int) -> str:
@@ -590,9 +595,9 @@ class ChatProjection:
     def _discard(self, which, changed: list[ChatItem]) -> None:
         """Streaming items that no durable event will replace (the step or turn ended
         first) stay, marked ``discarded``: they were shown, but the log does not hold them."""
-        for item_id in self._order:
+        for item_id in list(self._streaming):
             item = self._items[item_id]
-            if isinstance(item, _STREAMED) and item.partial and which(item):
+            if which(item):
                 self._args_text.pop(item_id, None)
                 if isinstance(item, ToolCallItem):
                     item = msgspec.structs.replace(item, partial=False, discarded=True, status="failed")
