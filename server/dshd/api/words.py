@@ -56,6 +56,7 @@ STOP_REASONS = {
     "error": "stopped by an internal error (the daemon's log says more)",
     "interrupted": "interrupted: the daemon stopped while it ran",
     "forked": "cut here by a fork",
+    "compacted": "compacted the context",
 }
 
 ERROR_KINDS = {
