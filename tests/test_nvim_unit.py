@@ -355,7 +355,7 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
     assert cfg["root"] == "/tmp/ws"
     assert cfg["init"] == {"config": {"plan": {"section": "x"}}}
     assert cfg["name"] == "dsh"
-    assert cfg["handlers"] == ["dsh/goal/changed", "dsh/plan/changed", "dsh/questions/ask",
+    assert cfg["handlers"] == ["dsh/chat/item", "dsh/goal/changed", "dsh/plan/changed", "dsh/questions/ask",
                                "dsh/session/event"]
 
 
