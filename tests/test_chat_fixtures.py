@@ -171,8 +171,8 @@ def test_words_of_permissions_failures_and_compaction():
         "You allowed run_command once",
         "You rejected write_file: Edit the import, do not rewrite the file.",
         "You allowed edit_file for this session",
-        "edit_file allowed (you allowed it for this session)",
-    ]
+        "run_command not run: no one could answer",
+    ]  # the policy's and an earlier allow-session's decisions show no item of their own
     failures = _items("failures")
     assert failures["retry-1.1.2"]["text"] == "Model call failed; trying again (attempt 2) in 1.5 s"
     assert failures["turn-end-1"]["error"]["kind"] == "rate-limit"

@@ -227,6 +227,10 @@ KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__a
 
 _STREAMED = (AssistantMessageItem, ToolCallItem, PlanReviewItem)
 
+# Permission decisions no one was asked for: the approve list did not name the tool's
+# class ("policy"), or the person had allowed it for the session ("session").
+AUTOMATIC_DECISIONS = ("policy", "session")
+
 
 def to_json(item: ChatItem) -> dict[str, Any]:
     """The item as JSON-ready values (camelCase, absent optionals left out)."""
@@ -514,10 +518,12 @@ class ChatProjection:
 
     # permission/decision
     def _permission(self, seq, at, turn, data, changed) -> None:
+        by = data.get("by") if isinstance(data.get("by"), str) else None
+        if by in AUTOMATIC_DECISIONS:
+            return  # no one was asked: the tool call's own item says what happened
         call_id = _str(data.get("callId"))
         tool = _str(data.get("tool"), "a tool")
         outcome = _str(data.get("outcome"), "?")
-        by = data.get("by") if isinstance(data.get("by"), str) else None
         feedback = data.get("feedback") if isinstance(data.get("feedback"), str) and data["feedback"].strip() else None
         item = PermissionItem(
             id=f"permission-{seq}", seq=seq, at=at, turn=turn, call_id=call_id, tool=tool, outcome=outcome, by=by,

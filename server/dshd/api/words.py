@@ -138,21 +138,17 @@ def tool_title(name: str, arguments: dict[str, Any] | None) -> str:
 
 def permission_text(tool: str, outcome: str, by: str | None, feedback: str | None) -> str:
     """``You allowed run_command once``; ``You rejected write_file: <feedback>``;
-    ``edit_file allowed (you allowed it for this session)``; ``run_command rejected (timeout)``."""
-    if by in (None, "", "person", "user"):
+    ``run_command not run: no one could answer``."""
+    if by == "fail-closed":
+        text = f"{tool} not run: no one could answer"
+    elif by in (None, "", "person", "user"):
         text = {
             "allow-once": f"You allowed {tool} once",
             "allow-session": f"You allowed {tool} for this session",
             "reject": f"You rejected {tool}",
         }.get(outcome, f"You answered {outcome} for {tool}")
-    elif by == "session":
-        text = f"{tool} allowed (you allowed it for this session)"
-    elif by in ("policy", "config"):
-        verb = "rejected" if outcome == "reject" else "allowed"
-        text = f"{tool} {verb} by the approval policy"
     else:
-        verb = "rejected" if outcome == "reject" else "allowed"
-        text = f"{tool} {verb} ({by})"
+        text = f"{tool} {'rejected' if outcome == 'reject' else 'allowed'} ({by})"
     if feedback and feedback.strip():
         text += f": {feedback.strip()}"
     return text
