@@ -92,11 +92,16 @@ class UserMessageItem(_Item, tag="user-message", kw_only=True):
     goal_round: GoalRoundInfo | None = None
 
 
-class AssistantMessageItem(_Item, tag="assistant-message", kw_only=True):
+class _Streamed(_Item, kw_only=True):
+    """An item that may stream before its event commits: no seq or time until then."""
+
     turn: int | None = None
     step: int | None = None
     seq: int | None = None
     at: str | None = None
+
+
+class AssistantMessageItem(_Streamed, tag="assistant-message", kw_only=True):
     text: str
     partial: bool
     discarded: bool = False
@@ -106,11 +111,7 @@ class AssistantMessageItem(_Item, tag="assistant-message", kw_only=True):
 ToolStatus = Literal["running", "ok", "failed"]
 
 
-class ToolCallItem(_Item, tag="tool-call", kw_only=True):
-    turn: int | None = None
-    step: int | None = None
-    seq: int | None = None
-    at: str | None = None
+class ToolCallItem(_Streamed, tag="tool-call", kw_only=True):
     call_id: str
     name: str
     title: str
@@ -125,11 +126,7 @@ class ToolCallItem(_Item, tag="tool-call", kw_only=True):
 PlanOutcome = Literal["pending", "approved", "sent-back", "not-reviewed"]
 
 
-class PlanReviewItem(_Item, tag="plan-review", kw_only=True):
-    turn: int | None = None
-    step: int | None = None
-    seq: int | None = None
-    at: str | None = None
+class PlanReviewItem(_Streamed, tag="plan-review", kw_only=True):
     call_id: str
     question_id: str
     title: str
@@ -224,8 +221,6 @@ ChatItem = Union[
 ]
 
 KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__args__)  # type: ignore[attr-defined]
-
-_STREAMED = (AssistantMessageItem, ToolCallItem, PlanReviewItem)
 
 # Permission decisions no one was asked for: the approve list did not name the tool's
 # class ("policy"), or the person had allowed it for the session ("session").
@@ -381,7 +376,7 @@ class ChatProjection:
         self._items[item.id] = item
         if durable:
             self._durable.add(item.id)
-        if isinstance(item, _STREAMED) and item.partial:
+        if isinstance(item, _Streamed) and item.partial:
             self._streaming[item.id] = None
         else:
             self._streaming.pop(item.id, None)
