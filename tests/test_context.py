@@ -15,9 +15,7 @@ from dshd.agent import Tool, ToolOutcome, Workspace, load_config, transcript
 from dshd.agent.compaction import (
     COMPACT_SECTION_ID,
     SUMMARY_SYSTEM,
-    compaction_label,
     estimate_request,
-    format_tokens,
     message_chars,
     render_history,
     summary_request,
@@ -99,13 +97,6 @@ def test_message_chars_count_tool_call_arguments():
     assert message_chars(Message("assistant", "hi", (call,))) == 2 + len("write_file") + len(
         json.dumps(call.arguments, ensure_ascii=False)
     )
-
-
-def test_token_labels_for_people():
-    assert [format_tokens(n) for n in (950, 1000, 1500, 9999, 14_200, 182_000, 1_250_000)] == [
-        "950", "1k", "1.5k", "10k", "14k", "182k", "1.2M"
-    ]
-    assert compaction_label(182_000, 14_000) == "context compacted: 182k -> 14k tokens"
 
 
 # ---- the summary request ----------------------------------------------------------------

@@ -156,7 +156,7 @@ def test_verify_accepts_the_compacted_log_and_show_prints_the_compaction(tmp_pat
     assert shown.returncode == 0, shown.stderr
     (line,) = [l for l in shown.stdout.splitlines() if l.split()[:1] == [str(seqs["compact 2"])]]
     assert "context/compact" in line
-    assert f"context compacted: 1.7k -> 120 tokens (through seq {seqs['result b']}): Summary so far." in line
+    assert f"Context compacted: 1.7k -> 120 tokens (through seq {seqs['result b']}): Summary so far." in line
 
 
 def test_a_batch_also_ends_with_its_turn(tmp_path):

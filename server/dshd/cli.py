@@ -187,9 +187,9 @@ def describe_event(event) -> str:
     if cls is ev.PlanMode:
         return f"plan mode {'on' if d.active else 'off'}"
     if cls is ev.ContextCompact:
-        from dshd.agent.compaction import compaction_label
+        from dshd.api.words import compaction_text
 
-        label = compaction_label(d.tokensBefore, d.tokensAfter)
+        label = compaction_text(d.tokensBefore, d.tokensAfter)
         return f"{label} (through seq {d.throughSeq}): {_clip(d.summary, 60)}"
     if cls is ev.GoalChange:
         if d.op == "clear":

@@ -177,19 +177,3 @@ def render_history(messages: Sequence[Message], budget_chars: int | None = None)
         over = size(out) - budget_chars
         out[0] = clip_middle(out[0], max(200, len(out[0]) - over))
     return sep.join(out)
-
-
-def format_tokens(n: int) -> str:
-    """182000 -> "182k", 14200 -> "14.2k", 950 -> "950"."""
-    if n < 1000:
-        return str(n)
-    if n < 10_000:
-        return f"{n / 1000:.1f}".rstrip("0").rstrip(".") + "k"
-    if n < 1_000_000:
-        return f"{round(n / 1000)}k"
-    return f"{n / 1_000_000:.1f}".rstrip("0").rstrip(".") + "M"
-
-
-def compaction_label(tokens_before: int, tokens_after: int) -> str:
-    """What people are shown for a ``context/compact``: "context compacted: 182k -> 14k tokens"."""
-    return f"context compacted: {format_tokens(tokens_before)} -> {format_tokens(tokens_after)} tokens"
