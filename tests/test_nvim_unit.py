@@ -71,11 +71,29 @@ def test_statusline_format(editor, view, text):
 
 @pytest.mark.parametrize(
     ("n", "text"),
-    [(0, "0"), (950, "950"), (999, "999"), (1000, "1k"), (12400, "12.4k"), (12449, "12.4k"),
-     (12000, "12k"), (999999, "999.9k"), (1000000, "1M"), (1250000, "1.25M"), (3000000, "3M")],
+    [(0, "0"), (950, "950"), (999, "999"), (1000, "1k"), (12400, "12.4k"), (12449, "12.4k"), (12450, "12.5k"),
+     (12000, "12k"), (99949, "99.9k"), (99950, "100k"), (182000, "182k"), (999499, "999k"), (999500, "1M"),
+     (1000000, "1M"), (1260000, "1.3M"), (3000000, "3M")],
 )
 def test_token_counts_are_short(editor, n, text):
     assert editor.lua("return require('dsh.statusline').tokens(...)", n) == text
+
+
+GOAL_STATUS = PLUGIN_DIR.parents[1] / "tests" / "fixtures" / "status" / "goal-status.json"
+
+
+@pytest.mark.skipif(not GOAL_STATUS.exists(), reason="the shared goal status fixture has not landed yet")
+def test_goal_status_is_the_shared_words(editor):
+    import json
+
+    cases = json.loads(GOAL_STATUS.read_text(encoding="utf-8"))["cases"]
+    assert cases
+    for case in cases:
+        got = editor.lua("return require('dsh.statusline').status(...)", case["goal"])
+        assert got == case["expect"], case["name"]
+        assert editor.lua("return require('dsh.statusline').format(...)", case["goal"]) == "◎ " + case["expect"]["text"]
+        group = {"none": None, "hint": "DiagnosticHint", "warning": "DiagnosticWarn"}[case["expect"]["severity"]]
+        assert editor.lua("return require('dsh.statusline').highlight(...)", case["goal"]) == group
 
 
 def test_statusline_shows_plan_mode_and_a_busy_mark(editor):
@@ -103,7 +121,9 @@ def test_statusline_shows_plan_mode_and_a_busy_mark(editor):
         (None, "no goal"),
         (goal_view(3, 40), "3 of 40 rounds used · active"),
         (goal_view(3, 40, activation="disarmed"), "3 of 40 rounds used · waiting for you to resume"),
-        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "3 of 40 rounds used, 12.4k/50k tokens · active"),
+        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "3 of 40 rounds used, 12.4k tokens · active"),
+        (goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "x", "message": "y"}),
+         "40 of 40 rounds used · blocked: x"),
     ],
 )
 def test_goal_described_in_words(editor, view, text):
@@ -114,11 +134,11 @@ def test_goal_described_in_words(editor, view, text):
     ("view", "verbs"),
     [
         (None, ["create"]),
-        (goal_view(3, 40), ["edit", "disarm", "pause", "complete", "block", "clear"]),
-        (goal_view(3, 40, activation="disarmed"), ["edit", "resume", "pause", "complete", "block", "clear"]),
+        (goal_view(3, 40), ["edit", "pause", "complete", "block", "clear", "disarm"]),
+        (goal_view(3, 40, activation="disarmed"), ["edit", "pause", "resume", "complete", "block", "clear"]),
         (goal_view(3, 40, "paused", "disarmed"), ["edit", "resume", "complete", "block", "clear"]),
         (goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "x", "message": "y"}),
-         ["edit", "resume", "complete", "clear"]),
+         ["edit", "complete", "clear"]),
         (goal_view(9, 40, "complete", "disarmed"), ["create", "clear"]),
     ],
 )
@@ -131,7 +151,7 @@ def test_goal_completion_offers_only_what_the_phase_allows(editor):
     editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(9, 40, "complete", "disarmed"))
     assert editor.lua("return vim.fn.getcompletion('Dsh goal ', 'cmdline')") == ["create", "clear"]
     detail = editor.lua("return require('dsh.commands').describe_goal(...)", goal_view(9, 40, "complete", "disarmed"))
-    assert "resume" not in detail and "revision 1" in detail and "9 of 40 rounds used" in detail
+    assert "resume" not in detail and "Revision 1" in detail and "Rounds: 9 of 40 used, 31 left" in detail
 
 
 @pytest.mark.parametrize(

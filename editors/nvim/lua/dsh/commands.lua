@@ -257,45 +257,28 @@ local function with_goal(fn)
   end)
 end
 
---- The goal in detail (for :Dsh goal): the objective, rounds, tokens, the phase in a
---- person's words, the blocked reason, what can be done next, and the revision.
+--- The goal in detail (for :Dsh goal): the status tooltip's lines (objective, state,
+--- rounds, tokens, actions) and, for detail, the revision.
 local function describe_goal(view)
   if not view or view == vim.NIL then
-    return 'no goal'
+    return 'no goal. Create one: :Dsh goal create {objective} [rounds]'
   end
-  local text = ('goal %q: %s (%d left)'):format(
-    view.objective or '',
-    require('dsh.statusline').describe(view),
-    view.roundsLeft or 0
-  )
-  if type(view.blockedReason) == 'table' then
-    text = text .. ('; %s'):format(view.blockedReason.message or '')
-  end
-  local next_steps = M.goal_verbs(view)
-  return text .. ('; next: %s (revision %d)'):format(table.concat(next_steps, ', '), view.revision or 0)
+  local lines = vim.deepcopy(require('dsh.statusline').status(view).tooltip)
+  table.insert(lines, ('Revision %d'):format(view.revision or 0))
+  return table.concat(lines, '\n')
 end
 M.describe_goal = describe_goal
 
---- What a person can do with the goal in its phase (pure; the goal's transitions): no
---- `resume` for a complete goal, no `pause` for a paused one.
+--- What :Dsh goal <Tab> offers: the actions the daemon accepts in the goal's phase
+--- (no `resume` for a complete goal), and `disarm` while rounds run on their own.
 ---@param view table? GoalView
 ---@return string[]
 function M.goal_verbs(view)
-  if not view or view == vim.NIL then
-    return { 'create' }
+  local verbs = require('dsh.statusline').actions(view)
+  if view and view ~= vim.NIL and view.phase == 'active' and view.activation == 'armed' then
+    table.insert(verbs, 'disarm')
   end
-  local verbs = {
-    active = { 'edit', 'pause', 'complete', 'block', 'clear' },
-    paused = { 'edit', 'resume', 'complete', 'block', 'clear' },
-    blocked = { 'edit', 'resume', 'complete', 'clear' },
-    complete = { 'create', 'clear' },
-  }
-  local out = vim.deepcopy(verbs[view.phase] or M.tree.goal)
-  if view.phase == 'active' then
-    -- Armed: it can be disarmed; waiting after a load: resume arms it again.
-    table.insert(out, 2, view.activation == 'disarmed' and 'resume' or 'disarm')
-  end
-  return out
+  return verbs
 end
 
 -- Success notices stay short: a message wider than the screen makes Neovim wait for Enter.

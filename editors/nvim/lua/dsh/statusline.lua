@@ -1,66 +1,130 @@
--- Status text (pure: values in, strings out). The goal's text is the same in both
--- editors; tests/fixtures/status/ holds the cases both suites check.
+-- Goal status in a person's words (pure: a GoalView in, strings out). The same text,
+-- tooltip lines, severity and actions as the VS Code status bar and the daemon's own
+-- words; tests/fixtures/status/goal-status.json holds the cases all three check.
 local M = {}
 
 M.icon = '◎'
 M.busy_mark = '⟳'
 
---- 950 -> "950", 12400 -> "12.4k", 12000 -> "12k", 1250000 -> "1.25M" (pure).
+local function int(v)
+  return type(v) == 'number' and v == math.floor(v) and v or nil
+end
+
+--- "12.5" from 125 tenths, "12" from 120 (pure).
+local function tenths(n)
+  if n % 10 == 0 then
+    return tostring(n / 10)
+  end
+  return ('%d.%d'):format(math.floor(n / 10), n % 10)
+end
+
+--- A token count as people read it: 950, 12.4k, 182k, 1.3M. Halves round up, in
+--- integer arithmetic like every other client (pure).
 ---@param n number
 ---@return string
 function M.tokens(n)
-  n = tonumber(n) or 0
-  local function short(x, unit, decimals)
-    local text = ('%.' .. decimals .. 'f'):format(x)
-    text = text:gsub('%.?0+$', '')
-    return text .. unit
-  end
+  n = math.floor(tonumber(n) or 0)
   if n < 1000 then
-    return tostring(math.floor(n))
-  elseif n < 1000000 then
-    return short(math.floor(n / 100) / 10, 'k', 1)
+    return tostring(n)
+  elseif n < 100000 then
+    return tenths(math.floor((n + 50) / 100)) .. 'k'
   end
-  return short(math.floor(n / 10000) / 100, 'M', 2)
+  local thousands = math.floor((n + 500) / 1000)
+  if thousands < 1000 then
+    return thousands .. 'k'
+  end
+  return tenths(math.floor((n + 50000) / 100000)) .. 'M'
 end
 
---- The phase in a person's words: an active goal that nothing will continue (every
---- load starts that way) is "waiting for you to resume".
-local function phase_words(view)
-  if view.phase == 'active' and view.activation == 'disarmed' then
-    return 'waiting for you to resume'
-  elseif view.phase == 'blocked' and type(view.blockedReason) == 'table' and view.blockedReason.code then
-    return 'blocked: ' .. tostring(view.blockedReason.code)
-  end
-  return tostring(view.phase or '?')
-end
+local ACTION_ORDER = { 'create', 'edit', 'pause', 'resume', 'complete', 'block', 'clear' }
 
---- "12.4k tok", "12.4k/50k tok", or nil before any token was counted (pure).
-local function token_part(view)
-  local used = tonumber(view.tokensUsed)
-  local max = tonumber(view.maxTokens)
-  if max then
-    return ('%s/%s tok'):format(M.tokens(used or 0), M.tokens(max))
-  elseif used then
-    return M.tokens(used) .. ' tok'
-  end
-  return nil
-end
-
---- The goal's status text: `3/40 · 12.4k tok · active`, `40/40 · blocked: <code>`,
---- `3/40 · waiting for you to resume`, `no goal`. No revision: that is for details.
----@param view table? a GoalView
----@return string
-function M.goal_text(view)
+--- The goal operations the daemon accepts now, in a fixed order: `resume` only with
+--- rounds left (on an active goal, only while it waits for the person); a complete
+--- goal offers `create` and `clear` (pure).
+---@param view table? GoalView
+---@return string[]
+function M.actions(view)
   if view == nil or view == vim.NIL then
-    return 'no goal'
+    return { 'create' }
   end
-  local parts = { ('%d/%d'):format(tonumber(view.roundsStarted) or 0, tonumber(view.maxRounds) or 0) }
-  local tokens = token_part(view)
-  if tokens then
-    table.insert(parts, tokens)
+  local left = (int(view.roundsLeft) or 0) > 0
+  local waiting = view.activation ~= 'armed'
+  local allowed
+  if view.phase == 'active' then
+    allowed = { edit = true, pause = true, complete = true, block = true, clear = true, resume = waiting and left }
+  elseif view.phase == 'paused' then
+    allowed = { edit = true, complete = true, block = true, clear = true, resume = left }
+  elseif view.phase == 'blocked' then
+    allowed = { edit = true, complete = true, clear = true, resume = left }
+  else
+    allowed = { create = true, clear = true }
   end
-  table.insert(parts, phase_words(view))
-  return table.concat(parts, ' · ')
+  return vim.tbl_filter(function(a)
+    return allowed[a] == true
+  end, ACTION_ORDER)
+end
+
+--- `{text, tooltip, severity, actions}` for a GoalView or nil (pure). `text` has no
+--- icon: `3/40 · 12.4k tok · active`, `40/40 · blocked: <code>`, `no goal`. No
+--- revision anywhere.
+---@param view table?
+---@return {text: string, tooltip: string[], severity: 'none'|'hint'|'warning', actions: string[]}
+function M.status(view)
+  if view == nil or view == vim.NIL then
+    return { text = 'no goal', tooltip = { 'No goal in this session.', 'Actions: create' }, severity = 'none', actions = { 'create' } }
+  end
+  local used, max, left = int(view.roundsStarted) or 0, int(view.maxRounds) or 0, int(view.roundsLeft) or 0
+  local waiting = view.phase == 'active' and view.activation ~= 'armed'
+  local reason = type(view.blockedReason) == 'table' and view.blockedReason or nil
+  local tokens_used, max_tokens = int(view.tokensUsed), int(view.maxTokens)
+  local parts = { ('%d/%d'):format(used, max) }
+  if tokens_used then
+    table.insert(parts, max_tokens and ('%s/%s tok'):format(M.tokens(tokens_used), M.tokens(max_tokens)) or (M.tokens(tokens_used) .. ' tok'))
+  end
+  if waiting then
+    table.insert(parts, left > 0 and 'waiting for you to resume' or 'round budget spent')
+  elseif view.phase == 'blocked' and reason then
+    table.insert(parts, 'blocked: ' .. tostring(reason.code))
+  else
+    table.insert(parts, tostring(view.phase))
+  end
+  local state
+  if view.phase == 'active' then
+    if not waiting then
+      state = 'Active: rounds continue on their own.'
+    elseif left > 0 then
+      state = 'Active, waiting for you to resume: nothing runs until you do.'
+    else
+      state = 'Active, but its round budget is spent: raise it (edit) to go on.'
+    end
+  elseif view.phase == 'paused' then
+    state = 'Paused: nothing runs until you resume.'
+  elseif view.phase == 'blocked' then
+    state = reason and ('Blocked: %s (%s)'):format(tostring(reason.message), tostring(reason.code)) or 'Blocked.'
+  else
+    state = 'Complete.'
+  end
+  local tooltip = {
+    'Goal: ' .. tostring(view.objective or ''),
+    state,
+    ('Rounds: %d of %d used, %d left'):format(used, max, left),
+  }
+  if tokens_used then
+    table.insert(
+      tooltip,
+      max_tokens and ('Tokens: %s of %s used'):format(M.tokens(tokens_used), M.tokens(max_tokens))
+        or ('Tokens: %s used'):format(M.tokens(tokens_used))
+    )
+  end
+  local actions = M.actions(view)
+  table.insert(tooltip, 'Actions: ' .. table.concat(actions, ', '))
+  local severity = view.phase == 'blocked' and 'warning' or (waiting and 'hint' or 'none')
+  return { text = table.concat(parts, ' · '), tooltip = tooltip, severity = severity, actions = actions }
+end
+
+--- The goal's status text (the shared words, no icon).
+function M.goal_text(view)
+  return M.status(view).text
 end
 
 --- The statusline text: `◎ 3/40 · active`, with `plan` while plan mode is on and a
@@ -76,15 +140,14 @@ function M.format(view, opts)
   return (text:gsub('%%', '%%%%'))
 end
 
---- "3 of 40 rounds used", with ", 12.4k tokens" when counted (pure).
+--- "3 of 40 rounds used", with ", 12.4k tokens" when counted, for notices (pure).
 function M.usage(view)
   if view == nil or view == vim.NIL then
     return 'no goal'
   end
-  local text = ('%d of %d rounds used'):format(tonumber(view.roundsStarted) or 0, tonumber(view.maxRounds) or 0)
-  local tokens = token_part(view)
-  if tokens then
-    text = text .. ', ' .. tokens:gsub(' tok$', ' tokens')
+  local text = ('%d of %d rounds used'):format(int(view.roundsStarted) or 0, int(view.maxRounds) or 0)
+  if int(view.tokensUsed) then
+    text = text .. ', ' .. M.tokens(view.tokensUsed) .. ' tokens'
   end
   return text
 end
@@ -94,23 +157,18 @@ function M.describe(view)
   if view == nil or view == vim.NIL then
     return 'no goal'
   end
-  return M.usage(view) .. ' · ' .. phase_words(view)
+  local text = M.status(view).text
+  return M.usage(view) .. ' · ' .. text:match('[^·]+$'):gsub('^%s+', '')
 end
 
+local SEVERITY_HL = { hint = 'DiagnosticHint', warning = 'DiagnosticWarn' }
+
 --- The highlight group that suits `view`: a warning while blocked, a hint while an
---- active goal waits for the person to resume it, nil otherwise.
+--- active goal waits for the person, nil otherwise.
 ---@param view table?
 ---@return string?
 function M.highlight(view)
-  if view == nil or view == vim.NIL then
-    return nil
-  end
-  if view.phase == 'blocked' then
-    return 'DiagnosticWarn'
-  elseif view.phase == 'active' and view.activation == 'disarmed' then
-    return 'DiagnosticHint'
-  end
-  return nil
+  return SEVERITY_HL[M.status(view).severity]
 end
 
 return M
