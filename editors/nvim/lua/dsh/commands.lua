@@ -11,6 +11,8 @@ M.tree = {
   cancel = {},
   plan = { 'on', 'off' },
   goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
+  chat = { 'split', 'tab', 'here' },
+  stop = {},
   transcript = {},
   restart = {},
   sandbox = { 'read-only', 'workspace-write', 'full-access' },
@@ -86,6 +88,16 @@ function M.parse(args, bang)
       return nil, ('usage: :Dsh %s {text}'):format(sub)
     end
     return { action = sub, text = rest }
+  elseif sub == 'chat' then
+    if rest == '' or rest == 'split' or rest == 'tab' or rest == 'here' then
+      return { action = 'chat', where = rest ~= '' and rest or 'split' }
+    end
+    return nil, 'usage: :Dsh chat [split|tab|here]'
+  elseif sub == 'stop' then
+    if rest ~= '' then
+      return nil, 'usage: :Dsh stop (no arguments)'
+    end
+    return { action = 'cancel' }
   elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' then
     if rest ~= '' then
       return nil, ('usage: :Dsh %s (no arguments)'):format(sub)
@@ -223,7 +235,7 @@ local function become(agent_id, session_id)
 end
 
 --- Call `fn(agent_id)` with the current agent; `create` starts a session when none.
-local function with_agent(fn, create)
+function M.with_agent(fn, create)
   local state = require('dsh.state')
   if state.agent_id then
     return fn(state.agent_id)
@@ -238,6 +250,7 @@ local function with_agent(fn, create)
     fn(result.agentId)
   end, 'create a session')
 end
+local with_agent = M.with_agent
 
 --- Call `fn(agent_id, ref, view)` with the goal as last announced (read it if unknown).
 local function with_goal(fn)
@@ -430,7 +443,7 @@ M.actions = {
       end
       request(requests().agent_prompt, { agentId = agent_id, text = a.text }, function(result)
         done(result)
-        if require('dsh.config').options.notify_turns and result then
+        if require('dsh.config').options.notify_turns and result and not a.quiet then
           if result.turn == nil or result.turn == vim.NIL then
             notify(('%s: done'):format(a.text:match('^%S+'))) -- a /command that opened no turn
           else
@@ -586,6 +599,9 @@ M.actions = {
   end,
   transcript = function()
     require('dsh.transcript').open()
+  end,
+  chat = function(a)
+    require('dsh.chat').open(a.where)
   end,
   restart = function()
     local client = require('dsh.client')

@@ -117,6 +117,9 @@ function M.set_current(agent_id, session_id)
   announce('DshGoalChanged', { agentId = agent_id, status = status_text })
   announce('DshStatusChanged', { agentId = agent_id, status = status_text })
   announce('DshSessionChanged', { agentId = agent_id, sessionId = session_id })
+  if package.loaded['dsh.chat'] then
+    require('dsh.chat').on_session_changed(agent_id, session_id)
+  end
   vim.cmd('redrawstatus!')
 end
 

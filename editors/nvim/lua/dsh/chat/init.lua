@@ -1,75 +1,217 @@
--- The chat items of the sessions this editor follows: dsh/chat/get (a page at a time)
--- fills a store per session, and every dsh/chat/item upsert keeps it current. The items
--- carry their words: nothing here derives text from log events. (The data side only: a
--- conversation buffer renders from these stores.)
+-- :Dsh chat: a conversation buffer per session that renders the daemon's chat items
+-- (dsh/chat/get, then every dsh/chat/item upsert) and sends what the person types in
+-- its prompt area. Nothing here derives text from log events: the items carry it.
+local builder_mod = require('dsh.chat.builder')
 local store_mod = require('dsh.chat.store')
 
 local M = {}
 
--- sessionId -> { agent_id, store, loading, pending }
-local followed = {}
+-- sessionId -> { buf, agent_id, session_id, store, builder, loading, pending }
+local views = {}
 
-M.PAGE = 500
+local function notify(message, level)
+  vim.notify('dsh: ' .. message, level or vim.log.levels.INFO, { title = 'dsh' })
+end
 
---- Read the agent's items and follow its upserts; `done(store)` once they are all read.
-function M.follow(agent_id, session_id, done)
+--- The view of a buffer (for tests and the input).
+function M.view_of_buf(buf)
+  for _, view in pairs(views) do
+    if view.buf == buf then
+      return view
+    end
+  end
+end
+
+function M.views()
+  return views
+end
+
+local function show(view, item)
+  local at = view.store:upsert(item)
+  -- The formatter continues the item shown before it (same turn: no new heading).
+  local prev = view.store:before(at)
+  while prev and not require('dsh.chat.formatters').knows(prev.kind) do
+    at = at - 1
+    prev = view.store:before(at)
+  end
+  view.builder:upsert(item, prev)
+end
+
+--- Read the agent's items (a page at a time) and render them, then the upserts that
+--- arrived meanwhile (an upsert of an id already read replaces it, as anywhere).
+local function load(view)
   local client = require('dsh.client')
   local protocol = require('dsh.protocol')
-  local entry = { agent_id = agent_id, store = store_mod.new(), loading = true, pending = {} }
-  followed[session_id] = entry
+  local agent_id = view.agent_id
+  view.loading, view.pending = true, {}
+  view.store = store_mod.new()
+  local items = {}
+  local limit = 500
   local function page(after_seq)
-    local params = { agentId = agent_id, limit = M.PAGE }
+    local params = { agentId = agent_id, limit = limit }
     if after_seq then
       params.afterSeq = after_seq
     end
     client.request(protocol.requests.chat_get, params, function(result)
-      if followed[session_id] ~= entry then
-        return -- followed again meanwhile (another agent)
+      if view.agent_id ~= agent_id then
+        return -- the session moved to another agent meanwhile
       end
-      local items = result and result.items or {}
-      local counted = 0
-      for _, item in ipairs(items) do
-        entry.store:upsert(item)
-        if item.seq ~= nil then
-          counted = counted + 1
-        end
-      end
-      if counted >= M.PAGE then
+      local got = result and result.items or {}
+      vim.list_extend(items, got)
+      local with_seq = vim.tbl_filter(function(i)
+        return i.seq ~= nil
+      end, got)
+      if #with_seq >= limit then
         return page(result.nextSeq)
       end
-      for _, item in ipairs(entry.pending) do
-        entry.store:upsert(item)
+      for _, item in ipairs(items) do
+        view.store:upsert(item)
       end
-      entry.loading, entry.pending = false, {}
-      if done then
-        done(entry.store)
+      for _, item in ipairs(view.pending) do
+        view.store:upsert(item)
       end
-    end, 'read the conversation')
+      view.loading, view.pending = false, {}
+      view.builder:reset(view.store:items())
+    end, 'read the conversation', function()
+      view.loading = false
+      return false -- still reported
+    end)
   end
   page(nil)
-  return entry.store
 end
 
---- dsh/chat/item: an upsert for a followed session's store.
+local function set_window_options(win)
+  vim.wo[win].foldmethod = 'expr'
+  vim.wo[win].foldexpr = "v:lua.require'dsh.chat.builder'.foldexpr()"
+  vim.wo[win].foldtext = "v:lua.require'dsh.chat.builder'.foldtext()"
+  vim.wo[win].foldlevel = 0
+  vim.wo[win].foldenable = true
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
+  vim.wo[win].number = false
+  vim.wo[win].winbar = "%{%v:lua.require'dsh.chat'.winbar()%}"
+end
+
+local function new_view(agent_id, session_id)
+  local buf = vim.api.nvim_create_buf(true, true)
+  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://chat/' .. session_id)
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].bufhidden = 'hide'
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = 'markdown'
+  local view = { buf = buf, agent_id = agent_id, session_id = session_id }
+  view.builder = builder_mod.attach(buf)
+  views[session_id] = view
+  require('dsh.chat.input').attach(buf, function()
+    M.send(view)
+  end)
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    buffer = buf,
+    once = true,
+    callback = function()
+      views[session_id] = nil
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufWinEnter', {
+    buffer = buf,
+    callback = function()
+      set_window_options(vim.api.nvim_get_current_win())
+    end,
+  })
+  load(view)
+  return view
+end
+
+--- Open the current session's chat: `where` is 'split' (default, a vertical split),
+--- 'tab', or 'here' (the current window). Starts a session when none is open.
+function M.open(where)
+  require('dsh.commands').with_agent(function(agent_id)
+    local state = require('dsh.state')
+    local session_id = state.session_id
+    local view = views[session_id]
+    if view and view.agent_id ~= agent_id then
+      view.agent_id = agent_id
+      load(view)
+    end
+    view = view or new_view(agent_id, session_id)
+    local wins = vim.fn.win_findbuf(view.buf)
+    if #wins > 0 and where ~= 'tab' then
+      vim.api.nvim_set_current_win(wins[1])
+    else
+      if where == 'tab' then
+        vim.cmd('tabnew')
+      elseif where ~= 'here' then
+        vim.cmd('vsplit')
+      end
+      vim.api.nvim_win_set_buf(0, view.buf)
+      set_window_options(vim.api.nvim_get_current_win())
+    end
+    -- Ready to type: the cursor at the end of the prompt area.
+    local last = vim.api.nvim_buf_line_count(view.buf)
+    vim.api.nvim_win_set_cursor(0, { last, 0 })
+  end, true)
+end
+
+--- dsh/chat/item: an upsert for the chat of that session, if one is open.
 function M.on_item(params)
   if type(params) ~= 'table' or type(params.item) ~= 'table' or type(params.item.id) ~= 'string' then
     return
   end
-  local entry = followed[params.sessionId]
-  if not entry or entry.agent_id ~= params.agentId then
+  local view = views[params.sessionId]
+  if not view or view.agent_id ~= params.agentId then
     return
   end
-  if entry.loading then
-    table.insert(entry.pending, params.item)
+  if view.loading then
+    table.insert(view.pending, params.item)
   else
-    entry.store:upsert(params.item)
+    show(view, params.item)
   end
 end
 
---- The items of a followed session, in order (nil if it is not followed).
-function M.items(session_id)
-  local entry = followed[session_id]
-  return entry and entry.store:items() or nil
+--- Another agent became current for a session with an open chat (reopened after a
+--- restart, reloaded): read its items under the same ids.
+function M.on_session_changed(agent_id, session_id)
+  local view = session_id and views[session_id]
+  if view and agent_id and view.agent_id ~= agent_id then
+    view.agent_id = agent_id
+    load(view)
+  end
+end
+
+--- Send what the person typed: a prompt, or a steer while a turn runs.
+function M.send(view)
+  local input = require('dsh.chat.input')
+  local text = input.text(view.builder:prompt_lines())
+  if text == '' then
+    return notify('type your message below the conversation first', vim.log.levels.WARN)
+  end
+  local state = require('dsh.state')
+  if view.agent_id ~= state.agent_id then
+    state.set_current(view.agent_id, view.session_id)
+  end
+  view.builder:set_prompt({ '' })
+  local actions = require('dsh.commands').actions
+  if state.busy(view.agent_id) then
+    actions.steer({ text = text })
+  else
+    actions.prompt({ text = text, quiet = true })
+  end
+end
+
+--- The chat window's bar: the session title (or id) and the statusline text.
+function M.winbar()
+  local view = M.view_of_buf(vim.api.nvim_get_current_buf())
+  if not view then
+    return ''
+  end
+  local state = require('dsh.state')
+  local status = view.agent_id == state.agent_id and state.statusline() or ''
+  local title = view.session_id
+  local first = view.store and view.store:items()[1]
+  if first and first.kind == 'session' and type(first.title) == 'string' and first.title ~= '' then
+    title = first.title
+  end
+  return (' dsh · %s%%=%s '):format((title:gsub('%%', '%%%%')), status)
 end
 
 return M

@@ -1,0 +1,31 @@
+-- Text helpers the chat formatters share (pure).
+local M = {}
+
+--- Text as buffer lines (no embedded newlines), trailing newline dropped (pure).
+function M.split(text)
+  local lines = vim.split(tostring(text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
+  if #lines > 1 and lines[#lines] == '' then
+    table.remove(lines)
+  end
+  return lines
+end
+
+--- A fenced block around `text` whose fence no line of `text` can close (pure).
+function M.fenced(text, lang, indent)
+  indent = indent or ''
+  local fence = '```'
+  for _, line in ipairs(M.split(text)) do
+    local run = line:match('^%s*(`+)')
+    if run and #run >= #fence then
+      fence = string.rep('`', #run + 1)
+    end
+  end
+  local out = { indent .. fence .. (lang or '') }
+  for _, line in ipairs(M.split(text)) do
+    table.insert(out, indent .. line)
+  end
+  table.insert(out, indent .. fence)
+  return out
+end
+
+return M
