@@ -38,6 +38,13 @@ function M.attach(buf)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, { '' })
   self:place_prompt(0)
   builders[buf] = self
+  -- The person's own edits move lines too: read the ranges from the marks again.
+  vim.api.nvim_create_autocmd({ 'TextChanged', 'TextChangedI' }, {
+    buffer = buf,
+    callback = function()
+      self.folds = nil
+    end,
+  })
   vim.api.nvim_create_autocmd('BufWipeout', {
     buffer = buf,
     once = true,
@@ -110,7 +117,35 @@ end
 local function set_lines(self, first, last, lines)
   vim.bo[self.buf].modifiable = true
   vim.api.nvim_buf_set_lines(self.buf, first, last, false, lines)
-  self.folds = nil
+end
+
+local function same_fold(a, b)
+  return (a == nil and b == nil) or (a ~= nil and b ~= nil and a[1] == b[1] and a[2] == b[2])
+end
+
+--- The fold ranges as they will be once item `id` (at `row`, now `fold`, grown by
+--- `delta` lines) is written. Neovim evaluates 'foldexpr' for the changed lines while
+--- the buffer is written, so the ranges must be right before the write, not after.
+local function ranges_after(self, id, row, fold, delta)
+  local out = {}
+  local placed = false
+  for _, r in ipairs(self:fold_ranges()) do
+    if r.id ~= id then
+      if r[1] > row then
+        if not placed and fold then
+          table.insert(out, { row + fold[1], row + fold[2], id = id })
+          placed = true
+        end
+        table.insert(out, { r[1] + delta, r[2] + delta, id = r.id })
+      else
+        table.insert(out, r)
+      end
+    end
+  end
+  if not placed and fold then
+    table.insert(out, { row + fold[1], row + fold[2], id = id })
+  end
+  return out
 end
 
 local function paint(self, row, out)
@@ -136,22 +171,27 @@ function Builder:upsert(item, prev)
   if entry then
     local first = row_of(self.buf, entry.mark)
     local old = vim.api.nvim_buf_get_lines(self.buf, first, first + entry.count, false)
-    -- Only from the first changed line: a streaming reply rewrites its tail.
+    -- Only from the first changed line: a streaming reply rewrites its tail. A fold
+    -- that changes shape is rewritten whole, so Neovim folds all of its lines again.
     local same = 0
-    while same < #old and same < #out.lines and old[same + 1] == out.lines[same + 1] do
-      same = same + 1
+    if same_fold(entry.fold, out.fold) then
+      while same < #old and same < #out.lines and old[same + 1] == out.lines[same + 1] do
+        same = same + 1
+      end
     end
     if same < #old or same < #out.lines then
       local prompt = self:prompt_row()
-      set_lines(self, first + same, first + entry.count, vim.list_slice(out.lines, same + 1))
+      self.folds = ranges_after(self, item.id, first, out.fold, #out.lines - entry.count)
+      entry.count, entry.fold = #out.lines, out.fold
+      set_lines(self, first + same, first + #old, vim.list_slice(out.lines, same + 1))
       -- The prompt's mark holds on to its row: move it by what the item grew.
-      self:place_prompt(prompt + #out.lines - entry.count)
+      self:place_prompt(prompt + #out.lines - #old)
     end
     vim.api.nvim_buf_set_extmark(self.buf, ns, first, 0, { id = entry.mark })
-    entry.count, entry.fold = #out.lines, out.fold
     paint(self, first, out)
   else
     local at = self:prompt_row()
+    self.folds = ranges_after(self, item.id, at, out.fold, #out.lines)
     set_lines(self, at, at, out.lines)
     self:place_prompt(at + #out.lines)
     local mark = vim.api.nvim_buf_set_extmark(self.buf, ns, at, 0, {})
@@ -173,7 +213,7 @@ function Builder:reset(items)
   for _, entry in pairs(self.entries) do
     vim.api.nvim_buf_del_extmark(self.buf, ns, entry.mark)
   end
-  self.entries, self.order = {}, {}
+  self.entries, self.order, self.folds = {}, {}, {}
   set_lines(self, 0, self:prompt_row(), {})
   vim.api.nvim_buf_clear_namespace(self.buf, hl_ns, 0, -1)
   self:place_prompt(0)
@@ -209,7 +249,7 @@ function Builder:fold_ranges()
     local entry = self.entries[id]
     if entry.fold then
       local row = row_of(self.buf, entry.mark)
-      table.insert(ranges, { row + entry.fold[1], row + entry.fold[2] })
+      table.insert(ranges, { row + entry.fold[1], row + entry.fold[2], id = id })
     end
   end
   self.folds = ranges

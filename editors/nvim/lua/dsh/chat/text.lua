@@ -28,4 +28,15 @@ function M.fenced(text, lang, indent)
   return out
 end
 
+--- Whether `item` continues the reply `prev` belongs to (same turn, after the model's
+--- text, a tool call, a plan or a permission answer): then it needs no new heading.
+function M.continues(item, prev)
+  return prev ~= nil
+    and prev.turn ~= nil
+    and prev.turn == item.turn
+    and (prev.kind == 'assistant-message' or prev.kind == 'tool-call' or prev.kind == 'plan-review' or prev.kind == 'permission')
+end
+
+M.reply_heading = '## dsh'
+
 return M

@@ -5,14 +5,6 @@ local M = { kinds = { 'user-message', 'assistant-message' } }
 
 M.cursor = '▍' -- shown at the end of a reply that is still streaming
 
---- A reply continues the turn's previous reply or tool call without a new heading.
-local function continues(item, prev)
-  return prev ~= nil
-    and prev.turn ~= nil
-    and prev.turn == item.turn
-    and (prev.kind == 'assistant-message' or prev.kind == 'tool-call' or prev.kind == 'plan-review' or prev.kind == 'permission')
-end
-
 function M.format(item, prev)
   local lines, hl = {}, {}
   if item.kind == 'user-message' then
@@ -24,8 +16,8 @@ function M.format(item, prev)
       end
     end
   else
-    if not continues(item, prev) then
-      table.insert(lines, '## dsh')
+    if not text.continues(item, prev) then
+      table.insert(lines, text.reply_heading)
     end
     local body = item.text or ''
     if body ~= '' or item.partial then

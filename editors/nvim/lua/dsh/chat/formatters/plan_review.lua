@@ -11,9 +11,13 @@ local outcome_hl = {
   ['not-reviewed'] = 'Comment',
 }
 
-function M.format(item)
-  local lines = { ('### %s · %s'):format(tostring(item.title or 'Plan'), tostring(item.outcomeText or item.outcome or '')) }
-  local hl = { [1] = outcome_hl[item.outcome] }
+function M.format(item, prev)
+  local lines, hl = {}, {}
+  if not text.continues(item, prev) then
+    table.insert(lines, text.reply_heading)
+  end
+  table.insert(lines, ('### %s · %s'):format(tostring(item.title or 'Plan'), tostring(item.outcomeText or item.outcome or '')))
+  hl[#lines] = outcome_hl[item.outcome]
   local first = #lines + 1
   for _, line in ipairs(text.split(item.plan)) do
     table.insert(lines, line == '' and '>' or ('> ' .. line))
@@ -24,7 +28,7 @@ function M.format(item)
   local last = #lines
   if type(item.feedback) == 'string' and item.feedback ~= '' then
     for i, line in ipairs(text.split(item.feedback)) do
-      table.insert(lines, (i == 1 and 'Sent back: ' or '  ') .. line)
+      table.insert(lines, (i == 1 and '↳ ' or '  ') .. line)
       hl[#lines] = 'DiagnosticWarn'
     end
   end

@@ -7,13 +7,19 @@ local M = { kinds = { 'tool-call' } }
 M.marks = { running = '⋯', ok = '✓', failed = '✗' }
 local status_hl = { running = 'DiagnosticInfo', failed = 'DiagnosticError' }
 
--- Results that are diffs read better highlighted as one.
-local result_lang = { edit_file = 'diff', write_file = 'diff' }
+-- What the call is about first (the path, the command), the bulk after.
+local key_rank = { path = 1, pattern = 2, command = 3, cwd = 4, oldText = 5, newText = 6, content = 7 }
 
 local function argument_lines(arguments)
   local out = {}
   local keys = vim.tbl_keys(arguments)
-  table.sort(keys)
+  table.sort(keys, function(a, b)
+    local ra, rb = key_rank[a] or 50, key_rank[b] or 50
+    if ra ~= rb then
+      return ra < rb
+    end
+    return a < b
+  end)
   for _, key in ipairs(keys) do
     local value = arguments[key]
     if type(value) == 'string' and value:find('\n') then
@@ -27,13 +33,18 @@ local function argument_lines(arguments)
   return out
 end
 
-function M.format(item)
+function M.format(item, prev)
   local head = ('▸ %s %s'):format(tostring(item.title or item.name), M.marks[item.status] or '')
   if item.discarded then
     head = head .. ' (not run: the turn ended first)'
   end
-  local lines = { head }
-  local hl = { [1] = item.discarded and 'Comment' or status_hl[item.status] }
+  local lines, hl = {}, {}
+  if not text.continues(item, prev) then
+    table.insert(lines, text.reply_heading)
+  end
+  table.insert(lines, head)
+  hl[#lines] = item.discarded and 'Comment' or status_hl[item.status]
+  local head_at = #lines
   if type(item.arguments) == 'table' and next(item.arguments) ~= nil then
     vim.list_extend(lines, argument_lines(item.arguments))
   elseif type(item.argumentsText) == 'string' and item.argumentsText ~= '' then
@@ -41,9 +52,11 @@ function M.format(item)
   end
   if type(item.result) == 'string' then
     table.insert(lines, '  result:')
-    vim.list_extend(lines, text.fenced(item.result, result_lang[item.name], '  '))
+    -- An edit's result is a unified diff: highlight it as one.
+    local lang = (item.result:match('^%-%-%- ') or item.result:match('^@@')) and 'diff' or nil
+    vim.list_extend(lines, text.fenced(item.result, lang, '  '))
   end
-  local fold = #lines > 1 and { 2, #lines } or nil
+  local fold = #lines > head_at and { head_at + 1, #lines } or nil
   table.insert(lines, '')
   return { lines = lines, fold = fold, hl = hl }
 end
