@@ -671,3 +671,35 @@ def test_restart_reopens_the_session(tmp_path, editors):
         timeout=30, what="the session, reopened",
     )
     assert not [m for m in editor.messages() if "crash" in m or "exited" in m], editor.messages()
+
+
+def test_a_goal_the_agent_blocks_raises_a_notification(tmp_path, editors):
+    block = {"name": "goal_block", "arguments": {"code": "dependency-conflict",
+                                                 "message": "urllib3 2.x conflicts with the pinned requests"}}
+    workspace = make_workspace(tmp_path / "ws", [{"toolCalls": [block]}, {"text": "blocked; someone must pick the pin"}])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh goal create ship retries 40")
+    editor.wait_for("require('dsh').goal_phase() == 'blocked'", what="the agent to block the goal")
+    message = editor.wait_for(
+        "vim.iter(_G.dsh_test.messages):find(function(m) return m.msg:find('blocked the goal', 1, true) end)"
+    )
+    assert message["msg"] == ("dsh: the agent blocked the goal: urllib3 2.x conflicts with the pinned requests"
+                              " (dependency-conflict). :Dsh goal shows it; edit or resume it when ready.")
+    assert message["level"] == editor.lua("return vim.log.levels.WARN")
+    editor.wait_for("not require('dsh.state').busy()")
+    assert editor.lua("return require('dsh').statusline()").endswith("· blocked: dependency-conflict")
+    assert len([m for m in editor.messages() if "blocked" in m]) == 1, editor.messages()
+
+
+def test_a_goal_the_agent_completes_raises_a_notification(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [{"toolCalls": [{"name": "goal_complete", "arguments": {}}]},
+                                                 {"text": "done"}])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    new_session(editor)
+    editor.typed("Dsh goal create ship retries 40")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('goal complete: ship retries', 1, true) end)",
+                    what="the completion notice")
+    assert editor.lua("return require('dsh').goal_phase()") == "complete"

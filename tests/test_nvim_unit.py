@@ -821,3 +821,62 @@ def test_no_lua_file_touches_an_unknown_global(editor):
     assert accesses, "the bytecode listing found no global access at all"
     assert [a for a in accesses if a["op"] == "GSET"] == []
     assert [a for a in accesses if a["name"] not in KNOWN_GLOBALS] == []
+
+
+# ---- notifications ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "view", "needles", "level"),
+    [
+        ("block", goal_view(12, 40, "blocked", "disarmed",
+                            blockedReason={"code": "dependency-conflict", "message": "urllib3 clashes"}),
+         ["the agent blocked the goal: urllib3 clashes (dependency-conflict)"], "WARN"),
+        ("block", goal_view(40, 40, "blocked", "disarmed",
+                            blockedReason={"code": "round-budget-exhausted", "message": "all 40 used"}),
+         ["spent its round budget (40 of 40 rounds used)", ":Dsh goal edit"], "WARN"),
+        ("block", goal_view(8, 40, "blocked", "disarmed", tokensUsed=1260000, maxTokens=1000000,
+                            blockedReason={"code": "token-budget-exhausted", "message": "over"}),
+         ["spent its token budget (1.3M of 1M tokens used)"], "WARN"),
+        ("complete", goal_view(6, 40, "complete", "disarmed", tokensUsed=950),
+         ["goal complete: make the tests pass (6 of 40 rounds used, 950 tokens)"], "INFO"),
+    ],
+)
+def test_goal_changes_the_person_did_not_make_are_told(editor, op, view, needles, level):
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    editor.lua("require('dsh.handlers').table()['dsh/goal/changed'](nil, ...)",
+               {"agentId": "a-1", "sessionId": SID, "op": op, "revision": 2, "goal": view})
+    messages = editor.lua("return _G.dsh_test.messages")
+    assert len(messages) == 1, messages
+    for needle in needles:
+        assert needle in messages[0]["msg"]
+    assert messages[0]["level"] == editor.lua(f"return vim.log.levels.{level}")
+
+
+def test_a_goal_change_this_editor_asked_for_is_told_once(editor):
+    editor.lua("require('dsh.notices').own_write('a-1', 'complete', 1)")
+    editor.lua("require('dsh.handlers').table()['dsh/goal/changed'](nil, ...)",
+               {"agentId": "a-1", "sessionId": SID, "op": "complete", "revision": 2,
+                "goal": goal_view(6, 40, "complete", "disarmed")})
+    assert editor.messages() == []
+    # Rounds, pauses and the like are the statusline's business, not a notification.
+    editor.lua("require('dsh.handlers').table()['dsh/goal/changed'](nil, ...)",
+               {"agentId": "a-1", "sessionId": SID, "op": "round", "revision": 2, "goal": goal_view(7, 40)})
+    assert editor.messages() == []
+
+
+def test_a_turn_that_ends_with_a_model_error_is_told(editor):
+    at = "2026-11-29T18:40:18.123Z"
+    editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", {
+        "agentId": "a-1", "sessionId": SID, "event": {
+            "seq": 9, "type": "turn/close", "at": at, "turn": 4,
+            "data": {"turn": 4, "stopReason": "model-error",
+                     "error": {"kind": "auth", "message": "the server refused the key: set OPENAI_API_KEY"}}}})
+    messages = editor.lua("return _G.dsh_test.messages")
+    assert [m["msg"] for m in messages] == [
+        "dsh: turn 4 stopped: model error, authentication failed (auth): the server refused the key: set OPENAI_API_KEY"]
+    assert messages[0]["level"] == editor.lua("return vim.log.levels.ERROR")
+    editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", {
+        "agentId": "a-1", "sessionId": SID, "event": {
+            "seq": 12, "type": "turn/close", "at": at, "turn": 5, "data": {"turn": 5, "stopReason": "end-turn"}}})
+    assert len(editor.messages()) == 1

@@ -361,9 +361,17 @@ end
 local function goal_write(method, done, attempt, extra)
   with_goal(function(agent_id, ref)
     local params = vim.tbl_extend('force', { agentId = agent_id, ref = ref }, extra or {})
+    -- The change's own notification is not told again (this notice says it).
+    local op = method:match('([^/]+)$')
+    local notices = require('dsh.notices')
+    notices.own_write(agent_id, op, 1)
     request(method, params, function(view)
+      notices.own_write(agent_id, op, -1)
       notify(('%s · %s'):format(done, short_goal(view)))
-    end, attempt)
+    end, attempt, function()
+      notices.own_write(agent_id, op, -1)
+      return false
+    end)
   end)
 end
 
@@ -446,8 +454,9 @@ M.actions = {
         if require('dsh.config').options.notify_turns and result and not a.quiet then
           if result.turn == nil or result.turn == vim.NIL then
             notify(('%s: done'):format(a.text:match('^%S+'))) -- a /command that opened no turn
-          else
-            notify(('turn %s ended: %s'):format(tostring(result.turn), tostring(result.stopReason)))
+          elseif result.stopReason ~= 'model-error' and result.stopReason ~= 'error' then -- told by dsh.notices
+            local words = { ['end-turn'] = 'finished', cancelled = 'stopped' }
+            notify(('turn %s %s'):format(tostring(result.turn), words[result.stopReason] or ('ended: ' .. tostring(result.stopReason))))
           end
         end
       end, 'send the prompt', function(err)

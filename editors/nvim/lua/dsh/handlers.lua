@@ -9,6 +9,7 @@ local function goal_changed(_, params)
   end
   -- After a clear there is no goal field.
   require('dsh.state').set_goal(params.agentId, params.goal, params.op)
+  require('dsh.notices').on_goal_changed(params)
 end
 
 local function plan_changed(_, params)
@@ -30,6 +31,7 @@ local function session_event(_, params)
       require('dsh.state').set_turn_open(params.agentId, false)
     end
   end
+  require('dsh.notices').on_event(params)
   require('dsh.transcript').on_event(params)
   require('dsh.review').on_event(params)
 end

@@ -1,0 +1,100 @@
+-- Telling the person what changed while they were elsewhere: the agent blocked or
+-- completed the goal, the goal spent its budget, a turn ended with a model error.
+-- Pure message builders, and the handlers that send them with vim.notify.
+local M = {}
+
+local levels = vim.log.levels
+
+--- The message (and level) for a dsh/goal/changed notification, or nil when there is
+--- nothing to tell (pure). `own` is true when this editor asked for the change itself
+--- (its command already said so).
+---@return string? message
+---@return integer? level
+function M.goal_message(params, own)
+  local goal = type(params) == 'table' and params.goal or nil
+  if own or type(goal) ~= 'table' then
+    return nil
+  end
+  local usage = require('dsh.statusline').usage(goal)
+  if params.op == 'block' then
+    local reason = type(goal.blockedReason) == 'table' and goal.blockedReason or {}
+    if reason.code == 'round-budget-exhausted' then
+      return ('the goal spent its round budget (%s). Raise it with :Dsh goal edit {rounds}, or :Dsh goal complete.'):format(usage),
+        levels.WARN
+    elseif reason.code == 'token-budget-exhausted' then
+      local tokens = require('dsh.statusline').tokens
+      return ('the goal spent its token budget (%s of %s tokens used). Raise the budget, or :Dsh goal complete.'):format(
+        tokens(goal.tokensUsed or 0),
+        tokens(goal.maxTokens or 0)
+      ),
+        levels.WARN
+    end
+    return ('the agent blocked the goal: %s (%s). :Dsh goal shows it; edit or resume it when ready.'):format(
+      tostring(reason.message or ''),
+      tostring(reason.code or '?')
+    ),
+      levels.WARN
+  elseif params.op == 'complete' then
+    return ('goal complete: %s (%s)'):format(tostring(goal.objective or ''), usage), levels.INFO
+  end
+  return nil
+end
+
+local error_words = {
+  auth = 'authentication failed',
+  ['rate-limit'] = 'rate limited',
+  connection = 'could not connect',
+  timeout = 'timed out',
+  ['bad-request'] = 'request refused',
+  ['context-overflow'] = 'context too long',
+  server = 'server error',
+  ['bad-response'] = 'bad response',
+}
+
+--- The message for a committed event that ended a turn with an error, or nil (pure).
+function M.turn_message(event)
+  if type(event) ~= 'table' or event.type ~= 'turn/close' or type(event.data) ~= 'table' then
+    return nil
+  end
+  local data = event.data
+  local err = type(data.error) == 'table' and data.error or nil
+  if err then
+    local kind = tostring(err.kind or 'error')
+    return ('turn %s stopped: model error, %s (%s): %s'):format(
+      tostring(data.turn or event.turn or '?'),
+      error_words[kind] or kind,
+      kind,
+      tostring(err.message or '')
+    )
+  elseif data.stopReason == 'error' then
+    return ('turn %s stopped by an internal error; the daemon log says more (:LspLog).'):format(tostring(data.turn or '?'))
+  end
+  return nil
+end
+
+-- Goal writes this editor has in flight, so their notifications are not told twice:
+-- agentId -> op -> count.
+local own = {}
+
+--- Mark a goal write of `op` as sent (+1) or answered (-1) by this editor.
+function M.own_write(agent_id, op, delta)
+  own[agent_id] = own[agent_id] or {}
+  own[agent_id][op] = math.max(0, (own[agent_id][op] or 0) + delta)
+end
+
+function M.on_goal_changed(params)
+  local mine = own[params.agentId] and (own[params.agentId][params.op] or 0) > 0
+  local message, level = M.goal_message(params, mine)
+  if message then
+    vim.notify('dsh: ' .. message, level, { title = 'dsh' })
+  end
+end
+
+function M.on_event(params)
+  local message = M.turn_message(params and params.event)
+  if message then
+    vim.notify('dsh: ' .. message, levels.ERROR, { title = 'dsh' })
+  end
+end
+
+return M
