@@ -1,0 +1,186 @@
+-- Approvals: answers dsh/permission/ask in a float that shows the edit's diff or the
+-- command and its folder. `a` allows once, `s` allows this tool for the session, `r`
+-- rejects with feedback for the agent; closing the float any other way rejects
+-- (fail-closed). A request the daemon withdraws (the turn ended, its timeout) closes
+-- its float.
+local float = require('dsh.float')
+
+local M = {}
+
+M.keys = { allow = 'a', session = 's', reject = 'r', close = 'q' }
+
+-- Open approvals by buffer: { buf, win, params, decide }.
+local open = {}
+
+--- The lines the float shows for `params` (pure): the diff, or the command and the
+--- folder it runs in.
+---@return string[] lines
+---@return string filetype
+function M.body(params)
+  if type(params.diff) == 'string' and params.diff ~= '' then
+    return require('dsh.review').split_lines(params.diff), 'diff'
+  end
+  local lines = {}
+  if type(params.command) == 'string' then
+    for i, line in ipairs(require('dsh.review').split_lines(params.command)) do
+      table.insert(lines, (i == 1 and '$ ' or '  ') .. line)
+    end
+  end
+  if type(params.cwd) == 'string' then
+    table.insert(lines, '')
+    table.insert(lines, 'in ' .. params.cwd)
+  end
+  if #lines == 0 then
+    lines = { ('%s wants to run (%s).'):format(tostring(params.tool), tostring(params.mutability)) }
+  end
+  return lines, 'sh'
+end
+
+--- The answer (pure): feedback only with a reject, and only when there is some.
+function M.answer(outcome, feedback)
+  local result = { outcome = outcome }
+  if outcome == 'reject' and type(feedback) == 'string' and vim.trim(feedback) ~= '' then
+    result.feedback = feedback
+  end
+  return result
+end
+
+local function key_help(tool)
+  local k = M.keys
+  return ('%s allow · %s allow %s for this session · %s reject with feedback · %s reject'):format(
+    k.allow,
+    k.session,
+    tostring(tool or 'it'),
+    k.reject,
+    k.close
+  )
+end
+
+--- Open the float for `params`; `finish(result)` is called exactly once.
+function M.open(params, finish)
+  local lines, filetype = M.body(params)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = filetype
+  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://approve/' .. tostring(params.callId))
+  local approval = { buf = buf, params = params, done = false, feedback = nil }
+  approval.win = float.open(buf, {
+    title = ('%s · %s needs your yes'):format(tostring(params.title or params.tool), tostring(params.mutability or '?')),
+    keys = key_help(params.tool),
+    number = false,
+  })
+
+  function approval.decide(result)
+    if approval.done then
+      return
+    end
+    approval.done = true
+    open[buf] = nil
+    if vim.api.nvim_win_is_valid(approval.win) then
+      vim.api.nvim_win_close(approval.win, true)
+    end
+    finish(result)
+  end
+  open[buf] = approval
+
+  local function map(lhs, fn, desc)
+    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = desc })
+  end
+  map(M.keys.allow, function()
+    approval.decide(M.answer('allow-once'))
+  end, 'dsh: allow this once')
+  map(M.keys.session, function()
+    approval.decide(M.answer('allow-session'))
+  end, 'dsh: allow this tool for the session')
+  map(M.keys.reject, function()
+    vim.ui.input({ prompt = 'Reject. What should the agent do instead? ', default = approval.feedback }, function(text)
+      if text == nil then
+        return -- cancelled: still asking
+      end
+      approval.decide(M.answer('reject', text))
+    end)
+  end, 'dsh: reject, with feedback for the agent')
+  map(M.keys.close, function()
+    approval.decide(M.answer('reject'))
+  end, 'dsh: reject')
+  -- Closing the window any other way rejects too (fail-closed).
+  vim.api.nvim_create_autocmd('WinClosed', {
+    pattern = tostring(approval.win),
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        approval.decide(M.answer('reject'))
+      end)
+    end,
+  })
+  return approval
+end
+
+--- The handler of the server request dsh/permission/ask (in Neovim's coroutine).
+function M.ask(params)
+  local co, is_main = coroutine.running()
+  if type(params) ~= 'table' then
+    return M.answer('reject')
+  end
+  if not co or is_main then
+    require('dsh.errors').notify('cannot ask for approval here (no coroutine); the tool call was rejected.')
+    return M.answer('reject')
+  end
+  M.open(params, function(result)
+    vim.schedule(function()
+      local ok, err = coroutine.resume(co, result)
+      if not ok then
+        require('dsh.errors').notify('approval failed: ' .. tostring(err))
+      end
+    end)
+  end)
+  return coroutine.yield()
+end
+
+function M.list()
+  return vim.tbl_values(open)
+end
+
+local function close_where(match, reason)
+  for _, approval in pairs(open) do
+    if match(approval) then
+      approval.decide(M.answer('reject'))
+      if reason then
+        require('dsh.errors').notify(
+          ('approval of %s closed: %s.'):format(tostring(approval.params.title or approval.params.tool), reason),
+          vim.log.levels.WARN
+        )
+      end
+    end
+  end
+end
+
+--- Close every open approval (of `agent_id`, when given): nothing is allowed.
+function M.close_all(reason, agent_id)
+  close_where(function(a)
+    return agent_id == nil or a.params.agentId == agent_id
+  end, reason)
+end
+
+--- A committed event that settles a call ends the approval still open for it: its
+--- decision (made elsewhere, or the daemon's timeout), its result, the turn's end.
+function M.on_event(params)
+  local event = params and params.event
+  if type(event) ~= 'table' then
+    return
+  end
+  local data = type(event.data) == 'table' and event.data or {}
+  if event.type == 'turn/close' then
+    close_where(function(a)
+      return a.params.agentId == params.agentId
+    end, 'the turn ended before an answer')
+  elseif (event.type == 'permission/decision' or event.type == 'tool/result') and data.callId then
+    close_where(function(a)
+      return a.params.agentId == params.agentId and a.params.callId == data.callId
+    end, 'the daemon stopped waiting (timed out or withdrawn)')
+  end
+end
+
+return M
