@@ -340,14 +340,20 @@ def test_invalid_config_at_start_says_which_key(tmp_path, editors):
     editors.append(editor)
     editor.typed("Dsh session new")
     editor.wait_for(
-        "vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('invalid workspace config', 1, true) end)",
+        "vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('invalid config', 1, true) end)",
         timeout=30,
     )
     editor.wait_for("#vim.lsp.get_clients({ name = 'dsh' }) == 0", what="the daemon to be stopped")
     messages = editor.messages()
     assert len(messages) == 1, messages  # one clear message, no raw RPC error, no "exited"
     assert "goals.maxRounds" in messages[0] and ".dsh/config.toml" in messages[0]
+    assert ":Dsh config" in messages[0]
     assert editor.lua("return require('dsh').current()") is None
+    # The message's command opens the file at the bad key.
+    editor.typed("Dsh config")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('config.toml', 1, true)", what="the config file")
+    assert editor.lua("return vim.api.nvim_get_current_line()") == 'maxRounds = "many"'
+    assert editor.lua("return vim.api.nvim_buf_get_name(0)") == str(workspace / ".dsh" / "config.toml")
 
 
 # ---- the real terminal UI, captured with tmux ----------------------------------------------

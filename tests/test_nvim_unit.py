@@ -422,7 +422,7 @@ def test_missing_dshd_is_reported_with_what_to_do(editor, tmp_path):
         ({"kind": "turn-open"}, [":Dsh steer", ":Dsh cancel"]),
         ({"kind": "session-locked", "pid": 4242}, ["4242"]),
         ({"kind": "replay-failed", "seq": 12, "line": 12, "reason": "seq gap"}, ["line 12", "seq gap", "dshd log verify"]),
-        ({"kind": "invalid-config", "key": "plan.section"}, ["plan.section", ".dsh/config.toml"]),
+        ({"kind": "invalid-config", "key": "plan.section"}, ["plan.section", ".dsh/config.toml", ":Dsh config"]),
         ({"kind": "plugin-not-loaded"}, ["plugins", ".dsh/config.toml"]),
         ({"kind": "invalid-params", "field": "maxRounds"}, ["maxRounds"]),
     ],
@@ -880,3 +880,32 @@ def test_a_turn_that_ends_with_a_model_error_is_told(editor):
         "agentId": "a-1", "sessionId": SID, "event": {
             "seq": 12, "type": "turn/close", "at": at, "turn": 5, "data": {"turn": 5, "stopReason": "end-turn"}}})
     assert len(editor.messages()) == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "line"),
+    # A missing key in a present table finds the table's header; no table, nothing.
+    [("goals.maxRounds", 6), ("plugins", 1), ("model.provider", 3), ("model.apiKeyEnv", 2), ("tools.sandbox", None)],
+)
+def test_config_key_is_found_in_the_file(editor, key, line):
+    lines = ['plugins = ["plan"]', '[model]', 'provider = "openai"', '', '[goals]', 'maxRounds = "many"']
+    assert editor.lua("return require('dsh.configfile').find_key(...)", lines, key) == line
+
+
+def test_help_tags_are_made_when_the_plugin_loads(tmp_path):
+    import shutil
+    import subprocess
+
+    copy = tmp_path / "dsh.nvim"
+    shutil.copytree(PLUGIN_DIR, copy, ignore=shutil.ignore_patterns("tags", "tests"))
+    assert not (copy / "doc" / "tags").exists()
+    ed = Editor(plugin_dir=copy)
+    try:
+        assert (copy / "doc" / "tags").exists()
+        ed.cmd("help dsh-chat")
+        assert ed.lua("return vim.fn.expand('%:p')") == str(copy / "doc" / "dsh.txt")
+    finally:
+        ed.close()
+    # In the repository the generated file is ignored: loading the plugin leaves no trace.
+    ignored = subprocess.run(["git", "-C", str(PLUGIN_DIR), "check-ignore", "-q", "doc/tags"])
+    assert ignored.returncode == 0

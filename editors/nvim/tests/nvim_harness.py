@@ -70,7 +70,8 @@ end })
 class Editor:
     """A headless Neovim with the plugin loaded."""
 
-    def __init__(self, cwd: Path | None = None, columns: int = 120, lines: int = 40) -> None:
+    def __init__(self, cwd: Path | None = None, columns: int = 120, lines: int = 40,
+                 plugin_dir: Path = PLUGIN_DIR) -> None:
         self.nvim = pynvim.attach(
             "child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n", "-i", "NONE"]
         )
@@ -80,7 +81,7 @@ class Editor:
         if cwd is not None:
             self.nvim.chdir(str(cwd))
         self.lua(
-            "vim.opt.rtp:prepend(...); vim.cmd('runtime plugin/dsh.lua')", str(PLUGIN_DIR)
+            "vim.opt.rtp:prepend(...); vim.cmd('runtime plugin/dsh.lua')", str(plugin_dir)
         )
         self.lua(_OBSERVE)
 

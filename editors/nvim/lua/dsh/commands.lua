@@ -12,6 +12,7 @@ M.tree = {
   plan = { 'on', 'off' },
   goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
   chat = { 'split', 'tab', 'here' },
+  config = {},
   stop = {},
   transcript = {},
   restart = {},
@@ -98,7 +99,7 @@ function M.parse(args, bang)
       return nil, 'usage: :Dsh stop (no arguments)'
     end
     return { action = 'cancel' }
-  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' then
+  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' or sub == 'config' then
     if rest ~= '' then
       return nil, ('usage: :Dsh %s (no arguments)'):format(sub)
     end
@@ -611,6 +612,9 @@ M.actions = {
   end,
   chat = function(a)
     require('dsh.chat').open(a.where)
+  end,
+  config = function()
+    require('dsh.configfile').open()
   end,
   restart = function()
     local client = require('dsh.client')

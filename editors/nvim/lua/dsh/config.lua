@@ -8,6 +8,10 @@ M.defaults = {
   root_markers = nil,
   -- Sent as initializationOptions.config; same shape as .dsh/config.toml.
   config = nil,
+  -- The model, the [model] table of that config: { provider = 'openai'|'anthropic'|
+  -- 'scripted', model = '...', baseUrl = '...', apiKeyEnv = 'OPENAI_API_KEY', ... }.
+  -- Merged over `config.model`; your settings win over the workspace file.
+  model = nil,
   -- Start the daemon at VimEnter when the working directory is inside a workspace
   -- with a `.dsh` directory. Otherwise it starts at the first :Dsh command.
   autostart = false,
@@ -24,6 +28,7 @@ local known = {
   cmd = true,
   root_markers = true,
   config = true,
+  model = true,
   autostart = true,
   notify_turns = true,
   question_timeout_ms = true,
@@ -42,6 +47,24 @@ function M.set(opts)
     cmd = { opts.cmd, 'table', true },
     root_markers = { opts.root_markers, 'table', true },
     config = { opts.config, 'table', true },
+    model = {
+      opts.model,
+      function(v)
+        if v == nil then
+          return true
+        end
+        if type(v) ~= 'table' or vim.islist(v) and next(v) ~= nil then
+          return false
+        end
+        for _, key in ipairs({ 'provider', 'model', 'baseUrl', 'apiKeyEnv' }) do
+          if v[key] ~= nil and type(v[key]) ~= 'string' then
+            return false
+          end
+        end
+        return true
+      end,
+      "a table like { provider = 'openai', model = '...', baseUrl = '...', apiKeyEnv = '...' } (strings)",
+    },
     autostart = { opts.autostart, 'boolean', true },
     notify_turns = { opts.notify_turns, 'boolean', true },
     question_timeout_ms = {
@@ -84,6 +107,17 @@ function M.start_path()
   return vim.fn.getcwd()
 end
 
+--- initializationOptions.config from the options: `config`, with `model` over its
+--- [model] table (nil when neither is set).
+function M.settings_config()
+  local config = M.options.config and vim.deepcopy(M.options.config) or nil
+  if M.options.model then
+    config = config or {}
+    config.model = vim.tbl_extend('force', config.model or {}, M.options.model)
+  end
+  return config
+end
+
 --- The full vim.lsp.ClientConfig for the workspace at `root_dir`.
 function M.client_config(root_dir)
   local cfg = base_lsp_config()
@@ -95,8 +129,9 @@ function M.client_config(root_dir)
   if M.options.cmd then
     cfg.cmd = vim.deepcopy(M.options.cmd)
   end
-  if M.options.config then
-    cfg.init_options = vim.tbl_deep_extend('force', cfg.init_options or {}, { config = M.options.config })
+  local settings = M.settings_config()
+  if settings then
+    cfg.init_options = vim.tbl_deep_extend('force', cfg.init_options or {}, { config = settings })
   end
   if M.options.question_timeout_ms then
     cfg.init_options = vim.tbl_extend('force', cfg.init_options or {}, {

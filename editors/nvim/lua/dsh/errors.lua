@@ -60,9 +60,9 @@ local explain = {
     if data.key and not what:find(data.key, 1, true) then
       what = ('key %s: %s'):format(tostring(data.key), what)
     end
-    return ('invalid workspace config (%s). Fix .dsh/config.toml, then :Dsh restart (:checkhealth dsh checks it).'):format(
-      what
-    )
+    local file = data.file and vim.fn.fnamemodify(tostring(data.file), ':~:.') or '.dsh/config.toml'
+    require('dsh.configfile').last_error = { file = data.file, key = data.key }
+    return ('invalid config (%s). :Dsh config opens %s at that key; fix it, then :Dsh restart.'):format(what, file)
   end,
   ['replay-failed'] = function(data, err)
     return ('the session log is damaged at line %s (seq %s): %s. Nothing was changed; inspect it with `dshd log verify`.'):format(
