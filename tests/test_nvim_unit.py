@@ -766,6 +766,11 @@ def test_transcript_render(editor):
         '   4 → exit_plan_mode {"plan":"# P"}']
     assert editor.lua(render, {"seq": 5, "type": "plan/mode", "at": at,
                                "data": {"active": False}}) == ["   5 plan mode off"]
+    sent_back = {"seq": 6, "type": "tool/result", "at": at, "turn": 1,
+                 "data": {"callId": "c1", "ok": False, "content": "The person wants you to keep planning."}}
+    assert editor.lua(render, sent_back, "exit_plan_mode") == [
+        "   6 ← plan not approved: The person wants you to keep planning."]
+    assert editor.lua(render, sent_back, "read_file")[0].startswith("   6 ← failed ")
 
 
 # ---- help file -----------------------------------------------------------------------------

@@ -23,10 +23,12 @@ local function text_lines(prefix, text)
   return out
 end
 
---- The lines that show one log event (pure).
+--- The lines that show one log event (pure). `tool_name`, when known, is the name of
+--- the call a tool/result answers.
 ---@param event table {seq, type, at, turn?, data}
+---@param tool_name string?
 ---@return string[]
-function M.render(event)
+function M.render(event, tool_name)
   local data = type(event.data) == 'table' and event.data or {}
   local head = ('%4d '):format(tonumber(event.seq) or 0)
   local t = event.type
@@ -41,6 +43,10 @@ function M.render(event)
   elseif t == 'tool/call' then
     return { head .. ('→ %s %s'):format(tostring(data.name), one_line(data.arguments or {}, 160)) }
   elseif t == 'tool/result' then
+    if tool_name == 'exit_plan_mode' then
+      -- A plan kept in review is the person's answer, not a failure.
+      return text_lines(head .. (data.ok and '← plan approved ' or '← plan not approved: '), one_line(data.content or '', 400))
+    end
     return text_lines(head .. (data.ok and '← ok ' or '← failed '), one_line(data.content or '', 400))
   elseif t == 'turn/open' then
     return { head .. ('── turn %s (%s) ──'):format(tostring(data.turn), tostring(data.cause)) }
@@ -77,7 +83,11 @@ local function append(view, events)
     local seq = tonumber(event.seq) or 0
     if seq > view.last_seq then
       view.last_seq = seq
-      vim.list_extend(lines, M.render(event))
+      local data = type(event.data) == 'table' and event.data or {}
+      if event.type == 'tool/call' and data.callId then
+        view.calls[data.callId] = data.name
+      end
+      vim.list_extend(lines, M.render(event, data.callId and view.calls[data.callId]))
     end
   end
   if #lines == 0 or not vim.api.nvim_buf_is_valid(view.buf) then
@@ -123,7 +133,7 @@ function M.open()
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = 'dshtranscript'
-  view = { buf = buf, agent_id = agent_id, last_seq = 0 }
+  view = { buf = buf, agent_id = agent_id, last_seq = 0, calls = {} }
   views[session_id] = view
   vim.api.nvim_create_autocmd('BufWipeout', {
     buffer = buf,
