@@ -271,6 +271,10 @@ def test_plan_changed_tracks_plan_state(editor):
         ("goal block waiting-for-ci the CI is red",
          {"action": "goal.block", "code": "waiting-for-ci", "message": "the CI is red"}),
         ("transcript", {"action": "transcript"}),
+        ("chat", {"action": "chat", "where": "split"}),
+        ("chat tab", {"action": "chat", "where": "tab"}),
+        ("stop", {"action": "cancel"}),
+        ("config", {"action": "config"}),
         ("restart", {"action": "restart"}),
     ],
 )
@@ -327,8 +331,10 @@ def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
 @pytest.mark.parametrize(
     ("cmdline", "arglead", "expected"),
     [
-        ("Dsh ", "", ["cancel", "goal", "plan", "prompt", "restart", "session", "steer", "transcript"]),
-        ("Dsh s", "s", ["session", "steer"]),
+        ("Dsh ", "", ["cancel", "chat", "config", "goal", "plan", "prompt", "restart", "session", "steer", "stop",
+                      "transcript"]),
+        ("Dsh s", "s", ["session", "steer", "stop"]),
+        ("Dsh chat ", "", ["split", "tab", "here"]),
         ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
         ("Dsh goal p", "p", ["pause"]),
         ("Dsh goal ", "", ["create", "edit", "pause", "resume", "complete", "clear", "disarm", "block"]),
@@ -708,24 +714,18 @@ def test_review_feedback_abandoned_with_esc_is_kept_as_a_draft(editor):
 
 
 def test_review_withdrawn_keeps_drafts_in_the_message(editor):
-    open_review(editor)
+    # The daemon's question for tool call c-7 is "plan-review-c-7".
+    ask = {**ASK, "questions": [{**ASK["questions"][0], "id": "plan-review-c-7"}]}
+    assert editor.lua(START_ASK, ask) == "suspended"
+    editor.wait_for("#require('dsh.review').list() == 1")
     comment_line_3(editor, "read it twice")
-    editor.lua(
-        "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
-        {"agentId": "a-1", "sessionId": SID, "event": {
-            "seq": 9, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
-            "data": {"callId": "c-7", "ok": False, "content": "x"}}},
-    )
+    result = {"agentId": "a-1", "sessionId": SID, "event": {
+        "seq": 9, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
+        "data": {"callId": "c-6", "ok": False, "content": "x"}}}
+    editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", result)
     assert editor.lua("return #require('dsh.review').list()") == 1  # another call's result
-    ask = editor.lua("return require('dsh.review').list()[1].question.id")
-    editor.lua("require('dsh.review').list()[1].question.id = 'plan-review-c-7'")
-    editor.lua(
-        "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
-        {"agentId": "a-1", "sessionId": SID, "event": {
-            "seq": 10, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
-            "data": {"callId": "c-7", "ok": False, "content": "x"}}},
-    )
-    assert ask == "q-1"
+    result["event"]["data"]["callId"] = "c-7"
+    editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", result)
     assert editor.wait_for("_G.review_result") == {"answers": []}
     message = [m for m in editor.messages() if "plan review closed" in m][0]
     assert "line 3: read it twice" in message
@@ -800,7 +800,8 @@ def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
 # ---- a lint: no stray globals ---------------------------------------------------------------
 
 KNOWN_GLOBALS = {"vim", "require", "ipairs", "pairs", "type", "tostring", "tonumber", "table", "string",
-                 "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit", "os"}
+                 "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit", "os",
+                 "next", "debug", "package"}
 
 
 def test_no_lua_file_touches_an_unknown_global(editor):

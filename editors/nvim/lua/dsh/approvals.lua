@@ -72,11 +72,22 @@ function M.open(params, finish)
     number = false,
   })
 
+  local unregister = require('dsh.asks').add(params.agentId, params.callId, function(reason)
+    approval.decide(M.answer('reject'))
+    if reason then
+      require('dsh.errors').notify(
+        ('approval of %s closed: %s.'):format(tostring(params.title or params.tool), reason),
+        vim.log.levels.WARN
+      )
+    end
+  end)
+
   function approval.decide(result)
     if approval.done then
       return
     end
     approval.done = true
+    unregister()
     open[buf] = nil
     if vim.api.nvim_win_is_valid(approval.win) then
       vim.api.nvim_win_close(approval.win, true)
@@ -120,67 +131,16 @@ end
 
 --- The handler of the server request dsh/permission/ask (in Neovim's coroutine).
 function M.ask(params)
-  local co, is_main = coroutine.running()
   if type(params) ~= 'table' then
     return M.answer('reject')
   end
-  if not co or is_main then
-    require('dsh.errors').notify('cannot ask for approval here (no coroutine); the tool call was rejected.')
-    return M.answer('reject')
-  end
-  M.open(params, function(result)
-    vim.schedule(function()
-      local ok, err = coroutine.resume(co, result)
-      if not ok then
-        require('dsh.errors').notify('approval failed: ' .. tostring(err))
-      end
-    end)
-  end)
-  return coroutine.yield()
+  return require('dsh.asks').await('the approval', function(done)
+    M.open(params, done)
+  end) or M.answer('reject')
 end
 
 function M.list()
   return vim.tbl_values(open)
-end
-
-local function close_where(match, reason)
-  for _, approval in pairs(open) do
-    if match(approval) then
-      approval.decide(M.answer('reject'))
-      if reason then
-        require('dsh.errors').notify(
-          ('approval of %s closed: %s.'):format(tostring(approval.params.title or approval.params.tool), reason),
-          vim.log.levels.WARN
-        )
-      end
-    end
-  end
-end
-
---- Close every open approval (of `agent_id`, when given): nothing is allowed.
-function M.close_all(reason, agent_id)
-  close_where(function(a)
-    return agent_id == nil or a.params.agentId == agent_id
-  end, reason)
-end
-
---- A committed event that settles a call ends the approval still open for it: its
---- decision (made elsewhere, or the daemon's timeout), its result, the turn's end.
-function M.on_event(params)
-  local event = params and params.event
-  if type(event) ~= 'table' then
-    return
-  end
-  local data = type(event.data) == 'table' and event.data or {}
-  if event.type == 'turn/close' then
-    close_where(function(a)
-      return a.params.agentId == params.agentId
-    end, 'the turn ended before an answer')
-  elseif (event.type == 'permission/decision' or event.type == 'tool/result') and data.callId then
-    close_where(function(a)
-      return a.params.agentId == params.agentId and a.params.callId == data.callId
-    end, 'the daemon stopped waiting (timed out or withdrawn)')
-  end
 end
 
 return M

@@ -144,7 +144,7 @@ function M.on_exit(code, signal, client_id)
   end
   local session_id = state.session_id
   vim.schedule(function()
-    require('dsh.review').close_all('the daemon exited')
+    require('dsh.asks').close_all('the daemon exited')
     state.reset()
     local ours = M.init_failed
     M.init_failed = nil

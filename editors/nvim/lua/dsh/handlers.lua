@@ -33,7 +33,7 @@ local function session_event(_, params)
   end
   require('dsh.notices').on_event(params)
   require('dsh.transcript').on_event(params)
-  require('dsh.review').on_event(params)
+  require('dsh.asks').on_event(params)
 end
 
 local function chat_item(_, params)

@@ -153,11 +153,17 @@ function M.open(question, meta, finish)
     done = false,
   }
 
+  -- The question reviews tool call <callId> (its id is "plan-review-<callId>").
+  local unregister = require('dsh.asks').add(review.meta.agentId, tostring(question.id):match('^plan%-review%-(.+)$'), function(reason)
+    review.close(reason)
+  end)
+
   function review.decide(answer)
     if review.done then
       return
     end
     review.done = true
+    unregister()
     open_reviews[buf] = nil
     if review.win and vim.api.nvim_win_is_valid(review.win) then
       vim.api.nvim_win_close(review.win, true)
@@ -166,6 +172,22 @@ function M.open(question, meta, finish)
       vim.api.nvim_buf_delete(buf, { force = true })
     end
     finish(answer)
+  end
+
+  --- Close without an answer because the review ended elsewhere; unsent drafts are
+  --- repeated in the message, so nothing typed vanishes.
+  function review.close(reason)
+    if review.done then
+      return
+    end
+    local drafts = M.describe_drafts(review.comments, review.feedback) and drafts_text(review)
+    review.decide(nil)
+    if reason then
+      require('dsh.errors').notify(
+        'plan review closed: ' .. reason .. '.' .. (drafts and (' Not sent: ' .. drafts) or ''),
+        vim.log.levels.WARN
+      )
+    end
   end
 
   local function send_back()
@@ -367,25 +389,13 @@ end
 --- The handler of the server request dsh/questions/ask. Runs in the coroutine
 --- Neovim gives server requests; returns the result table when the person is done.
 function M.ask(params)
-  local co, is_main = coroutine.running()
   local answers = {}
   local questions = type(params) == 'table' and params.questions or {}
-  if not co or is_main then
-    -- No coroutine to wait in (should not happen on 0.10+): fail closed, loudly.
-    require('dsh.errors').notify('cannot show the plan review here (no coroutine); plan mode stays on.')
-    return { answers = answers }
-  end
   for _, question in ipairs(questions) do
     if question.kind == 'plan-review' then
-      M.open(question, { agentId = params.agentId, sessionId = params.sessionId }, function(answer)
-        vim.schedule(function()
-          local ok, err = coroutine.resume(co, answer)
-          if not ok then
-            require('dsh.errors').notify('plan review failed: ' .. tostring(err))
-          end
-        end)
+      local answer = require('dsh.asks').await('the plan review', function(done)
+        M.open(question, { agentId = params.agentId, sessionId = params.sessionId }, done)
       end)
-      local answer = coroutine.yield()
       if answer then
         table.insert(answers, answer)
       end
@@ -406,45 +416,12 @@ function M.list()
   return vim.tbl_values(open_reviews)
 end
 
---- Close the reviews `match(review)` selects without approving (the review ended
---- elsewhere: withdrawn, timed out, the daemon exited). Unsent drafts are shown in
---- the message, so nothing typed vanishes.
-local function close_where(match, reason)
-  for _, review in pairs(open_reviews) do
-    if match(review) then
-      local drafts = M.describe_drafts(review.comments, review.feedback) and drafts_text(review)
-      review.decide(nil)
-      if reason then
-        require('dsh.errors').notify(
-          'plan review closed: ' .. reason .. '.' .. (drafts and (' Not sent: ' .. drafts) or ''),
-          vim.log.levels.WARN
-        )
-      end
-    end
-  end
-end
-
 --- Close every open review (of `agent_id`, when given) without approving.
 function M.close_all(reason, agent_id)
-  close_where(function(review)
-    return agent_id == nil or review.meta.agentId == agent_id
-  end, reason)
-end
-
---- A committed session event ends the reviews it answers: the tool result of the
---- plan's call (answered, timed out or withdrawn), or the end of the turn.
-function M.on_event(params)
-  local event = params and params.event
-  if type(event) ~= 'table' then
-    return
-  end
-  if event.type == 'turn/close' then
-    M.close_all('the turn ended before an answer', params.agentId)
-  elseif event.type == 'tool/result' and type(event.data) == 'table' and event.data.callId then
-    local id = 'plan-review-' .. tostring(event.data.callId)
-    close_where(function(review)
-      return review.question.id == id and review.meta.agentId == params.agentId
-    end, 'it ended without your answer (withdrawn or timed out)')
+  for _, review in pairs(open_reviews) do
+    if agent_id == nil or review.meta.agentId == agent_id then
+      review.close(reason)
+    end
   end
 end
 

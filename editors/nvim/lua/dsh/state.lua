@@ -130,7 +130,7 @@ function M.forget(agent_id)
   M.prompts[agent_id] = nil
   M.turns[agent_id] = nil
   M.session_of[agent_id] = nil
-  require('dsh.review').close_all('the session was closed or reloaded', agent_id)
+  require('dsh.asks').close_all('the session was closed or reloaded', agent_id)
   if agent_id == M.agent_id then
     M.set_current(nil, nil)
   end
