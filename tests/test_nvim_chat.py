@@ -42,13 +42,7 @@ return buf
 UPSERT = """
 local view = _G.chat_view
 for _, item in ipairs(...) do
-  local at = view.store:upsert(item)
-  local prev = view.store:before(at)
-  while prev and not require('dsh.chat.formatters').knows(prev.kind) do
-    at = at - 1
-    prev = view.store:before(at)
-  end
-  view.builder:upsert(item, prev)
+  require('dsh.chat').show(view, item)
 end
 return vim.api.nvim_buf_get_lines(view.buf, 0, -1, false)
 """

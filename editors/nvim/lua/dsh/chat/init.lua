@@ -26,7 +26,8 @@ function M.views()
   return views
 end
 
-local function show(view, item)
+--- Apply one upsert to `view` (its store and its buffer).
+function M.show(view, item)
   local at = view.store:upsert(item)
   -- The formatter continues the item shown before it (same turn: no new heading).
   local prev = view.store:before(at)
@@ -164,7 +165,7 @@ function M.on_item(params)
   if view.loading then
     table.insert(view.pending, params.item)
   else
-    show(view, params.item)
+    M.show(view, params.item)
   end
 end
 
