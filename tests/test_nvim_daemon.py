@@ -709,3 +709,122 @@ def test_a_goal_the_agent_completes_raises_a_notification(tmp_path, editors):
     editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('goal complete: ship retries', 1, true) end)",
                     what="the completion notice")
     assert editor.lua("return require('dsh').goal_phase()") == "complete"
+
+
+# ---- the chat buffer --------------------------------------------------------------------
+
+
+def chat_lines(editor: Editor) -> list[str]:
+    return editor.lua(
+        "local v = require('dsh.chat').views()[select(2, require('dsh').current())];"
+        " return vim.api.nvim_buf_get_lines(v.buf, 0, -1, false)"
+    )
+
+
+def wait_for_chat(editor: Editor, text: str, timeout: float = 30.0) -> list[str]:
+    editor.wait_for(
+        "(function() local v = require('dsh.chat').views()[select(2, require('dsh').current())];"
+        f" return v and vim.iter(vim.api.nvim_buf_get_lines(v.buf, 0, -1, false)):any(function(l) return l:find({json.dumps(text, ensure_ascii=False)}, 1, true) end) end)()",
+        timeout=timeout, what=f"{text!r} in the chat",
+    )
+    return chat_lines(editor)
+
+
+def test_chat_buffer_sends_the_prompt_and_shows_the_turn(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [
+        {"text": "I will look first.", "toolCalls": [{"name": "no_such_tool", "arguments": {"path": "http/client.py"}}]},
+        {"text": "Done: nothing to change."},
+    ])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.typed("Dsh chat")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)", what="the chat buffer")
+    session_id = editor.lua("return select(2, require('dsh').current())")
+    wait_for_chat(editor, "# Session")
+    assert editor.lua("return vim.bo.filetype") == "markdown"
+    # Insert mode, type, leave it, <CR> sends.
+    editor.feed("iwhere does the client send requests?<Esc>")
+    editor.wait_for("vim.fn.mode() == 'n'")
+    editor.feed("<CR>")
+    lines = wait_for_chat(editor, "─── Turn 1 finished ───")
+    write_artifact("chat-buffer.txt", "\n".join(lines) + "\n")
+    text = "\n".join(lines)
+    assert "## You\nwhere does the client send requests?\n" in text
+    assert "## dsh\nI will look first.\n" in text
+    assert "▸ no_such_tool ✗" in text
+    assert "Done: nothing to change." in text
+    assert lines[-1] == ""  # the prompt area, empty again
+    # The tool call's arguments and result are folded under its line.
+    folded = editor.lua(
+        "local l = vim.fn.search('▸ no_such_tool', 'nw'); return { vim.fn.foldclosed(l), vim.fn.foldclosed(l + 1), l }"
+    )
+    assert folded[0] == -1 and folded[1] == folded[2] + 1
+    # The user message came back from the daemon: the buffer holds the log's words.
+    texts = [e["data"]["text"] for e in log_events(workspace, session_id) if e["type"] == "user/message"]
+    assert texts == ["where does the client send requests?"]
+
+
+def test_chat_stop_ends_the_running_turn(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [{"text": "thinking for a long time", "delayMs": 20000}])
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.typed("Dsh chat tab")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)")
+    assert editor.lua("return #vim.api.nvim_list_tabpages()") == 2
+    editor.feed("ilong job<C-s>")
+    editor.wait_for("require('dsh.state').busy()", what="the turn to start")
+    assert editor.lua("return require('dsh').statusline()").startswith("◎ ⟳ ")
+    # While the turn runs, what is sent steers it.
+    editor.feed("ialso this<C-s>")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('steer queued', 1, true) end)")
+    editor.typed("Dsh stop")
+    lines = wait_for_chat(editor, "─── Turn 1 stopped ───")
+    assert not editor.lua("return require('dsh.state').busy()")
+    assert "## You\nlong job" in "\n".join(lines)
+
+
+def tui_editor(tmp_path: Path, workspace: Path, name: str, extra: str = "") -> Tmux:
+    import os
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed: the TUI capture needs it")
+    init = tmp_path / f"init-{name}.lua"
+    init.write_text(
+        f"""
+vim.opt.rtp:prepend({json.dumps(str(PLUGIN_DIR))})
+vim.o.laststatus = 2
+vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
+require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify_turns = false }})
+{extra}
+""",
+        encoding="utf-8",
+    )
+    return Tmux(f"dsh-{name}-{os.getpid()}", workspace,
+                ["env", "TERM=xterm-256color", nvim_binary(), "-n", "-i", "NONE", "-u", str(init)], width=110, height=40)
+
+
+def test_tui_chat_with_a_plan_review(tmp_path):
+    workspace = make_workspace(tmp_path / "ws", [
+        {"text": "I read the grammar first; here is my plan.", "toolCalls": EXIT_WITH_PLAN["toolCalls"]},
+        {"text": "Plan approved. I start with the failing test for trailing commas."},
+    ])
+    tui = tui_editor(tmp_path, workspace, "chat")
+    try:
+        tui.wait_for("~")
+        tui.keys(":Dsh chat here", "Enter")
+        tui.wait_for("your message")
+        tui.keys("i", "/plan make the parser strict", "Escape", "Enter")
+        screen = tui.wait_for("keep planning")
+        write_artifact("tui-chat-plan-review.txt", screen)
+        assert "Plan: make the parser strict" in screen and "◎ ⟳ plan · no goal" in screen
+        tui.keys("a")
+        screen = tui.wait_for("Turn 1 finished")
+        write_artifact("tui-chat.txt", screen)
+        assert "## You\nmake the parser strict" in screen  # /plan turned plan mode on, then sent the rest
+        assert "### Plan: make the parser strict · approved" in screen
+        assert "Plan approved. I start with the failing test" in screen
+        assert "◎ no goal" in screen  # plan mode ended; no longer busy
+        assert "your message" in screen
+    finally:
+        tui.kill()

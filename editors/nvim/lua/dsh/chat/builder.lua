@@ -235,8 +235,15 @@ end
 --- Replace the prompt area (`{''}` empties it after a send).
 function Builder:set_prompt(lines)
   local row = self:prompt_row()
+  local typing = vim.tbl_filter(function(win)
+    return vim.api.nvim_win_get_cursor(win)[1] - 1 >= row
+  end, vim.fn.win_findbuf(self.buf))
   set_lines(self, row, -1, #lines > 0 and lines or { '' })
   self:place_prompt(row)
+  -- Who was typing there stays there (the lines under the cursor were replaced).
+  for _, win in ipairs(typing) do
+    vim.api.nvim_win_set_cursor(win, { row + 1, 0 })
+  end
 end
 
 --- The folded ranges, `{first, last}` line numbers in buffer order.

@@ -87,6 +87,7 @@ local function set_window_options(win)
   vim.wo[win].foldtext = "v:lua.require'dsh.chat.builder'.foldtext()"
   vim.wo[win].foldlevel = 0
   vim.wo[win].foldenable = true
+  vim.wo[win].fillchars = 'fold: '
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
   vim.wo[win].number = false
