@@ -275,6 +275,13 @@ def test_plan_changed_tracks_plan_state(editor):
         ("chat tab", {"action": "chat", "where": "tab"}),
         ("stop", {"action": "cancel"}),
         ("config", {"action": "config"}),
+        ("trust", {"action": "trust"}),
+        ("sandbox", {"action": "permission.show"}),
+        ("sandbox read-only", {"action": "permission.set", "sandbox": "read-only"}),
+        ("approve", {"action": "permission.show"}),
+        ("approve none", {"action": "permission.set", "approve": []}),
+        ("approve write exec", {"action": "permission.set", "approve": ["write", "exec"]}),
+        ("approve write,exec", {"action": "permission.set", "approve": ["write", "exec"]}),
         ("restart", {"action": "restart"}),
     ],
 )
@@ -308,6 +315,9 @@ def test_parse_bang_reloads(editor):
         ("session fork 0", "seq to fork at"),
         ("session", "usage: :Dsh session"),
         ("cancel everything", "no arguments"),
+        ("sandbox loose", "usage: :Dsh sandbox"),
+        ("approve write write", "each class once"),
+        ("approve everything", "usage: :Dsh approve"),
     ],
 )
 def test_parse_rejects_with_usage(editor, args, needle):
@@ -331,9 +341,9 @@ def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
 @pytest.mark.parametrize(
     ("cmdline", "arglead", "expected"),
     [
-        ("Dsh ", "", ["cancel", "chat", "config", "goal", "plan", "prompt", "restart", "session", "steer", "stop",
-                      "transcript"]),
-        ("Dsh s", "s", ["session", "steer", "stop"]),
+        ("Dsh ", "", ["approve", "cancel", "chat", "config", "goal", "plan", "prompt", "restart", "sandbox", "session",
+                      "steer", "stop", "transcript", "trust"]),
+        ("Dsh s", "s", ["sandbox", "session", "steer", "stop"]),
         ("Dsh chat ", "", ["split", "tab", "here"]),
         ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
         ("Dsh goal p", "p", ["pause"]),
@@ -801,7 +811,7 @@ def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
 
 KNOWN_GLOBALS = {"vim", "require", "ipairs", "pairs", "type", "tostring", "tonumber", "table", "string",
                  "math", "coroutine", "error", "pcall", "assert", "setmetatable", "select", "dofile", "bit", "os",
-                 "next", "debug", "package"}
+                 "next", "debug", "package", "io"}
 
 
 def test_no_lua_file_touches_an_unknown_global(editor):
@@ -915,3 +925,33 @@ def test_help_tags_are_made_when_the_plugin_loads(tmp_path):
     # In the repository the generated file is ignored: loading the plugin leaves no trace.
     ignored = subprocess.run(["git", "-C", str(PLUGIN_DIR), "check-ignore", "-q", "doc/tags"])
     assert ignored.returncode == 0
+
+
+def test_policy_described_in_words(editor):
+    describe = "return require('dsh.commands').describe_policy(...)"
+    assert editor.lua(describe, {"sandbox": "workspace-write", "network": False, "approve": ["write", "exec"]}) == \
+        "commands run in workspace-write, network off; asks before write, exec"
+    assert editor.lua(describe, {"sandbox": "full-access", "network": True, "approve": []}) == \
+        "commands run in full-access, network on; asks before nothing"
+
+
+def test_trust_reads_neovims_trust_database(editor, tmp_path):
+    ws = tmp_path / "ws"
+    (ws / ".dsh").mkdir(parents=True)
+    config = ws / ".dsh" / "config.toml"
+    config.write_text('[model]\nbaseUrl = "http://example.invalid"\n', encoding="utf-8")
+    state = tmp_path / "state"
+    (state / "nvim").mkdir(parents=True)
+    editor.lua("vim.env.XDG_STATE_HOME = ...", str(state))
+    trusted = "return require('dsh.trust').trusted(...)"
+    assert editor.lua(trusted, str(ws)) is False  # no database yet
+    # `:trust` on the file records its hash: trusted while the file stays as it was.
+    editor.cmd(f"edit {config}")
+    editor.cmd("trust")
+    assert editor.lua(trusted, str(ws)) is True
+    config.write_text('[model]\nbaseUrl = "http://elsewhere.invalid"\n', encoding="utf-8")
+    assert editor.lua(trusted, str(ws)) is False  # changed since: asked again
+    editor.cmd("bwipeout!")
+    editor.cmd(f"noautocmd edit {ws}")  # the folder as a buffer, then :trust
+    editor.cmd("trust")
+    assert editor.lua(trusted, str(ws)) is True  # the folder itself is trusted

@@ -13,6 +13,9 @@ M.tree = {
   goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
   chat = { 'split', 'tab', 'here' },
   config = {},
+  sandbox = { 'read-only', 'workspace-write', 'full-access' },
+  approve = { 'none', 'write', 'exec', 'read' },
+  trust = {},
   stop = {},
   transcript = {},
   restart = {},
@@ -94,12 +97,34 @@ function M.parse(args, bang)
       return { action = 'chat', where = rest ~= '' and rest or 'split' }
     end
     return nil, 'usage: :Dsh chat [split|tab|here]'
+  elseif sub == 'sandbox' then
+    if rest == '' then
+      return { action = 'permission.show' }
+    elseif vim.tbl_contains(M.tree.sandbox, rest) then
+      return { action = 'permission.set', sandbox = rest }
+    end
+    return nil, 'usage: :Dsh sandbox [read-only|workspace-write|full-access]'
+  elseif sub == 'approve' then
+    if rest == '' then
+      return { action = 'permission.show' }
+    elseif rest == 'none' then
+      return { action = 'permission.set', approve = {} }
+    end
+    local classes, seen = {}, {}
+    for class in rest:gmatch('[^%s,]+') do
+      if not vim.tbl_contains({ 'read', 'write', 'exec' }, class) or seen[class] then
+        return nil, 'usage: :Dsh approve [none | {write|exec|read} ...] (each class once)'
+      end
+      seen[class] = true
+      table.insert(classes, class)
+    end
+    return { action = 'permission.set', approve = classes }
   elseif sub == 'stop' then
     if rest ~= '' then
       return nil, 'usage: :Dsh stop (no arguments)'
     end
     return { action = 'cancel' }
-  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' or sub == 'config' then
+  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' or sub == 'config' or sub == 'trust' then
     if rest ~= '' then
       return nil, ('usage: :Dsh %s (no arguments)'):format(sub)
     end
@@ -616,6 +641,23 @@ M.actions = {
   config = function()
     require('dsh.configfile').open()
   end,
+  trust = function()
+    require('dsh.trust').ask()
+  end,
+  ['permission.show'] = function()
+    with_agent(function(agent_id)
+      request(requests().permission_get, { agentId = agent_id }, function(policy)
+        notify(M.describe_policy(policy))
+      end, 'read the sandbox and approval policy')
+    end)
+  end,
+  ['permission.set'] = function(a)
+    with_agent(function(agent_id)
+      request(requests().permission_set, { agentId = agent_id, sandbox = a.sandbox, approve = a.approve }, function(policy)
+        notify(M.describe_policy(policy) .. ' (for this session, until it is reloaded)')
+      end, 'change the sandbox and approval policy')
+    end)
+  end,
   restart = function()
     local client = require('dsh.client')
     local session_id = require('dsh.state').session_id
@@ -646,6 +688,17 @@ M.actions = {
     end))
   end,
 }
+
+--- "commands run in workspace-write, network off; asks before write, exec" (pure).
+function M.describe_policy(policy)
+  policy = type(policy) == 'table' and policy or {}
+  local approve = type(policy.approve) == 'table' and policy.approve or {}
+  return ('commands run in %s, network %s; %s'):format(
+    tostring(policy.sandbox or '?'),
+    policy.network and 'on' or 'off',
+    #approve > 0 and ('asks before ' .. table.concat(approve, ', ')) or 'asks before nothing'
+  )
+end
 
 --- The :Dsh command.
 function M.run(opts)
