@@ -100,6 +100,14 @@ local function check_workspace(cmd)
   local toml = root .. '/.dsh/config.toml'
   if vim.uv.fs_stat(toml) then
     health.info('config: ' .. toml)
+    if require('dsh.trust').trusted(root) then
+      health.ok('workspace trusted (Neovim trust database): its model and sandbox settings apply')
+    else
+      health.info(
+        'workspace not trusted: its model provider, baseUrl, apiKeyEnv and looser sandbox settings are ignored'
+          .. ' (:Dsh trust trusts it, or list the folder in [trust] folders of your user config)'
+      )
+    end
   else
     health.info('no .dsh/config.toml: the built-in defaults apply')
   end
