@@ -67,7 +67,7 @@ def test_methods_handled_are_exactly_the_schema_notifications_and_server_request
 def test_client_declares_the_questions_capability(schema, plugin):
     dsh = plugin["capabilities"]["experimental"]["dsh"]
     allowed = schema["$defs"]["DshClientCapabilities"]["properties"]
-    assert dsh == {"questions": True}
+    assert dsh == {"questions": True, "permissions": True}
     assert set(dsh) <= set(allowed)
 
 

@@ -387,7 +387,7 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
         """
     )
     assert cfg["cmd"] == ["/opt/dshd", "serve"]
-    assert cfg["caps"]["dsh"] == {"questions": True}
+    assert cfg["caps"]["dsh"] == {"questions": True, "permissions": True}
     assert cfg["root"] == "/tmp/ws"
     assert cfg["init"] == {"config": {"plan": {"section": "x"}}}
     assert cfg["name"] == "dsh"
@@ -405,7 +405,7 @@ def test_lsp_config_table_is_lspconfig_shaped(editor):
     )
     assert cfg["cmd"] == ["dshd", "serve"]
     assert cfg["markers"] == [".dsh", ".git"]
-    assert cfg["caps"] == {"experimental": {"dsh": {"questions": True}}}
+    assert cfg["caps"] == {"experimental": {"dsh": {"questions": True, "permissions": True}}}
     assert cfg["resolved"] == ["dshd", "serve"]
 
 

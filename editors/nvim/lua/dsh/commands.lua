@@ -19,8 +19,6 @@ M.tree = {
   stop = {},
   transcript = {},
   restart = {},
-  sandbox = { 'read-only', 'workspace-write', 'full-access' },
-  approve = { 'read', 'write', 'exec', 'none' },
 }
 
 local function trim(s)
@@ -136,26 +134,6 @@ function M.parse(args, bang)
       return { action = 'plan.set', active = rest == 'on' }
     end
     return nil, 'usage: :Dsh plan [on|off]'
-  elseif sub == 'sandbox' then
-    if rest == '' then
-      return { action = 'permission.show' }
-    elseif vim.tbl_contains(M.tree.sandbox, rest) then
-      return { action = 'permission.set', sandbox = rest }
-    end
-    return nil, 'usage: :Dsh sandbox [read-only|workspace-write|full-access]'
-  elseif sub == 'approve' then
-    if rest == '' then
-      return { action = 'permission.show' }
-    elseif rest == 'none' then
-      return { action = 'permission.set', approve = {} }
-    end
-    local classes = vim.split(rest, '%s+', { trimempty = true })
-    for _, class in ipairs(classes) do
-      if not vim.tbl_contains({ 'read', 'write', 'exec' }, class) then
-        return nil, 'usage: :Dsh approve [read] [write] [exec] | none'
-      end
-    end
-    return { action = 'permission.set', approve = classes }
   elseif sub == 'goal' then
     local verb, arg = word(rest)
     if not verb then
@@ -245,15 +223,6 @@ local function notify(message, level)
 end
 local function fail(message)
   require('dsh.errors').notify(message)
-end
-
-local function describe_policy(policy)
-  local approve = policy.approve or {}
-  return ('sandbox %s · network %s · asks before %s'):format(
-    policy.sandbox,
-    policy.network and 'on' or 'off',
-    #approve > 0 and table.concat(approve, ', ') or 'nothing'
-  )
 end
 
 local function become(agent_id, session_id)
@@ -507,22 +476,6 @@ M.actions = {
       request(requests().agent_cancel, { agentId = agent_id }, function()
         notify('cancelled')
       end, 'cancel')
-    end)
-  end,
-  ['permission.show'] = function()
-    with_agent(function(agent_id)
-      request(requests().permission_get, { agentId = agent_id }, function(policy)
-        notify(describe_policy(policy))
-      end, 'read the permission policy')
-    end)
-  end,
-  ['permission.set'] = function(a)
-    with_agent(function(agent_id)
-      -- An empty Lua table is encoded as [] (approve nothing).
-      local params = { agentId = agent_id, sandbox = a.sandbox, approve = a.approve }
-      request(requests().permission_set, params, function(policy)
-        notify(describe_policy(policy))
-      end, 'set the permission policy')
     end)
   end,
   ['plan.show'] = function()

@@ -45,10 +45,9 @@ local function questions_ask(_, params)
   return require('dsh.review').ask(params)
 end
 
-local function permission_ask(_, _)
-  -- This editor does not declare the permissions capability yet, so the daemon does not
-  -- ask it; if it ever does, the answer is no (fail closed).
-  return { outcome = 'reject', feedback = 'this editor cannot show approvals yet' }
+local function permission_ask(_, params)
+  -- Yields until the person answers in the approval float (see dsh.approvals).
+  return require('dsh.approvals').ask(params)
 end
 
 --- The `handlers` table of the LSP client config: method -> handler.

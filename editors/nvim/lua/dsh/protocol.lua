@@ -44,7 +44,8 @@ M.server_requests = {
   permission_ask = 'dsh/permission/ask',
 }
 
---- The client capability that tells the daemon this editor answers dsh/questions/ask.
-M.client_capabilities = { experimental = { dsh = { questions = true } } }
+--- The client capabilities that tell the daemon this editor answers dsh/questions/ask
+--- (plan reviews) and dsh/permission/ask (approvals).
+M.client_capabilities = { experimental = { dsh = { questions = true, permissions = true } } }
 
 return M
