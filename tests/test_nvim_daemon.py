@@ -828,3 +828,108 @@ def test_tui_chat_with_a_plan_review(tmp_path):
         assert "your message" in screen
     finally:
         tui.kill()
+
+
+# ---- approvals ------------------------------------------------------------------------------
+
+TOOLS_CONFIG = CONFIG.replace('plugins = ["plan", "goals"]', 'plugins = ["plan", "goals", "tools"]')
+
+
+def approval_snapshot(editor: Editor) -> str:
+    shot = editor.lua(
+        """
+        local a = require('dsh.approvals').list()[1]
+        local cfg = vim.api.nvim_win_get_config(a.win)
+        local function text(chunks)
+          local out = {}
+          for _, c in ipairs(chunks or {}) do table.insert(out, c[1]) end
+          return type(chunks) == 'string' and chunks or table.concat(out)
+        end
+        return { title = text(cfg.title), footer = text(cfg.footer), width = cfg.width,
+                 lines = vim.api.nvim_buf_get_lines(a.buf, 0, -1, false) }
+        """
+    )
+    width = max(shot["width"], len(shot["title"]) + 4, len(shot["footer"]) + 4)
+    return "\n".join(["╭" + shot["title"].center(width, "─") + "╮",
+                      *[f"│{line:<{width}}│" for line in shot["lines"]],
+                      "╰" + shot["footer"].center(width, "─") + "╯"]) + "\n"
+
+
+def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [
+        {"toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}]},
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "all new\n"}}]},
+        {"toolCalls": [{"name": "run_command", "arguments": {"command": "cat notes.txt > copy.txt"}}]},
+        {"text": "done"},
+    ])
+    (workspace / ".dsh" / "config.toml").write_text(TOOLS_CONFIG, encoding="utf-8")
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    editor.typed("Dsh chat")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)")
+    editor.feed("ifix the greeting<C-s>")
+
+    # 1. The edit: its diff in the float; `a` allows it once.
+    editor.wait_for("#require('dsh.approvals').list() == 1", what="the edit's approval")
+    shot = approval_snapshot(editor)
+    write_artifact("approval-edit-float.txt", shot)
+    assert "Edit notes.txt" in shot and "-hello" in shot and "+hello world" in shot
+    assert "a allow · s allow edit_file for this session · r reject with feedback · q reject" in shot
+    assert editor.lua("return vim.bo.filetype") == "diff"
+    editor.feed("a")
+    editor.wait_for("#require('dsh.approvals').list() == 0 or require('dsh.approvals').list()[1].params.tool ~= 'edit_file'")
+
+    # 2. The rewrite: `r` rejects it with feedback for the agent.
+    editor.wait_for("#require('dsh.approvals').list() == 1 and require('dsh.approvals').list()[1].params.tool == 'write_file'",
+                    what="the write's approval")
+    editor.feed("r")
+    editor.feed("edit the line, do not rewrite the file<CR>")
+
+    # 3. The command and its folder; `a` runs it.
+    editor.wait_for("#require('dsh.approvals').list() == 1 and require('dsh.approvals').list()[1].params.tool == 'run_command'",
+                    what="the command's approval")
+    shot = approval_snapshot(editor)
+    write_artifact("approval-command-float.txt", shot)
+    assert "$ cat notes.txt > copy.txt" in shot and f"in {workspace}" in shot
+    editor.feed("a")
+    lines = wait_for_chat(editor, "─── Turn 1 finished ───")
+    write_artifact("chat-approvals.txt", "\n".join(lines) + "\n")
+    text = "\n".join(lines)
+    assert "↳ You allowed edit_file once" in text
+    assert "↳ You rejected write_file: edit the line, do not rewrite the file" in text
+    assert "↳ You allowed run_command once" in text
+
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "hello world\n"  # the rewrite never happened
+    assert (workspace / "copy.txt").read_text(encoding="utf-8") == "hello world\n"
+    decisions = [e["data"] for e in log_events(workspace, session_id) if e["type"] == "permission/decision"]
+    assert [(d["tool"], d["outcome"]) for d in decisions] == [
+        ("edit_file", "allow-once"), ("write_file", "reject"), ("run_command", "allow-once")]
+    assert decisions[1]["feedback"] == "edit the line, do not rewrite the file"
+    results = tool_results(log_events(workspace, session_id), "write_file")
+    assert results[0]["ok"] is False and "edit the line, do not rewrite the file" in json.dumps(results[0]["content"])
+
+
+def test_closing_an_approval_rejects_and_a_withdrawn_one_closes(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x\n"}}]},
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "b.txt", "content": "y\n"}}]},
+        {"text": "ok"},
+    ])
+    (workspace / ".dsh" / "config.toml").write_text(TOOLS_CONFIG, encoding="utf-8")
+    editor = open_editor(workspace)
+    editors.append(editor)
+    session_id = new_session(editor)
+    editor.typed("Dsh prompt write two files")
+    editor.wait_for("#require('dsh.approvals').list() == 1", what="the first approval")
+    editor.typed("close")  # closing the float is a no
+    editor.wait_for("require('dsh.approvals').list()[1] and require('dsh.approvals').list()[1].params.title:find('b.txt', 1, true)",
+                    what="the second approval")
+    # The turn is stopped while it asks: the float goes and says why.
+    editor.typed("Dsh stop")
+    editor.wait_for("#require('dsh.approvals').list() == 0", what="the withdrawn approval to close")
+    assert any("approval of Write b.txt closed" in m for m in editor.messages()), editor.messages()
+    assert not (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
+    decisions = [e["data"] for e in log_events(workspace, session_id) if e["type"] == "permission/decision"]
+    assert decisions[0]["outcome"] == "reject"

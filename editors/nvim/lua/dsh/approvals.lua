@@ -67,7 +67,7 @@ function M.open(params, finish)
   pcall(vim.api.nvim_buf_set_name, buf, 'dsh://approve/' .. tostring(params.callId))
   local approval = { buf = buf, params = params, done = false, feedback = nil }
   approval.win = float.open(buf, {
-    title = ('%s · %s needs your yes'):format(tostring(params.title or params.tool), tostring(params.mutability or '?')),
+    title = ('%s · allow?'):format(tostring(params.title or params.tool)),
     keys = key_help(params.tool),
     number = false,
   })
