@@ -2,7 +2,8 @@
 -- formatter renders it, in the daemon's order) above a prompt area where the person
 -- types, keeps an extmark at the first line of every item so an upsert rewrites just
 -- that item (a streaming reply changes only its last lines), answers the folds the
--- formatters ask for ('foldexpr'), and keeps windows that showed the end showing it.
+-- formatters ask for ('foldexpr'). Lines go in above the prompt area, so a window whose
+-- cursor is there (where the person types) keeps showing the end without scrolling it.
 local formatters = require('dsh.chat.formatters')
 
 local M = {}
@@ -75,45 +76,6 @@ function Builder:prompt_row()
   return row_of(self.buf, self.prompt_mark)
 end
 
---- The windows that show the end of the conversation (their cursor is in the prompt
---- area, or the last line is on screen): they keep showing it after a write.
-function Builder:followers()
-  local out = {}
-  local last = vim.api.nvim_buf_line_count(self.buf)
-  local prompt = self:prompt_row()
-  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
-    local cursor = vim.api.nvim_win_get_cursor(win)[1] - 1
-    if cursor >= prompt or vim.fn.line('w$', win) >= last - 1 then
-      table.insert(out, win)
-    end
-  end
-  return out
-end
-
---- Scroll `win` so that the buffer's last line is at the bottom (folds, wrapped lines
---- and virtual lines counted), keeping its cursor.
-local function show_end(win)
-  local buf = vim.api.nvim_win_get_buf(win)
-  local last = vim.api.nvim_buf_line_count(buf) - 1
-  local height = vim.api.nvim_win_get_height(win)
-  local lo, hi = 0, last -- find the smallest top row whose text to the end fits
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    local ok, h = pcall(vim.api.nvim_win_text_height, win, { start_row = mid, end_row = last })
-    if ok and h.all <= height then
-      hi = mid
-    else
-      lo = mid + 1
-    end
-  end
-  vim.api.nvim_win_call(win, function()
-    local view = vim.fn.winsaveview()
-    if view.topline < lo + 1 then
-      vim.fn.winrestview({ topline = lo + 1 })
-    end
-  end)
-end
-
 local function set_lines(self, first, last, lines)
   vim.bo[self.buf].modifiable = true
   vim.api.nvim_buf_set_lines(self.buf, first, last, false, lines)
@@ -166,7 +128,6 @@ function Builder:upsert(item, prev)
   if not out then
     return
   end
-  local followers = self:followers()
   local entry = self.entries[item.id]
   if entry then
     local first = row_of(self.buf, entry.mark)
@@ -198,11 +159,6 @@ function Builder:upsert(item, prev)
     self.entries[item.id] = { mark = mark, count = #out.lines, fold = out.fold }
     table.insert(self.order, item.id)
     paint(self, at, out)
-  end
-  for _, win in ipairs(followers) do
-    if vim.api.nvim_win_is_valid(win) then
-      show_end(win)
-    end
   end
 end
 
