@@ -82,7 +82,6 @@ def test_token_counts_are_short(editor, n, text):
 GOAL_STATUS = PLUGIN_DIR.parents[1] / "tests" / "fixtures" / "status" / "goal-status.json"
 
 
-@pytest.mark.skipif(not GOAL_STATUS.exists(), reason="the shared goal status fixture has not landed yet")
 def test_goal_status_is_the_shared_words(editor):
     import json
 
