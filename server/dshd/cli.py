@@ -2,6 +2,7 @@
 
     dshd                       serve stdio (same as `dshd serve`)
     dshd serve                 the daemon over stdio (dshd.daemon.server:serve)
+    dshd acp                   the Agent Client Protocol over stdio (dshd.acp.app:main)
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
     dshd log show PATH [--chat]
@@ -291,8 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     from dshd import __version__
 
     parser.add_argument("--version", action="version", version=f"dshd {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,log}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,acp,demo,log}")
     sub.add_parser("serve", help="serve JSON-RPC over stdio (the default)", add_help=False)
+    sub.add_parser("acp", help="serve the Agent Client Protocol over stdio (Zed, CodeCompanion, Avante)", add_help=False)
     # demo parses its own options (including --help): everything after `demo` goes to it.
     sub.add_parser("demo", help="run the scripted scenario as a real client of the daemon", add_help=False)
     log_parser = sub.add_parser("log", help="inspect a session log")
@@ -312,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run_external("dshd.daemon.server:serve", "serve", [])
     if argv[0] == "serve":
         return _run_external("dshd.daemon.server:serve", "serve", argv[1:])
+    if argv[0] == "acp":
+        return _run_external("dshd.acp.app:main", "acp", argv[1:])
     if argv[0] == "demo":
         return _run_external("dshd.demo:main", "demo", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2

@@ -1,0 +1,19 @@
+"""Layer 5: the Agent Client Protocol front door (`dshd acp`).
+
+ACP v1 over stdio, one JSON object per line, built on the official
+``agent-client-protocol`` SDK (imported only here, and only by `dshd acp`). It serves
+the same Workspace, services and session logs as `dshd serve`; the two doors never
+import each other.
+
+    app.py        `dshd acp`: logging, stdio, the connection's life
+    transport.py  line framing over stdio (bad lines answered, never fatal)
+    door.py       the ACP methods, thin: each maps onto the Workspace or an Agent
+    live.py       one open session: its committed events, deltas, plan and goal changes
+                  as ``session/update`` notifications
+    updates.py    events and deltas -> ACP session updates (tool calls, text, messages)
+    convert.py    plain values -> ACP values (modes, config options, goal, stop reasons,
+                  prompt blocks)
+    questions.py  the user-questions seam as ``session/request_permission`` (plan review)
+    goals.py      the ``_session/goal`` extension method
+    errors.py     domain and validation errors -> JSON-RPC errors
+"""

@@ -1,0 +1,170 @@
+"""Plain dshd values -> ACP values, and ACP prompt blocks -> the text of a user message.
+
+Only this package knows ACP's shapes; the core hands over plan views, goal views and
+stop reasons as it does to the LSP door.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from acp.schema import (
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    EmbeddedResourceContentBlock,
+    ResourceContentBlock,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionInfoUpdate,
+    SessionMode,
+    SessionModeState,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+from dshd.errors import DshError
+
+# ---- plan mode as ACP session modes (and the `mode` config option kept in step) ------
+
+DEFAULT_MODE = "default"
+PLAN_MODE = "plan"
+MODE_CONFIG_ID = "mode"
+_MODES = (
+    (DEFAULT_MODE, "Default", "Work on the task: the agent may change files and run commands."),
+    (PLAN_MODE, "Plan", "Plan first: the agent investigates and presents a plan for you to approve before changing files."),
+)
+
+
+def mode_id(active: bool) -> str:
+    return PLAN_MODE if active else DEFAULT_MODE
+
+
+def plan_active(mode: str, field: str) -> bool:
+    """The plan-mode choice a mode id stands for; another id is invalid-params."""
+    if mode == PLAN_MODE:
+        return True
+    if mode == DEFAULT_MODE:
+        return False
+    raise DshError("invalid-params", f"unknown mode {mode!r}: the modes are {DEFAULT_MODE!r} and {PLAN_MODE!r}", field=field)
+
+
+def mode_state(active: bool) -> SessionModeState:
+    return SessionModeState(
+        current_mode_id=mode_id(active),
+        available_modes=[SessionMode(id=i, name=n, description=d) for i, n, d in _MODES],
+    )
+
+
+def config_options(active: bool) -> list[SessionConfigOptionSelect]:
+    return [
+        SessionConfigOptionSelect(
+            type="select",
+            id=MODE_CONFIG_ID,
+            name="Mode",
+            category="mode",
+            description="Plan mode: plan first, change files only after you approve the plan.",
+            current_value=mode_id(active),
+            options=[SessionConfigSelectOption(value=i, name=n, description=d) for i, n, d in _MODES],
+        )
+    ]
+
+
+def mode_updates(active: bool) -> list[Any]:
+    """What a client hears when the recorded plan state changes: the mode, then the
+    config option that mirrors it."""
+    return [
+        CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id(active)),
+        ConfigOptionUpdate(session_update="config_option_update", config_options=config_options(active)),
+    ]
+
+
+# ---- goals --------------------------------------------------------------------------
+
+GOAL_ACTIONS = ("set", "pause", "resume", "clear", "complete", "block", "edit")
+GOAL_CONTROL_METHOD = "_session/goal"
+
+
+def goal_capability() -> dict[str, Any]:
+    """``initialize`` result ``_meta.goal``: how a client drives goals."""
+    return {"version": 1, "controlMethod": GOAL_CONTROL_METHOD, "actions": list(GOAL_ACTIONS)}
+
+
+def goal_meta(view: Any) -> dict[str, Any] | None:
+    """The goal as a client sees it (dshd's GoalView: id, revision, objective, phase,
+    maxRounds, roundsStarted, roundsLeft, activation, ...); None when there is none."""
+    return None if view is None else view.to_dict()
+
+
+def goal_update(view: Any, op: str | None = None, revision: int | None = None) -> SessionInfoUpdate:
+    """``session_info_update`` whose ``_meta.goal`` is the goal now (null after clear);
+    ``_meta.goalChange`` says what changed (op, revision) when something did."""
+    meta: dict[str, Any] = {"goal": goal_meta(view)}
+    if op is not None:
+        meta["goalChange"] = {"op": op, "revision": revision}
+    return SessionInfoUpdate(session_update="session_info_update", field_meta=meta)
+
+
+# ---- turns --------------------------------------------------------------------------
+
+# dshd stop reason -> ACP StopReason. "model-error" and "error" are JSON-RPC errors.
+STOP_REASONS = {
+    "end-turn": "end_turn",
+    "command": "end_turn",  # a /command that opened no turn
+    "cancelled": "cancelled",
+    "max-steps": "max_turn_requests",
+    "rejected": "refusal",
+}
+
+
+# ---- prompt blocks ------------------------------------------------------------------
+
+
+def prompt_text(blocks: list[Any], root: Path) -> str:
+    """The user message for a prompt: text blocks as they are, a resource link as a
+    markdown link, an embedded text resource as a link in place plus its text in a
+    ``<context>`` section after the message. Images, audio and binary resources are
+    refused (``promptCapabilities`` says so)."""
+    parts: list[str] = []
+    contexts: list[str] = []
+    for i, block in enumerate(blocks):
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"[{block.name or _display(block.uri, root)}]({block.uri})")
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            resource = block.resource
+            if not isinstance(resource, TextResourceContents):
+                raise DshError(
+                    "invalid-params",
+                    "binary resources are not supported: send text, or a resource_link",
+                    field=f"prompt[{i}].resource",
+                )
+            parts.append(f"[{_display(resource.uri, root)}]({resource.uri})")
+            contexts.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            raise DshError(
+                "invalid-params",
+                f"{kind} content is not supported (see promptCapabilities): send text or resources",
+                field=f"prompt[{i}]",
+            )
+    text = "".join(parts)
+    if contexts:
+        text = (text + "\n\n" if text.strip() else "") + "\n\n".join(contexts)
+    if not text.strip():
+        raise DshError("invalid-params", "the prompt has no text", field="prompt")
+    return text
+
+
+def _display(uri: str, root: Path) -> str:
+    """A file URI inside the workspace as its relative path; anything else as it is."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return uri
+    path = Path(unquote(parsed.path))
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

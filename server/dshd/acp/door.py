@@ -1,0 +1,336 @@
+"""The ACP methods, mapped onto the Workspace and its agents. Thin: checks, one call
+into the core, and the answer in ACP's shape (convert.py); what happens while a session
+is open is live.py's job.
+
+The workspace is the folder `dshd acp` runs in; ``session/new`` and ``session/load``
+must name it as ``cwd``. The ACP ``sessionId`` is dshd's ``sessionId``, so a session
+made here opens in `dshd serve` and the other way round (one process holds a session
+at a time: the other gets ``session-locked`` with the holder's pid).
+
+Every request but ``initialize`` needs a successful ``initialize`` first (-32600
+otherwise); a second ``initialize`` is -32600 too. Notifications before it are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.agent.router import build_agent_router
+from acp.connection import Connection
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SessionNotification,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+)
+from acp.utils import request_model, serialize_params
+from pydantic import ValidationError
+
+from dshd import __version__
+from dshd.acp import goals as goal_requests
+from dshd.acp.convert import (
+    MODE_CONFIG_ID,
+    STOP_REASONS,
+    config_options,
+    goal_capability,
+    goal_meta,
+    mode_state,
+    plan_active,
+    prompt_text,
+)
+from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
+from dshd.acp.live import LiveSession
+from dshd.acp.questions import DEFAULT_TIMEOUT_S, AcpQuestions
+from dshd.acp.transport import LineTransport
+from dshd.agent.config import load_config
+from dshd.agent.workspace import Workspace, is_session_id
+from dshd.errors import DshError
+
+log = logging.getLogger("dshd.acp")
+
+MCP_NOT_USED = "dshd does not connect to MCP servers yet"
+
+
+class Peer:
+    """What the door sends to the client: updates (written at once, in order) and
+    permission requests (answered asynchronously)."""
+
+    def __init__(self, transport: LineTransport, connection: Connection) -> None:
+        self._transport = transport
+        self._connection = connection
+
+    def update(self, session_id: str, update: Any) -> None:
+        params = serialize_params(SessionNotification(session_id=session_id, update=update))
+        self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any]) -> RequestPermissionResponse:
+        request = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
+        return await request_model(self._connection, "session/request_permission", request, RequestPermissionResponse)
+
+
+class AcpDoor:
+    def __init__(self, root: Path, *, question_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.root = root
+        self.question_timeout_s = question_timeout_s
+        self.workspace: Workspace | None = None
+        self.peer: Peer | None = None
+        self.sessions: dict[str, LiveSession] = {}
+
+    # ---- wiring ------------------------------------------------------------------------
+
+    def connect(self, transport: LineTransport) -> Connection:
+        router = build_agent_router(self)
+        connection = Connection(self._guard(router), transport, listening=False)
+        self.peer = Peer(transport, connection)
+        return connection
+
+    def _guard(self, router: Any) -> Any:
+        async def handle(method: str, params: Any, is_notification: bool) -> Any:
+            if is_notification:
+                return await self._notification(router, method, params)
+            if method == "initialize" and self.workspace is not None:
+                raise RequestError(INVALID_REQUEST, "Invalid request: initialize was already answered", None)
+            if method != "initialize" and self.workspace is None:
+                raise RequestError(INVALID_REQUEST, "Invalid request: send initialize first", None)
+            try:
+                return await router(method, params, is_notification)
+            except ValidationError as exc:
+                raise from_validation(exc) from None
+            except DshError as exc:
+                raise from_dsh(exc) from None
+
+        return handle
+
+    async def _notification(self, router: Any, method: str, params: Any) -> None:
+        if self.workspace is None:
+            log.warning("notification %s before initialize: dropped", method)
+            return
+        try:
+            await router(method, params, True)
+        except RequestError as exc:
+            log.info("notification %s not handled: %s", method, exc)
+        except (ValidationError, DshError) as exc:
+            log.warning("notification %s with bad params: %s", method, exc)
+
+    async def shutdown(self) -> None:
+        for live in self.sessions.values():
+            live.close()
+        self.sessions.clear()
+        if self.workspace is not None:
+            await self.workspace.shutdown()
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> InitializeResponse:
+        config = load_config(self.root, None)
+        assert self.peer is not None
+        self.workspace = Workspace(self.root, config, questions=AcpQuestions(self.peer, timeout_s=self.question_timeout_s))
+        log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
+        meta = {"goal": goal_capability()} if "goals" in config.plugins else None
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            agent_info=Implementation(name="dshd", title="dshd", version=__version__),
+            auth_methods=[],
+            field_meta=meta,
+        )
+
+    # ---- sessions ----------------------------------------------------------------------
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any) -> NewSessionResponse:
+        self._check_cwd(cwd, additional_directories)
+        agent = self._workspace.create_session()
+        live = self._open(agent)
+        self._after_answer(live, mcp_servers)
+        return NewSessionResponse(
+            session_id=agent.session_id,
+            modes=self._modes(agent),
+            config_options=self._config_options(agent),
+            field_meta=self._meta(agent, mcp_servers),
+        )
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any) -> LoadSessionResponse:
+        self._check_cwd(cwd, additional_directories)
+        if not is_session_id(session_id):
+            raise invalid_params("sessionId", f"not a dshd session id: {session_id!r}")
+        agent = self._workspace.open_session(session_id)
+        live = self.sessions.get(session_id)
+        if live is None or live.agent is not agent:
+            live = self._open(agent)
+        live.replay()
+        self._after_answer(live, mcp_servers)
+        return LoadSessionResponse(
+            modes=self._modes(agent),
+            config_options=self._config_options(agent),
+            field_meta=self._meta(agent, mcp_servers),
+        )
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
+        if cursor is not None:
+            raise invalid_params("cursor", "unknown cursor: dshd lists every session in one page")
+        if cwd is not None and not self._same_folder(cwd):
+            return ListSessionsResponse(sessions=[])
+        sessions = [
+            SessionInfo(
+                session_id=entry["sessionId"],
+                cwd=str(self.root),
+                title=entry.get("title"),
+                updated_at=entry.get("updatedAt"),
+                field_meta={"goal": entry.get("goal")},
+            )
+            for entry in self._workspace.list_sessions()
+        ]
+        return ListSessionsResponse(sessions=sessions)
+
+    # ---- turns -------------------------------------------------------------------------
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        live = self._live(session_id)
+        result = await live.prompt(prompt_text(prompt, self.root))
+        reason = result["stopReason"]
+        if reason in STOP_REASONS:
+            return PromptResponse(stop_reason=STOP_REASONS[reason])
+        error = result.get("error") or {}
+        if reason == "model-error":
+            message = error.get("message") or "the model call failed (dshd's log on stderr has the details)"
+            raise RequestError(-32603, f"model error: {message}", {"kind": "model-error", "errorKind": error.get("kind")})
+        raise RequestError(-32603, f"the turn ended with {reason} (dshd's log on stderr has the details)", {"stopReason": reason})
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        live = self.sessions.get(session_id)
+        if live is None:
+            log.info("session/cancel for %s, which is not open here", session_id)
+            return
+        await live.agent.cancel()
+
+    # ---- plan mode ---------------------------------------------------------------------
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
+        outcome, view = self._set_plan(session_id, mode_id, "modeId")
+        return SetSessionModeResponse(field_meta={"dsh": {"outcome": outcome, **view.to_dict()}})
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any, **_: Any) -> SetSessionConfigOptionResponse:
+        if config_id != MODE_CONFIG_ID:
+            raise invalid_params("configId", f"unknown config option {config_id!r}: the only one is {MODE_CONFIG_ID!r}")
+        if not isinstance(value, str):
+            raise invalid_params("value", "the mode option takes a mode id")
+        outcome, view = self._set_plan(session_id, value, "value")
+        return SetSessionConfigOptionResponse(
+            config_options=config_options(view.active), field_meta={"dsh": {"outcome": outcome, **view.to_dict()}}
+        )
+
+    def _set_plan(self, session_id: str, mode: str, field: str) -> tuple[str, Any]:
+        agent = self._live(session_id).agent
+        if agent.plan is None:
+            raise DshError("plugin-not-loaded", "the plan plugin is not loaded in this workspace (config: plugins)")
+        outcome = agent.plan.set(plan_active(mode, field))
+        return outcome, agent.plan.get()
+
+    # ---- extensions --------------------------------------------------------------------
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method != "session/goal":
+            raise RequestError.method_not_found(f"_{method}")
+        request = goal_requests.parse(params)
+        agent = self._live(request.sessionId).agent
+        if agent.goals is None:
+            raise DshError("plugin-not-loaded", "the goals plugin is not loaded in this workspace (config: plugins)")
+        return goal_requests.run(agent.goals, request)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.info("extension notification _%s ignored", method)
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    @property
+    def _workspace(self) -> Workspace:
+        assert self.workspace is not None
+        return self.workspace
+
+    def _same_folder(self, cwd: str) -> bool:
+        try:
+            return Path(cwd).resolve() == self.root.resolve()
+        except (OSError, RuntimeError):
+            return False
+
+    def _check_cwd(self, cwd: str, additional_directories: Any) -> None:
+        if not Path(cwd).is_absolute():
+            raise invalid_params("cwd", f"cwd must be an absolute path, not {cwd!r}")
+        if not self._same_folder(cwd):
+            raise invalid_params(
+                "cwd",
+                f"dshd acp serves the workspace {self.root} (the folder it was started in); "
+                f"{cwd} is another folder: start dshd acp in {cwd} to work there",
+            )
+        if additional_directories:
+            raise invalid_params("additionalDirectories", "dshd works in one folder: additional directories are not supported")
+
+    def _open(self, agent: Any) -> LiveSession:
+        old = self.sessions.pop(agent.session_id, None)
+        if old is not None:
+            old.close()
+        live = LiveSession(agent, self.peer, self.root)  # type: ignore[arg-type]
+        self.sessions[agent.session_id] = live
+        return live
+
+    def _live(self, session_id: str) -> LiveSession:
+        live = self.sessions.get(session_id)
+        if live is None:
+            if not is_session_id(session_id):
+                raise invalid_params("sessionId", f"not a dshd session id: {session_id!r}")
+            raise invalid_params("sessionId", f"session {session_id} is not open here: session/new or session/load it first")
+        return live
+
+    @staticmethod
+    def _modes(agent: Any) -> Any:
+        return mode_state(agent.store.state.plan.active) if agent.plan is not None else None
+
+    @staticmethod
+    def _config_options(agent: Any) -> Any:
+        return config_options(agent.store.state.plan.active) if agent.plan is not None else None
+
+    def _meta(self, agent: Any, mcp_servers: Any) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        if agent.goals is not None:
+            meta["goal"] = goal_meta(agent.goals.get())
+        if mcp_servers:
+            meta["dsh"] = {"mcpServers": {"used": False, "ignored": [_server_name(s) for s in mcp_servers], "why": MCP_NOT_USED}}
+        return meta
+
+    def _after_answer(self, live: LiveSession, mcp_servers: Any) -> None:
+        """Told right after the answer (the client knows the session by then)."""
+
+        def tell() -> None:
+            live.send_commands()
+            if mcp_servers:
+                names = ", ".join(_server_name(s) for s in mcp_servers)
+                log.warning("MCP servers not used (%s): %s", MCP_NOT_USED, names)
+                live.send_text(f"Note: {MCP_NOT_USED}; these servers were not started: {names}.")
+
+        asyncio.get_running_loop().call_soon(tell)
+
+
+def _server_name(server: Any) -> str:
+    return getattr(server, "name", None) or "?"

@@ -1,0 +1,150 @@
+"""One session open on the ACP connection: its agent's changes as ``session/update``s.
+
+Listeners (all called by the core after the change is durable, on the event loop):
+
+- committed events and live deltas -> :class:`UpdateTranslator` (messages, tool calls);
+- plan view -> ``current_mode_update`` + ``config_option_update``, only when the
+  *recorded* state changes. A choice that waits for the next step (``queued``) sends
+  nothing until the step commits it;
+- goal notices (every change, round starts, arm and disarm) -> ``session_info_update``
+  with ``_meta.goal`` (null after clear).
+
+A prompt that arrives while a turn runs (a goal's continuation round) is steered into
+that turn, and its answer is that turn's stop reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpdate, UnstructuredCommandInput
+
+from dshd.acp.convert import goal_meta, goal_update, mode_updates
+from dshd.acp.updates import UpdateTranslator, agent_text
+from dshd.folds.events import TurnClose
+
+if TYPE_CHECKING:
+    from dshd.acp.door import Peer
+    from dshd.agent.loop import Agent
+
+log = logging.getLogger("dshd.acp")
+
+KEPT_CLOSES = 16  # turn/close payloads kept for prompts that wait on a turn
+
+
+class LiveSession:
+    def __init__(self, agent: "Agent", peer: "Peer", root: Path) -> None:
+        self.agent = agent
+        self.peer = peer
+        self.root = root
+        self.session_id = agent.session_id
+        self.translator = UpdateTranslator(root, live=True)
+        self.mode = agent.store.state.plan.active
+        self._closes: OrderedDict[int, Any] = OrderedDict()
+        self._waiters: dict[int, list[asyncio.Future]] = {}
+        self._removers = [agent.add_event_listener(self._on_event), agent.add_delta_listener(self._on_delta)]
+        if agent.plan is not None:
+            self._removers.append(agent.plan.add_listener(self._on_plan))
+        if agent.goals is not None:
+            self._removers.append(agent.goals.add_listener(self._on_goal))
+
+    def close(self) -> None:
+        for remove in self._removers:
+            remove()
+        self._removers.clear()
+        for waiters in self._waiters.values():
+            for future in waiters:
+                if not future.done():
+                    future.cancel()
+
+    # ---- what the client is told once --------------------------------------------------
+
+    def replay(self) -> None:
+        """The whole history, as updates (``session/load``), then the session's info."""
+        history = UpdateTranslator(self.root, live=False)
+        for event in self.agent.store.events():
+            self._send(history.event(event))
+        self.send_info()
+
+    def send_info(self) -> None:
+        state = self.agent.store.state
+        goals = self.agent.goals
+        update = SessionInfoUpdate(
+            session_update="session_info_update",
+            title=state.title,
+            updated_at=state.last_at,
+            field_meta={"goal": goal_meta(goals.get()) if goals is not None else None},
+        )
+        self._send([update])
+
+    def send_commands(self) -> None:
+        commands = []
+        for name in self.agent.commands.names():
+            command, _ = self.agent.commands.resolve("/" + name)
+            commands.append(
+                AvailableCommand(
+                    name=name,
+                    description=command.description,
+                    input=UnstructuredCommandInput(hint="optional: what follows the command"),
+                )
+            )
+        self._send([AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands)])
+
+    def send_text(self, text: str) -> None:
+        self._send([agent_text(text)])
+
+    # ---- prompts -----------------------------------------------------------------------
+
+    async def prompt(self, text: str) -> dict[str, Any]:
+        """``{"turn", "stopReason", "error"?}`` of the turn this prompt ran in."""
+        agent = self.agent
+        if agent.turn_running and not text.startswith("/"):
+            turn = agent.store.state.turn.last_turn
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(turn, []).append(waiter)
+            agent.steer(text)
+            return await waiter
+        result = await agent.prompt(text)
+        close = self._closes.pop(result.get("turn"), None) if result.get("turn") is not None else None
+        if close is not None:
+            return close
+        return result
+
+    # ---- listeners ---------------------------------------------------------------------
+
+    def _send(self, updates: list[Any]) -> None:
+        for update in updates:
+            self.peer.update(self.session_id, update)
+
+    def _on_event(self, event: Any) -> None:
+        self._send(self.translator.event(event))
+        if isinstance(event, TurnClose):
+            self._turn_closed(event)
+
+    def _turn_closed(self, event: TurnClose) -> None:
+        data = event.data
+        result: dict[str, Any] = {"turn": data.turn, "stopReason": data.stopReason}
+        error = getattr(data, "error", None)
+        if error is not None:
+            result["error"] = {"kind": getattr(error, "kind", None), "message": getattr(error, "message", str(error))}
+        for waiter in self._waiters.pop(data.turn, []):
+            if not waiter.done():
+                waiter.set_result(result)
+        self._closes[data.turn] = result
+        while len(self._closes) > KEPT_CLOSES:
+            self._closes.popitem(last=False)
+
+    def _on_delta(self, delta: Any) -> None:
+        self._send(self.translator.delta(delta))
+
+    def _on_plan(self, view: Any) -> None:
+        if view.active != self.mode:
+            self.mode = view.active
+            self._send(mode_updates(view.active))
+
+    def _on_goal(self, notice: Any) -> None:
+        self._send([goal_update(notice.view, notice.op, notice.revision)])

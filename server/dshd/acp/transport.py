@@ -1,0 +1,177 @@
+"""ACP's framing over stdio: one JSON-RPC message per line (UTF-8, ``\\n``-terminated).
+
+A message transport for the SDK's ``Connection`` (``send`` / ``receive`` / ``close``).
+Bad lines never stop the loop and never go unanswered where JSON-RPC says to answer:
+
+- not JSON (NaN, Infinity and 1e999 included), or a line over ``MAX_LINE`` bytes:
+  -32700 Parse error, ``id: null``;
+- a JSON array (ACP has no batches), a non-object, no ``"jsonrpc": "2.0"``, an id that
+  is not a string or an integer, a method that is not a string, an object that is
+  neither a request, a notification nor a response: -32600 Invalid Request (with the
+  id when it is usable).
+
+Writes are synchronous (one ``write`` + ``flush`` per message), so notifications reach
+the client in the order the code produced them, and before the answer that follows
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import stat
+import sys
+from typing import Any, BinaryIO
+
+log = logging.getLogger("dshd.acp")
+
+MAX_LINE = 64 * 1024 * 1024
+
+
+def _not_json_number(text: str) -> float:
+    raise ValueError(f"{text} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def decode_line(line: bytes) -> Any:
+    return json.loads(line, parse_constant=_not_json_number, parse_float=_finite_float)
+
+
+def _usable_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def problem(message: Any) -> tuple[int, str, Any] | None:
+    """Why a decoded line is not a JSON-RPC 2.0 message we can dispatch:
+    ``(code, text, id to answer with)``; None when it is fine."""
+    if isinstance(message, list):
+        return -32600, "Invalid Request: batches are not supported", None
+    if not isinstance(message, dict):
+        return -32600, "Invalid Request: a message is a JSON object", None
+    msg_id = message.get("id")
+    answer_id = msg_id if _usable_id(msg_id) else None
+    if message.get("jsonrpc") != "2.0":
+        return -32600, 'Invalid Request: "jsonrpc" must be "2.0"', answer_id
+    if "id" in message and msg_id is not None and not _usable_id(msg_id):
+        return -32600, "Invalid Request: id must be a string or an integer", None
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return -32600, "Invalid Request: method must be a string", answer_id
+        if "params" in message and not isinstance(message["params"], (dict, list)):
+            return -32600, "Invalid Request: params must be an object", answer_id
+        return None
+    if "id" not in message or not ("result" in message or "error" in message):
+        return -32600, "Invalid Request: not a request, a notification or a response", answer_id
+    return None
+
+
+class LineTransport:
+    def __init__(self, reader: asyncio.StreamReader, out: BinaryIO) -> None:
+        self._reader = reader
+        self._out = out
+        self._broken = False
+
+    # ---- Transport ---------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.write(message)
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._read_line()
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            try:
+                message = decode_line(line)
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                self._answer(-32700, f"Parse error: {exc}", None)
+                continue
+            trouble = problem(message)
+            if trouble is not None:
+                self._answer(*trouble)
+                continue
+            return message
+
+    async def close(self) -> None:
+        try:
+            self._out.flush()
+        except (OSError, ValueError):
+            pass
+
+    # ---- writing -----------------------------------------------------------------------
+
+    def write(self, message: dict[str, Any]) -> None:
+        if self._broken:
+            return
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode() + b"\n"
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except (BrokenPipeError, ConnectionResetError, ValueError):
+            self._broken = True
+            log.warning("the client closed its end of stdout")
+
+    def _answer(self, code: int, text: str, msg_id: Any) -> None:
+        log.warning("bad message: %s", text)
+        self.write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": text}})
+
+    # ---- reading -----------------------------------------------------------------------
+
+    async def _read_line(self) -> bytes | None:
+        try:
+            return await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial or None  # a last line without its newline still counts
+        except asyncio.LimitOverrunError:
+            # Drop the rest of the over-long line, then answer it.
+            while True:
+                try:
+                    await self._reader.readuntil(b"\n")
+                    break
+                except asyncio.LimitOverrunError as exc:
+                    await self._reader.readexactly(exc.consumed)
+                except asyncio.IncompleteReadError:
+                    break
+            self._answer(-32700, f"Parse error: a line longer than {MAX_LINE} bytes", None)
+            return b""
+
+
+async def open_stdin_reader(stdin: BinaryIO) -> asyncio.StreamReader:
+    """A StreamReader over stdin: asyncio's pipe transport for pipes, sockets and
+    terminals; a thread for a regular file (epoll cannot poll files)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    mode = os.fstat(stdin.fileno()).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        return reader
+
+    def pump() -> None:
+        while chunk := stdin.read1(65536):
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+        loop.call_soon_threadsafe(reader.feed_eof)
+
+    loop.run_in_executor(None, pump)
+    return reader
+
+
+def stdio_streams() -> tuple[BinaryIO, BinaryIO]:
+    """The protocol's stdin and stdout; file descriptor 1 then means stderr, so a stray
+    print() (or a child process) can never corrupt the protocol stream."""
+    stdin = sys.stdin.buffer
+    sys.stdout.flush()
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return stdin, stdout

@@ -1,0 +1,249 @@
+"""Committed events and live deltas -> ACP ``session/update`` payloads.
+
+One :class:`UpdateTranslator` per open session (live) or per history replay
+(``session/load``). It keeps only what it needs to pair things up: the name and
+arguments of each tool call (for its result) and the text already streamed in the
+current step (so the durable ``assistant/message`` adds only what the deltas had not
+sent).
+
+    user/message        user_message_chunk (live: only the plugins' messages; the
+                        client already shows what its person typed)
+    assistant/message   agent_message_chunk (what deltas had not streamed yet)
+    tool/call           tool_call: kind, title, locations, rawInput, diff for edits,
+                        the plan for exit_plan_mode; status pending
+    tool/result         tool_call_update: completed | failed, the result as content
+    delta text          agent_message_chunk
+    delta tool-arguments  tool_call (pending, title from the name) once per call
+
+Plan mode and goal changes come from their services' listeners (live.py), not from
+events: the client hears them when they are committed, with the values it acts on.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from acp.schema import (
+    AgentMessageChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
+
+from dshd.agent.deltas import AgentDelta
+from dshd.folds.events import AssistantMessage, RequestHeader, ToolCall, ToolResult, UserMessage
+from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
+from dshd.plugins.plan import first_heading
+
+log = logging.getLogger("dshd.acp")
+
+# dshd tool name -> ACP ToolKind
+TOOL_KINDS = {
+    "read_file": "read",
+    "list_files": "search",
+    "search": "search",
+    "edit_file": "edit",
+    "write_file": "edit",
+    "run_command": "execute",
+    EXIT_PLAN_MODE: "switch_mode",
+}
+_EDITS = {"edit_file", "write_file"}
+
+
+def text(value: str) -> ContentToolCallContent:
+    return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=value))
+
+
+def agent_text(value: str) -> AgentMessageChunk:
+    return AgentMessageChunk(session_update="agent_message_chunk", content=TextContentBlock(type="text", text=value))
+
+
+def _str(arguments: dict[str, Any], key: str) -> str | None:
+    value = arguments.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def tool_title(name: str, arguments: dict[str, Any]) -> str:
+    path = _str(arguments, "path")
+    if name == "read_file" and path:
+        return f"Read {path}"
+    if name == "list_files":
+        pattern = _str(arguments, "pattern")
+        return f"List {path or '.'}" + (f" ({pattern})" if pattern else "")
+    if name == "search" and _str(arguments, "pattern"):
+        return f"Search `{arguments['pattern']}`" + (f" in {path}" if path else "")
+    if name == "edit_file" and path:
+        return f"Edit {path}"
+    if name == "write_file" and path:
+        return f"Write {path}"
+    if name == "run_command" and _str(arguments, "command"):
+        return f"Run `{arguments['command']}`"
+    if name == EXIT_PLAN_MODE:
+        heading = first_heading(_str(arguments, "plan") or "")
+        return f"Ready to code? {heading}" if heading else "Ready to code?"
+    if name == "goal_complete":
+        return "Report the goal complete"
+    if name == "goal_block":
+        return f"Report the goal blocked: {_str(arguments, 'code') or '?'}"
+    return name
+
+
+def tool_locations(root: Path, name: str, arguments: dict[str, Any]) -> list[ToolCallLocation] | None:
+    path = _str(arguments, "path") or (_str(arguments, "cwd") if name == "run_command" else None)
+    if path is None:
+        return None
+    line = arguments.get("offset") if name == "read_file" else None
+    if isinstance(line, bool) or not isinstance(line, int) or line < 0:
+        line = None
+    return [ToolCallLocation(path=str(root / path), line=line)]
+
+
+def _edit_diff(root: Path, name: str, arguments: dict[str, Any]) -> FileEditToolCallContent | None:
+    path = _str(arguments, "path")
+    if path is None:
+        return None
+    if name == "edit_file" and isinstance(arguments.get("oldText"), str) and isinstance(arguments.get("newText"), str):
+        return FileEditToolCallContent(
+            type="diff", path=str(root / path), old_text=arguments["oldText"], new_text=arguments["newText"]
+        )
+    if name == "write_file" and isinstance(arguments.get("content"), str):
+        return FileEditToolCallContent(type="diff", path=str(root / path), old_text=None, new_text=arguments["content"])
+    return None
+
+
+def tool_call_content(root: Path, name: str, arguments: dict[str, Any]) -> list[Any] | None:
+    """What the call shows before it runs: an edit's diff, the plan under review."""
+    if name in _EDITS:
+        diff = _edit_diff(root, name, arguments)
+        return [diff] if diff is not None else None
+    if name == EXIT_PLAN_MODE and _str(arguments, "plan"):
+        return [text(arguments["plan"])]
+    return None
+
+
+def tool_call_start(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallStart:
+    return ToolCallStart(
+        session_update="tool_call",
+        tool_call_id=call_id,
+        title=tool_title(name, arguments),
+        kind=TOOL_KINDS.get(name, "other"),
+        status="pending",
+        locations=tool_locations(root, name, arguments),
+        raw_input=arguments,
+        content=tool_call_content(root, name, arguments),
+    )
+
+
+def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallProgress:
+    """The full call, for a tool_call already announced while its arguments streamed."""
+    start = tool_call_start(root, call_id, name, arguments)
+    return ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        title=start.title,
+        kind=start.kind,
+        status="pending",
+        locations=start.locations,
+        raw_input=arguments,
+        content=start.content,
+    )
+
+
+def tool_result_update(root: Path, call_id: str, name: str | None, arguments: dict[str, Any], ok: bool, content: str) -> ToolCallProgress:
+    shown: list[Any] = [text(content)] if content else []
+    if ok and name in _EDITS:
+        # The diff says it better than the result's unified-diff text.
+        diff = _edit_diff(root, name, arguments)
+        if diff is not None:
+            shown = [diff]
+    return ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="completed" if ok else "failed",
+        content=shown,
+        raw_output={"ok": ok, "content": content},
+    )
+
+
+def user_text(event: UserMessage) -> UserMessageChunk:
+    data = event.data
+    meta = None
+    if data.source == "plugin":
+        meta = {"dsh": {"source": "plugin", "plugin": data.plugin}}
+        if data.goalRound is not None:
+            meta["dsh"]["goalRound"] = {
+                "goalId": data.goalRound.goalId,
+                "round": data.goalRound.round,
+                "revision": data.goalRound.revision,
+            }
+    return UserMessageChunk(
+        session_update="user_message_chunk", content=TextContentBlock(type="text", text=data.text), field_meta=meta
+    )
+
+
+class UpdateTranslator:
+    def __init__(self, root: Path, *, live: bool) -> None:
+        self.root = root
+        self.live = live
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._announced: set[str] = set()
+        self._streamed = ""
+
+    def event(self, event: Any) -> list[Any]:
+        if isinstance(event, UserMessage):
+            if self.live and event.data.source == "user":
+                return []
+            return [user_text(event)]
+        if isinstance(event, RequestHeader):
+            self._streamed = ""
+            return []
+        if isinstance(event, AssistantMessage):
+            return self._assistant(event.data.text)
+        if isinstance(event, ToolCall):
+            data = event.data
+            arguments = dict(data.arguments)
+            self._calls[data.callId] = (data.name, arguments)
+            if data.callId in self._announced:
+                return [tool_call_details(self.root, data.callId, data.name, arguments)]
+            return [tool_call_start(self.root, data.callId, data.name, arguments)]
+        if isinstance(event, ToolResult):
+            data = event.data
+            name, arguments = self._calls.pop(data.callId, (None, {}))
+            self._announced.discard(data.callId)
+            return [tool_result_update(self.root, data.callId, name, arguments, data.ok, data.content)]
+        return []
+
+    def delta(self, delta: AgentDelta) -> list[Any]:
+        if delta.kind == "text" and delta.text:
+            self._streamed += delta.text
+            return [agent_text(delta.text)]
+        if delta.kind == "tool-arguments" and delta.call_id and delta.call_id not in self._announced:
+            self._announced.add(delta.call_id)
+            name = delta.name or "tool"
+            return [
+                ToolCallStart(
+                    session_update="tool_call",
+                    tool_call_id=delta.call_id,
+                    title=tool_title(name, {}),
+                    kind=TOOL_KINDS.get(name, "other"),
+                    status="pending",
+                )
+            ]
+        return []
+
+    def _assistant(self, final: str) -> list[Any]:
+        streamed, self._streamed = self._streamed, ""
+        if not streamed:
+            return [agent_text(final)] if final else []
+        if final.startswith(streamed):
+            rest = final[len(streamed) :]
+            return [agent_text(rest)] if rest else []
+        # Deltas are not the truth; ACP cannot take back text already sent.
+        log.warning("streamed text differs from the committed reply; the client keeps what was streamed")
+        return []
