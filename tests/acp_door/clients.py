@@ -82,10 +82,16 @@ class AcpTestClient:
             answer = await answer
         return answer
 
-    def wait_update(self, pred: Callable[[dict], bool], timeout: float = 30) -> "asyncio.Future[dict]":
-        """The first update from now on that ``pred`` accepts."""
+    def wait_update(self, pred: Callable[[dict], bool], timeout: float = 30, *, since: int = 0) -> "asyncio.Future[dict]":
+        """The first update (from index ``since`` on: received already or still to
+        come) that ``pred`` accepts."""
         future = asyncio.get_running_loop().create_future()
-        self._waiters.append((pred, future))
+        for update in self.updates[since:]:
+            if pred(update):
+                future.set_result(update)
+                break
+        else:
+            self._waiters.append((pred, future))
         return asyncio.ensure_future(asyncio.wait_for(future, timeout))
 
     def kinds(self, session_id: str | None = None) -> list[str]:
