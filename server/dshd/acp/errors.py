@@ -27,10 +27,15 @@ ERROR_CODES: dict[str, int] = {"invalid-params": INVALID_PARAMS} | {
 
 
 def invalid_params(field: str, message: str) -> RequestError:
+    """-32602 whose message starts with the field it is about."""
+    if not message.startswith(field):
+        message = f"{field}: {message}"
     return RequestError(INVALID_PARAMS, message, {"kind": "invalid-params", "field": field})
 
 
 def from_dsh(exc: DshError) -> RequestError:
+    if exc.kind == "invalid-params" and isinstance(exc.data.get("field"), str):
+        return invalid_params(exc.data["field"], exc.message)
     return RequestError(ERROR_CODES[exc.kind], exc.message, {"kind": exc.kind, **exc.data})
 
 
@@ -51,7 +56,7 @@ def from_validation(exc: ValidationError) -> RequestError:
     first = errors[0] if errors else {"loc": (), "msg": "invalid params"}
     field = field_path(_without_union_tags(first["loc"]))
     listed = [{"field": field_path(_without_union_tags(e["loc"])), "message": e["msg"]} for e in errors]
-    error = invalid_params(field, f"{field}: {first['msg']}")
+    error = invalid_params(field, first["msg"])
     error.data["errors"] = listed
     return error
 

@@ -1,0 +1,126 @@
+"""The ACP door's wire hygiene, byte by byte: garbage lines, batches, wrong shapes,
+requests before ``initialize``, a second ``initialize``, unknown methods (-32601) and bad
+params (-32602 naming the field). `dshd acp` answers what JSON-RPC says to answer, never
+dies, and writes nothing but JSON-RPC lines to stdout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.acp_door.clients import AcpError
+from tests.acp_door.raw import RawAcp
+
+
+@pytest.fixture
+def raw(workspace, tmp_path):
+    agent = RawAcp(workspace, tmp_path / "raw.stderr")
+    yield agent
+    agent.close()
+    assert agent.stdout_faults == []
+
+
+def test_initialize_comes_first_and_once(raw):
+    early = raw.request("session/new", {"cwd": str(raw.workspace), "mcpServers": []})
+    assert early["error"]["code"] == -32600 and "initialize first" in early["error"]["message"]
+    raw.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s-x"}})  # dropped
+    assert raw.initialize()["result"]["protocolVersion"] == 1
+    again = raw.initialize()
+    assert again["error"]["code"] == -32600 and "already" in again["error"]["message"]
+    assert "sessionId" in raw.request("session/new", {"cwd": str(raw.workspace), "mcpServers": []})["result"]
+
+
+GARBAGE = [
+    (b"not json at all\n", -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "session/list"\n', -32700, None),
+    (b'{"jsonrpc":"2.0","id":10,"method":"session/list","params":{"cwd":NaN}}\n', -32700, None),
+    (b'{"jsonrpc":"2.0","id":11,"method":"session/list","params":{"n":1e999}}\n', -32700, None),
+    (b"\xff\xfe garbage bytes\n", -32700, None),
+    (b"[" * 100_000 + b"\n", -32700, None),
+    (b"[]\n", -32600, None),
+    (b'[{"jsonrpc":"2.0","id":2,"method":"session/list"}]\n', -32600, None),
+    (b"42\n", -32600, None),
+    (b'{"id": 7, "method": "session/list"}\n', -32600, 7),
+    (b'{"jsonrpc":"2.0","id":{"a":1},"method":"session/list"}\n', -32600, None),
+    (b'{"jsonrpc":"2.0","id":true,"method":"session/list"}\n', -32600, None),
+    (b'{"jsonrpc":"2.0","id":8,"method":5}\n', -32600, 8),
+    (b'{"jsonrpc":"2.0","id":9,"method":"session/list","params":"x"}\n', -32600, 9),
+    (b'{"jsonrpc":"2.0"}\n', -32600, None),
+]
+
+
+def test_garbage_lines_are_answered_and_never_fatal(raw):
+    raw.initialize()
+    for line, code, msg_id in GARBAGE:
+        raw.send_line(line)
+        answer = raw.next()
+        assert (answer["id"], answer["error"]["code"]) == (msg_id, code), line[:60]
+    raw.send_line(b"\n   \n")  # blank lines are not messages: no answer
+    listed = raw.request("session/list", {})
+    assert listed["result"] == {"sessions": []}
+    assert raw.proc.poll() is None
+
+
+def test_unknown_methods_are_method_not_found(raw):
+    raw.initialize()
+    for method in ("session/explode", "$/unknown_request", "_dsh/nothing", "_session/goals", "authenticate"):
+        answer = raw.request(method, {})
+        assert answer["error"]["code"] == -32601, method
+    raw.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}})
+    raw.send({"jsonrpc": "2.0", "method": "_zed/unknown", "params": {}})
+    assert raw.request("session/list", {})["result"] == {"sessions": []}
+
+
+def test_bad_params_are_invalid_params_naming_the_field(raw):
+    raw.initialize()
+    cwd = str(raw.workspace)
+    sid = raw.request("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
+    cases = [
+        ("session/new", {"mcpServers": []}, "cwd"),
+        ("session/new", {"cwd": 5, "mcpServers": []}, "cwd"),
+        ("session/new", {"cwd": cwd}, "mcpServers"),
+        ("session/new", {"cwd": cwd, "mcpServers": [], "additionalDirectories": ["/tmp"]}, "additionalDirectories"),
+        ("session/load", {"cwd": cwd, "mcpServers": [], "sessionId": 5}, "sessionId"),
+        ("session/list", {"cwd": 5}, "cwd"),
+        ("session/list", {"cursor": "next"}, "cursor"),
+        ("session/prompt", {"sessionId": sid, "prompt": "hello"}, "prompt"),
+        ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text"}]}, "prompt[0].text"),
+        ("session/prompt", {"sessionId": sid, "prompt": []}, "prompt"),
+        ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "  "}]}, "prompt"),
+        ("session/set_mode", {"sessionId": sid}, "modeId"),
+        ("session/set_mode", {"sessionId": sid, "modeId": True}, "modeId"),
+        ("session/prompt", [sid], "params"),
+        ("session/new", None, "params"),
+    ]
+    for method, params, field in cases:
+        answer = raw.request(method, params)
+        error = answer.get("error")
+        assert error is not None, (method, params, answer)
+        assert (error["code"], error["data"]["kind"], error["data"]["field"]) == (-32602, "invalid-params", field), (
+            method,
+            params,
+            error,
+        )
+        assert field.split("[")[0].split(".")[0] in error["message"] or field == "params", error
+    assert raw.proc.poll() is None
+
+
+async def test_bad_params_through_the_typescript_sdk(clients):
+    client = await clients.start("ts-sdk")
+    with pytest.raises(AcpError) as err:
+        await client.request("session/new", {"cwd": "/", "mcpServers": "none"})
+    assert err.value.code == -32602 and err.value.data["field"] == "mcpServers"
+    with pytest.raises(AcpError) as err:
+        await client.request("session/teleport", {})
+    assert err.value.code == -32601
+
+
+def test_a_session_update_line_is_one_json_object(raw):
+    """Notifications and answers are single lines, even with newlines in the text."""
+    raw.initialize()
+    sid = raw.request("session/new", {"cwd": str(raw.workspace), "mcpServers": []})["result"]["sessionId"]
+    answer = raw.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "a\nb\n\u2028c"}]})
+    assert answer["result"] == {"stopReason": "end_turn"}
+    updates = [m for m in raw.received if m.get("method") == "session/update"]
+    assert updates and all(json.dumps(m) for m in updates)
