@@ -124,3 +124,21 @@ def test_a_session_update_line_is_one_json_object(raw):
     assert answer["result"] == {"stopReason": "end_turn"}
     updates = [m for m in raw.received if m.get("method") == "session/update"]
     assert updates and all(json.dumps(m) for m in updates)
+
+
+def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
+    from tests.acp_door.support import wait_log_sync
+    from tests.e2e.conftest import write_workspace
+    from tests.e2e.support import of_type, read_log
+
+    root = write_workspace(tmp_path / "ws", [{"text": "never finished", "delayMs": 30000}])
+    agent = RawAcp(root, tmp_path / "raw.stderr")
+    agent.initialize()
+    sid = agent.request("session/new", {"cwd": str(root), "mcpServers": []})["result"]["sessionId"]
+    agent.send({"jsonrpc": "2.0", "id": "p", "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
+    wait_log_sync(root, sid, lambda events: of_type(events, "request/header"))
+    assert agent.close() == 0
+    events = read_log(root, sid)
+    assert of_type(events, "turn/close")[-1]["data"]["stopReason"] == "cancelled"
+    assert (root / ".dsh" / "sessions" / sid / "projection.json").is_file()  # closed cleanly
+    assert agent.stdout_faults == []

@@ -130,6 +130,11 @@ class AcpDoor:
             log.warning("notification %s with bad params: %s", method, exc)
 
     async def shutdown(self) -> None:
+        """End of input: running turns end as cancelled (the client is gone), then every
+        session closes (checkpoint written, lock released)."""
+        for live in self.sessions.values():
+            if live.agent.turn_running and not live.agent.closed:
+                await live.agent.cancel()
         for live in self.sessions.values():
             live.close()
         self.sessions.clear()
