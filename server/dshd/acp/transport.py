@@ -12,7 +12,7 @@ Bad lines never stop the loop and never go unanswered where JSON-RPC says to ans
 
 Writes are synchronous (one ``write`` + ``flush`` per message), so notifications reach
 the client in the order the code produced them, and before the answer that follows
-them.
+them. Reads yield once per message, so messages take effect in the order they came.
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ class LineTransport:
         self.write(message)
 
     async def receive(self) -> dict[str, Any] | None:
+        # The SDK runs each request and notification as a task. Let the task made for the
+        # previous message start before the next message is read: messages then take
+        # effect in arrival order (a session/cancel followed at once by the answer to a
+        # permission request cancels the turn before the answer is seen).
+        await asyncio.sleep(0)
         while True:
             line = await self._read_line()
             if line is None:
