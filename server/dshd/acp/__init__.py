@@ -13,7 +13,9 @@ import each other.
     updates.py    events and deltas -> ACP session updates (tool calls, text, messages)
     convert.py    plain values -> ACP values (modes, config options, goal, stop reasons,
                   prompt blocks)
-    questions.py  the user-questions seam as ``session/request_permission`` (plan review)
+    asking.py     ``session/request_permission``, failing closed
+    questions.py  the user-questions seam on it (plan review: Approve / Keep planning)
+    permissions.py  the approvals seam on it (Allow / Allow for this session / Reject)
     goals.py      the ``_session/goal`` extension method
     errors.py     domain and validation errors -> JSON-RPC errors
 """

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from dshd.acp.door import AcpDoor
-from dshd.acp.questions import DEFAULT_TIMEOUT_S
+from dshd.acp.asking import DEFAULT_TIMEOUT_S
 from dshd.acp.transport import LineTransport, open_stdin_reader, stdio_streams
 
 

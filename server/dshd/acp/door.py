@@ -57,7 +57,9 @@ from dshd.acp.convert import (
 )
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
 from dshd.acp.live import LiveSession
-from dshd.acp.questions import DEFAULT_TIMEOUT_S, AcpQuestions
+from dshd.acp.asking import DEFAULT_TIMEOUT_S
+from dshd.acp.permissions import AcpApprovals
+from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
 from dshd.agent.config import load_config
 from dshd.agent.workspace import Workspace, is_session_id
@@ -146,7 +148,13 @@ class AcpDoor:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> InitializeResponse:
         config = load_config(self.root, None)
         assert self.peer is not None
-        self.workspace = Workspace(self.root, config, questions=AcpQuestions(self.peer, timeout_s=self.question_timeout_s))
+        timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
+        self.workspace = Workspace(
+            self.root,
+            config,
+            questions=AcpQuestions(self.peer, timeout_s=timeout),
+            approvals=AcpApprovals(self.peer, timeout_s=timeout),
+        )
         log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
         meta = {"goal": goal_capability()} if "goals" in config.plugins else None
         return InitializeResponse(
