@@ -8,6 +8,7 @@ import each other.
     app.py        `dshd acp`: logging, stdio, the connection's life
     transport.py  line framing over stdio (bad lines answered, never fatal)
     door.py       the ACP methods, thin: each maps onto the Workspace or an Agent
+    peer.py       what goes to the client: updates (in order) and permission requests
     live.py       one open session: its committed events, deltas, plan and goal changes
                   as ``session/update`` notifications
     updates.py    events and deltas -> ACP session updates (tool calls, text, messages)

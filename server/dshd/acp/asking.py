@@ -20,7 +20,7 @@ from acp import RequestError
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from dshd.acp.door import Peer
+    from dshd.acp.peer import Peer
 
 log = logging.getLogger("dshd.acp")
 

@@ -31,20 +31,17 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    RequestPermissionRequest,
-    RequestPermissionResponse,
     SessionCapabilities,
     SessionInfo,
     SessionListCapabilities,
-    SessionNotification,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
-from acp.utils import request_model, serialize_params
 from pydantic import ValidationError
 
 from dshd import __version__
 from dshd.acp import goals as goal_requests
+from dshd.acp.asking import DEFAULT_TIMEOUT_S
 from dshd.acp.convert import (
     MODE_CONFIG_ID,
     STOP_REASONS,
@@ -57,7 +54,7 @@ from dshd.acp.convert import (
 )
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
 from dshd.acp.live import LiveSession
-from dshd.acp.asking import DEFAULT_TIMEOUT_S
+from dshd.acp.peer import Peer
 from dshd.acp.permissions import AcpApprovals
 from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
@@ -68,23 +65,6 @@ from dshd.errors import DshError
 log = logging.getLogger("dshd.acp")
 
 MCP_NOT_USED = "dshd does not connect to MCP servers yet"
-
-
-class Peer:
-    """What the door sends to the client: updates (written at once, in order) and
-    permission requests (answered asynchronously)."""
-
-    def __init__(self, transport: LineTransport, connection: Connection) -> None:
-        self._transport = transport
-        self._connection = connection
-
-    def update(self, session_id: str, update: Any) -> None:
-        params = serialize_params(SessionNotification(session_id=session_id, update=update))
-        self._transport.write({"jsonrpc": "2.0", "method": "session/update", "params": params})
-
-    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any]) -> RequestPermissionResponse:
-        request = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
-        return await request_model(self._connection, "session/request_permission", request, RequestPermissionResponse)
 
 
 class AcpDoor:

@@ -28,7 +28,7 @@ from dshd.acp.updates import UpdateTranslator, agent_text
 from dshd.folds.events import TurnClose
 
 if TYPE_CHECKING:
-    from dshd.acp.door import Peer
+    from dshd.acp.peer import Peer
     from dshd.agent.loop import Agent
 
 log = logging.getLogger("dshd.acp")

@@ -1,0 +1,114 @@
+"""`dshd acp` fuzzed from outside: well-formed requests of every ACP method dshd serves,
+mutated (a key dropped, a value of any JSON type, an unknown key, the whole params
+replaced, the method renamed), sent to one live process. Every request is answered, with
+a result or an error that is not an internal error (-32603 would be a bug), the process
+never dies, and stdout carries nothing but JSON-RPC lines.
+
+``DSHD_ACP_FUZZ_EXAMPLES`` sets the number of requests (default 1500).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tests.acp_door.raw import RawAcp
+from tests.e2e.conftest import write_workspace
+
+EXAMPLES = int(os.environ.get("DSHD_ACP_FUZZ_EXAMPLES", "1500"))
+INTERNAL_ERROR = -32603
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    root = write_workspace(tmp_path_factory.mktemp("acp-fuzz") / "ws", plugins=["plan", "goals", "tools"])
+    (root / "notes.txt").write_text("one\n")
+    raw = RawAcp(root, root.parent / "dshd-acp.stderr")
+    raw.initialize()
+    sid = raw.request("session/new", {"cwd": str(root), "mcpServers": []})["result"]["sessionId"]
+    yield raw, root, sid
+    assert raw.close() == 0
+    assert raw.stdout_faults == []
+
+
+def templates(root: str, sid: str) -> list[tuple[str, dict]]:
+    ref = {"id": "g-0", "revision": 1}
+    return [
+        ("session/new", {"cwd": root, "mcpServers": []}),
+        ("session/load", {"cwd": root, "sessionId": sid, "mcpServers": []}),
+        ("session/list", {"cwd": root}),
+        ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        ("session/prompt", {"sessionId": sid, "prompt": [{"type": "resource", "resource": {"uri": "file:///x", "text": "t"}}]}),
+        ("session/set_mode", {"sessionId": sid, "modeId": "plan"}),
+        ("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "default"}),
+        ("_session/goal", {"sessionId": sid, "action": "set", "objective": "o", "maxRounds": 1}),
+        ("_session/goal", {"sessionId": sid, "action": "block", "ref": ref, "reason": {"code": "c", "message": "m"}}),
+        ("_session/goal", {"sessionId": sid, "action": "edit", "ref": ref, "objective": "p"}),
+        ("initialize", {"protocolVersion": 1}),
+    ]
+
+
+@st.composite
+def mutated(draw, root: str, sid: str):
+    method, params = draw(st.sampled_from(templates(root, sid)))
+    params = copy.deepcopy(params)
+    for _ in range(draw(st.integers(1, 3))):
+        how = draw(st.sampled_from(["drop", "retype", "add", "replace", "rename", "nested"]))
+        event(f"mutation: {how}")
+        keys = sorted(params) if isinstance(params, dict) else []
+        if how == "drop" and keys:
+            params.pop(draw(st.sampled_from(keys)))
+        elif how == "retype" and keys:
+            params[draw(st.sampled_from(keys))] = draw(json_values)
+        elif how == "add" and isinstance(params, dict):
+            params[draw(st.text(min_size=1, max_size=10))] = draw(json_values)
+        elif how == "replace":
+            params = draw(json_values)
+        elif how == "rename":
+            method = draw(st.sampled_from([method + "x", "session/" + draw(st.text(max_size=6)), "_" + method, "$/x"]))
+        elif how == "nested" and isinstance(params, dict):
+            for key, value in params.items():
+                if isinstance(value, (dict, list)) and value:
+                    inner = value[0] if isinstance(value, list) else value
+                    if isinstance(inner, dict) and inner:
+                        inner[draw(st.sampled_from(sorted(inner)))] = draw(json_values)
+                        break
+    return method, params
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_mutated_requests_are_always_answered(agent, data):
+    raw, root, sid = agent
+    method, params = data.draw(mutated(str(root), sid), label="request")
+    event(f"method: {method}")
+    raw._next_id += 1
+    message = {"jsonrpc": "2.0", "id": raw._next_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    raw.send(message)
+    answer = raw.answer(raw._next_id, timeout=30)
+    # Stop what a valid request may have started (a turn, a goal's rounds) before the next.
+    raw.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+    if "error" in answer:
+        event(f"error {answer['error']['code']}")
+        assert answer["error"]["code"] != INTERNAL_ERROR, (method, params, answer)
+    else:
+        event("result")
+    assert raw.proc.poll() is None
+    raw.received.clear()  # updates of earlier requests: not needed
