@@ -50,7 +50,7 @@ async def test_new_prompt_streams_the_reply_and_ends(clients):
     assert client.agent_text(sid) == "Hello from the script"
     assert "user_message_chunk" not in client.kinds(sid)  # the client shows its own prompt
     [commands] = client.of_kind("available_commands_update", sid)
-    assert [c["name"] for c in commands["availableCommands"]] == ["plan"]
+    assert "plan" in [c["name"] for c in commands["availableCommands"]]
     events = read_log(clients.workspace, sid)
     assert [e["data"]["text"] for e in of_type(events, "user/message")] == ["hi there"]
     assert of_type(events, "turn/close")[-1]["data"]["stopReason"] == "end-turn"
