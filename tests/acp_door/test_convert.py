@@ -20,8 +20,10 @@ from dshd_protocol import ERROR_CODES as WIRE_ERROR_CODES
 ROOT = Path("/work/project")
 
 
-def event(kind: str, data: dict, seq: int = 2, turn: int | None = 1):
-    return msgspec.convert({"seq": seq, "at": "2026-01-01T00:00:00.000Z", "turn": turn, "type": kind, "data": data}, EVENT_CLASSES[kind])
+def event(kind: str, data: dict, seq: int = 2, turn: int | None = 1) -> dict:
+    """A committed event as the hub hands it over (checked against the log's own types)."""
+    raw = {"seq": seq, "at": "2026-01-01T00:00:00.000Z", "turn": turn, "type": kind, "data": data}
+    return msgspec.to_builtins(msgspec.convert(raw, EVENT_CLASSES[kind]))
 
 
 def wire(updates) -> list[dict]:

@@ -59,6 +59,7 @@ from dshd.acp.permissions import AcpApprovals
 from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
 from dshd.agent.config import load_config
+from dshd.api.hub import Hub
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
 
@@ -74,6 +75,7 @@ class AcpDoor:
         self.workspace: Workspace | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, LiveSession] = {}
+        self.hub = Hub(self)  # follows the agents this connection holds; we are its door
 
     # ---- wiring ------------------------------------------------------------------------
 
@@ -286,7 +288,33 @@ class AcpDoor:
             old.close()
         live = LiveSession(agent, self.peer, self.root)  # type: ignore[arg-type]
         self.sessions[agent.session_id] = live
+        self.hub.attach(agent)
         return live
+
+    # ---- the hub's door (dshd.api.hub.Door): an agent's news, after it is durable --------
+
+    def _session_of(self, agent: Any) -> LiveSession | None:
+        live = self.sessions.get(agent.session_id)
+        return live if live is not None and live.agent is agent else None
+
+    def agent_event(self, agent: Any, event: dict[str, Any]) -> None:
+        if (live := self._session_of(agent)) is not None:
+            live.on_event(event)
+
+    def agent_delta(self, agent: Any, delta: Any) -> None:
+        if (live := self._session_of(agent)) is not None:
+            live.on_delta(delta)
+
+    def plan_changed(self, agent: Any, view: Any) -> None:
+        if (live := self._session_of(agent)) is not None:
+            live.on_plan(view)
+
+    def goal_changed(self, agent: Any, notice: Any) -> None:
+        if (live := self._session_of(agent)) is not None:
+            live.on_goal(notice)
+
+    def chat_item(self, agent: Any, item: Any) -> None:
+        """ACP has its own update kinds (updates.py); the door never subscribes to chat items."""
 
     def _live(self, session_id: str) -> LiveSession:
         live = self.sessions.get(session_id)

@@ -1,6 +1,7 @@
 """One session open on the ACP connection: its agent's changes as ``session/update``s.
 
-Listeners (all called by the core after the change is durable, on the event loop):
+The connection's hub (dshd.api.hub) follows the agent and the door hands this session
+each piece of news, after the change is durable:
 
 - committed events and live deltas -> :class:`UpdateTranslator` (messages, tool calls);
 - plan view -> ``current_mode_update`` + ``config_option_update``, only when the
@@ -21,11 +22,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpdate, UnstructuredCommandInput
 
 from dshd.acp.convert import goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text
-from dshd.folds.events import TurnClose
 
 if TYPE_CHECKING:
     from dshd.acp.peer import Peer
@@ -46,16 +47,8 @@ class LiveSession:
         self.mode = agent.store.state.plan.active
         self._closes: OrderedDict[int, Any] = OrderedDict()
         self._waiters: dict[int, list[asyncio.Future]] = {}
-        self._removers = [agent.add_event_listener(self._on_event), agent.add_delta_listener(self._on_delta)]
-        if agent.plan is not None:
-            self._removers.append(agent.plan.add_listener(self._on_plan))
-        if agent.goals is not None:
-            self._removers.append(agent.goals.add_listener(self._on_goal))
 
     def close(self) -> None:
-        for remove in self._removers:
-            remove()
-        self._removers.clear()
         for waiters in self._waiters.values():
             for future in waiters:
                 if not future.done():
@@ -67,7 +60,7 @@ class LiveSession:
         """The whole history, as updates (``session/load``), then the session's info."""
         history = UpdateTranslator(self.root, live=False)
         for event in self.agent.store.events():
-            self._send(history.event(event))
+            self._send(history.event(msgspec.to_builtins(event)))
         self.send_info()
 
     def send_info(self) -> None:
@@ -114,37 +107,36 @@ class LiveSession:
             return close
         return result
 
-    # ---- listeners ---------------------------------------------------------------------
+    # ---- news from the hub ---------------------------------------------------------------
 
     def _send(self, updates: list[Any]) -> None:
         for update in updates:
             self.peer.update(self.session_id, update)
 
-    def _on_event(self, event: Any) -> None:
+    def on_event(self, event: dict[str, Any]) -> None:
         self._send(self.translator.event(event))
-        if isinstance(event, TurnClose):
-            self._turn_closed(event)
+        if event.get("type") == "turn/close":
+            self._turn_closed(event["data"])
 
-    def _turn_closed(self, event: TurnClose) -> None:
-        data = event.data
-        result: dict[str, Any] = {"turn": data.turn, "stopReason": data.stopReason}
-        error = getattr(data, "error", None)
-        if error is not None:
-            result["error"] = {"kind": getattr(error, "kind", None), "message": getattr(error, "message", str(error))}
-        for waiter in self._waiters.pop(data.turn, []):
+    def _turn_closed(self, data: dict[str, Any]) -> None:
+        result: dict[str, Any] = {"turn": data["turn"], "stopReason": data["stopReason"]}
+        error = data.get("error")
+        if isinstance(error, dict):
+            result["error"] = {"kind": error.get("kind"), "message": error.get("message")}
+        for waiter in self._waiters.pop(data["turn"], []):
             if not waiter.done():
                 waiter.set_result(result)
-        self._closes[data.turn] = result
+        self._closes[data["turn"]] = result
         while len(self._closes) > KEPT_CLOSES:
             self._closes.popitem(last=False)
 
-    def _on_delta(self, delta: Any) -> None:
+    def on_delta(self, delta: Any) -> None:
         self._send(self.translator.delta(delta))
 
-    def _on_plan(self, view: Any) -> None:
+    def on_plan(self, view: Any) -> None:
         if view.active != self.mode:
             self.mode = view.active
             self._send(mode_updates(view.active))
 
-    def _on_goal(self, notice: Any) -> None:
+    def on_goal(self, notice: Any) -> None:
         self._send([goal_update(notice.view, notice.op, notice.revision)])

@@ -1,7 +1,7 @@
 """Committed events and live deltas -> ACP ``session/update`` payloads.
 
-One :class:`UpdateTranslator` per open session (live) or per history replay
-(``session/load``). It keeps only what it needs to pair things up: the name and
+One :class:`UpdateTranslator` per open session (live: fed by the hub, dshd.api.hub) or
+per history replay (``session/load``); events come as JSON (``{"seq", "type", "data"}``). It keeps only what it needs to pair things up: the name and
 arguments of each tool call (for its result) and the text already streamed in the
 current step (so the durable ``assistant/message`` adds only what the deltas had not
 sent).
@@ -37,7 +37,6 @@ from acp.schema import (
 )
 
 from dshd.agent.deltas import AgentDelta
-from dshd.folds.events import AssistantMessage, RequestHeader, ToolCall, ToolResult, UserMessage
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 from dshd.plugins.plan import first_heading
 
@@ -171,19 +170,14 @@ def tool_result_update(root: Path, call_id: str, name: str | None, arguments: di
     )
 
 
-def user_text(event: UserMessage) -> UserMessageChunk:
-    data = event.data
+def user_text(data: dict[str, Any]) -> UserMessageChunk:
     meta = None
-    if data.source == "plugin":
-        meta = {"dsh": {"source": "plugin", "plugin": data.plugin}}
-        if data.goalRound is not None:
-            meta["dsh"]["goalRound"] = {
-                "goalId": data.goalRound.goalId,
-                "round": data.goalRound.round,
-                "revision": data.goalRound.revision,
-            }
+    if data.get("source") == "plugin":
+        meta = {"dsh": {"source": "plugin", "plugin": data.get("plugin")}}
+        if data.get("goalRound") is not None:
+            meta["dsh"]["goalRound"] = data["goalRound"]
     return UserMessageChunk(
-        session_update="user_message_chunk", content=TextContentBlock(type="text", text=data.text), field_meta=meta
+        session_update="user_message_chunk", content=TextContentBlock(type="text", text=data["text"]), field_meta=meta
     )
 
 
@@ -195,28 +189,29 @@ class UpdateTranslator:
         self._announced: set[str] = set()
         self._streamed = ""
 
-    def event(self, event: Any) -> list[Any]:
-        if isinstance(event, UserMessage):
-            if self.live and event.data.source == "user":
+    def event(self, event: dict[str, Any]) -> list[Any]:
+        """The updates for one committed event (as JSON: ``{"seq", "type", "data", ...}``)."""
+        kind, data = event.get("type"), event.get("data") or {}
+        if kind == "user/message":
+            if self.live and data.get("source") == "user":
                 return []
-            return [user_text(event)]
-        if isinstance(event, RequestHeader):
+            return [user_text(data)]
+        if kind == "request/header":
             self._streamed = ""
             return []
-        if isinstance(event, AssistantMessage):
-            return self._assistant(event.data.text)
-        if isinstance(event, ToolCall):
-            data = event.data
-            arguments = dict(data.arguments)
-            self._calls[data.callId] = (data.name, arguments)
-            if data.callId in self._announced:
-                return [tool_call_details(self.root, data.callId, data.name, arguments)]
-            return [tool_call_start(self.root, data.callId, data.name, arguments)]
-        if isinstance(event, ToolResult):
-            data = event.data
-            name, arguments = self._calls.pop(data.callId, (None, {}))
-            self._announced.discard(data.callId)
-            return [tool_result_update(self.root, data.callId, name, arguments, data.ok, data.content)]
+        if kind == "assistant/message":
+            return self._assistant(data["text"])
+        if kind == "tool/call":
+            call_id, name, arguments = data["callId"], data["name"], dict(data.get("arguments") or {})
+            self._calls[call_id] = (name, arguments)
+            if call_id in self._announced:
+                return [tool_call_details(self.root, call_id, name, arguments)]
+            return [tool_call_start(self.root, call_id, name, arguments)]
+        if kind == "tool/result":
+            call_id = data["callId"]
+            name, arguments = self._calls.pop(call_id, (None, {}))
+            self._announced.discard(call_id)
+            return [tool_result_update(self.root, call_id, name, arguments, data["ok"], data["content"])]
         return []
 
     def delta(self, delta: AgentDelta) -> list[Any]:
