@@ -849,7 +849,7 @@ def test_no_lua_file_touches_an_unknown_global(editor):
          ["the agent blocked the goal: urllib3 clashes (dependency-conflict)"], "WARN"),
         ("block", goal_view(40, 40, "blocked", "disarmed",
                             blockedReason={"code": "round-budget-exhausted", "message": "all 40 used"}),
-         ["spent its round budget (40 of 40 rounds used)", ":Dsh goal edit"], "WARN"),
+         ["spent its round budget (40 of 40 rounds used): :Dsh goal edit {rounds} to go on"], "WARN"),
         ("block", goal_view(8, 40, "blocked", "disarmed", tokensUsed=1260000, maxTokens=1000000,
                             blockedReason={"code": "token-budget-exhausted", "message": "over"}),
          ["spent its token budget (1.3M of 1M tokens used)"], "WARN"),

@@ -109,7 +109,7 @@ M.restart_window_s = 60
 function M.describe_exit(code, signal)
   if signal and signal ~= 0 then
     local names = { [1] = 'SIGHUP', [2] = 'SIGINT', [6] = 'SIGABRT', [9] = 'SIGKILL', [11] = 'SIGSEGV', [15] = 'SIGTERM' }
-    return ('signal %d%s'):format(signal, names[signal] and (' (' .. names[signal] .. ')') or '')
+    return ('signal %d%s'):format(signal, names[signal] and (', ' .. names[signal]) or '')
   end
   return 'exit code ' .. tostring(code)
 end
@@ -152,23 +152,20 @@ function M.on_exit(code, signal, client_id)
       return
     end
     local crashed = code ~= 0 or (signal and signal ~= 0)
-    local how = crashed and ('dshd crashed (%s).'):format(M.describe_exit(code, signal)) or 'dshd stopped.'
+    -- Each said in one line: a message wider than the screen waits for Enter.
+    local how = crashed and ('dshd crashed (%s)'):format(M.describe_exit(code, signal)) or 'dshd stopped'
     if crashed and not real then
-      how = 'dshd crashed.' -- started by vim.lsp.enable: Neovim already said how it exited
+      how = 'dshd crashed' -- started by vim.lsp.enable: Neovim already said how it exited
     end
     if not session_id then
-      return require('dsh.errors').notify(how .. ' Nothing is lost: sessions live in .dsh/. Any :Dsh command starts it again.')
+      return require('dsh.errors').notify(how .. '; nothing is lost, and any :Dsh command starts it again')
     end
     if not M.may_restart(os.time()) then
       return require('dsh.errors').notify(
-        ('%s It crashed %d times in a minute, so it is not restarted. :Dsh restart reopens session %s; :checkhealth dsh says why it fails.'):format(
-          how,
-          M.max_restarts + 1,
-          session_id
-        )
+        ('%s again; not restarted (%d crashes in a minute): :Dsh restart, :checkhealth dsh'):format(how, M.max_restarts + 1)
       )
     end
-    require('dsh.errors').notify(('%s Restarting it and reopening session %s (nothing is lost).'):format(how, session_id))
+    require('dsh.errors').notify(how .. '; restarting it and reopening your session')
     require('dsh.commands').open_session(session_id, false, 'reopened')
   end)
 end

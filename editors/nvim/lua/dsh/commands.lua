@@ -317,9 +317,9 @@ function M.open_session(session_id, reload, how)
       state.plans[result.agentId] = { active = result.plan.active == true, pending = result.plan.pending }
     end
     become(result.agentId, result.sessionId)
-    notify(('session %s %s · %s'):format(
-      result.sessionId,
-      how or 'open',
+    -- The id only on a plain open (the one chosen); one line either way.
+    notify(('session %s · %s'):format(
+      how == 'reopened' and 'reopened' or (result.sessionId .. ' open'),
       require('dsh.statusline').describe(result.goal ~= vim.NIL and result.goal or nil)
     ))
   end, (how == 'reopened' and 'reopen' or 'open') .. ' the session')

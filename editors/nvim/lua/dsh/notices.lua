@@ -16,23 +16,20 @@ function M.goal_message(params, own)
     return nil
   end
   local usage = require('dsh.statusline').usage(goal)
+  -- One line each: a message wider than the screen pushes the statusline away.
   if params.op == 'block' then
     local reason = type(goal.blockedReason) == 'table' and goal.blockedReason or {}
     if reason.code == 'round-budget-exhausted' then
-      return ('the goal spent its round budget (%s). Raise it with :Dsh goal edit {rounds}, or :Dsh goal complete.'):format(usage),
-        levels.WARN
+      return ('the goal spent its round budget (%s): :Dsh goal edit {rounds} to go on'):format(usage), levels.WARN
     elseif reason.code == 'token-budget-exhausted' then
       local tokens = require('dsh.statusline').tokens
-      return ('the goal spent its token budget (%s of %s tokens used). Raise the budget, or :Dsh goal complete.'):format(
+      return ('the goal spent its token budget (%s of %s tokens used)'):format(
         tokens(goal.tokensUsed or 0),
         tokens(goal.maxTokens or 0)
       ),
         levels.WARN
     end
-    return ('the agent blocked the goal: %s (%s). :Dsh goal shows it; edit or resume it when ready.'):format(
-      tostring(reason.message or ''),
-      tostring(reason.code or '?')
-    ),
+    return ('the agent blocked the goal: %s (%s)'):format(tostring(reason.message or ''), tostring(reason.code or '?')),
       levels.WARN
   elseif params.op == 'complete' then
     return ('goal complete: %s (%s)'):format(tostring(goal.objective or ''), usage), levels.INFO
