@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.acp_door.clients import AcpError
+from tests.acp_door.conftest import Clients
 from tests.acp_door.raw import RawAcp
 
 
@@ -106,8 +107,15 @@ def test_bad_params_are_invalid_params_naming_the_field(raw):
     assert raw.proc.poll() is None
 
 
-async def test_bad_params_through_the_typescript_sdk(clients):
-    client = await clients.start("ts-sdk")
+async def test_bad_params_through_the_typescript_sdk(workspace, tmp_path):
+    clients = Clients(workspace, tmp_path, "ts-sdk")
+    try:
+        await _bad_params_through(await clients.start())
+    finally:
+        await clients.close_all()
+
+
+async def _bad_params_through(client):
     with pytest.raises(AcpError) as err:
         await client.request("session/new", {"cwd": "/", "mcpServers": "none"})
     assert err.value.code == -32602 and err.value.data["field"] == "mcpServers"
