@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -29,34 +28,18 @@ from rpc import Client as LspClient  # bench/rpc.py: blocking Content-Length cli
 REPLY = "Here is a reply of ordinary length, the kind a model streams back to a person."
 
 
-class AcpClient:
-    """Blocking ndjson client; collects notifications (with the time they were read)."""
+class AcpClient(LspClient):
+    """The same blocking client, framed as ACP frames: one JSON object per line."""
 
-    def __init__(self, argv: list[str], env: dict, cwd: str) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-        self.next_id = 0
-        self.notifications: list[tuple[int, dict]] = []
-
-    def request(self, method: str, params) -> dict:
-        self.next_id += 1
-        my_id = self.next_id
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": my_id, "method": method, "params": params}).encode() + b"\n")
+    def send(self, msg: dict) -> None:
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
         self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise EOFError("dshd acp closed stdout")
-            msg = json.loads(line)
-            if msg.get("id") == my_id and "method" not in msg:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return msg["result"]
-            if "method" in msg and "id" not in msg:
-                self.notifications.append((time.monotonic_ns(), msg))
 
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=20)
+    def read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EOFError("dshd acp closed stdout")
+        return json.loads(line)
 
 
 def dshd(command: str) -> list[str]:

@@ -31,15 +31,3 @@ def tool_call(name: str, **arguments) -> dict:
 
 PLAN = "# Plan: add the parser tests\n\n1. Write a failing test.\n2. Fix the parser."
 
-
-def wait_log_sync(root: Path, session_id: str, pred, timeout: float = 20) -> list[dict]:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        events = read_log(root, session_id)
-        if pred(events):
-            return events
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the log never got there: {[e['type'] for e in events]}")
-        time.sleep(0.05)

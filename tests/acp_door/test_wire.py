@@ -134,8 +134,8 @@ def test_a_session_update_line_is_one_json_object(raw):
     assert updates and all(json.dumps(m) for m in updates)
 
 
-def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
-    from tests.acp_door.support import wait_log_sync
+async def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
+    from tests.acp_door.support import wait_log
     from tests.e2e.conftest import write_workspace
     from tests.e2e.support import of_type, read_log
 
@@ -144,7 +144,7 @@ def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
     agent.initialize()
     sid = agent.request("session/new", {"cwd": str(root), "mcpServers": []})["result"]["sessionId"]
     agent.send({"jsonrpc": "2.0", "id": "p", "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}})
-    wait_log_sync(root, sid, lambda events: of_type(events, "request/header"))
+    await wait_log(root, sid, lambda events: of_type(events, "request/header"))
     assert agent.close() == 0
     events = read_log(root, sid)
     assert of_type(events, "turn/close")[-1]["data"]["stopReason"] == "cancelled"

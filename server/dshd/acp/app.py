@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dshd.acp.door import AcpDoor
 from dshd.acp.asking import DEFAULT_TIMEOUT_S
-from dshd.acp.transport import LineTransport, open_stdin_reader, stdio_streams
+from dshd.acp.transport import LineTransport
+from dshd.api.stdio import open_stdin_reader, stdio_streams
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -293,25 +293,22 @@ class AcpDoor:
 
     # ---- the hub's door (dshd.api.hub.Door): an agent's news, after it is durable --------
 
-    def _session_of(self, agent: Any) -> LiveSession | None:
+    def _tell(self, agent: Any, what: str, news: Any) -> None:
         live = self.sessions.get(agent.session_id)
-        return live if live is not None and live.agent is agent else None
+        if live is not None and live.agent is agent:
+            getattr(live, what)(news)
 
     def agent_event(self, agent: Any, event: dict[str, Any]) -> None:
-        if (live := self._session_of(agent)) is not None:
-            live.on_event(event)
+        self._tell(agent, "on_event", event)
 
     def agent_delta(self, agent: Any, delta: Any) -> None:
-        if (live := self._session_of(agent)) is not None:
-            live.on_delta(delta)
+        self._tell(agent, "on_delta", delta)
 
     def plan_changed(self, agent: Any, view: Any) -> None:
-        if (live := self._session_of(agent)) is not None:
-            live.on_plan(view)
+        self._tell(agent, "on_plan", view)
 
     def goal_changed(self, agent: Any, notice: Any) -> None:
-        if (live := self._session_of(agent)) is not None:
-            live.on_goal(notice)
+        self._tell(agent, "on_goal", notice)
 
     def chat_item(self, agent: Any, item: Any) -> None:
         """ACP has its own update kinds (updates.py); the door never subscribes to chat items."""

@@ -20,30 +20,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import os
-import stat
-import sys
 from typing import Any, BinaryIO
+
+from dshd.api.stdio import MAX_MESSAGE, decode_json
 
 log = logging.getLogger("dshd.acp")
 
-MAX_LINE = 64 * 1024 * 1024
-
-
-def _not_json_number(text: str) -> float:
-    raise ValueError(f"{text} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def decode_line(line: bytes) -> Any:
-    return json.loads(line, parse_constant=_not_json_number, parse_float=_finite_float)
+MAX_LINE = MAX_MESSAGE
 
 
 def _usable_id(value: Any) -> bool:
@@ -98,7 +81,7 @@ class LineTransport:
             if not line.strip():
                 continue
             try:
-                message = decode_line(line)
+                message = decode_json(line)
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                 self._answer(-32700, f"Parse error: {exc}", None)
                 continue
@@ -150,33 +133,3 @@ class LineTransport:
                     break
             self._answer(-32700, f"Parse error: a line longer than {MAX_LINE} bytes", None)
             return b""
-
-
-async def open_stdin_reader(stdin: BinaryIO) -> asyncio.StreamReader:
-    """A StreamReader over stdin: asyncio's pipe transport for pipes, sockets and
-    terminals; a thread for a regular file (epoll cannot poll files)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    mode = os.fstat(stdin.fileno()).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-        return reader
-
-    def pump() -> None:
-        while chunk := stdin.read1(65536):
-            loop.call_soon_threadsafe(reader.feed_data, chunk)
-        loop.call_soon_threadsafe(reader.feed_eof)
-
-    loop.run_in_executor(None, pump)
-    return reader
-
-
-def stdio_streams() -> tuple[BinaryIO, BinaryIO]:
-    """The protocol's stdin and stdout; file descriptor 1 then means stderr, so a stray
-    print() (or a child process) can never corrupt the protocol stream."""
-    stdin = sys.stdin.buffer
-    sys.stdout.flush()
-    stdout = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return stdin, stdout

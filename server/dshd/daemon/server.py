@@ -33,6 +33,7 @@ from pygls.protocol.json_rpc import (
 )
 
 from dshd import __version__
+from dshd.api import stdio
 from dshd.daemon import transport
 
 logger = logging.getLogger("dshd.daemon")
@@ -140,7 +141,7 @@ class DshServer(LanguageServer):
         self._done = asyncio.Event()
         self._stop_event = threading.Event()
         self.protocol.set_writer(transport.StdoutWriter(stdout))
-        reader = await transport.open_stdin_reader(stdin)
+        reader = await stdio.open_stdin_reader(stdin)
         read_task = asyncio.ensure_future(
             transport.read_messages(reader, self._on_message, self._on_bad_message)
         )
@@ -202,7 +203,7 @@ class DshServer(LanguageServer):
 
 def run_stdio(server: DshServer) -> int:
     """Serve stdio until ``exit`` or EOF; return the LSP exit code."""
-    stdin, stdout = transport.stdio_streams()
+    stdin, stdout = stdio.stdio_streams()
     try:
         asyncio.run(server.serve_stdio(stdin, stdout))
     except KeyboardInterrupt:

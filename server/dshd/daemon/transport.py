@@ -14,34 +14,15 @@ JSON-RPC 2.0 object gets -32600 Invalid Request when it carries an id.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
-import os
-import stat
-import sys
 from typing import Any, BinaryIO, Callable
+
+from dshd.api.stdio import MAX_MESSAGE, decode_json
 
 logger = logging.getLogger("dshd.daemon")
 
 MAX_HEADER_TAIL = 128  # where a header line is searched for Content-Length
-MAX_BODY = 64 * 1024 * 1024
-
-
-def _not_json_number(text: str) -> float:
-    raise ValueError(f"{text} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):  # 1e999: would be echoed back as Infinity, which is not JSON
-        raise ValueError(f"{text} is out of range")
-    return value
-
-
-def decode_json(body: bytes) -> Any:
-    """Strict JSON: Python's json also takes NaN and Infinity, which are not JSON."""
-    return json.loads(body, parse_constant=_not_json_number, parse_float=_finite_float)
+MAX_BODY = MAX_MESSAGE
 
 
 def encode_frame(body: bytes) -> bytes:
@@ -63,25 +44,6 @@ class StdoutWriter:
             self._stream.flush()
         except (OSError, ValueError):
             pass
-
-
-async def open_stdin_reader(stdin: BinaryIO) -> asyncio.StreamReader:
-    """A StreamReader over stdin: asyncio's pipe transport when stdin is a pipe, socket
-    or tty; a thread feeding the reader when it is a regular file (epoll cannot poll files)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_BODY)
-    mode = os.fstat(stdin.fileno()).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-        return reader
-
-    def pump() -> None:
-        while chunk := stdin.read1(65536):
-            loop.call_soon_threadsafe(reader.feed_data, chunk)
-        loop.call_soon_threadsafe(reader.feed_eof)
-
-    loop.run_in_executor(None, pump)
-    return reader
 
 
 async def read_messages(
@@ -148,14 +110,3 @@ async def read_messages(
             on_message(message)
         except Exception:  # never let one message end the loop
             logger.exception("failed to handle a message")
-
-
-def stdio_streams() -> tuple[BinaryIO, BinaryIO]:
-    """The protocol's stdin/stdout, with sys.stdout pointed at stderr so that a stray
-    print() anywhere in the process can never corrupt the protocol stream."""
-    stdin = sys.stdin.buffer
-    sys.stdout.flush()
-    stdout = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # fd 1 now means stderr, also for child processes and C code
-    sys.stdout = sys.stderr
-    return stdin, stdout
