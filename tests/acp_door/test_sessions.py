@@ -195,3 +195,25 @@ async def test_unknown_sessions_are_bad_params(client):
         with pytest.raises(AcpError) as err:
             await client.load_session(session_id)
         assert err.value.code == -32602 and err.value.data["field"] == "sessionId"
+
+
+async def test_max_steps_is_max_turn_requests(clients):
+    write_workspace(
+        clients.workspace,
+        [{"toolCalls": [tool_call("exit_plan_mode", plan="# Plan")]}, {"text": "never asked for"}],
+        extra_config="\n[agent]\nmaxSteps = 1\n",
+    )
+    client = await clients.start()
+    sid = (await client.new_session())["sessionId"]
+    assert (await client.prompt(sid, "go"))["stopReason"] == "max_turn_requests"
+    assert of_type(read_log(clients.workspace, sid), "turn/close")[-1]["data"]["stopReason"] == "max-steps"
+
+
+async def test_slash_commands_run_and_unknown_ones_are_bad_params(client, workspace):
+    sid = (await client.new_session())["sessionId"]
+    assert (await client.prompt(sid, "/plan"))["stopReason"] == "end_turn"
+    assert [u["currentModeId"] for u in client.of_kind("current_mode_update", sid)] == ["plan"]
+    with pytest.raises(AcpError) as err:
+        await client.prompt(sid, "/teleport somewhere")
+    assert err.value.code == -32602 and err.value.data["field"] == "prompt"
+    assert "/plan" in err.value.message  # the known commands are listed

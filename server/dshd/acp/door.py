@@ -203,7 +203,12 @@ class AcpDoor:
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         live = self._live(session_id)
-        result = await live.prompt(prompt_text(prompt, self.root))
+        try:
+            result = await live.prompt(prompt_text(prompt, self.root))
+        except DshError as exc:
+            if exc.kind == "invalid-params" and exc.data.get("field") == "text":  # e.g. an unknown /command
+                raise invalid_params("prompt", exc.message) from None
+            raise
         reason = result["stopReason"]
         if reason in STOP_REASONS:
             return PromptResponse(stop_reason=STOP_REASONS[reason])
