@@ -889,7 +889,7 @@ def test_a_turn_that_ends_with_a_model_error_is_told(editor):
                      "error": {"kind": "auth", "message": "the server refused the key: set OPENAI_API_KEY"}}}})
     messages = editor.lua("return _G.dsh_test.messages")
     assert [m["msg"] for m in messages] == [
-        "dsh: turn 4 stopped: model error, authentication failed (auth): the server refused the key: set OPENAI_API_KEY"]
+        "dsh: model error (auth): the server refused the key: set OPENAI_API_KEY"]
     assert messages[0]["level"] == editor.lua("return vim.log.levels.ERROR")
     editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", {
         "agentId": "a-1", "sessionId": SID, "event": {

@@ -37,17 +37,6 @@ function M.goal_message(params, own)
   return nil
 end
 
-local error_words = {
-  auth = 'authentication failed',
-  ['rate-limit'] = 'rate limited',
-  connection = 'could not connect',
-  timeout = 'timed out',
-  ['bad-request'] = 'request refused',
-  ['context-overflow'] = 'context too long',
-  server = 'server error',
-  ['bad-response'] = 'bad response',
-}
-
 --- The message for a committed event that ended a turn with an error, or nil (pure).
 function M.turn_message(event)
   if type(event) ~= 'table' or event.type ~= 'turn/close' or type(event.data) ~= 'table' then
@@ -56,15 +45,10 @@ function M.turn_message(event)
   local data = event.data
   local err = type(data.error) == 'table' and data.error or nil
   if err then
-    local kind = tostring(err.kind or 'error')
-    return ('turn %s stopped: model error, %s (%s): %s'):format(
-      tostring(data.turn or event.turn or '?'),
-      error_words[kind] or kind,
-      kind,
-      tostring(err.message or '')
-    )
+    -- Short: the daemon's message says what to do, and the chat says which turn stopped.
+    return ('model error (%s): %s'):format(tostring(err.kind or 'error'), tostring(err.message or ''))
   elseif data.stopReason == 'error' then
-    return ('turn %s stopped by an internal error; the daemon log says more (:LspLog).'):format(tostring(data.turn or '?'))
+    return 'a turn stopped on an internal error; the daemon log says more (:LspLog)'
   end
   return nil
 end
