@@ -51,6 +51,7 @@ def built() -> None:
 
 def test_typecheck(built) -> None:
     run([str(NODE), "node_modules/typescript/bin/tsc", "--noEmit", "-p", "."], timeout=180)
+    run([str(NODE), "node_modules/typescript/bin/tsc", "--noEmit", "-p", "webview"], timeout=180)  # the chat page (DOM)
 
 
 def test_unit(built) -> None:
@@ -65,8 +66,9 @@ def test_vsce_package(built, tmp_path: Path) -> None:
     run([str(VSCE), "package", "--allow-missing-repository", "--skip-license", "-o", str(vsix)], timeout=180)
     with zipfile.ZipFile(vsix) as z:
         names = set(z.namelist())
-    assert "extension/dist/extension.js" in names
-    assert "extension/package.json" in names
+    for name in ("extension/dist/extension.js", "extension/dist/webview.js", "extension/dist/chat.css",
+                 "extension/media/dsh.svg", "extension/package.json"):
+        assert name in names, sorted(names)
     # Bundled by esbuild: no node_modules and no sources in the package.
     assert not any(n.startswith("extension/node_modules/") or n.startswith("extension/src/") for n in names), sorted(names)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -120,6 +122,18 @@ def test_real_vscode_with_daemon(built, tmp_path: Path) -> None:
     assert dshd.exists(), f"no dshd beside {sys.executable}"
     write_settings(tmp_path, **{"dsh.server.command": str(dshd)})
     run_real_vscode(tmp_path, "out/integration/suite.js", ARTIFACTS / "daemon", 300)
+
+
+def test_real_vscode_chat_view(built, tmp_path: Path) -> None:
+    """The chat view against the real dshd and the scripted model (fixture/chat-script.json): prompts
+    typed in its box, markdown that keeps model HTML as text under a strict CSP, Stop, a goal the
+    agent blocks, plan reviews answered from the card and from the keyboard, the session picker."""
+    fixture = EXT / "test" / "integration" / "fixture"
+    (tmp_path / ".dsh").mkdir()
+    shutil.copy(fixture / "config.toml", tmp_path / ".dsh" / "config.toml")
+    shutil.copy(fixture / "chat-script.json", tmp_path / "script.json")
+    write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
+    run_real_vscode(tmp_path, "out/integration/chat.js", ARTIFACTS / "chat", 300)
 
 
 def test_wire_types_match_the_schema() -> None:

@@ -113,34 +113,42 @@ try {
       };
       try {
         await sleep(req.settleMs ?? 500); // let the workbench paint what the suite just did
+        // `frame: "chat"`: inside the chat view's webview (an iframe in an iframe), else the workbench.
+        const scope = req.frame === 'chat'
+          ? page.frameLocator('iframe.webview[src*="extensionId=dshd.dshd-vscode"]').frameLocator('iframe#active-frame')
+          : page;
+        const target = () => scope.locator(req.selector).first();
         if (req.action === 'screenshot') {
           const out = path.join(artifacts, `${req.name}.png`);
-          if (req.selector) await page.locator(req.selector).first().screenshot({ path: out });
+          if (req.selector) await target().screenshot({ path: out });
           else await page.screenshot({ path: out });
           log('screenshot', out);
         } else if (req.action === 'click') {
-          await page.locator(req.selector).first().click({ timeout: 10000 });
+          await target().click({ timeout: 10000 });
         } else if (req.action === 'hover') {
-          await page.locator(req.selector).first().hover({ timeout: 10000 });
+          await target().hover({ timeout: 10000 });
         } else if (req.action === 'type') {
           // With a selector: wait until that input is on screen and type into it, not into whatever has focus.
-          if (req.selector) await page.locator(req.selector).first().focus({ timeout: 15000 });
+          if (req.selector) await target().focus({ timeout: 15000 });
           await page.keyboard.type(req.text, { delay: 5 });
         } else if (req.action === 'press') {
           await page.keyboard.press(req.key);
         } else if (req.action === 'dump') {
           // The page's (or one element's) HTML, for finding selectors when writing tests.
-          const html = req.selector ? await page.locator(req.selector).first().evaluate((e) => e.outerHTML) : await page.content();
+          const html = req.selector ? await target().evaluate((e) => e.outerHTML) : await page.content();
           fs.writeFileSync(path.join(artifacts, `${req.name}.html`), html);
+        } else if (req.action === 'html') {
+          // nothing to do: the reply carries the element's outerHTML below
         } else if (req.action === 'count' || req.action === 'texts') {
           // nothing to do: every reply carries the count (and texts) of req.selector below
         } else {
           throw new Error(`unknown driver action ${req.action}`);
         }
         const statusTexts = await page.locator('#workbench\\.parts\\.statusbar .statusbar-item').allInnerTexts();
-        const count = req.selector ? await page.locator(req.selector).count() : undefined;
-        const texts = req.action === 'texts' ? await page.locator(req.selector).allInnerTexts() : undefined;
-        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count, texts });
+        const count = req.selector ? await scope.locator(req.selector).count() : undefined;
+        const texts = req.action === 'texts' ? await scope.locator(req.selector).allInnerTexts() : undefined;
+        const html = req.action === 'html' ? await target().evaluate((e) => e.outerHTML) : undefined;
+        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count, texts, html });
       } catch (e) {
         reply({ ok: false, error: String(e) });
       }

@@ -7,14 +7,19 @@ import {
   ALL_GOAL_ACTIONS, checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions,
   type GoalActionId,
 } from './goalActions';
+import { Approvals, type PermissionOutcome } from './approvals';
+import { ChatFeed } from './chat/feed';
+import { ChatPanel } from './chat/panel';
+import { goalNotice, turnNotice, type Notice } from './notices';
 import type {
-  DshRequest, GoalChangedParams, GoalClearResult, GoalRef, GoalView, PlanChangedParams, PlanSetResult, PlanState, PromptResult,
-  QuestionsAskParams, SessionEventParams, SteerResult,
+  DshRequest, GoalChangedParams, GoalClearResult, GoalRef, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
+  PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
 import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
+import { policyChoices, policyTooltip } from './policy';
 import { describeExit } from './startup';
-import { TRANSCRIPT_PAGE, Transcripts } from './transcript';
+import { Transcripts } from './transcript';
 
 const REMEMBERED_KEY = 'dsh.session';
 /** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
@@ -22,45 +27,70 @@ const AUTO_RESTART_INTERVAL_MS = 60_000;
 
 export interface Session { sessionId: string; agentId: string; title?: string; goal: GoalView | null; plan: PlanState }
 
+/** An agent's live sandbox and approval policy (`dsh/permission/get|set`). */
+export type Policy = PermissionPolicy;
+
 export class Controller implements vscode.Disposable {
   connection: Connection = 'starting';
   session: Session | undefined;
   readonly reviews = new PlanReviews();
-  readonly transcripts = new Transcripts();
+  readonly feed: ChatFeed;
+  readonly transcripts: Transcripts;
+  chat: ChatPanel | undefined;
+  readonly approvals: Approvals;
+  readonly policyItem = vscode.window.createStatusBarItem('dsh.policy', vscode.StatusBarAlignment.Left, 98);
+  /** The live sandbox and approval policy (`dsh/permission/get`), when the daemon has one. */
+  policy: Policy | undefined;
+  /** Goal operations this window has sent and not yet seen answered: their notifications are not news. */
+  private readonly ownGoalOps = new Set<string>();
   readonly goalItem = vscode.window.createStatusBarItem('dsh.goal', vscode.StatusBarAlignment.Left, 100);
   readonly planItem = vscode.window.createStatusBarItem('dsh.plan', vscode.StatusBarAlignment.Left, 99);
   private readonly statusChanged = new vscode.EventEmitter<void>();
   /** Fires after the status bar was redrawn (tests wait on it instead of polling the daemon). */
   readonly onDidChangeStatus = this.statusChanged.event;
   private busyTurns = 0;
+  private statusWarning = false;
   /** The session to open again after the daemon restarts (kept across window reloads too). */
   private remembered: { sessionId: string; title?: string } | undefined;
   private memento: vscode.Memento | undefined;
   private lastAutoRestart = 0;
 
   constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
+    this.feed = new ChatFeed(daemon);
+    this.approvals = new Approvals(() => this.folder?.uri.fsPath);
+    this.policyItem.name = 'dsh sandbox and approvals';
+    this.policyItem.command = 'dsh.permission.policy';
+    this.transcripts = new Transcripts(this.feed);
+    this.feed.onItem(({ item, isNew }) => {
+      const notice = isNew ? turnNotice(item) : undefined;
+      if (notice) void this.notify(notice);
+      this.render(); // a turn that opens or ends moves the busy mark
+    });
+    this.feed.onReset(() => this.render());
     this.goalItem.name = 'dsh goal';
     this.goalItem.command = 'dsh.goal.actions';
     this.planItem.name = 'dsh plan mode';
     this.planItem.command = 'dsh.plan.toggle';
     daemon.onConnection((state) => {
       this.connection = state;
-      if (state !== 'running') { this.session = undefined; this.reviews.dismissAll(); }
+      if (state !== 'running') { this.setSession(undefined, false); this.reviews.dismissAll(); this.approvals.dismissAll(); }
       this.render();
     });
     daemon.install((client) => {
       client.onNotification('dsh/goal/changed', (p: GoalChangedParams) => this.onGoalChanged(p));
       client.onNotification('dsh/plan/changed', (p: PlanChangedParams) => this.onPlanChanged(p));
-      client.onNotification('dsh/session/event', (p: SessionEventParams) => this.transcripts.add(p.sessionId, p.event));
       client.onRequest('dsh/questions/ask', (p: QuestionsAskParams, token: vscode.CancellationToken) => this.reviews.ask(p, token));
+      client.onRequest('dsh/permission/ask', (p: PermissionAskParams, token: vscode.CancellationToken) => this.approvals.ask(p, token));
     });
     daemon.onUnexpectedExit((exit) => void this.recover(exit));
-    this.reviews.previousPlan = (sessionId, plan) => this.previousPlan(sessionId, plan);
+    this.reviews.previousPlan = (sessionId, questionId) => this.previousPlan(sessionId, questionId);
     this.render();
   }
 
   register(context: vscode.ExtensionContext): void {
     this.memento = context.workspaceState;
+    this.chat = new ChatPanel(this, context.extensionUri);
+    context.subscriptions.push(this.chat, this.feed, this.approvals, this.policyItem);
     this.remembered = this.memento.get<{ sessionId: string; title?: string }>(REMEMBERED_KEY);
     const cmd = (id: string, fn: (...args: any[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
       const generation = this.daemon.generation;
@@ -94,6 +124,12 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.goal.clear', () => this.goalClear());
     cmd('dsh.goal.actions', () => this.goalActions());
     cmd('dsh.transcript.show', () => this.showTranscript());
+    cmd('dsh.chat.show', () => this.chat?.view.reveal());
+    const decide = (outcome: PermissionOutcome) => (a?: { feedback?: string }) => this.approvals.decide(undefined, outcome, a?.feedback);
+    cmd('dsh.permission.allow', decide('allow-once'));
+    cmd('dsh.permission.allowSession', decide('allow-session'));
+    cmd('dsh.permission.reject', decide('reject'));
+    cmd('dsh.permission.policy', () => this.pickPolicy());
     cmd('dsh.review.approve', () => this.reviews.approve());
     cmd('dsh.review.compare', () => this.reviews.compare());
     cmd('dsh.review.keepPlanning', (a?: { feedback?: string } | vscode.Uri) => this.reviews.keepPlanning(undefined, a && !(a instanceof vscode.Uri) ? a.feedback : undefined));
@@ -104,7 +140,7 @@ export class Controller implements vscode.Disposable {
 
   /** Starts (or restarts) the daemon and opens again the session this window had, if any. */
   async startDaemon(): Promise<boolean> {
-    this.session = undefined;
+    this.setSession(undefined, false);
     if (!this.folder) {
       this.connection = 'failed';
       this.render();
@@ -160,22 +196,25 @@ export class Controller implements vscode.Disposable {
     if (pick === 'Show Log') this.daemon.showLog();
   }
 
-  /** The plan a new review revises: the last `exit_plan_mode` plan before it in the session's log. */
-  private async previousPlan(sessionId: string, current: string): Promise<string | undefined> {
-    if (this.session?.sessionId !== sessionId) return undefined;
-    const plans: string[] = [];
-    for (let afterSeq = 0; ;) {
-      const page = await this.req('dsh/session/events', { afterSeq, limit: TRANSCRIPT_PAGE });
-      for (const e of page.events) {
-        const d = e.data as { name?: unknown; arguments?: { plan?: unknown } };
-        if (e.type === 'tool/call' && d.name === 'exit_plan_mode' && typeof d.arguments?.plan === 'string') plans.push(d.arguments.plan);
-      }
-      if (page.events.length < TRANSCRIPT_PAGE || page.nextSeq <= afterSeq) break;
-      afterSeq = page.nextSeq;
-    }
-    // The review being opened is the last call; the one before it is what it revises.
-    if (plans[plans.length - 1] === current) plans.pop();
-    return plans.pop();
+  /**
+   * The plan a new review revises, as the daemon's chat items say: the plan a person last
+   * approved or sent back before it (its card's `previousId`).
+   */
+  private async previousPlan(sessionId: string, questionId: string): Promise<string | undefined> {
+    const store = this.feed.store;
+    if (!store || store.sessionId !== sessionId) return undefined;
+    const card = store.items.find((i) => i.kind === 'plan-review' && i.questionId === questionId);
+    const previous = card?.kind === 'plan-review' && card.previousId ? store.get(card.previousId) : undefined;
+    return previous?.kind === 'plan-review' ? previous.plan : undefined;
+  }
+
+  /** A notification with its buttons wired (the chat view, the goal actions). */
+  private async notify(n: Notice): Promise<void> {
+    const show = n.severity === 'error' ? vscode.window.showErrorMessage : n.severity === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    const pick = await show(n.text, ...n.actions);
+    if (pick === 'Show Chat') await this.chat?.view.reveal();
+    if (pick === 'Goal Actions…') await vscode.commands.executeCommand('dsh.goal.actions');
+    if (pick === 'Edit the Goal') await vscode.commands.executeCommand('dsh.goal.edit');
   }
 
   // ---- notifications ----------------------------------------------------------------------
@@ -184,6 +223,8 @@ export class Controller implements vscode.Disposable {
     if (!this.session || p.agentId !== this.session.agentId) return;
     this.session.goal = applyGoalChanged(this.session.goal, p);
     this.render();
+    const notice = goalNotice(p, this.ownGoalOps.has(p.op));
+    if (notice) void this.notify(notice);
   }
 
   private onPlanChanged(p: PlanChangedParams): void {
@@ -197,9 +238,11 @@ export class Controller implements vscode.Disposable {
   render(): void {
     const s = this.session;
     const model = statusModel(this.connection, !!s, s?.goal ?? null);
-    this.goalItem.text = this.busyTurns > 0 ? `${model.text} $(sync~spin)` : model.text;
+    this.goalItem.text = this.busy ? `${model.text} $(sync~spin)` : model.text;
     this.goalItem.tooltip = new vscode.MarkdownString(model.tooltip, true);
-    this.goalItem.backgroundColor = model.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    this.statusWarning = model.warning;
+    this.goalItem.backgroundColor = model.warning ? new vscode.ThemeColor('statusBarItem.warningBackground')
+      : model.hint ? new vscode.ThemeColor('statusBarItem.prominentBackground') : undefined;
     this.goalItem.command = this.connection === 'running' ? 'dsh.goal.actions' : 'dsh.server.restart';
     this.goalItem.show();
     if (s) {
@@ -208,6 +251,14 @@ export class Controller implements vscode.Disposable {
       this.planItem.show();
     } else {
       this.planItem.hide();
+    }
+    if (s && this.policy) {
+      const p = this.policy;
+      this.policyItem.text = `$(shield) ${p.sandbox}`;
+      this.policyItem.tooltip = policyTooltip(p);
+      this.policyItem.show();
+    } else {
+      this.policyItem.hide();
     }
     const set = (key: string, value: unknown) => void vscode.commands.executeCommand('setContext', key, value);
     set('dsh.started', this.connection !== 'starting');
@@ -220,12 +271,34 @@ export class Controller implements vscode.Disposable {
     this.statusChanged.fire();
   }
 
+  /** A turn runs: the person's prompt, or a goal round (from the chat items), or one this window just sent. */
+  get busy(): boolean { return this.busyTurns > 0 || !!this.feed.store?.turnRunning; }
+
   /** The status bar as text, for tests and the log. */
-  statusText(): { goal: string; plan: string | undefined; warning: boolean } {
-    return { goal: this.goalItem.text, plan: this.session ? this.planItem.text : undefined, warning: !!this.goalItem.backgroundColor };
+  statusText(): { goal: string; plan: string | undefined; warning: boolean; busy: boolean } {
+    return {
+      goal: this.goalItem.text.replace(/ \$\(sync~spin\)$/, ''), plan: this.session ? this.planItem.text : undefined,
+      warning: this.statusWarning, busy: this.goalItem.text.endsWith('$(sync~spin)'),
+    };
   }
 
   // ---- sessions ---------------------------------------------------------------------------------
+
+  /**
+   * The session this window shows (undefined: none). The chat view follows it; `remember`
+   * keeps it to open again after a restart (a daemon that went away is not the person closing it).
+   */
+  private setSession(s: Session | undefined, remember = true): void {
+    this.session = s;
+    if (remember) this.remember(s);
+    void this.feed.open(s?.agentId, s?.sessionId).catch((e) => this.daemon.log(`dsh/chat/get: ${asDaemonError(e).message}`));
+    this.policy = undefined;
+    if (s && this.daemon.serverCapabilities.permissions === true) {
+      void this.req('dsh/permission/get', {}).then((p) => { if (this.session === s) { this.policy = p; this.render(); } })
+        .catch((e) => this.daemon.log(`dsh/permission/get: ${asDaemonError(e).message}`));
+    }
+    this.render();
+  }
 
   /** A request for the open session's agent (every such method takes `agentId`). */
   private async req<M extends DshRequest>(method: M, params: Omit<ParamsOf<M>, 'agentId'>): Promise<ResultOf<M>> {
@@ -242,11 +315,9 @@ export class Controller implements vscode.Disposable {
   async newSession(title?: string): Promise<Session> {
     await this.requireRunning();
     const h = await this.daemon.request('dsh/session/create', title ? { title } : {});
-    this.session = { ...h, title, goal: null, plan: { active: false } };
-    if (title) this.transcripts.setTitle(h.sessionId, title);
-    this.remember(this.session);
-    this.render();
-    return this.session;
+    const s: Session = { ...h, title, goal: null, plan: { active: false } };
+    this.setSession(s);
+    return s;
   }
 
   async openSession(sessionId?: string, reload?: boolean, title?: string): Promise<Session | undefined> {
@@ -270,11 +341,9 @@ export class Controller implements vscode.Disposable {
     }
     const r = await this.daemon.request('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
     title ??= (await this.daemon.request('dsh/session/list', {})).sessions.find((x) => x.sessionId === r.sessionId)?.title ?? undefined;
-    this.session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
-    if (title) this.transcripts.setTitle(r.sessionId, title);
-    this.remember(this.session);
-    this.render();
-    return this.session;
+    const s: Session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
+    this.setSession(s);
+    return s;
   }
 
   /** Forks the open session at its last event and switches to the fork (its plan and goal come from its log). */
@@ -285,28 +354,27 @@ export class Controller implements vscode.Disposable {
     // The fork's starting state, read once like dsh/session/open returns it; notifications follow.
     const [plan, goal] = await Promise.all([this.daemon.request('dsh/plan/get', agent), this.daemon.request('dsh/goal/get', agent)]);
     const title = parent?.title ? `${parent.title} (fork)` : undefined;
-    this.session = { ...h, title, goal, plan };
-    if (title) this.transcripts.setTitle(h.sessionId, title);
-    this.remember(this.session);
-    this.render();
-    return this.session;
+    const s: Session = { ...h, title, goal, plan };
+    this.setSession(s);
+    return s;
   }
 
   async closeSession(): Promise<void> {
     await this.req('dsh/session/close', {});
-    this.session = undefined;
-    this.remember(undefined);
-    this.render();
+    this.setSession(undefined);
   }
 
-  private async ensureSession(): Promise<void> {
-    if (!this.session) await this.newSession();
+  /** A session to talk in; a new one is titled after the first thing said in it. */
+  private async ensureSession(firstWords?: string): Promise<void> {
+    if (this.session) return;
+    const line = firstWords?.split('\n').find((l) => l.trim())?.trim();
+    await this.newSession(line && !line.startsWith('/') ? (line.length > 60 ? `${line.slice(0, 59)}…` : line) : undefined);
   }
 
   // ---- agent ----------------------------------------------------------------------------------
 
   async prompt(text?: string): Promise<PromptResult | undefined> {
-    await this.ensureSession();
+    await this.ensureSession(text);
     text ??= await vscode.window.showInputBox({ title: 'Prompt the agent', prompt: 'Text starting with / runs a command (/plan, /plan off…)', ignoreFocusOut: true });
     if (!text?.trim()) return undefined;
     this.busyTurns++; this.render();
@@ -358,6 +426,16 @@ export class Controller implements vscode.Disposable {
   async goalWrite<R>(action: GoalActionId, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
     const seen = this.session?.goal ?? null;
     if (!seen) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    return this.ownGoalOp(action, () => this.goalWriteSeen(action, seen, send));
+  }
+
+  /** Runs a goal request of this window: its own notification is not announced as news. */
+  private async ownGoalOp<R>(op: string, fn: () => Promise<R>): Promise<R> {
+    this.ownGoalOps.add(op);
+    try { return await fn(); } finally { this.ownGoalOps.delete(op); }
+  }
+
+  private async goalWriteSeen<R>(action: GoalActionId, seen: GoalView, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
     try {
       return await send(this.ref(seen));
     } catch (e) {
@@ -384,7 +462,7 @@ export class Controller implements vscode.Disposable {
       if (rounds === undefined) return undefined;
       maxRounds = rounds.trim() ? Number(rounds) : undefined;
     }
-    return this.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds });
+    return this.ownGoalOp('create', () => this.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds }));
   }
 
   async goalEdit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
@@ -435,10 +513,28 @@ export class Controller implements vscode.Disposable {
     if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
   }
 
+  /** The status bar's shield: choose how commands are sandboxed and what needs your yes (this agent, until a restart). */
+  async pickPolicy(choice?: Omit<PermissionSetParams, 'agentId'>): Promise<Policy | undefined> {
+    const current = this.policy ?? await this.req('dsh/permission/get', {});
+    if (!choice) {
+      const items = policyChoices(current);
+      const picked = await vscode.window.showQuickPick(items, {
+        title: 'Sandbox and approvals (this session, until dshd restarts)',
+        placeHolder: `Now: ${current.sandbox}, asking before ${current.approve.length ? current.approve.join(' and ') : 'nothing'}`,
+      });
+      if (!picked) return undefined;
+      choice = picked.choice;
+    }
+    const p = await this.req('dsh/permission/set', choice);
+    this.policy = p;
+    this.render();
+    return p;
+  }
+
   async showTranscript(): Promise<vscode.TextDocument> {
     const s = this.session;
     if (!s) throw new DaemonError('No dsh session is open.', undefined, {});
-    return this.transcripts.show(s.sessionId, (afterSeq: number) => this.req('dsh/session/events', { afterSeq, limit: TRANSCRIPT_PAGE }));
+    return this.transcripts.show(s.sessionId);
   }
 
   private showError(e: unknown): void {

@@ -12,11 +12,11 @@ import {
   type LanguageClientOptions, type ServerOptions, type StaticFeature,
 } from 'vscode-languageclient/node';
 
-/** Declares that this editor answers `dsh/questions/ask` (plan reviews). */
+/** Declares that this editor answers `dsh/questions/ask` (plan reviews) and `dsh/permission/ask` (approvals). */
 class DshCapabilities implements StaticFeature {
   fillClientCapabilities(capabilities: { experimental?: unknown }): void {
     const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
-    capabilities.experimental = { ...experimental, dsh: { questions: true } };
+    capabilities.experimental = { ...experimental, dsh: { questions: true, permissions: true } };
   }
   initialize(): void {}
   getState() { return { kind: 'static' as const }; }
@@ -205,6 +205,11 @@ export class Daemon implements vscode.Disposable {
   showLog(): void { this.output.show(); }
 
   log(line: string): void { this.output.appendLine(line); }
+
+  /** What the running daemon declared in `capabilities.experimental.dsh` (its optional features). */
+  get serverCapabilities(): Record<string, unknown> {
+    return ((this.client?.initializeResult?.capabilities.experimental as { dsh?: Record<string, unknown> } | undefined)?.dsh) ?? {};
+  }
 
   async request<M extends DshRequest>(method: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const client = this.client;

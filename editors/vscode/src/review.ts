@@ -59,8 +59,8 @@ export class PlanReview {
   }
 }
 
-/** Finds the plan a new review revises when this window has not seen it (e.g. after a restart). */
-export type PreviousPlanLookup = (sessionId: string, currentPlan: string) => Promise<string | undefined>;
+/** Finds the plan a new review revises (the daemon's chat items know it). */
+export type PreviousPlanLookup = (sessionId: string, questionId: string) => Promise<string | undefined>;
 
 export class PlanReviews implements vscode.Disposable {
   readonly controller: vscode.CommentController;
@@ -127,7 +127,7 @@ export class PlanReviews implements vscode.Disposable {
 
   private async show(review: PlanReview): Promise<void> {
     const sessionId = review.params.sessionId;
-    const previous = this.lastPlan.get(sessionId) ?? await this.previousPlan?.(sessionId, review.question.plan).catch(() => undefined);
+    const previous = await this.previousPlan?.(sessionId, review.question.id).catch(() => undefined) ?? this.lastPlan.get(sessionId);
     if (previous !== undefined && previous !== review.question.plan) {
       const uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${sessionId}/${review.question.id}/previous plan.md` });
       review.previous = { uri, plan: previous };
@@ -149,6 +149,9 @@ export class PlanReviews implements vscode.Disposable {
       return review.outcome;
     });
   }
+
+  /** Brings the review's plan to the front (where its lines are commented on). */
+  async focus(review: PlanReview): Promise<void> { if (!review.settled) await this.reveal(review); }
 
   private async reveal(review: PlanReview): Promise<void> {
     const doc = await vscode.workspace.openTextDocument(review.uri);

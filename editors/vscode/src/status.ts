@@ -1,5 +1,6 @@
 // What the status bar shows, as pure functions of what the daemon told us (no vscode import, so
 // node's test runner checks them directly).
+import { validGoalActions, type GoalActionId } from './goalActions';
 import type { GoalChangedParams, GoalView, PlanState } from './protocol';
 
 export interface StatusModel {
@@ -8,28 +9,28 @@ export interface StatusModel {
   tooltip: string;
   /** Show in the warning colour (a blocked goal, a daemon that is down). */
   warning: boolean;
+  /** Draw attention without alarm (an active goal waiting for the person). */
+  hint?: boolean;
 }
 
 export type Connection = 'starting' | 'running' | 'stopped' | 'failed';
 
 const GOAL_ICON = '$(target)';
 
-/** The goal's token figures; `tokensUsed`/`maxTokens` arrive with the token budget wire (older daemons omit them). */
+/** The goal's token figures; `tokensUsed`/`maxTokens` come from daemons that count tokens. */
 type Tokens = { tokensUsed?: number; maxTokens?: number };
 
-/** A token count as people read it (the same in both editors): `950`, `12.4k`, `12k`, `1.25M`. */
+/**
+ * A token count as people read it, the same in both editors and the daemon's words: `950`,
+ * `12.4k`, `182k`, `1.3M`. Integer arithmetic rounding halves up (no float formatting).
+ */
 export function formatTokens(n: number): string {
-  const short = (x: number, unit: string, decimals: number) => `${x.toFixed(decimals).replace(/\.?0+$/, '')}${unit}`;
-  if (n < 1000) return String(Math.floor(n));
-  if (n < 1_000_000) return short(Math.floor(n / 100) / 10, 'k', 1);
-  return short(Math.floor(n / 10_000) / 100, 'M', 2);
-}
-
-/** `12.4k tok`, or `12.4k/100k tok` with a budget; undefined when the daemon reports no tokens. */
-export function tokenStatusText(goal: GoalView): string | undefined {
-  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
-  if (maxTokens !== undefined) return `${formatTokens(tokensUsed ?? 0)}/${formatTokens(maxTokens)} tok`;
-  return tokensUsed === undefined ? undefined : `${formatTokens(tokensUsed)} tok`;
+  const tenths = (t: number) => (t % 10 === 0 ? String(Math.floor(t / 10)) : `${Math.floor(t / 10)}.${t % 10}`);
+  if (n < 1000) return String(n);
+  if (n < 100_000) return `${tenths(Math.floor((n + 50) / 100))}k`;
+  const thousands = Math.floor((n + 500) / 1000);
+  if (thousands < 1000) return `${thousands}k`;
+  return `${tenths(Math.floor((n + 50_000) / 100_000))}M`;
 }
 
 /** An active goal that will not run until the person resumes it (after a load or a cancel). */
@@ -37,53 +38,61 @@ export function isWaitingForResume(goal: GoalView): boolean {
   return goal.phase === 'active' && goal.activation === 'disarmed';
 }
 
-/** The phase in a person's words: `waiting for you to resume`, `blocked: <code>`, else the phase. */
-function phaseWords(goal: GoalView): string {
-  if (isWaitingForResume(goal)) return 'waiting for you to resume';
-  if (goal.phase === 'blocked' && goal.blockedReason) return `blocked: ${goal.blockedReason.code}`;
-  return goal.phase;
-}
+export type Severity = 'none' | 'hint' | 'warning';
+
+/** What a person reads about a goal: the same text, tooltip lines and actions in both editors. */
+export interface GoalStatus { text: string; tooltip: string[]; severity: Severity; actions: GoalActionId[] }
 
 /**
- * The goal's status text, the same in both editors: `3/40 · 12.4k tok · active`,
- * `40/40 · blocked: <code>`, `3/40 · waiting for you to resume`, `no goal` (with the icon here).
+ * The goal's status (tests/fixtures/status/goal-status.json is the contract): text without the
+ * icon, `3/40 · 12.4k tok · active`; the state is `waiting for you to resume`, `round budget
+ * spent`, `blocked: <code>` or the phase. No revision anywhere.
  */
+export function goalStatus(goal: GoalView | null): GoalStatus {
+  const actions = validGoalActions(goal);
+  const actionsLine = `Actions: ${actions.join(', ')}`;
+  if (!goal) return { text: 'no goal', tooltip: ['No goal in this session.', actionsLine], severity: 'none', actions };
+  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
+  const waiting = isWaitingForResume(goal);
+  let state: string = goal.phase;
+  let sentence: string;
+  switch (goal.phase) {
+    case 'active':
+      if (!waiting) sentence = 'Active: rounds continue on their own.';
+      else if (goal.roundsLeft > 0) { state = 'waiting for you to resume'; sentence = 'Active, waiting for you to resume: nothing runs until you do.'; }
+      else { state = 'round budget spent'; sentence = 'Active, but its round budget is spent: raise it (edit) to go on.'; }
+      break;
+    case 'paused': sentence = 'Paused: nothing runs until you resume.'; break;
+    case 'blocked':
+      state = goal.blockedReason ? `blocked: ${goal.blockedReason.code}` : 'blocked';
+      sentence = goal.blockedReason ? `Blocked: ${goal.blockedReason.message} (${goal.blockedReason.code})` : 'Blocked.';
+      break;
+    case 'complete': sentence = 'Complete.'; break;
+  }
+  const tokens = tokensUsed === undefined ? undefined
+    : maxTokens === undefined ? `${formatTokens(tokensUsed)} tok` : `${formatTokens(tokensUsed)}/${formatTokens(maxTokens)} tok`;
+  const tooltip = [`Goal: ${goal.objective}`, sentence, `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`];
+  if (tokensUsed !== undefined) tooltip.push(maxTokens === undefined ? `Tokens: ${formatTokens(tokensUsed)} used` : `Tokens: ${formatTokens(tokensUsed)} of ${formatTokens(maxTokens)} used`);
+  tooltip.push(actionsLine);
+  const severity: Severity = goal.phase === 'blocked' ? 'warning' : waiting ? 'hint' : 'none';
+  return { text: [`${goal.roundsStarted}/${goal.maxRounds}`, tokens, state].filter(Boolean).join(' · '), tooltip, severity, actions };
+}
+
+/** The status bar's goal text: the icon, then the shared words. */
 export function goalStatusText(goal: GoalView | null): string {
-  if (!goal) return `${GOAL_ICON} no goal`;
-  const parts = [`${goal.roundsStarted}/${goal.maxRounds}`, tokenStatusText(goal), phaseWords(goal)];
-  return `${GOAL_ICON} ${parts.filter(Boolean).join(' · ')}`;
+  return `${GOAL_ICON} ${goalStatus(goal).text}`;
 }
 
 function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
 }
 
-const PHASE_WORDS: Record<GoalView['phase'], (goal: GoalView) => string> = {
-  active: (g) => (g.activation === 'armed' ? 'active: rounds continue on their own' : 'active, waiting for you to resume (nothing runs until you do)'),
-  paused: () => 'paused: nothing runs until you resume',
-  blocked: () => 'blocked: nothing runs until you resume or edit it',
-  complete: () => 'complete',
-};
-
+/** The tooltip as markdown: the shared lines (escaped), the objective in bold, a hint of the click. */
 export function goalTooltip(goal: GoalView | null): string {
-  if (!goal) return 'No goal in this session. Click to create one.';
-  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
-  const lines = [
-    `**Goal:** ${escapeMarkdown(goal.objective)}`,
-    '',
-    `Phase: **${PHASE_WORDS[goal.phase](goal)}**`,
-    '',
-    `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`,
-  ];
-  if (tokensUsed !== undefined) {
-    const n = (v: number) => v.toLocaleString('en-US');
-    lines.push('', maxTokens === undefined ? `Tokens: ${n(tokensUsed)} used` : `Tokens: ${n(tokensUsed)} of ${n(maxTokens)} used`);
-  }
-  if (goal.blockedReason) {
-    lines.push('', `Blocked: \`${goal.blockedReason.code}\`: ${escapeMarkdown(goal.blockedReason.message)}`);
-  }
-  lines.push('', goal.phase === 'complete' ? 'Click to start a new goal or clear this one.' : 'Click for the goal actions.');
-  return lines.join('\n');
+  const lines = goalStatus(goal).tooltip.map(escapeMarkdown);
+  if (goal) lines[0] = `**Goal:** ${escapeMarkdown(goal.objective)}`;
+  lines.push(goal ? 'Click for the goal actions.' : 'Click to create one.');
+  return lines.join('\n\n');
 }
 
 export function statusModel(connection: Connection, hasSession: boolean, goal: GoalView | null): StatusModel {
@@ -92,7 +101,8 @@ export function statusModel(connection: Connection, hasSession: boolean, goal: G
     return { text: '$(error) dsh: not running', tooltip: 'dshd is not running. Click to restart it.', warning: true };
   }
   if (!hasSession) return { text: `${GOAL_ICON} no session`, tooltip: 'No dsh session open. Click to start or open one.', warning: false };
-  return { text: goalStatusText(goal), tooltip: goalTooltip(goal), warning: goal?.phase === 'blocked' };
+  const status = goalStatus(goal);
+  return { text: `${GOAL_ICON} ${status.text}`, tooltip: goalTooltip(goal), warning: status.severity === 'warning', hint: status.severity === 'hint' };
 }
 
 /** The plan-mode item: the recorded state, and the choice waiting for the next step if any. */

@@ -36,12 +36,13 @@ export async function runAll(): Promise<TestResult[]> {
   return results;
 }
 
-export type DriverAction =
+export type DriverAction = (
   | { action: 'screenshot' | 'dump'; name: string; selector?: string }
-  | { action: 'click' | 'hover' | 'count' | 'texts'; selector: string }
+  | { action: 'click' | 'hover' | 'count' | 'texts' | 'html'; selector: string }
   | { action: 'type'; text: string; selector?: string }
-  | { action: 'press'; key: string };
-export interface DriverReply { statusTexts: string[]; count?: number; texts?: string[] }
+  | { action: 'press'; key: string }
+) & { /** Inside the chat view's webview instead of the workbench. */ frame?: 'chat' };
+export interface DriverReply { statusTexts: string[]; count?: number; texts?: string[]; html?: string }
 
 let requests = 0;
 /**

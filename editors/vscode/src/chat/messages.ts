@@ -1,0 +1,73 @@
+// The messages between the extension host and the chat webview, typed per direction (the host
+// forwards a listed set and stays thin). Imported by both bundles: no vscode import.
+import type { ChatItem } from '../protocol';
+
+/** What the chat view's header shows: the session, the goal's status words, plan mode. */
+export interface ChatHeader {
+  connection: 'starting' | 'running' | 'stopped' | 'failed';
+  session?: { title: string; sessionId: string };
+  goal?: { text: string; tooltip: string; severity: 'none' | 'hint' | 'warning' };
+  plan?: { text: string; active: boolean };
+}
+
+/** A plan review this window can answer, keyed by the question id its chat card carries. */
+export interface AnswerableReview { questionId: string; draftFeedback: string; comments: number }
+
+/** A permission request waiting for the person (an edit or a command the agent wants to run). */
+export interface PendingPermission {
+  requestId: string;
+  title: string;
+  tool: string;
+  mutability: string;
+  command?: string;
+  cwd?: string;
+  hasDiff: boolean;
+}
+
+export type HostToView =
+  | { type: 'state'; header: ChatHeader; items: ChatItem[]; busy: boolean; reviews: AnswerableReview[]; permissions: PendingPermission[] }
+  | { type: 'item'; item: ChatItem }
+  | { type: 'header'; header: ChatHeader }
+  | { type: 'busy'; busy: boolean }
+  | { type: 'reviews'; reviews: AnswerableReview[] }
+  | { type: 'permissions'; permissions: PendingPermission[] }
+  | { type: 'focus' };
+
+export type ViewToHost =
+  | { type: 'ready' }
+  | { type: 'send'; text: string }
+  | { type: 'stop' }
+  | { type: 'approve'; questionId: string }
+  | { type: 'keepPlanning'; questionId: string; feedback: string }
+  | { type: 'draft'; questionId: string; feedback: string }
+  | { type: 'openPlan'; questionId: string }
+  | { type: 'permission'; requestId: string; outcome: 'allow-once' | 'allow-session' | 'reject'; feedback?: string }
+  | { type: 'showPermission'; requestId: string }
+  | { type: 'pickSession' }
+  | { type: 'newSession' }
+  | { type: 'export' };
+
+/** A message from the webview, checked: anything else is dropped (the webview is not trusted to be well formed). */
+export function parseViewMessage(m: unknown): ViewToHost | undefined {
+  if (!m || typeof m !== 'object') return undefined;
+  const o = m as Record<string, unknown>;
+  const str = (k: string) => typeof o[k] === 'string';
+  switch (o.type) {
+    case 'ready': case 'stop': case 'pickSession': case 'newSession': case 'export':
+      return { type: o.type };
+    case 'send':
+      return str('text') ? { type: 'send', text: o.text as string } : undefined;
+    case 'approve': case 'openPlan':
+      return str('questionId') ? { type: o.type, questionId: o.questionId as string } : undefined;
+    case 'keepPlanning': case 'draft':
+      return str('questionId') && str('feedback') ? { type: o.type, questionId: o.questionId as string, feedback: o.feedback as string } : undefined;
+    case 'showPermission':
+      return str('requestId') ? { type: 'showPermission', requestId: o.requestId as string } : undefined;
+    case 'permission':
+      if (!str('requestId') || !['allow-once', 'allow-session', 'reject'].includes(o.outcome as string)) return undefined;
+      if (o.feedback !== undefined && !str('feedback')) return undefined;
+      return { type: 'permission', requestId: o.requestId as string, outcome: o.outcome as 'allow-once' | 'allow-session' | 'reject', ...(str('feedback') ? { feedback: o.feedback as string } : {}) };
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,83 @@
+// The chat view's host side: what the page shows (the feed's items, the header, which plan
+// reviews and permission requests this window can answer) and what its buttons do. Thin: every
+// action is the same command the palette runs.
+import * as vscode from 'vscode';
+import type { Controller } from '../controller';
+import { goalStatus, planStatusText } from '../status';
+import type { AnswerableReview, ChatHeader, HostToView, ViewToHost } from './messages';
+import { ChatView, type ChatHost } from './view';
+
+export class ChatPanel implements ChatHost, vscode.Disposable {
+  readonly view: ChatView;
+  private readonly disposables: vscode.Disposable[] = [];
+  private lastBusy: boolean | undefined;
+
+  constructor(private readonly c: Controller, extensionUri: vscode.Uri) {
+    this.view = new ChatView(extensionUri, this);
+    this.disposables.push(
+      this.view,
+      vscode.window.registerWebviewViewProvider(ChatView.viewId, this.view, { webviewOptions: { retainContextWhenHidden: true } }),
+      c.feed.onItem(({ item }) => this.view.post({ type: 'item', item })),
+      c.feed.onReset(() => this.view.post(this.chatState())),
+      c.reviews.onDidChange(() => this.view.post({ type: 'reviews', reviews: this.reviews() })),
+      c.approvals.onDidChange(() => this.view.post({ type: 'permissions', permissions: c.approvals.pending() })),
+      c.onDidChangeStatus(() => {
+        this.view.post({ type: 'header', header: this.header() });
+        const busy = c.busy;
+        if (busy !== this.lastBusy) { this.lastBusy = busy; this.view.post({ type: 'busy', busy }); }
+      }),
+    );
+  }
+
+  private header(): ChatHeader {
+    const c = this.c;
+    const s = c.session;
+    if (!s) return { connection: c.connection };
+    const status = goalStatus(s.goal);
+    const plan = planStatusText(s.plan).replace(/^\$\([^)]*\)\s*/, '');
+    return {
+      connection: c.connection,
+      session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
+      goal: { text: status.text, tooltip: status.tooltip.join('\n'), severity: status.severity },
+      plan: { text: plan.replace(/^plan:/, 'plan mode:'), active: s.plan.pending ?? s.plan.active },
+    };
+  }
+
+  private reviews(): AnswerableReview[] {
+    const sessionId = this.c.session?.sessionId;
+    return this.c.reviews.all().filter((r) => !r.settled && r.params.sessionId === sessionId)
+      .map((r) => ({ questionId: r.question.id, draftFeedback: r.draftFeedback, comments: r.unsent.comments }));
+  }
+
+  chatState(): Extract<HostToView, { type: 'state' }> {
+    return {
+      type: 'state', header: this.header(), items: [...(this.c.feed.store?.items ?? [])], busy: this.c.busy,
+      reviews: this.reviews(), permissions: this.c.approvals.pending(),
+    };
+  }
+
+  async onChatMessage(m: ViewToHost): Promise<void> {
+    const c = this.c;
+    const review = 'questionId' in m ? c.reviews.byQuestion(m.questionId) : undefined;
+    switch (m.type) {
+      case 'send':
+        // The same commands as the palette (their errors are shown the same way).
+        if (c.busy && c.session) await vscode.commands.executeCommand('dsh.agent.steer', { text: m.text });
+        else void vscode.commands.executeCommand('dsh.agent.prompt', { text: m.text });
+        break;
+      case 'stop': await vscode.commands.executeCommand('dsh.agent.cancel'); break;
+      case 'approve': if (review) await c.reviews.approve(review); break;
+      case 'keepPlanning': if (review) { c.reviews.setDraftFeedback(m.questionId, m.feedback); await c.reviews.keepPlanning(review, m.feedback); } break;
+      case 'draft': c.reviews.setDraftFeedback(m.questionId, m.feedback); break;
+      case 'openPlan': if (review) await c.reviews.focus(review); break;
+      case 'pickSession': await vscode.commands.executeCommand('dsh.session.open'); break;
+      case 'newSession': await vscode.commands.executeCommand('dsh.session.new'); break;
+      case 'export': await vscode.commands.executeCommand('dsh.transcript.show'); break;
+      case 'permission': c.approvals.answer(m.requestId, m.outcome, m.feedback); break;
+      case 'showPermission': await c.approvals.show(m.requestId); break;
+      case 'ready': break;
+    }
+  }
+
+  dispose(): void { for (const d of this.disposables) d.dispose(); }
+}

@@ -1,0 +1,248 @@
+// The chat view's page: renders the chat items the daemon projects (kept by id: an upsert
+// replaces its element in place), the header, plan review and permission cards, and the prompt
+// box. It never re-derives words from raw events: every label, title and outcome is the item's.
+// All text goes in as text; only model markdown goes through the sanitizer (markdown.ts).
+import type { ChatItem } from '../src/protocol';
+import type { AnswerableReview, ChatHeader, HostToView, PendingPermission, ViewToHost } from '../src/chat/messages';
+import { renderMarkdown } from './markdown';
+
+declare function acquireVsCodeApi(): { postMessage(m: ViewToHost): void };
+const vscode = acquireVsCodeApi();
+const post = (m: ViewToHost) => vscode.postMessage(m);
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const log = $('log');
+const input = $<HTMLTextAreaElement>('prompt');
+const send = $<HTMLButtonElement>('send');
+const stop = $<HTMLButtonElement>('stop');
+
+let items = new Map<string, ChatItem>();
+let busy = false;
+let reviews = new Map<string, AnswerableReview>();
+let permissions: PendingPermission[] = [];
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function button(label: string, cls: string, onClick: () => void, title?: string): HTMLButtonElement {
+  const b = el('button', cls, label);
+  b.type = 'button';
+  if (title) b.title = title;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+function markdown(text: string, cls = 'markdown'): HTMLDivElement {
+  const d = el('div', cls);
+  d.innerHTML = renderMarkdown(text);
+  return d;
+}
+
+// ---- header -----------------------------------------------------------------------------
+
+function renderHeader(h: ChatHeader): void {
+  const title = $('session-title');
+  title.textContent = h.session ? h.session.title : h.connection === 'running' ? 'No session' : `dshd ${h.connection === 'starting' ? 'is starting' : 'is not running'}`;
+  title.title = h.session ? `Session ${h.session.sessionId}: click to open another` : 'Click to open a session';
+  const goal = $('goal-status');
+  goal.textContent = h.goal ? `◎ ${h.goal.text}` : '';
+  goal.title = h.goal?.tooltip ?? '';
+  goal.className = `goal severity-${h.goal?.severity ?? 'none'}`;
+  const plan = $('plan-status');
+  plan.textContent = h.plan ? h.plan.text : '';
+  plan.className = h.plan?.active ? 'plan on' : 'plan';
+  document.body.classList.toggle('no-session', !h.session);
+}
+
+function renderBusy(): void {
+  $('busy').hidden = !busy;
+  send.textContent = busy ? 'Steer' : 'Send';
+  send.title = busy ? 'Send this to the running turn (Enter)' : 'Send (Enter; Shift+Enter for a new line)';
+  stop.hidden = !busy;
+  input.placeholder = busy ? 'Steer the running turn… (Enter sends)' : 'Ask the agent… (Enter sends, Shift+Enter for a new line)';
+}
+
+// ---- items ------------------------------------------------------------------------------
+
+const STATUS_MARK: Record<string, string> = { running: '…', ok: '✓', failed: '✗' };
+
+function renderItem(item: ChatItem): HTMLElement | undefined {
+  switch (item.kind) {
+    case 'session':
+      return el('div', 'item session', item.text);
+    case 'user-message': {
+      const e = el('div', `item user sender-${item.sender}`);
+      e.append(el('div', 'label', item.label), el('div', 'text', item.text));
+      return e;
+    }
+    case 'assistant-message': {
+      const e = el('div', `item assistant${item.partial ? ' streaming' : ''}${item.discarded ? ' discarded' : ''}`);
+      e.append(el('div', 'label', 'Agent'), markdown(item.text));
+      if (item.discarded) e.append(el('div', 'note', 'Not kept: the turn ended before this reply was complete.'));
+      if (item.usage) e.title = `${item.usage.inputTokens} tokens in, ${item.usage.outputTokens} out`;
+      return e;
+    }
+    case 'tool-call': {
+      const e = el('details', `item tool status-${item.status}${item.discarded ? ' discarded' : ''}`);
+      const summary = el('summary');
+      summary.append(el('span', 'mark', STATUS_MARK[item.status] ?? '•'), el('span', 'title', item.title));
+      e.append(summary);
+      const args = item.arguments !== undefined ? JSON.stringify(item.arguments, null, 2) : item.argumentsText;
+      if (args) { e.append(el('div', 'section-label', 'Arguments'), el('pre', 'args', args)); }
+      if (item.result !== undefined) { e.append(el('div', 'section-label', item.status === 'failed' ? 'Result (failed)' : 'Result'), el('pre', 'result', item.result)); }
+      return e;
+    }
+    case 'plan-review':
+      return renderPlanReview(item);
+    case 'permission':
+      return el('div', `item permission outcome-${item.outcome}`, item.text);
+    case 'goal':
+      return el('div', 'item goal-change', `◎ ${item.text}`);
+    case 'plan-mode':
+      return el('div', 'item plan-mode', item.text);
+    case 'turn-end':
+      return el('div', `item turn-end${item.error || item.stopReason === 'error' || item.stopReason === 'model-error' ? ' error' : ''}`, item.text);
+    case 'compaction': {
+      const e = el('details', 'item compaction');
+      e.append(el('summary', undefined, item.text), markdown(item.summary));
+      return e;
+    }
+    case 'retry':
+      return el('div', 'item retry', item.text);
+    default:
+      return undefined; // a kind this extension does not know yet
+  }
+}
+
+function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTMLElement {
+  const e = el('div', `item plan-review outcome-${item.outcome}${item.partial ? ' streaming' : ''}`);
+  const head = el('div', 'card-head');
+  head.append(el('span', 'card-title', `Plan review: ${item.title}`), el('span', `badge outcome-${item.outcome}`, item.outcomeText));
+  e.append(head, markdown(item.plan, 'markdown plan'));
+  if (item.feedback) e.append(el('div', 'section-label', 'Sent back with'), el('pre', 'feedback', item.feedback));
+  if (item.detail) e.append(el('div', 'note', item.detail));
+  const review = reviews.get(item.questionId);
+  if (item.outcome === 'pending' && review) {
+    const box = el('textarea', 'feedback-box') as HTMLTextAreaElement;
+    box.rows = 2;
+    box.placeholder = 'What should change? (sent with Keep planning, with your line comments)';
+    box.value = review.draftFeedback;
+    box.setAttribute('aria-label', `Feedback on ${item.title}`);
+    box.addEventListener('input', () => post({ type: 'draft', questionId: item.questionId, feedback: box.value }));
+    const actions = el('div', 'actions');
+    actions.append(
+      button('Approve', 'primary approve', () => post({ type: 'approve', questionId: item.questionId }), 'Approve the plan: plan mode ends and the agent goes on (Ctrl+Alt+Enter)'),
+      button('Keep planning', 'secondary keep-planning', () => post({ type: 'keepPlanning', questionId: item.questionId, feedback: box.value }), 'Send the feedback and your line comments; the agent keeps planning (Ctrl+Alt+K)'),
+      button('Comment on lines…', 'link open-plan', () => post({ type: 'openPlan', questionId: item.questionId }), 'Open the plan in the editor to comment on its lines'),
+    );
+    e.append(box, actions);
+    if (review.comments) e.append(el('div', 'note', `${review.comments} line comment${review.comments > 1 ? 's' : ''} will be sent with Keep planning.`));
+  }
+  return e;
+}
+
+function renderPermissions(): void {
+  const host = $('permissions');
+  host.replaceChildren(...permissions.map((p) => {
+    const e = el('div', 'item permission-request');
+    e.append(el('div', 'card-title', `The agent asks: ${p.title}`));
+    if (p.command !== undefined) e.append(el('pre', 'command', p.command), el('div', 'note', `in ${p.cwd ?? 'the workspace folder'}`));
+    else if (p.hasDiff) e.append(el('div', 'note', 'The change is open in the diff editor.'));
+    const feedback = el('textarea', 'feedback-box') as HTMLTextAreaElement;
+    feedback.rows = 2;
+    feedback.placeholder = 'Why not? (sent to the agent with Reject)';
+    feedback.setAttribute('aria-label', 'Reason for rejecting');
+    const actions = el('div', 'actions');
+    actions.append(
+      button('Allow', 'primary allow', () => post({ type: 'permission', requestId: p.requestId, outcome: 'allow-once' })),
+      button('Allow for this session', 'secondary allow-session', () => post({ type: 'permission', requestId: p.requestId, outcome: 'allow-session' })),
+      button('Reject', 'secondary reject', () => post({ type: 'permission', requestId: p.requestId, outcome: 'reject', feedback: feedback.value })),
+    );
+    if (p.hasDiff) actions.append(button('Show the diff', 'link show-diff', () => post({ type: 'showPermission', requestId: p.requestId })));
+    e.append(feedback, actions);
+    return e;
+  }));
+}
+
+function nearBottom(): boolean { return log.scrollHeight - log.scrollTop - log.clientHeight < 60; }
+
+/** Puts one item on the page: replaced in place when shown, else appended (following the end). */
+function show(item: ChatItem): void {
+  const follow = nearBottom();
+  items.set(item.id, item);
+  const e = renderItem(item);
+  const old = log.querySelector(`[data-id="${CSS.escape(item.id)}"]`);
+  if (!e) { old?.remove(); return; }
+  e.dataset.id = item.id;
+  e.dataset.kind = item.kind;
+  // A tool card the person opened stays open while its result arrives.
+  if (old instanceof HTMLDetailsElement && e instanceof HTMLDetailsElement) e.open = old.open;
+  if (old) old.replaceWith(e); else log.append(e);
+  if (follow) log.scrollTop = log.scrollHeight;
+}
+
+function showAll(list: ChatItem[]): void {
+  items = new Map();
+  log.replaceChildren();
+  for (const item of list) show(item);
+  log.scrollTop = log.scrollHeight;
+}
+
+/** Re-renders the plan cards (which ones this window can answer changed). */
+function refreshPlanCards(): void {
+  for (const item of items.values()) if (item.kind === 'plan-review') show(item);
+}
+
+// ---- prompt box -------------------------------------------------------------------------
+
+function submit(): void {
+  const text = input.value;
+  if (!text.trim()) return;
+  post({ type: 'send', text });
+  input.value = '';
+}
+
+input.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); }
+});
+send.addEventListener('click', submit);
+stop.addEventListener('click', () => post({ type: 'stop' }));
+$('session-title').addEventListener('click', () => post({ type: 'pickSession' }));
+$('new-session').addEventListener('click', () => post({ type: 'newSession' }));
+$('export').addEventListener('click', () => post({ type: 'export' }));
+
+window.addEventListener('message', (event: MessageEvent<HostToView>) => {
+  const m = event.data;
+  switch (m.type) {
+    case 'state':
+      busy = m.busy;
+      reviews = new Map(m.reviews.map((r) => [r.questionId, r]));
+      permissions = m.permissions;
+      renderHeader(m.header);
+      renderBusy();
+      renderPermissions();
+      showAll(m.items);
+      break;
+    case 'item': show(m.item); break;
+    case 'header': renderHeader(m.header); break;
+    case 'busy': busy = m.busy; renderBusy(); break;
+    case 'reviews': {
+      const next = new Map(m.reviews.map((r) => [r.questionId, r]));
+      // Keep the person's typing: re-render the cards only when which reviews are open, or how
+      // many line comments they have, changed (the drafts themselves live in the host).
+      const changed = next.size !== reviews.size || [...next].some(([id, r]) => reviews.get(id)?.comments !== r.comments);
+      reviews = next;
+      if (changed) refreshPlanCards();
+      break;
+    }
+    case 'permissions': permissions = m.permissions; renderPermissions(); break;
+    case 'focus': input.focus(); break;
+  }
+});
+
+renderBusy();
+post({ type: 'ready' });
