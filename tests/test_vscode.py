@@ -130,7 +130,7 @@ def test_real_vscode_chat_view(built, tmp_path: Path) -> None:
     agent blocks, plan reviews answered from the card and from the keyboard, the session picker."""
     fixture = EXT / "test" / "integration" / "fixture"
     (tmp_path / ".dsh").mkdir()
-    shutil.copy(fixture / "config.toml", tmp_path / ".dsh" / "config.toml")
+    shutil.copy(fixture / "chat-config.toml", tmp_path / ".dsh" / "config.toml")
     shutil.copy(fixture / "chat-script.json", tmp_path / "script.json")
     write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
     run_real_vscode(tmp_path, "out/integration/chat.js", ARTIFACTS / "chat", 300)

@@ -83,8 +83,9 @@ export function goalStatusText(goal: GoalView | null): string {
   return `${GOAL_ICON} ${goalStatus(goal).text}`;
 }
 
+/** Text that must read as text in the markdown tooltip (an objective, a reason): emphasis, code, links and HTML escaped. */
 function escapeMarkdown(text: string): string {
-  return text.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
+  return text.replace(/[\\`*_[\]<>|]/g, (c) => `\\${c}`);
 }
 
 /** The tooltip as markdown: the shared lines (escaped), the objective in bold, a hint of the click. */

@@ -52,7 +52,7 @@ test('blocked is the warning colour, with the reason and objective in the toolti
   assert.equal(m.warning, true);
   assert.equal(m.text, '$(target) 37/256 · blocked: round-budget-exhausted');
   assert.match(m.tooltip, /Ship the parser/);
-  assert.ok(m.tooltip.includes('Blocked: All 256 rounds used \\(round\\-budget\\-exhausted\\)'), m.tooltip);
+  assert.ok(m.tooltip.includes('Blocked: All 256 rounds used (round-budget-exhausted)'), m.tooltip);
   assert.equal(statusModel('running', true, goal()).warning, false);
 });
 
