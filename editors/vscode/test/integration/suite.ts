@@ -92,10 +92,17 @@ test('exit_plan_mode opens the review; Keep planning sends feedback and a line c
   assert.equal(c.reviews.all().length, 0, 'the review stayed open after it was answered');
 });
 
-test('closing the review is not an approval: plan mode stays on', async () => {
+test('closing the review with a comment asks first; discarding it is not an approval: plan mode stays on', async () => {
   const prompt = vscode.commands.executeCommand('dsh.agent.prompt', { text: 'Show me the plan again' });
   const review = await nextReview();
+  await commentOnLine(2, 'Name the class RetryPolicy?');
+  await waitFor('the comment to be recorded', () => review.comments.length === 1);
   await vscode.commands.executeCommand('workbench.action.closeActiveEditor');
+  const dialog = '.monaco-dialog-box';
+  await waitFor('the question', async () => (await driver({ action: 'count', selector: `${dialog}:has-text("You left 1 comment on the plan")`, settleMs: 300 })).count);
+  assert.equal(review.settled, false, 'the review ended before the person answered');
+  await screenshot('review-close-asks');
+  await driver({ action: 'click', selector: `${dialog} a.monaco-button:has-text("Discard and Close")` });
   await waitFor('the review to end', () => review.settled);
   await prompt;
   const log = readLog(c.session!.sessionId);
