@@ -7,24 +7,13 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
-import { driver, quickInput, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, quickInput, runAll, screenshot, test, waitFor } from './harness';
 
 let c: Controller;
 
-const inChat = { frame: 'chat' as const };
-const chatTexts = async (selector: string) => (await driver({ action: 'texts', selector, ...inChat, settleMs: 200 })).texts ?? [];
-const chatCount = async (selector: string) => (await driver({ action: 'count', selector, ...inChat, settleMs: 200 })).count ?? 0;
-const chatClick = (selector: string) => driver({ action: 'click', selector, ...inChat });
-const chatType = (selector: string, text: string) => driver({ action: 'type', selector, text, ...inChat });
+const { texts: chatTexts, count: chatCount, click: chatClick, type: chatType } = chat;
 const chatShot = (name: string) => screenshot(name);
 
-/** The messages in the notification centre (every notification, toast or not). */
-async function notificationTexts(): Promise<string[]> {
-  await vscode.commands.executeCommand('notifications.showList');
-  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
-  await vscode.commands.executeCommand('notifications.hideList');
-  return shown.texts ?? [];
-}
 
 async function turnEnds(n: number): Promise<void> {
   await waitFor(`${n} turn ends in the chat`, async () => (await chatCount('#log [data-kind="turn-end"]')) >= n, 40000);
@@ -49,7 +38,7 @@ test('the chat view opens in its own container; its page runs under a strict Con
   assert.match(html, /<script nonce="[^"]+" src="[^"]+webview\.js"><\/script>/);
   assert.doesNotMatch(html, /\sstyle=|<style|\son[a-z]+=/i, 'no inline style or handler');
   // The page in the browser carries the same policy.
-  const head = await driver({ action: 'html', selector: 'head', ...inChat });
+  const head = await driver({ action: 'html', selector: 'head', frame: 'chat' });
   assert.match(head.html ?? '', /Content-Security-Policy/);
   await chatShot('chat-empty');
 });

@@ -82,3 +82,19 @@ export async function waitFor<T>(what: string, probe: () => T | Promise<T>, ms =
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** The messages in the notification centre (every notification, toast or not). */
+export async function notificationTexts(): Promise<string[]> {
+  await vscode.commands.executeCommand('notifications.showList');
+  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
+  await vscode.commands.executeCommand('notifications.hideList');
+  return shown.texts ?? [];
+}
+
+/** Inside the chat view's page. */
+export const chat = {
+  texts: async (selector: string, settleMs = 200) => (await driver({ action: 'texts', selector, frame: 'chat', settleMs })).texts ?? [],
+  count: async (selector: string, settleMs = 200) => (await driver({ action: 'count', selector, frame: 'chat', settleMs })).count ?? 0,
+  click: (selector: string) => driver({ action: 'click', selector, frame: 'chat' }),
+  type: (selector: string, text: string) => driver({ action: 'type', selector, text, frame: 'chat' }),
+};

@@ -6,20 +6,13 @@ import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
-import { driver, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, runAll, screenshot, test, waitFor } from './harness';
 
 let c: Controller;
 
-const inChat = { frame: 'chat' as const };
-const chatTexts = async (selector: string, settleMs = 0) => (await driver({ action: 'texts', selector, ...inChat, settleMs })).texts ?? [];
-const chatCount = async (selector: string) => (await driver({ action: 'count', selector, ...inChat, settleMs: 0 })).count ?? 0;
+const chatTexts = (selector: string) => chat.texts(selector, 0);
+const chatCount = (selector: string) => chat.count(selector, 0);
 
-async function notificationTexts(): Promise<string[]> {
-  await vscode.commands.executeCommand('notifications.showList');
-  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
-  await vscode.commands.executeCommand('notifications.hideList');
-  return shown.texts ?? [];
-}
 
 test('the model settings start dshd on the provider they name', async () => {
   const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
@@ -34,7 +27,7 @@ test('the model settings start dshd on the provider they name', async () => {
 });
 
 test('the model\'s text streams into the chat in several pieces before the turn ends', async () => {
-  await driver({ action: 'type', selector: '#prompt', text: 'Explain the retry policy.', ...inChat });
+  await driver({ action: 'type', selector: '#prompt', text: 'Explain the retry policy.', frame: 'chat' });
   await driver({ action: 'press', key: 'Enter' });
   // Sample the streaming reply until its turn ends: it must be seen growing, piece by piece.
   const seen: string[] = [];
@@ -68,7 +61,7 @@ test('tokens used show next to the rounds', async () => {
 test('a model error is a notification with its kind and message (and never the key)', async () => {
   await vscode.commands.executeCommand('notifications.clearAll');
   await waitFor('the goal round to end', async () => !c.statusText().busy, 30000);
-  await driver({ action: 'type', selector: '#prompt', text: 'One more thing.', ...inChat });
+  await driver({ action: 'type', selector: '#prompt', text: 'One more thing.', frame: 'chat' });
   await driver({ action: 'press', key: 'Enter' });
   const errors = await waitFor('the error notification', async () => {
     const t = (await notificationTexts()).filter((m) => m.includes('model error'));

@@ -8,7 +8,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { PlanReview } from '../../src/review';
-import { driver, quickInput, runAll, screenshot, test, waitFor } from './harness';
+import { driver, notificationTexts, quickInput, runAll, screenshot, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
@@ -35,13 +35,6 @@ async function nextReview(): Promise<PlanReview> {
 
 const planText = () => c.statusText().plan;
 
-/** The messages in the notification centre (every notification, toast or not). */
-async function notificationTexts(): Promise<string[]> {
-  await vscode.commands.executeCommand('notifications.showList');
-  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
-  await vscode.commands.executeCommand('notifications.hideList');
-  return shown.texts ?? [];
-}
 
 test('the extension activates and starts dshd for the workspace', async () => {
   const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');

@@ -7,7 +7,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { QuestionsAskParams } from '../../src/protocol';
-import { driver, runAll, screenshot, test, waitFor } from './harness';
+import { driver, notificationTexts, runAll, screenshot, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let c: Controller;
@@ -98,13 +98,6 @@ test('review UI: a question the daemon withdraws closes the review, unanswered',
   assert.equal(c.reviews.all().length, 0);
 });
 
-/** The messages in the notification centre (every notification, toast or not). */
-async function notificationTexts(): Promise<string[]> {
-  await vscode.commands.executeCommand('notifications.showList');
-  const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
-  await vscode.commands.executeCommand('notifications.hideList');
-  return shown.texts ?? [];
-}
 
 const closeActiveTab = () => driver({ action: 'click', selector: '.tab.active .tab-actions .action-label' });
 const dialogButtons = '.monaco-dialog-box .dialog-buttons a.monaco-button';
