@@ -6,8 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
-import type { DshApi } from '../../src/extension';
-import { chat, driver, notificationTexts, quickInput, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, started, quickInput, runAll, screenshot, test, waitFor } from './harness';
 
 let c: Controller;
 
@@ -20,13 +19,7 @@ async function turnEnds(n: number): Promise<void> {
 }
 
 test('the chat view opens in its own container; its page runs under a strict Content-Security-Policy', async () => {
-  const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
-  assert.ok(ext, 'extension not found');
-  const api = await ext.activate();
-  c = api.controller;
-  assert.equal(await api.ready, true, 'dshd did not start');
-  await vscode.commands.executeCommand('dsh.chat.show');
-  await waitFor('the chat page', async () => (await chatCount('#prompt')) === 1);
+  c = (await started({ showChat: true })).controller;
   const { html, cspSource } = c.chat!.view;
   const csp = /<meta http-equiv="Content-Security-Policy" content="([^"]+)">/.exec(html)?.[1] ?? '';
   assert.match(csp, /^default-src 'none'; /);

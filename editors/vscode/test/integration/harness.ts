@@ -3,7 +3,9 @@
 // driver waits for.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
+import type { DshApi } from '../../src/extension';
 
 export interface TestResult { name: string; ok: boolean; ms: number; error?: string }
 type TestFn = () => Promise<void>;
@@ -98,3 +100,16 @@ export const chat = {
   click: (selector: string) => driver({ action: 'click', selector, frame: 'chat' }),
   type: (selector: string, text: string) => driver({ action: 'type', selector, text, frame: 'chat' }),
 };
+
+/** The extension, activated, with dshd started for the workspace; the chat view shown when asked. */
+export async function started(opts: { showChat?: boolean } = {}): Promise<DshApi> {
+  const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
+  assert.ok(ext, 'extension not found');
+  const api = await ext.activate();
+  assert.equal(await api.ready, true, 'dshd did not start');
+  if (opts.showChat) {
+    await vscode.commands.executeCommand('dsh.chat.show');
+    await waitFor('the chat page', async () => (await chat.count('#prompt')) === 1);
+  }
+  return api;
+}

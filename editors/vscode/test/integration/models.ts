@@ -5,8 +5,7 @@
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
-import type { DshApi } from '../../src/extension';
-import { chat, driver, notificationTexts, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, started, runAll, screenshot, test, waitFor } from './harness';
 
 let c: Controller;
 
@@ -15,15 +14,9 @@ const chatCount = (selector: string) => chat.count(selector, 0);
 
 
 test('the model settings start dshd on the provider they name', async () => {
-  const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode');
-  assert.ok(ext, 'extension not found');
-  const api = await ext.activate();
-  c = api.controller;
-  assert.equal(await api.ready, true, 'dshd did not start');
+  c = (await started({ showChat: true })).controller;
   const model = vscode.workspace.getConfiguration('dsh.model');
   assert.equal(model.get('provider'), 'openai');
-  await vscode.commands.executeCommand('dsh.chat.show');
-  await waitFor('the chat page', async () => (await chatCount('#prompt')) === 1);
 });
 
 test('the model\'s text streams into the chat in several pieces before the turn ends', async () => {
