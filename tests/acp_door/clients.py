@@ -104,6 +104,25 @@ class AcpTestClient:
             if u["update"]["sessionUpdate"] == kind and session_id in (None, u["sessionId"])
         ]
 
+    def tool_calls(self, session_id: str | None = None) -> list[dict]:
+        """Each tool call as a client shows it after all its updates (the ``tool_call``,
+        then every ``tool_call_update`` merged in, later fields winning), in the order
+        the calls began."""
+        calls: dict[str, dict] = {}
+        for update in self.of_kind_any(("tool_call", "tool_call_update"), session_id):
+            calls.setdefault(update["toolCallId"], {}).update({k: v for k, v in update.items() if k != "sessionUpdate"})
+        return list(calls.values())
+
+    def call_updates(self, call_id: str) -> list[dict]:
+        return [u for u in self.of_kind_any(("tool_call", "tool_call_update")) if u["toolCallId"] == call_id]
+
+    def of_kind_any(self, kinds: tuple[str, ...], session_id: str | None = None) -> list[dict]:
+        return [
+            u["update"]
+            for u in self.updates
+            if u["update"]["sessionUpdate"] in kinds and session_id in (None, u["sessionId"])
+        ]
+
     def agent_text(self, session_id: str | None = None) -> str:
         return "".join(u["content"]["text"] for u in self.of_kind("agent_message_chunk", session_id))
 

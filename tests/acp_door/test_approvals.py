@@ -29,8 +29,18 @@ def answers(*replies: dict):
 
 
 def finished(client, sid: str) -> list[dict]:
-    """The tool_call_update of each finished call, in order."""
+    """The tool_call_update that finished each call, in order."""
     return [u for u in client.of_kind("tool_call_update", sid) if u.get("status") in ("completed", "failed")]
+
+
+def before_it_ran(client, call_id: str) -> dict:
+    """The call as the client knew it while it waited (every update before its result)."""
+    known: dict = {}
+    for update in client.call_updates(call_id):
+        if update.get("status") in ("completed", "failed"):
+            break
+        known.update(update)
+    return known
 
 
 async def test_an_edit_allowed_and_one_rejected(clients):
@@ -43,9 +53,9 @@ async def test_an_edit_allowed_and_one_rejected(clients):
     assert (await client.prompt(sid, "edit the notes"))["stopReason"] == "end_turn"
 
     assert (root / "notes.txt").read_text() == "two\n"
-    calls = client.of_kind("tool_call", sid)
+    calls = client.tool_calls(sid)
     assert [c["kind"] for c in calls] == ["edit", "edit"]
-    first = calls[0]
+    first = before_it_ran(client, calls[0]["toolCallId"])
     assert first["title"] == "Edit notes.txt" and first["status"] == "pending"
     assert first["rawInput"] == {"path": "notes.txt", "oldText": "one", "newText": "two"}
     assert first["locations"] == [{"path": str(root / "notes.txt")}]

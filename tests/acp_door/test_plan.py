@@ -24,6 +24,10 @@ def selected(option_id: str) -> dict:
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
 
 
+def finished(client, sid: str) -> list[dict]:
+    return [u for u in client.of_kind("tool_call_update", sid) if u.get("status") in ("completed", "failed")]
+
+
 def modes_told(client, sid: str) -> list[str]:
     return [u["currentModeId"] for u in client.of_kind("current_mode_update", sid)]
 
@@ -96,7 +100,7 @@ async def test_plan_review_approved_leaves_plan_mode(clients):
     assert (await client.prompt(sid, "plan the parser tests"))["stopReason"] == "end_turn"
 
     [asked] = client.permission_requests
-    [call] = client.of_kind("tool_call", sid)
+    [call] = client.tool_calls(sid)
     assert asked["sessionId"] == sid
     tool = asked["toolCall"]
     assert tool["toolCallId"] == call["toolCallId"]
@@ -107,7 +111,7 @@ async def test_plan_review_approved_leaves_plan_mode(clients):
         ("approve", "Approve", "allow_once"),
         ("keep-planning", "Keep planning", "reject_once"),
     ]
-    [result] = [u for u in client.of_kind("tool_call_update", sid) if u.get("status")]
+    [result] = finished(client, sid)
     assert result["status"] == "completed"
     assert modes_told(client, sid) == ["plan", "default"]
     assert client.agent_text(sid) == "Starting the work"
@@ -134,7 +138,7 @@ async def test_plan_review_not_approved_keeps_plan_mode(clients, answer, says):
     assert (await client.prompt(sid, "plan it"))["stopReason"] == "end_turn"
 
     assert len(client.permission_requests) == 1
-    [result] = [u for u in client.of_kind("tool_call_update", sid) if u.get("status")]
+    [result] = finished(client, sid)
     assert result["status"] == "failed"
     feedback = result["content"][0]["content"]["text"]
     assert says in feedback and "plan mode stays on" in feedback.lower()

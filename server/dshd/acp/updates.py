@@ -90,7 +90,18 @@ def tool_title(name: str, arguments: dict[str, Any]) -> str:
         return "Report the goal complete"
     if name == "goal_block":
         return f"Report the goal blocked: {_str(arguments, 'code') or '?'}"
-    return name
+    # Before its arguments are known (the call is still streaming in): what it will do.
+    return _EARLY_TITLES.get(name, name)
+
+
+_EARLY_TITLES = {
+    "read_file": "Read a file",
+    "list_files": "List files",
+    "search": "Search",
+    "edit_file": "Edit a file",
+    "write_file": "Write a file",
+    "run_command": "Run a command",
+}
 
 
 def tool_locations(root: Path, name: str, arguments: dict[str, Any]) -> list[ToolCallLocation] | None:
