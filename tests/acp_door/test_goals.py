@@ -89,7 +89,8 @@ async def test_set_pause_resume_complete_clear_with_refs(clients):
 
 
 async def test_budget_block_edit_and_explicit_block(clients):
-    write_workspace(clients.workspace, [])  # every round: "(script exhausted)"
+    # Round 1 is quick; round 2 (after the resume) is slow, so the pause lands during it.
+    write_workspace(clients.workspace, [{"text": "round one"}, {"text": "round two", "delayMs": 5000}])
     client = await clients.start()
     sid = (await client.new_session())["sessionId"]
 
