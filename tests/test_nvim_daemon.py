@@ -51,6 +51,15 @@ def open_editor(workspace: Path) -> Editor:
     return editor
 
 
+def started(tmp_path: Path, editors: list[Editor], replies: list[dict], config: str = CONFIG) -> tuple[Path, Editor]:
+    """A workspace with `replies` for the scripted model and `config`, and a Neovim on it."""
+    workspace = make_workspace(tmp_path / "ws", replies)
+    (workspace / ".dsh" / "config.toml").write_text(config, encoding="utf-8")
+    editor = open_editor(workspace)
+    editors.append(editor)
+    return workspace, editor
+
+
 @pytest.fixture
 def editors():
     opened: list[Editor] = []
@@ -87,9 +96,7 @@ def new_session(editor: Editor) -> str:
 
 
 def plan_review_setup(tmp_path: Path, editors: list[Editor], replies: list[dict]):
-    workspace = make_workspace(tmp_path / "ws", replies)
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, replies)
     session_id = new_session(editor)
     editor.typed("Dsh plan on")
     editor.wait_for("require('dsh').plan_active()", what="plan mode on (dsh/plan/changed)")
@@ -142,9 +149,7 @@ EXIT_WITH_PLAN = {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan":
 
 def test_statusline_tracks_the_goal_budget(tmp_path, editors):
     # Each continuation round takes 30 ms, as a slow model would, so rounds are visible.
-    workspace = make_workspace(tmp_path / "ws", [{"text": f"round {i}", "delayMs": 30} for i in range(60)])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": f"round {i}", "delayMs": 30} for i in range(60)])
     assert editor.lua("return require('dsh').statusline()") == ""
     session_id = new_session(editor)
     assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
@@ -188,9 +193,7 @@ def test_statusline_tracks_the_goal_budget(tmp_path, editors):
 
 
 def test_goal_pause_and_stale_revision(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 200} for i in range(100)])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": f"r{i}", "delayMs": 200} for i in range(100)])
     new_session(editor)
     editor.typed("Dsh goal create keep going 40")
     editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
@@ -279,9 +282,7 @@ def test_plan_review_q_keeps_plan_mode(tmp_path, editors):
 
 
 def test_transcript_follows_the_session(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [{"text": "hello from the model"}, {"text": "second answer"}])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": "hello from the model"}, {"text": "second answer"}])
     new_session(editor)
     editor.typed("Dsh prompt say hello")
     editor.wait_for("_G.dsh_test.turns[1]", timeout=30)
@@ -304,9 +305,7 @@ def test_transcript_follows_the_session(tmp_path, editors):
 
 
 def test_checkhealth_reports_ok(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [])
     editor.cmd("checkhealth dsh")
     lines = editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
     report = "\n".join(lines)
@@ -495,9 +494,7 @@ def test_steer_reaches_the_running_turn(tmp_path, editors):
 
 
 def test_session_close_open_fork_and_list(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
     first = new_session(editor)
     editor.typed("Dsh goal create keep going 40")
     editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 2")
@@ -533,9 +530,7 @@ def test_session_close_open_fork_and_list(tmp_path, editors):
 
 
 def test_prompt_slash_command_runs_the_daemon_command(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [])
     new_session(editor)
     editor.typed("Dsh prompt /plan")
     editor.wait_for("require('dsh').plan_active()", what="plan mode on from /plan")
@@ -547,9 +542,7 @@ def test_prompt_slash_command_runs_the_daemon_command(tmp_path, editors):
 
 
 def test_goal_edit_asks_for_the_new_values(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [])
     new_session(editor)
     editor.typed("Dsh goal create first objective 5")
     editor.wait_for("require('dsh').goal_phase() == 'blocked'", what="the 5 rounds to be spent")
@@ -608,9 +601,7 @@ def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
 
 
 def test_reload_makes_the_old_agent_stale(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [])
     session_id = new_session(editor)
     old_agent = editor.lua("return (require('dsh').current())")
     editor.typed(f"Dsh! session open {session_id}")
@@ -639,9 +630,7 @@ def test_a_crashed_daemon_is_said_once_and_the_session_reopens(tmp_path, editors
     import os
     import signal
 
-    workspace = make_workspace(tmp_path / "ws", [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
     session_id = new_session(editor)
     editor.typed("Dsh goal create keep going 40")
     editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
@@ -666,9 +655,7 @@ def test_a_crashed_daemon_is_said_once_and_the_session_reopens(tmp_path, editors
 
 
 def test_restart_reopens_the_session(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [])
     session_id = new_session(editor)
     first_agent = editor.lua("return (require('dsh').current())")
     editor.typed("Dsh restart")
@@ -682,9 +669,7 @@ def test_restart_reopens_the_session(tmp_path, editors):
 def test_a_goal_the_agent_blocks_raises_a_notification(tmp_path, editors):
     block = {"name": "goal_block", "arguments": {"code": "dependency-conflict",
                                                  "message": "urllib3 2.x conflicts with the pinned requests"}}
-    workspace = make_workspace(tmp_path / "ws", [{"toolCalls": [block]}, {"text": "blocked; someone must pick the pin"}])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"toolCalls": [block]}, {"text": "blocked; someone must pick the pin"}])
     new_session(editor)
     editor.typed("Dsh goal create ship retries 40")
     editor.wait_for("require('dsh').goal_phase() == 'blocked'", what="the agent to block the goal")
@@ -765,9 +750,7 @@ def test_chat_buffer_sends_the_prompt_and_shows_the_turn(tmp_path, editors):
 
 
 def test_chat_stop_ends_the_running_turn(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [{"text": "thinking for a long time", "delayMs": 20000}])
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [{"text": "thinking for a long time", "delayMs": 20000}])
     editor.typed("Dsh chat tab")
     editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)")
     assert editor.lua("return #vim.api.nvim_list_tabpages()") == 2
@@ -856,16 +839,13 @@ def approval_snapshot(editor: Editor) -> str:
 
 
 def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [
+    workspace, editor = started(tmp_path, editors, [
         {"toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}]},
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "all new\n"}}]},
         {"toolCalls": [{"name": "run_command", "arguments": {"command": "cat notes.txt > copy.txt"}}]},
         {"text": "done"},
-    ])
-    (workspace / ".dsh" / "config.toml").write_text(TOOLS_CONFIG, encoding="utf-8")
+    ], TOOLS_CONFIG)
     (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
-    editor = open_editor(workspace)
-    editors.append(editor)
     session_id = new_session(editor)
     editor.typed("Dsh chat")
     editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)")
@@ -912,14 +892,11 @@ def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path
 
 
 def test_closing_an_approval_rejects_and_a_withdrawn_one_closes(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [
+    workspace, editor = started(tmp_path, editors, [
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x\n"}}]},
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "b.txt", "content": "y\n"}}]},
         {"text": "ok"},
-    ])
-    (workspace / ".dsh" / "config.toml").write_text(TOOLS_CONFIG, encoding="utf-8")
-    editor = open_editor(workspace)
-    editors.append(editor)
+    ], TOOLS_CONFIG)
     session_id = new_session(editor)
     editor.typed("Dsh prompt write two files")
     editor.wait_for("#require('dsh.approvals').list() == 1", what="the first approval")
