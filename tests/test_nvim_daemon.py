@@ -633,7 +633,8 @@ def test_a_crashed_daemon_is_said_once_and_the_session_reopens(tmp_path, editors
     workspace, editor = started(tmp_path, editors, [{"text": f"r{i}", "delayMs": 100} for i in range(200)])
     session_id = new_session(editor)
     editor.typed("Dsh goal create keep going 40")
-    editor.wait_for("require('dsh.state').goal() and require('dsh.state').goal().roundsStarted >= 1")
+    editor.typed("Dsh chat")
+    wait_for_chat(editor, "r1")
     first_agent = editor.lua("return (require('dsh').current())")
     os.kill(daemon_pid(editor), signal.SIGKILL)
 
@@ -649,9 +650,15 @@ def test_a_crashed_daemon_is_said_once_and_the_session_reopens(tmp_path, editors
     crashed = [m for m in messages if "crash" in m or "quit with exit code" in m]
     assert crashed == ["dsh: dshd crashed (signal 9, SIGKILL); restarting it and reopening your session"], messages
     write_artifact("crash-recovery-messages.txt", "\n".join(messages) + "\n")
-    # The reopened agent works: a goal command reaches it.
+    # The chat follows the new agent: the same conversation, from the log.
+    editor.wait_for(f"require('dsh.chat').views()['{session_id}'].agent_id ~= '{first_agent}'")
+    lines = wait_for_chat(editor, "Goal round 1 of 40")
+    assert "## dsh\nr0" in "\n".join(lines)
+    # The reopened agent works: a goal command reaches it, and its rounds reach the chat.
     editor.typed("Dsh goal resume")
     editor.wait_for("require('dsh.state').goal().activation == 'armed'", what="the goal to resume")
+    rounds = editor.lua("return require('dsh.state').goal().roundsStarted")
+    wait_for_chat(editor, f"Goal round {rounds + 1} of 40")
 
 
 def test_restart_reopens_the_session(tmp_path, editors):
