@@ -3,22 +3,20 @@
 // `dsh/plan/changed` alone (plus the state `dsh/session/open` returns); nothing polls.
 import * as vscode from 'vscode';
 import { asDaemonError, Daemon, DaemonError, type ExitInfo, type ParamsOf, type ResultOf } from './daemon';
-import {
-  ALL_GOAL_ACTIONS, checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions,
-  type GoalActionId,
-} from './goalActions';
+import { ALL_GOAL_ACTIONS, validGoalActions } from './goalActions';
 import { Approvals, type PermissionOutcome } from './approvals';
 import { ChatFeed } from './chat/feed';
 import { ChatPanel } from './chat/panel';
 import { goalNotice, turnNotice, type Notice } from './notices';
 import type {
-  DshRequest, GoalChangedParams, GoalClearResult, GoalRef, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
+  DshRequest, GoalChangedParams, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
   PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
 import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
 import { describeExit } from './startup';
+import { GoalCommands } from './goalCommands';
 import { Transcripts } from './transcript';
 
 const REMEMBERED_KEY = 'dsh.session';
@@ -41,8 +39,7 @@ export class Controller implements vscode.Disposable {
   readonly policyItem = vscode.window.createStatusBarItem('dsh.policy', vscode.StatusBarAlignment.Left, 98);
   /** The live sandbox and approval policy (`dsh/permission/get`), when the daemon has one. */
   policy: Policy | undefined;
-  /** Goal operations this window has sent and not yet seen answered: their notifications are not news. */
-  private readonly ownGoalOps = new Set<string>();
+  readonly goals = new GoalCommands(this);
   readonly goalItem = vscode.window.createStatusBarItem('dsh.goal', vscode.StatusBarAlignment.Left, 100);
   readonly planItem = vscode.window.createStatusBarItem('dsh.plan', vscode.StatusBarAlignment.Left, 99);
   private readonly statusChanged = new vscode.EventEmitter<void>();
@@ -115,14 +112,14 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.plan.on', () => this.setPlan(true));
     cmd('dsh.plan.off', () => this.setPlan(false));
     cmd('dsh.plan.toggle', () => this.togglePlan());
-    cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number }) => this.goalCreate(a));
-    cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number }) => this.goalEdit(a));
-    cmd('dsh.goal.pause', () => this.goalWrite('pause', (ref) => this.req('dsh/goal/pause', { ref })));
-    cmd('dsh.goal.resume', () => this.goalWrite('resume', (ref) => this.req('dsh/goal/resume', { ref })));
-    cmd('dsh.goal.complete', () => this.goalWrite('complete', (ref) => this.req('dsh/goal/complete', { ref })));
-    cmd('dsh.goal.block', (a?: { code?: string; message?: string }) => this.goalBlock(a));
-    cmd('dsh.goal.clear', () => this.goalClear());
-    cmd('dsh.goal.actions', () => this.goalActions());
+    cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number }) => this.goals.create(a));
+    cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number }) => this.goals.edit(a));
+    cmd('dsh.goal.pause', () => this.goals.write('pause', (ref) => this.req('dsh/goal/pause', { ref })));
+    cmd('dsh.goal.resume', () => this.goals.write('resume', (ref) => this.req('dsh/goal/resume', { ref })));
+    cmd('dsh.goal.complete', () => this.goals.write('complete', (ref) => this.req('dsh/goal/complete', { ref })));
+    cmd('dsh.goal.block', (a?: { code?: string; message?: string }) => this.goals.block(a));
+    cmd('dsh.goal.clear', () => this.goals.clear());
+    cmd('dsh.goal.actions', () => this.goals.actions());
     cmd('dsh.transcript.show', () => this.showTranscript());
     cmd('dsh.chat.show', () => this.chat?.view.reveal());
     const decide = (outcome: PermissionOutcome) => (a?: { feedback?: string }) => this.approvals.decide(undefined, outcome, a?.feedback);
@@ -223,7 +220,7 @@ export class Controller implements vscode.Disposable {
     if (!this.session || p.agentId !== this.session.agentId) return;
     this.session.goal = applyGoalChanged(this.session.goal, p);
     this.render();
-    const notice = goalNotice(p, this.ownGoalOps.has(p.op));
+    const notice = goalNotice(p, this.goals.isOwn(p.op));
     if (notice) void this.notify(notice);
   }
 
@@ -301,7 +298,7 @@ export class Controller implements vscode.Disposable {
   }
 
   /** A request for the open session's agent (every such method takes `agentId`). */
-  private async req<M extends DshRequest>(method: M, params: Omit<ParamsOf<M>, 'agentId'>): Promise<ResultOf<M>> {
+  async req<M extends DshRequest>(method: M, params: Omit<ParamsOf<M>, 'agentId'>): Promise<ResultOf<M>> {
     const s = this.session;
     if (!s) throw new DaemonError('No dsh session is open: run "DSH: New Session" or "DSH: Open Session…" first.', undefined, {});
     return this.daemon.request(method, { ...params, agentId: s.agentId } as ParamsOf<M>);
@@ -365,7 +362,7 @@ export class Controller implements vscode.Disposable {
   }
 
   /** A session to talk in; a new one is titled after the first thing said in it. */
-  private async ensureSession(firstWords?: string): Promise<void> {
+  async ensureSession(firstWords?: string): Promise<void> {
     if (this.session) return;
     const line = firstWords?.split('\n').find((l) => l.trim())?.trim();
     await this.newSession(line && !line.startsWith('/') ? (line.length > 60 ? `${line.slice(0, 59)}…` : line) : undefined);
@@ -413,104 +410,6 @@ export class Controller implements vscode.Disposable {
   async togglePlan(): Promise<PlanSetResult> {
     const state = await this.req('dsh/plan/get', {});
     return this.setPlan(!(state.pending ?? state.active));
-  }
-
-  // ---- goals ----------------------------------------------------------------------------------
-
-  private ref(goal: GoalView): GoalRef { return { id: goal.id, revision: goal.revision }; }
-
-  /**
-   * A goal write naming the ref we last saw. On `stale-revision` we read the goal again and ask the
-   * person (or tell them it no longer applies); we never retry on our own.
-   */
-  async goalWrite<R>(action: GoalActionId, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
-    const seen = this.session?.goal ?? null;
-    if (!seen) throw new DaemonError('This session has no goal.', 'no-goal', {});
-    return this.ownGoalOp(action, () => this.goalWriteSeen(action, seen, send));
-  }
-
-  /** Runs a goal request of this window: its own notification is not announced as news. */
-  private async ownGoalOp<R>(op: string, fn: () => Promise<R>): Promise<R> {
-    this.ownGoalOps.add(op);
-    try { return await fn(); } finally { this.ownGoalOps.delete(op); }
-  }
-
-  private async goalWriteSeen<R>(action: GoalActionId, seen: GoalView, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
-    try {
-      return await send(this.ref(seen));
-    } catch (e) {
-      const err = asDaemonError(e);
-      if (err.kind !== 'stale-revision') throw err;
-      const fresh = await this.req('dsh/goal/get', {});
-      const decision = staleDecision(action, fresh, seen);
-      if (decision.kind !== 'ask') { void vscode.window.showWarningMessage(decision.message); return undefined; }
-      const label = `${action[0].toUpperCase()}${action.slice(1)}`;
-      const pick = await vscode.window.showWarningMessage(decision.message, label);
-      if (pick !== label) return undefined;
-      return send(this.ref(decision.goal));
-    }
-  }
-
-  async goalCreate(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
-    await this.ensureSession();
-    let objective = a?.objective;
-    let maxRounds = a?.maxRounds;
-    if (objective === undefined) {
-      objective = await vscode.window.showInputBox({ title: 'New goal (1/2): objective', prompt: 'What should the agent achieve?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
-      if (objective === undefined) return undefined;
-      const rounds = await vscode.window.showInputBox({ title: 'New goal (2/2): round budget', prompt: 'Continuation rounds at most (empty: the daemon default, 256)', ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v) });
-      if (rounds === undefined) return undefined;
-      maxRounds = rounds.trim() ? Number(rounds) : undefined;
-    }
-    return this.ownGoalOp('create', () => this.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds }));
-  }
-
-  async goalEdit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
-    const goal = this.session?.goal;
-    if (!goal) throw new DaemonError('This session has no goal.', 'no-goal', {});
-    let changes: { objective?: string; maxRounds?: number } = { ...a };
-    if (a?.objective === undefined && a?.maxRounds === undefined) {
-      const objective = await vscode.window.showInputBox({ title: 'Edit goal (1/2): objective', value: goal.objective, ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
-      if (objective === undefined) return undefined;
-      const rounds = await vscode.window.showInputBox({ title: 'Edit goal (2/2): round budget', value: String(goal.maxRounds), ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v, goal.roundsStarted) });
-      if (rounds === undefined) return undefined;
-      changes = {};
-      if (objective.trim() !== goal.objective) changes.objective = objective.trim();
-      if (rounds.trim() && Number(rounds) !== goal.maxRounds) changes.maxRounds = Number(rounds);
-      if (!Object.keys(changes).length) return goal;
-    }
-    return this.goalWrite('edit', (ref) => this.req('dsh/goal/edit', { ref, ...changes }));
-  }
-
-  async goalBlock(a?: { code?: string; message?: string }): Promise<GoalView | undefined> {
-    let code = a?.code;
-    let message = a?.message;
-    if (code === undefined || message === undefined) {
-      code = await vscode.window.showInputBox({ title: 'Block the goal (1/2): reason code', prompt: 'lowercase-kebab-case', placeHolder: 'needs-decision', ignoreFocusOut: true, validateInput: (v) => checkBlockCode(v.trim()) });
-      if (code === undefined) return undefined;
-      message = await vscode.window.showInputBox({ title: 'Block the goal (2/2): message', prompt: 'What is in the way?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'Say what is in the way') });
-      if (message === undefined) return undefined;
-    }
-    const reason = { code: code.trim(), message: message.trim() };
-    return this.goalWrite('block', (ref) => this.req('dsh/goal/block', { ref, reason }));
-  }
-
-  async goalClear(): Promise<GoalClearResult | undefined> {
-    return this.goalWrite('clear', (ref) => this.req('dsh/goal/clear', { ref }));
-  }
-
-  /** The status bar's click: the actions valid in the goal's current phase. */
-  async goalActions(): Promise<void> {
-    if (!this.session) {
-      const pick = await vscode.window.showQuickPick(['$(add) New Session', '$(folder-opened) Open Session…'], { title: 'dsh' });
-      if (pick?.includes('New')) await this.newSession();
-      if (pick?.includes('Open')) await this.openSession();
-      return;
-    }
-    const goal = this.session.goal;
-    const items = validGoalActions(goal).map((id) => ({ label: GOAL_ACTION_LABELS[id], id }));
-    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted} of ${goal.maxRounds} rounds used` : 'Create one' });
-    if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
   }
 
   /** The status bar's shield: choose how commands are sandboxed and what needs your yes (this agent, until a restart). */

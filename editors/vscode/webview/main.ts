@@ -122,7 +122,11 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
   const e = el('div', `item plan-review outcome-${item.outcome}${item.partial ? ' streaming' : ''}`);
   const head = el('div', 'card-head');
   head.append(el('span', 'card-title', `Plan review: ${item.title}`), el('span', `badge outcome-${item.outcome}`, item.outcomeText));
-  e.append(head, markdown(item.plan, 'markdown plan'));
+  // The card's title is the plan's heading: the body starts after it rather than saying it twice.
+  const lines = item.plan.split('\n');
+  const first = lines.findIndex((l) => l.trim() !== '');
+  const body = first >= 0 && lines[first].trim() === `# ${item.title}` ? lines.slice(first + 1).join('\n') : item.plan;
+  e.append(head, markdown(body, 'markdown plan'));
   if (item.feedback) e.append(el('div', 'section-label', 'Sent back with'), el('pre', 'feedback', item.feedback));
   if (item.detail) e.append(el('div', 'note', item.detail));
   const review = reviews.get(item.questionId);

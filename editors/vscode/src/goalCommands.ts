@@ -1,0 +1,122 @@
+// The goal commands: create, edit, pause, resume, complete, block, clear and the status bar's
+// quick pick. Every write names the ref last seen; a stale one is never retried without asking.
+import * as vscode from 'vscode';
+import type { Session } from './controller';
+import { asDaemonError, DaemonError, type ParamsOf, type ResultOf } from './daemon';
+import { checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions, type GoalActionId } from './goalActions';
+import type { DshRequest, GoalClearResult, GoalRef, GoalView } from './protocol';
+
+/** What the goal commands need of the controller. */
+export interface GoalHost {
+  readonly session: Session | undefined;
+  req<M extends DshRequest>(method: M, params: Omit<ParamsOf<M>, 'agentId'>): Promise<ResultOf<M>>;
+  ensureSession(): Promise<void>;
+  newSession(): Promise<Session>;
+  openSession(): Promise<Session | undefined>;
+}
+
+export class GoalCommands {
+  /** Goal operations this window has sent and not yet seen answered: their notifications are not news. */
+  private readonly ownOps = new Set<string>();
+
+  constructor(private readonly host: GoalHost) {}
+
+  private ref(goal: GoalView): GoalRef { return { id: goal.id, revision: goal.revision }; }
+
+  /**
+   * A goal write naming the ref we last saw. On `stale-revision` we read the goal again and ask the
+   * person (or tell them it no longer applies); we never retry on our own.
+   */
+  async write<R>(action: GoalActionId, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
+    const seen = this.host.session?.goal ?? null;
+    if (!seen) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    return this.ownGoalOp(action, () => this.writeSeen(action, seen, send));
+  }
+
+  /** Runs a goal request of this window: its own notification is not announced as news. */
+  private async ownGoalOp<R>(op: string, fn: () => Promise<R>): Promise<R> {
+    this.ownOps.add(op);
+    try { return await fn(); } finally { this.ownOps.delete(op); }
+  }
+
+  /** A goal change of this op is this window's own request, still waiting for its answer. */
+  isOwn(op: string): boolean { return this.ownOps.has(op); }
+
+  private async writeSeen<R>(action: GoalActionId, seen: GoalView, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
+    try {
+      return await send(this.ref(seen));
+    } catch (e) {
+      const err = asDaemonError(e);
+      if (err.kind !== 'stale-revision') throw err;
+      const fresh = await this.host.req('dsh/goal/get', {});
+      const decision = staleDecision(action, fresh, seen);
+      if (decision.kind !== 'ask') { void vscode.window.showWarningMessage(decision.message); return undefined; }
+      const label = `${action[0].toUpperCase()}${action.slice(1)}`;
+      const pick = await vscode.window.showWarningMessage(decision.message, label);
+      if (pick !== label) return undefined;
+      return send(this.ref(decision.goal));
+    }
+  }
+
+  async create(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+    await this.host.ensureSession();
+    let objective = a?.objective;
+    let maxRounds = a?.maxRounds;
+    if (objective === undefined) {
+      objective = await vscode.window.showInputBox({ title: 'New goal (1/2): objective', prompt: 'What should the agent achieve?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+      if (objective === undefined) return undefined;
+      const rounds = await vscode.window.showInputBox({ title: 'New goal (2/2): round budget', prompt: 'Continuation rounds at most (empty: the daemon default, 256)', ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v) });
+      if (rounds === undefined) return undefined;
+      maxRounds = rounds.trim() ? Number(rounds) : undefined;
+    }
+    return this.ownGoalOp('create', () => this.host.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds }));
+  }
+
+  async edit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+    const goal = this.host.session?.goal;
+    if (!goal) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    let changes: { objective?: string; maxRounds?: number } = { ...a };
+    if (a?.objective === undefined && a?.maxRounds === undefined) {
+      const objective = await vscode.window.showInputBox({ title: 'Edit goal (1/2): objective', value: goal.objective, ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+      if (objective === undefined) return undefined;
+      const rounds = await vscode.window.showInputBox({ title: 'Edit goal (2/2): round budget', value: String(goal.maxRounds), ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v, goal.roundsStarted) });
+      if (rounds === undefined) return undefined;
+      changes = {};
+      if (objective.trim() !== goal.objective) changes.objective = objective.trim();
+      if (rounds.trim() && Number(rounds) !== goal.maxRounds) changes.maxRounds = Number(rounds);
+      if (!Object.keys(changes).length) return goal;
+    }
+    return this.write('edit', (ref) => this.host.req('dsh/goal/edit', { ref, ...changes }));
+  }
+
+  async block(a?: { code?: string; message?: string }): Promise<GoalView | undefined> {
+    let code = a?.code;
+    let message = a?.message;
+    if (code === undefined || message === undefined) {
+      code = await vscode.window.showInputBox({ title: 'Block the goal (1/2): reason code', prompt: 'lowercase-kebab-case', placeHolder: 'needs-decision', ignoreFocusOut: true, validateInput: (v) => checkBlockCode(v.trim()) });
+      if (code === undefined) return undefined;
+      message = await vscode.window.showInputBox({ title: 'Block the goal (2/2): message', prompt: 'What is in the way?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'Say what is in the way') });
+      if (message === undefined) return undefined;
+    }
+    const reason = { code: code.trim(), message: message.trim() };
+    return this.write('block', (ref) => this.host.req('dsh/goal/block', { ref, reason }));
+  }
+
+  async clear(): Promise<GoalClearResult | undefined> {
+    return this.write('clear', (ref) => this.host.req('dsh/goal/clear', { ref }));
+  }
+
+  /** The status bar's click: the actions valid in the goal's current phase. */
+  async actions(): Promise<void> {
+    if (!this.host.session) {
+      const pick = await vscode.window.showQuickPick(['$(add) New Session', '$(folder-opened) Open Session…'], { title: 'dsh' });
+      if (pick?.includes('New')) await this.host.newSession();
+      if (pick?.includes('Open')) await this.host.openSession();
+      return;
+    }
+    const goal = this.host.session.goal;
+    const items = validGoalActions(goal).map((id) => ({ label: GOAL_ACTION_LABELS[id], id }));
+    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted} of ${goal.maxRounds} rounds used` : 'Create one' });
+    if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
+  }
+}
