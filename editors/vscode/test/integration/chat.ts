@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
-import { chat, driver, notificationTexts, started, quickInput, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, quickInput, runAll, screenshot, showNotifications, started, test, waitFor } from './harness';
 
 let c: Controller;
 
@@ -95,7 +95,7 @@ test('a goal the agent blocks raises a notification with its code and message; t
   assert.equal(await chatCount(`${card} pre.result:visible`), 0, 'the card starts folded');
   await chatClick(`${card} summary`);
   await waitFor('the result', async () => (await chatCount(`${card} pre.result:visible`)) === 1);
-  await vscode.commands.executeCommand('notifications.showList');
+  await showNotifications();
   await chatShot('chat-goal-blocked');
   await vscode.commands.executeCommand('notifications.hideList');
   await vscode.commands.executeCommand('dsh.goal.clear');

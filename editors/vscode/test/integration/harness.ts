@@ -28,6 +28,8 @@ export async function runAll(): Promise<TestResult[]> {
     } catch (e) {
       results.push({ name: t.name, ok: false, ms: Date.now() - started, error: String((e as Error)?.stack ?? e) });
       await screenshot(`failed-${results.length}`).catch(() => undefined); // what the workbench showed
+      // A dialog or picker the failed test left open would hold up the next ones.
+      for (let i = 0; i < 2; i++) await driver({ action: 'press', key: 'Escape', settleMs: 200 }).catch(() => undefined);
     }
     // So far, for the driver to show when the suite hangs or times out.
     if (process.env.DSHD_VSCODE_TEST_RESULTS) fs.writeFileSync(`${process.env.DSHD_VSCODE_TEST_RESULTS}.partial`, JSON.stringify(results, null, 2));
@@ -87,7 +89,7 @@ export async function waitFor<T>(what: string, probe: () => T | Promise<T>, ms =
 
 /** The messages in the notification centre (every notification, toast or not). */
 export async function notificationTexts(): Promise<string[]> {
-  await vscode.commands.executeCommand('notifications.showList');
+  await showNotifications();
   const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 400 });
   await vscode.commands.executeCommand('notifications.hideList');
   return shown.texts ?? [];
@@ -112,4 +114,10 @@ export async function started(opts: { showChat?: boolean } = {}): Promise<DshApi
     await waitFor('the chat page', async () => (await chat.count('#prompt')) === 1);
   }
   return api;
+}
+
+/** Opens the notification centre alone (toasts hidden, so a screenshot shows each message once). */
+export async function showNotifications(): Promise<void> {
+  await vscode.commands.executeCommand('notifications.hideToasts');
+  await vscode.commands.executeCommand('notifications.showList');
 }

@@ -5,7 +5,7 @@
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
-import { chat, driver, notificationTexts, started, runAll, screenshot, test, waitFor } from './harness';
+import { chat, driver, notificationTexts, runAll, screenshot, showNotifications, started, test, waitFor } from './harness';
 
 let c: Controller;
 
@@ -64,7 +64,7 @@ test('a model error is a notification with its kind and message (and never the k
   assert.match(errors[0], /^dsh: Turn \d+ stopped: model error \(authentication failed\): /);
   assert.ok(!errors[0].includes(process.env.DSHD_VSCODE_TEST_MODEL_KEY ?? '<no key>'), 'the key reached a notification');
   assert.ok((await chatTexts('#log [data-kind="turn-end"].error')).some((t) => t.includes('authentication failed')));
-  await vscode.commands.executeCommand('notifications.showList');
+  await showNotifications();
   await screenshot('model-error');
   await vscode.commands.executeCommand('notifications.hideList');
 });

@@ -8,7 +8,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { PlanReview } from '../../src/review';
-import { driver, notificationTexts, quickInput, runAll, screenshot, test, waitFor } from './harness';
+import { driver, notificationTexts, quickInput, runAll, screenshot, showNotifications, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let api: DshApi;
@@ -188,7 +188,7 @@ test('pause, block (warning colour) and resume from commands; the model complete
   const resumed = vscode.commands.executeCommand('dsh.goal.resume');
   // The question waits in the notification centre (toasts hide after a while).
   await waitFor('the question', async () => {
-    await vscode.commands.executeCommand('notifications.showList');
+    await showNotifications();
     const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 300 });
     return shown.texts?.some((t) => t.includes('now blocked, 2 of 50 rounds used'));
   });
@@ -235,7 +235,7 @@ test('a daemon that crashes mid-review: not an approval; one message with how it
   });
   assert.equal(crashed.length, 1, `said more than once: ${JSON.stringify(crashed)}`);
   assert.match(crashed[0], /dshd crashed \(killed by SIGKILL\)\. It was restarted and reopened "vscode integration"/);
-  await vscode.commands.executeCommand('notifications.showList');
+  await showNotifications();
   await screenshot('crash-recovered');
   await vscode.commands.executeCommand('notifications.hideList');
   await vscode.commands.executeCommand('notifications.clearAll');
@@ -267,7 +267,7 @@ test('one bad config key: one error naming it and its file, whose button opens t
     });
     assert.equal(errors.length, 1, `more than one message: ${JSON.stringify(errors)}`);
     assert.match(errors[0], /dshd cannot start: invalid config goals\.maxRounds: must be at least 1 \(in \.dsh\/config\.toml\)/);
-    await vscode.commands.executeCommand('notifications.showList');
+    await showNotifications();
     await screenshot('config-error');
     await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("maxRounds") a.monaco-button:has-text("Open config.toml")' });
     const editor = await waitFor('config.toml open at the key', () => {

@@ -7,7 +7,7 @@ import * as vscode from 'vscode';
 import type { Controller } from '../../src/controller';
 import type { DshApi } from '../../src/extension';
 import type { QuestionsAskParams } from '../../src/protocol';
-import { driver, notificationTexts, runAll, screenshot, test, waitFor } from './harness';
+import { driver, notificationTexts, runAll, screenshot, showNotifications, test, waitFor } from './harness';
 import { commentOnLine, keepPlanningWith } from './ui';
 
 let c: Controller;
@@ -23,7 +23,7 @@ test('a dshd that cannot be started gives a clear error naming the fix', async (
   assert.match(c.daemon.lastError ?? '', /set "dsh\.server\.command"/);
   assert.equal(c.statusText().goal, '$(error) dsh: not running');
   assert.equal(c.statusText().warning, true);
-  await vscode.commands.executeCommand('notifications.showList'); // the centre holds every notification, toast or not
+  await showNotifications(); // the centre holds every notification, toast or not
   const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 500 });
   assert.ok(shown.texts?.some((t) => t.includes('dshd could not be started') && t.includes('dsh.server.command')), JSON.stringify(shown.texts));
   await screenshot('error-no-daemon');
@@ -114,7 +114,7 @@ test('review UI: closing the plan with an unsent comment asks first; Enter keeps
   });
   assert.deepEqual(buttons.map((t) => t.trim()).sort(), ['Cancel', 'Discard and Close', 'Keep Reviewing', 'Send with Keep Planning']);
   // The safe choice is the default (focused: Enter presses it); Cancel too keeps everything.
-  assert.deepEqual((await driver({ action: 'texts', selector: `${dialogButtons}:focus` })).texts?.map((t) => t.trim()), ['Keep Reviewing']);
+  await waitFor('Keep Reviewing to have the focus', async () => (await driver({ action: 'texts', selector: `${dialogButtons}:focus`, settleMs: 200 })).texts?.map((t) => t.trim())[0] === 'Keep Reviewing');
   const dialog = await driver({ action: 'texts', selector: '.monaco-dialog-box .dialog-message-text' });
   assert.match(dialog.texts?.join(' ') ?? '', /You left 1 comment on the plan\. Close the plan review without sending\?/);
   await screenshot('review-close-asks');
