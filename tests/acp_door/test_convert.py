@@ -103,3 +103,14 @@ def test_live_skips_the_persons_own_words_replay_does_not():
     )
     [told] = wire(UpdateTranslator(ROOT, live=True).event(round_message))
     assert told["_meta"]["dsh"] == {"source": "plugin", "plugin": "goals", "goalRound": {"goalId": "g-1", "round": 2, "revision": 3}}
+
+
+def test_usage_says_how_full_the_context_is_when_the_window_is_known():
+    reply = {"text": "done", "usage": {"inputTokens": 1200, "outputTokens": 80}}
+    with_window = UpdateTranslator(ROOT, live=False, context_window=8000)
+    text, usage = wire(with_window.event({"seq": 5, "type": "assistant/message", "data": reply}))
+    assert text["content"]["text"] == "done"
+    assert usage == {"sessionUpdate": "usage_update", "used": 1280, "size": 8000}
+    # Without a window there is no size to report; without usage, nothing to report.
+    assert len(UpdateTranslator(ROOT, live=False).event({"seq": 5, "type": "assistant/message", "data": reply})) == 1
+    assert len(with_window.event({"seq": 6, "type": "assistant/message", "data": {"text": "x"}})) == 1

@@ -43,7 +43,8 @@ class LiveSession:
         self.peer = peer
         self.root = root
         self.session_id = agent.session_id
-        self.translator = UpdateTranslator(root, live=True)
+        self.context_window = agent.config.model.contextWindow
+        self.translator = UpdateTranslator(root, live=True, context_window=self.context_window)
         self.mode = agent.store.state.plan.active
         self._closes: OrderedDict[int, Any] = OrderedDict()
         self._waiters: dict[int, list[asyncio.Future]] = {}
@@ -58,7 +59,7 @@ class LiveSession:
 
     def replay(self) -> None:
         """The whole history, as updates (``session/load``), then the session's info."""
-        history = UpdateTranslator(self.root, live=False)
+        history = UpdateTranslator(self.root, live=False, context_window=self.context_window)
         for event in self.agent.store.events():
             self._send(history.event(msgspec.to_builtins(event)))
         self.send_info()

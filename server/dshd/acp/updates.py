@@ -8,7 +8,9 @@ sent).
 
     user/message        user_message_chunk (live: only the plugins' messages; the
                         client already shows what its person typed)
-    assistant/message   agent_message_chunk (what deltas had not streamed yet)
+    assistant/message   agent_message_chunk (what deltas had not streamed yet); with the
+                        provider's usage and ``[model] contextWindow`` known, also
+                        usage_update {used: input + output tokens, size: the window}
     tool/call           tool_call: kind, title, locations, rawInput, diff for edits,
                         the plan for exit_plan_mode; status pending
     tool/result         tool_call_update: completed | failed, the result as content
@@ -33,6 +35,7 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
+    UsageUpdate,
     UserMessageChunk,
 )
 
@@ -193,9 +196,10 @@ def user_text(data: dict[str, Any]) -> UserMessageChunk:
 
 
 class UpdateTranslator:
-    def __init__(self, root: Path, *, live: bool) -> None:
+    def __init__(self, root: Path, *, live: bool, context_window: int | None = None) -> None:
         self.root = root
         self.live = live
+        self.context_window = context_window
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self._announced: set[str] = set()
         self._streamed = ""
@@ -211,7 +215,7 @@ class UpdateTranslator:
             self._streamed = ""
             return []
         if kind == "assistant/message":
-            return self._assistant(data["text"])
+            return self._assistant(data["text"]) + self._usage(data.get("usage"))
         if kind == "tool/call":
             call_id, name, arguments = data["callId"], data["name"], dict(data.get("arguments") or {})
             self._calls[call_id] = (name, arguments)
@@ -242,6 +246,13 @@ class UpdateTranslator:
                 )
             ]
         return []
+
+    def _usage(self, usage: Any) -> list[Any]:
+        """How full the context is after this call: what went in plus what came out."""
+        if not isinstance(usage, dict) or not self.context_window:
+            return []
+        used = usage.get("inputTokens", 0) + usage.get("outputTokens", 0)
+        return [UsageUpdate(session_update="usage_update", used=used, size=self.context_window)]
 
     def _assistant(self, final: str) -> list[Any]:
         streamed, self._streamed = self._streamed, ""
