@@ -150,3 +150,21 @@ async def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
     assert of_type(events, "turn/close")[-1]["data"]["stopReason"] == "cancelled"
     assert (root / ".dsh" / "sessions" / sid / "projection.json").is_file()  # closed cleanly
     assert agent.stdout_faults == []
+
+
+def test_an_invalid_config_fails_initialize_naming_the_key(tmp_path):
+    from tests.e2e.conftest import write_workspace
+
+    root = write_workspace(tmp_path / "ws", extra_config="\n[goals]\nmaxRoundz = 3\n")
+    agent = RawAcp(root, tmp_path / "raw.stderr")
+    try:
+        answer = agent.initialize()
+        assert answer["error"]["data"]["kind"] == "invalid-config"
+        assert "maxRoundz" in answer["error"]["data"]["key"]
+        # Still not initialized; once the file is fixed, initialize works.
+        assert agent.request("session/list", {})["error"]["code"] == -32600
+        write_workspace(root)
+        assert agent.initialize()["result"]["protocolVersion"] == 1
+    finally:
+        assert agent.close() == 0
+    assert agent.stdout_faults == []
