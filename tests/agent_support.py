@@ -105,7 +105,7 @@ class ContextModel:
         return [r for r in self.requests if not self.is_summary_request(r)]
 
     async def stream(self, request):
-        from dshd.agent.model import Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+        from dshd.models import Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 
         self.requests.append(request)
         if self.is_summary_request(request):

@@ -11,7 +11,7 @@ import pytest
 from agent_support import in_model_call, events_of, make_workspace, replay_strict, types_of
 
 from dshd.agent import Decision, Tool, ToolOutcome, is_session_id
-from dshd.agent.model import TextDelta
+from dshd.models import TextDelta
 from dshd.errors import DshError
 
 
@@ -362,4 +362,51 @@ async def test_agent_steer_that_no_step_took_is_still_recorded(tmp_path):
     assert (await turn)["stopReason"] == "max-steps"
     assert types_of(agent)[-2:] == ["user/message", "turn/close"]
     assert events_of(agent, "user/message")[-1].data.text == "one more thing"
+    await ws.shutdown()
+
+
+# ---- live deltas and model errors --------------------------------------------------------------
+
+
+async def test_agent_deltas_follow_the_stream_and_errors_close_the_turn_with_their_kind(tmp_path):
+    from dshd.models import ModelError, Retrying, Stop, ToolCallDelta, ToolCallEnd, ToolCallStart
+
+    class FlakyModel:
+        def __init__(self):
+            self.calls = 0
+
+        async def stream(self, request):
+            self.calls += 1
+            if self.calls == 1:
+                yield Retrying(2, 5, ModelError("rate-limit", "slow down"))
+                yield TextDelta("ok ")
+                yield ToolCallStart(0, "c1", "nope")
+                yield ToolCallDelta(0, '{"a"')
+                yield ToolCallDelta(0, ": 1}")
+                yield ToolCallEnd(0)
+                yield Stop("tool-calls")
+            else:
+                yield TextDelta("half a rep")
+                raise ModelError("connection", "the connection dropped mid-reply: check baseUrl")
+
+    ws = make_workspace(tmp_path, plugins=[])
+    agent = ws.create_session()
+    agent.model = FlakyModel()
+    deltas = []
+    agent.add_delta_listener(deltas.append)
+    assert (await agent.prompt("go"))["stopReason"] == "model-error"
+    kinds = [(d.step, d.kind, d.text, d.call_id, d.name, d.attempt, d.delay_ms) for d in deltas]
+    assert kinds == [
+        (1, "retry", None, None, None, 2, 5),
+        (1, "text", "ok ", None, None, None, None),
+        (1, "tool-arguments", '{"a"', "c1", "nope", None, None),
+        (1, "tool-arguments", ": 1}", "c1", "nope", None, None),
+        (2, "text", "half a rep", None, None, None, None),
+    ]
+    close = events_of(agent, "turn/close")[-1]
+    assert close.data.stopReason == "model-error"
+    assert (close.data.error.kind, close.data.error.message) == ("connection", "the connection dropped mid-reply: check baseUrl")
+    # Nothing of the broken step reached the log: its half reply is not an assistant/message.
+    assert [e.data.text for e in events_of(agent, "assistant/message")] == ["ok "]
+    assert replay_strict(agent.store.path).turn.open is False
     await ws.shutdown()

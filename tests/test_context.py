@@ -22,7 +22,7 @@ from dshd.agent.compaction import (
     text_tokens,
     tools_chars,
 )
-from dshd.agent.model import Message, ToolCallRequest, ToolSpec
+from dshd.models import Message, ToolCallRequest, ToolSpec
 from dshd.agent.transcript import SUMMARY_INTRO, Transcript, summary_message
 from dshd.errors import DshError
 from dshd.folds import ReplayError, replay

@@ -390,8 +390,8 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
     assert cfg["root"] == "/tmp/ws"
     assert cfg["init"] == {"config": {"plan": {"section": "x"}}}
     assert cfg["name"] == "dsh"
-    assert cfg["handlers"] == ["dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask", "dsh/plan/changed",
-                               "dsh/questions/ask", "dsh/session/event"]
+    assert cfg["handlers"] == ["dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask",
+                               "dsh/plan/changed", "dsh/questions/ask", "dsh/session/event"]
 
 
 def test_lsp_config_table_is_lspconfig_shaped(editor):

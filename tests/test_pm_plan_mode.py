@@ -10,7 +10,7 @@ import pytest
 from agent_support import in_model_call, PLAN, TAGS, events_of, make_workspace, replay_strict, types_of
 
 from dshd.agent import Decision, PromptContext, load_config
-from dshd.agent.model import ScriptedModel
+from dshd.models.scripted import ScriptedModel
 from dshd.errors import DshError
 from dshd.folds.events import PlanMode, RequestHeader, UserMessage
 from dshd.services.plan_mode import PlanModeController, PlanView

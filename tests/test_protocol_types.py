@@ -60,7 +60,7 @@ def test_table_covers_spec_section_6():
         "dsh/agent/cancel", "dsh/plan/set", "dsh/plan/get", "dsh/goal/get", "dsh/goal/create",
         "dsh/goal/edit", "dsh/goal/pause", "dsh/goal/resume", "dsh/goal/complete",
         "dsh/goal/block", "dsh/goal/clear", "dsh/goal/disarm", "dsh/questions/ask",
-        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event",
+        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/agent/delta",
         "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
         "dsh/chat/get", "dsh/chat/item",
     }  # fmt: skip
@@ -68,7 +68,7 @@ def test_table_covers_spec_section_6():
     assert METHODS["dsh/questions/ask"].kind == "server-request"
     assert METHODS["dsh/permission/ask"].kind == "server-request"
     assert {m for m, s in METHODS.items() if s.kind == "notification"} == {
-        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item",
+        "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item", "dsh/agent/delta",
     }  # fmt: skip
     for spec in METHODS.values():
         assert attrs.has(spec.params)

@@ -87,6 +87,7 @@ SandboxMode = Literal["read-only", "workspace-write", "full-access"]
 Mutability = Literal["read", "write", "exec"]
 PermissionOutcome = Literal["allow-once", "allow-session", "reject"]
 MutabilityList = Annotated[list[Mutability], Rule(unique_items=True, description="mutability classes, each at most once")]
+DeltaKind = Literal["text", "tool-arguments", "retry"]
 
 # ---- shared values --------------------------------------------------------------
 
@@ -669,6 +670,26 @@ class SessionEventParams:
     event: SessionEvent
 
 
+@attrs.frozen(kw_only=True)
+class AgentDeltaParams:
+    """A live piece of a model call, never durable: ``text`` (a piece of the reply),
+    ``tool-arguments`` (a piece of a tool call's JSON arguments; callId and name say which
+    call), ``retry`` (the call failed before any output and is tried again: attempt is the
+    attempt about to start, delayMs the wait before it). The turn's ``assistant/message``
+    and ``tool/call`` events, which follow, are the truth."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    turn: PositiveInt
+    step: PositiveInt
+    kind: DeltaKind
+    text: str | None = None
+    call_id: NonBlankText | None = None
+    name: NonBlankText | None = None
+    attempt: PositiveInt | None = None
+    delay_ms: NonNegativeInt | None = None
+
+
 # ---- capabilities -------------------------------------------------------------------
 
 
@@ -742,6 +763,7 @@ PLAN_CHANGED = "dsh/plan/changed"
 SESSION_EVENT = "dsh/session/event"
 CHAT_GET = "dsh/chat/get"
 CHAT_ITEM = "dsh/chat/item"
+AGENT_DELTA = "dsh/agent/delta"
 
 OptionalGoalView = Union[GoalView, None]
 
@@ -775,6 +797,7 @@ METHODS: dict[str, MethodSpec] = {
     SESSION_EVENT: MethodSpec(kind="notification", params=SessionEventParams),
     CHAT_GET: MethodSpec(kind="request", params=ChatGetParams, result=ChatGetResult),
     CHAT_ITEM: MethodSpec(kind="notification", params=ChatItemParams),
+    AGENT_DELTA: MethodSpec(kind="notification", params=AgentDeltaParams),
 }
 
 # Named types with no method of their own that the schema still describes.

@@ -486,3 +486,41 @@ def test_every_request_method_has_a_happy_path_here() -> None:
     requests = {m for m, spec in METHODS.items() if spec.kind == "request"}
     missing = {m for m in requests if not re.search(r'call\(\s*client,\s*"' + re.escape(m) + '"', source)}
     assert not missing, f"no happy path for {sorted(missing)}"
+
+
+async def test_agent_delta_streams_the_reply_before_its_durable_events(tmp_path: Path, daemons) -> None:
+    """dsh/agent/delta: the text and tool-argument pieces of a model call, for its agent,
+    before the assistant/message and tool/call events that are the truth; never in the log."""
+    text = "Looking at the parser now, then a plan."  # several 16-character pieces
+    arguments = {"plan": "# Plan\n\n1. Cache\n"}
+    write_workspace(daemons.root, [{"text": text, "toolCalls": [{"name": "exit_plan_mode", "arguments": arguments}]}])
+    client = await daemons.start(answer=lambda params: {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]})
+    created = await call(client, "dsh/session/create", {})
+    agent, sid = created["agentId"], created["sessionId"]
+    await call(client, "dsh/plan/set", {"agentId": agent, "active": True})
+    await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "plan a cache"})
+
+    notes = [n for n in client.notifications if n["method"] in ("dsh/agent/delta", "dsh/session/event")]
+    every = [n["params"] for n in client.notifications if n["method"] == "dsh/agent/delta"]
+    for delta in every:
+        from_wire(METHODS["dsh/agent/delta"].params, delta)
+        assert (delta["agentId"], delta["sessionId"], delta["turn"]) == (agent, sid, 1)
+    # Step 2 (after the approved plan) is the exhausted script's reply.
+    assert "".join(d["text"] for d in every if d["step"] == 2) == "(script exhausted)"
+    notes = [n for n in notes if n["method"] != "dsh/agent/delta" or n["params"]["step"] == 1]
+    deltas = [n["params"] for n in notes if n["method"] == "dsh/agent/delta"]
+    texts = [d["text"] for d in deltas if d["kind"] == "text"]
+    assert len(texts) > 1 and "".join(texts) == text
+    pieces = [d for d in deltas if d["kind"] == "tool-arguments"]
+    assert {(d["name"], d["callId"]) for d in pieces} == {("exit_plan_mode", pieces[0]["callId"])}
+    assert json.loads("".join(d["text"] for d in pieces)) == arguments
+    # Every delta of the step came before the step's durable reply.
+    order = [n["method"] if n["method"] == "dsh/agent/delta" else n["params"]["event"]["type"] for n in notes]
+    assert order.index("assistant/message") > max(i for i, m in enumerate(order) if m == "dsh/agent/delta")
+    call_event = next(e for e in read_log(daemons.root, sid) if e["type"] == "tool/call")
+    assert call_event["data"]["callId"] == pieces[0]["callId"]
+    assert "delta" not in log_text(daemons.root, sid)
+
+
+def log_text(root: Path, session_id: str) -> str:
+    return (root / ".dsh" / "sessions" / session_id / "log.jsonl").read_text()

@@ -1,10 +1,9 @@
 """Layer 4: the agent loop (turns, steps, pre-step chain, prompt sections, tools,
-commands, user-questions seam, model adapters) and the Workspace that owns agents."""
+commands, user-questions seam) and the Workspace that owns agents."""
 
 from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config, load_config, parse_config
 from dshd.agent.loop import Agent
-from dshd.agent.model import ModelAdapter, ScriptedModel
 from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.questions import InProcessAnswerer, NoQuestions, QuestionsUnavailable, UserQuestions
 from dshd.agent.steps import Decision, StepProposal
@@ -18,11 +17,9 @@ __all__ = [
     "Config",
     "Decision",
     "InProcessAnswerer",
-    "ModelAdapter",
     "NoQuestions",
     "PromptContext",
     "QuestionsUnavailable",
-    "ScriptedModel",
     "Section",
     "StepProposal",
     "Tool",

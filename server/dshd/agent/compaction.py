@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from dshd.agent.model import Message, ModelRequest, ToolSpec
+from dshd.models import Message, ModelRequest, ToolSpec
 from dshd.agent.transcript import SUMMARY_INTRO, Transcript, summary_message
 
 COMPACT_SECTION_ID = "context:compact"

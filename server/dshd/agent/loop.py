@@ -14,10 +14,10 @@ A turn::
 Stop reasons: "end-turn" (a reply without tool calls and nothing steered in),
 "cancelled" (:meth:`Agent.cancel`), "rejected" (a step was rejected
 ``maxStepRetries + 1`` times in a row), "max-steps" (``[agent] maxSteps`` steps ran and
-the model still called tools), "model-error" (the adapter raised or broke the stream
-contract, or the context could not be made to fit: ``error.kind`` "context-overflow"),
-"compacted" (a turn opened by ``/compact``), "interrupted" (written on load for a turn the log left open: the process died
-mid-turn; nothing resumes it), "forked" (written in a fork whose cut fell inside a turn).
+the model still called tools), "model-error" (the call failed or its stream broke the
+contract, or the context could not be made to fit; ``turn/close`` then carries
+``error: {kind, message}``), "compacted" (a turn opened by ``/compact``), "interrupted"
+(written on load for a turn the log left open: the process died mid-turn; nothing resumes it), "forked" (written in a fork whose cut fell inside a turn).
 Every tool call gets a result: calls a turn cannot finish get a failed ``tool/result``
 ("cancelled", "interrupted", ...) before the ``turn/close``, so every transcript is well
 formed for the model.
@@ -55,13 +55,24 @@ from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
 from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config
 from dshd.agent.deltas import AgentDelta, DeltaListener
-from dshd.agent.model import Message, ModelAdapter, ModelError, ModelReply, ModelRequest, collect
 from dshd.agent.prompt import PromptContext, RenderedPrompt, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
 from dshd.errors import DshError
-from dshd.folds.events import GoalRound, TurnCloseData
+from dshd.folds.events import GoalRound
+from dshd.models import (
+    Message,
+    ModelAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ReplyAssembler,
+    Retrying,
+    TextDelta,
+    ToolCallDelta,
+    collect,
+)
 
 if TYPE_CHECKING:
     from dshd.services.goals import GoalService
@@ -311,6 +322,9 @@ class Agent:
             reason = "cancelled"
             if self.closed:
                 return {"turn": turn, "stopReason": reason}
+        except ModelError as exc:
+            log.warning("turn %d of session %s: model error (%s): %s", turn, self.session_id, exc.kind, exc.message)
+            reason, self._turn_error = "model-error", exc.to_dict()
         except Exception:
             log.exception("turn %d of session %s failed", turn, self.session_id)
             reason = "error"
@@ -328,7 +342,7 @@ class Agent:
             self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
         close: dict[str, Any] = {"turn": turn, "stopReason": reason}
         error, self._turn_error = self._turn_error, None
-        if error is not None and "error" in TurnCloseData.__struct_fields__:
+        if error is not None:
             close["error"] = error
         self.store.commit("turn/close", close, turn=turn)
 
@@ -381,31 +395,19 @@ class Agent:
                 continue  # the next step is proposed (and checked) like any other
             request = self._derive_request(turn, step, rendered)
             model_steps += 1
-            try:
-                reply = await self._ask_model(request)
-            except ModelError:
-                log.exception("model broke the stream contract in turn %d", turn)
-                return "model-error"
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("model call failed in turn %d", turn)
-                return "model-error"
+            reply = await self._call_model(turn, step, request)
             if reply.text or not reply.tool_calls:
                 self.store.commit("assistant/message", {"text": reply.text}, turn=turn)
             for call in reply.tool_calls:
                 self.store.commit(
                     "tool/call",
-                    {"callId": call.call_id, "name": call.name, "arguments": call.arguments or {}},
+                    {"callId": call.call_id, "name": call.name, "arguments": call.arguments},
                     turn=turn,
                 )
                 self._open_calls.append(call.call_id)
             for call in reply.tool_calls:
-                if call.arguments is None:
-                    outcome = ToolOutcome.failure(call.arguments_error or "invalid arguments")
-                else:
-                    ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
-                    outcome = await self._run_tool(ctx, call.name, call.arguments)
+                ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
+                outcome = await self._run_tool(ctx, call.name, call.arguments)
                 self.store.commit(
                     "tool/result", {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}, turn=turn
                 )
@@ -449,7 +451,40 @@ class Agent:
             return "overflow"
         return "send"
 
+    async def _call_model(self, turn: int, step: int, request: ModelRequest) -> ModelReply:
+        """One model call, consumed event by event: text and tool-argument pieces and
+        retries go to the delta listeners as they arrive; the reply is returned only
+        when complete (a broken stream raises ModelError and nothing is recorded)."""
+        assembler = ReplyAssembler()
+        stream = self.model.stream(request)
+        try:
+            async for event in stream:
+                assembler.feed(event)
+                if isinstance(event, TextDelta):
+                    if event.text:
+                        self._emit_delta(AgentDelta(turn, step, "text", text=event.text))
+                elif isinstance(event, ToolCallDelta):
+                    call_id, name = assembler.call(event.index)
+                    self._emit_delta(
+                        AgentDelta(turn, step, "tool-arguments", text=event.arguments_delta, call_id=call_id, name=name)
+                    )
+                elif isinstance(event, Retrying):
+                    self._emit_delta(AgentDelta(turn, step, "retry", attempt=event.attempt, delay_ms=event.delay_ms))
+            return assembler.reply()
+        except (ModelError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            # An adapter's own bug: the person sees its type, the daemon's log the rest.
+            log.exception("the model adapter failed in turn %d", turn)
+            raise ModelError("bad-response", f"the model adapter failed ({type(exc).__name__}); see the daemon's log") from exc
+        finally:
+            # Ends the call at once (a provider closes its HTTP stream) on every way out.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
     async def _ask_model(self, request: ModelRequest) -> ModelReply:
+        """A model call whose reply is not the assistant's (a compaction summary): no deltas."""
         return await collect(self.model.stream(request))
 
     def _render(self, turn: int, step: int) -> RenderedPrompt:

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from dshd.agent.config import Mutability, Sandbox
-from dshd.agent.model import ToolSpec
+from dshd.models import ToolSpec
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from dshd.agent.model import Message, ToolCallRequest
+from dshd.models import Message, ToolCallRequest
 from dshd.folds.events import AssistantMessage, ContextCompact, ToolCall, ToolResult, UserMessage
 
 if TYPE_CHECKING:

@@ -37,10 +37,11 @@ from dshd.agent.approvals import Approvals
 from dshd.agent.config import Config
 from dshd.agent.instructions import ProjectInstructions
 from dshd.agent.loop import Agent
-from dshd.agent.model import ModelAdapter, model_from_config
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
 from dshd.folds import replay
+from dshd.models import ModelAdapter
+from dshd.models.registry import model_from_config
 from dshd.services.goals import goal_view
 from dshd.services.store import SessionStore
 

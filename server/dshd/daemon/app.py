@@ -9,7 +9,8 @@
   (this class) turns its committed events, plan changes, goal changes and, once the
   client asked for its chat, chat items into ``dsh/session/event``, ``dsh/plan/changed``,
   ``dsh/goal/changed`` and ``dsh/chat/item``. The core calls them after the event is
-  durable; each carries that agent's id only.
+  durable; each carries that agent's id only. Live deltas of its model calls become
+  ``dsh/agent/delta`` (never durable).
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class DshDaemon(DshServer):
         self._notify(agent, "dsh/session/event", {"event": event})
 
     def agent_delta(self, agent, delta) -> None:
-        pass  # dsh/agent/delta is sent here once the protocol has it
+        self._notify(agent, "dsh/agent/delta", delta_json(delta))
 
     def plan_changed(self, agent, view) -> None:
         self._notify(agent, "dsh/plan/changed", self.to_json(view))
@@ -186,6 +187,19 @@ class DshDaemon(DshServer):
         if attrs.has(type(value)):
             return to_wire(value)
         return msgspec.to_builtins(value)
+
+
+_DELTA_FIELDS = (("text", "text"), ("call_id", "callId"), ("name", "name"), ("attempt", "attempt"), ("delay_ms", "delayMs"))
+
+
+def delta_json(delta) -> dict:
+    """An AgentDelta as the wire's dsh/agent/delta fields (absent ones left out)."""
+    out = {"turn": delta.turn, "step": delta.step, "kind": delta.kind}
+    for attr, key in _DELTA_FIELDS:
+        value = getattr(delta, attr)
+        if value is not None:
+            out[key] = value
+    return out
 
 
 class ClientLogHandler(logging.Handler):

@@ -47,9 +47,22 @@ class TurnOpenData(_Data):
     cause: TurnCause
 
 
+ModelErrorKind = Literal[
+    "auth", "rate-limit", "connection", "timeout", "bad-request", "context-overflow", "server", "bad-response"
+]
+
+
+class TurnError(_Data):
+    """Why a model call failed (stopReason "model-error"); ``message`` says what to do."""
+
+    kind: ModelErrorKind
+    message: str
+
+
 class TurnCloseData(_Data):
     turn: int
     stopReason: str
+    error: TurnError | None = None  # only with stopReason "model-error"
 
 
 class GoalRound(_Data):

@@ -83,6 +83,8 @@ def fold_open_turn(state: TurnState, event) -> TurnState:
             raise FoldError("turn/close with no open turn")
         if event.data.turn != state.last_turn:
             raise FoldError(f"turn/close {event.data.turn} but the open turn is {state.last_turn}")
+        if event.data.error is not None and event.data.stopReason != "model-error":
+            raise FoldError(f"turn/close with an error but stopReason {event.data.stopReason!r} (only model-error has one)")
         return TurnState(state.last_turn, False, 0, None)
     return state
 

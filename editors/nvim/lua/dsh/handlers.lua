@@ -39,6 +39,9 @@ end
 local function chat_item(_, params)
   require('dsh.chat').on_item(params)
 end
+-- Live pieces of a model call; the durable events that follow are the truth, so an
+-- editor without a live view can drop them (the chat view renders them).
+local function agent_delta(_, _) end
 
 local function questions_ask(_, params)
   -- Yields until the person answers (see dsh.review); the return value is the result.
@@ -57,6 +60,7 @@ function M.table()
     [protocol.notifications.plan_changed] = plan_changed,
     [protocol.notifications.session_event] = session_event,
     [protocol.notifications.chat_item] = chat_item,
+    [protocol.notifications.agent_delta] = agent_delta,
     [protocol.server_requests.questions_ask] = questions_ask,
     [protocol.server_requests.permission_ask] = permission_ask,
   }

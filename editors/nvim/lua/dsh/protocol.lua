@@ -36,6 +36,7 @@ M.notifications = {
   plan_changed = 'dsh/plan/changed',
   session_event = 'dsh/session/event',
   chat_item = 'dsh/chat/item',
+  agent_delta = 'dsh/agent/delta',
 }
 
 --- Requests the daemon sends to the editor (answered by a person).

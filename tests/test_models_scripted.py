@@ -8,11 +8,9 @@ import pytest
 from agent_support import events_of, make_workspace
 
 from dshd.agent.config import ScriptReply, ScriptToolCall
-from dshd.agent.model import (
-    EXHAUSTED_TEXT,
+from dshd.models import (
     ModelError,
     ModelRequest,
-    ScriptedModel,
     Stop,
     TextDelta,
     ToolCallDelta,
@@ -21,6 +19,7 @@ from dshd.agent.model import (
     Usage,
     collect,
 )
+from dshd.models.scripted import EXHAUSTED_TEXT, ScriptedModel
 
 REQUEST = ModelRequest("system", (), ())
 
@@ -49,11 +48,11 @@ async def test_model_collect_assembles_text_and_streamed_tool_arguments():
     assert [(c.call_id, c.name, c.arguments) for c in reply.tool_calls] == [("c1", "read", {"path": "a.py"}), ("c2", "write", {})]
 
 
-async def test_model_collect_reports_bad_arguments_per_call():
-    reply = await collect(stream_of(ToolCallStart(0, "c1", "t"), ToolCallDelta(0, "{oops"), ToolCallEnd(0), Stop("tool-calls")))
-    assert reply.tool_calls[0].arguments is None and "not valid JSON" in reply.tool_calls[0].arguments_error
-    reply = await collect(stream_of(ToolCallStart(0, "c1", "t"), ToolCallDelta(0, "[1]"), ToolCallEnd(0), Stop("tool-calls")))
-    assert reply.tool_calls[0].arguments_error == "arguments must be a JSON object"
+@pytest.mark.parametrize("arguments", ["{oops", "[1]", '"text"'])
+async def test_model_collect_rejects_arguments_that_are_not_a_json_object(arguments):
+    with pytest.raises(ModelError) as caught:
+        await collect(stream_of(ToolCallStart(0, "c1", "t"), ToolCallDelta(0, arguments), ToolCallEnd(0), Stop("tool-calls")))
+    assert caught.value.kind == "bad-response" and "'t'" in caught.value.message
 
 
 @pytest.mark.parametrize(
@@ -64,11 +63,13 @@ async def test_model_collect_reports_bad_arguments_per_call():
         (ToolCallDelta(0, "{}"), Stop("tool-calls")),
         (ToolCallEnd(3), Stop("tool-calls")),
         (ToolCallStart(0, "a", "t"), ToolCallStart(0, "b", "t"), Stop("tool-calls")),
+        (ToolCallStart(0, "a", ""), ToolCallEnd(0), Stop("tool-calls")),
     ],
 )
 async def test_model_collect_rejects_a_broken_stream(events):
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as caught:
         await collect(stream_of(*events))
+    assert caught.value.kind == "bad-response"
 
 
 async def test_model_scripted_replies_in_order_then_exhausted():

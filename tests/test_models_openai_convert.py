@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from dshd.agent.model import Message, ModelError, ModelRequest, ToolCallRequest, ToolSpec, Usage, collect
-from dshd.agent.openai_compat import events_from_chunks, request_body, sse_data
+from dshd.models import Message, ModelError, ModelRequest, ToolCallRequest, ToolSpec, Usage, collect
+from dshd.models.openai_convert import events_from_chunks, request_body, sse_data
 
 SSE = """\
 data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me "},"finish_reason":null}]}

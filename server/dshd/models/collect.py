@@ -1,0 +1,94 @@
+"""Assembling one reply from a stream, event by event.
+
+The agent loop feeds each event to a :class:`ReplyAssembler` as it arrives (and forwards
+live deltas meanwhile); only the finished :class:`ModelReply` is recorded, so a
+provider's chunking never reaches the log. A stream that breaks the event contract, or a
+tool call whose arguments are not a JSON object, is ``ModelError("bad-response")``:
+nothing half-parsed is ever recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from dshd.models.interface import (
+    ModelError,
+    ModelEvent,
+    ModelReply,
+    ReplyToolCall,
+    Retrying,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+
+def _bad(message: str) -> ModelError:
+    return ModelError("bad-response", f"the model's reply was malformed ({message}); try again, or another model")
+
+
+class ReplyAssembler:
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, tuple[str, str, list[str]]] = {}
+        self._ended: set[int] = set()
+        self._stop: Stop | None = None
+
+    def call(self, index: int) -> tuple[str, str]:
+        """(call id, name) of a started call."""
+        call_id, name, _ = self._calls[index]
+        return call_id, name
+
+    def feed(self, event: ModelEvent) -> None:
+        if self._stop is not None:
+            raise _bad("an event came after the end of the reply")
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ToolCallStart):
+            if event.index in self._calls:
+                raise _bad(f"tool call {event.index} started twice")
+            if not event.name:
+                raise _bad(f"tool call {event.index} has no name")
+            self._calls[event.index] = (event.call_id, event.name, [])
+        elif isinstance(event, ToolCallDelta):
+            if event.index not in self._calls or event.index in self._ended:
+                raise _bad(f"arguments for tool call {event.index} outside its start and end")
+            self._calls[event.index][2].append(event.arguments_delta)
+        elif isinstance(event, ToolCallEnd):
+            if event.index not in self._calls:
+                raise _bad(f"tool call {event.index} ended before it started")
+            self._ended.add(event.index)
+        elif isinstance(event, Stop):
+            self._stop = event
+        elif isinstance(event, Retrying):
+            if self._text or self._calls:
+                raise _bad("a retry after output")
+        else:
+            raise _bad(f"unknown model event {type(event).__name__}")
+
+    def reply(self) -> ModelReply:
+        if self._stop is None:
+            raise _bad("the stream ended before the reply was complete")
+        calls = []
+        for index in sorted(self._calls):
+            call_id, name, parts = self._calls[index]
+            raw = "".join(parts) or "{}"
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise _bad(f"the arguments of tool call {name!r} are not valid JSON: {exc}") from None
+            if not isinstance(arguments, dict):
+                raise _bad(f"the arguments of tool call {name!r} are not a JSON object")
+            calls.append(ReplyToolCall(call_id, name, arguments))
+        return ModelReply("".join(self._text), tuple(calls), self._stop.reason, self._stop.usage)
+
+
+async def collect(events: AsyncIterator[ModelEvent]) -> ModelReply:
+    """Assemble one reply from a whole stream (tests, tools that need no live deltas)."""
+    assembler = ReplyAssembler()
+    async for event in events:
+        assembler.feed(event)
+    return assembler.reply()
