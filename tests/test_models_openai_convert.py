@@ -1,11 +1,12 @@
-"""The OpenAI-compatible mapping fits the model interface (no network: chunks shaped like
-the API's streaming chat.completion.chunk objects)."""
+"""The OpenAI-compatible mapping (no network: chunks shaped like the API's streaming
+chat.completion.chunk objects, as OpenAI, vLLM, llama.cpp and ollama send them)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from loopback_models import DIALECTS, Call, Dialect, Reply, openai_events
 
 from dshd.models import Message, ModelError, ModelRequest, ToolCallRequest, ToolSpec, Usage, collect
 from dshd.models.openai_convert import events_from_chunks, request_body, sse_data
@@ -46,18 +47,69 @@ async def test_model_openai_stream_maps_to_one_reply():
     "chunks",
     [
         [{"choices": [{"delta": {"content": "cut off"}, "finish_reason": None}]}],  # no finish
-        [{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}],  # no id/name
+        [{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, "finish_reason": "tool_calls"}]}],  # no name
         [{"error": {"message": "overloaded"}}],
     ],
 )
 async def test_model_openai_broken_streams_are_model_errors(chunks):
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as caught:
         await collect(events_from_chunks(aiter(chunks)))
+    assert caught.value.kind in ("bad-response", "server")
 
 
 def test_model_openai_bad_sse_payload_is_a_model_error():
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as caught:
         list(sse_data(["data: {not json"]))
+    assert caught.value.kind == "bad-response"
+
+
+def chunks_of(reply: Reply) -> list[dict]:
+    return list(sse_data("".join(openai_events(reply)).splitlines()))
+
+
+TWO_CALLS = [Call("read_file", {"path": "src/a.py"}), Call("grep", {"pattern": "def \\w+", "glob": "*.py"})]
+
+
+@pytest.mark.parametrize("name", sorted(DIALECTS))
+async def test_model_openai_every_servers_dialect_gives_the_same_reply(name):
+    """OpenAI, vLLM, llama.cpp and ollama shape tool calls, usage and content differently;
+    the reply is the same."""
+    reply = await collect(events_from_chunks(aiter(chunks_of(Reply("Reading both.", TWO_CALLS, dialect=DIALECTS[name], piece=5)))))
+    assert reply.text == "Reading both."
+    assert [(c.call_id, c.name, c.arguments) for c in reply.tool_calls] == [
+        ("call_0", "read_file", {"path": "src/a.py"}),
+        ("call_1", "grep", {"pattern": "def \\w+", "glob": "*.py"}),
+    ]
+    assert reply.stop_reason == "tool-calls" and reply.usage == Usage(12, 5)
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [Dialect(ids="every"), Dialect(ids="none"), Dialect(whole_arguments=True), Dialect(finish="stop"),
+     Dialect(empty_content=True), Dialect(usage="with-finish"), Dialect(usage="missing")],
+    ids=["id-every-fragment", "no-id", "whole-arguments", "stop-with-calls", "empty-content", "usage-with-finish", "usage-missing"],
+)  # fmt: skip
+async def test_model_openai_each_difference_on_its_own(dialect):
+    reply = await collect(events_from_chunks(aiter(chunks_of(Reply("", TWO_CALLS[:1], dialect=dialect, piece=3)))))
+    (call,) = reply.tool_calls
+    assert (call.name, call.arguments) == ("read_file", {"path": "src/a.py"})
+    assert call.call_id == ("call_0" if dialect.ids != "none" else call.call_id) and call.call_id
+    assert reply.text == "" and reply.stop_reason == "tool-calls"
+    assert reply.usage == (Usage() if dialect.usage == "missing" else Usage(12, 5))
+
+
+async def test_model_openai_finish_reason_without_calls_and_length():
+    no_calls = await collect(events_from_chunks(aiter(chunks_of(Reply("just text", dialect=Dialect(finish="tool_calls"))))))
+    assert (no_calls.text, no_calls.tool_calls, no_calls.stop_reason) == ("just text", (), "end-turn")
+    cut_short = await collect(events_from_chunks(aiter(chunks_of(Reply("trunc", dialect=Dialect(finish="length"))))))
+    assert cut_short.stop_reason == "max-tokens"
+
+
+@pytest.mark.parametrize("arguments", ['{"path": "a.py"', "[1, 2]", "null"])
+async def test_model_openai_arguments_that_are_not_a_json_object_are_bad_response(arguments):
+    with pytest.raises(ModelError) as caught:
+        await collect(events_from_chunks(aiter(chunks_of(Reply("", [Call("read_file", arguments)])))))
+    assert caught.value.kind == "bad-response" and "read_file" in caught.value.message
 
 
 def test_model_openai_request_body_maps_transcript_and_tools():

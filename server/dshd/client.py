@@ -128,10 +128,12 @@ class DshClient:
         env=None,
         init_options: dict | None = None,
         permissions: bool | None = None,
+        command: list[str] | None = None,
     ) -> dict:
         """``permissions`` (default: whether a permissions answerer was given) declares
-        that this client answers dsh/permission/ask."""
-        cmd = dshd_command()
+        that this client answers dsh/permission/ask. ``command`` starts something
+        other than this venv's ``dshd serve`` (a probe around it, another build)."""
+        cmd = command or dshd_command()
         await self.lsp.start_io(cmd[0], *cmd[1:], cwd=str(workspace), env=env)
         if permissions is None:
             permissions = self.answer_permissions is not None

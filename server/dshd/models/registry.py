@@ -17,6 +17,14 @@ def model_from_config(config: "Config") -> ModelAdapter:
         from dshd.models.scripted import ScriptedModel
 
         return ScriptedModel(config.scriptReplies)
+    if provider == "openai":
+        from dshd.models.openai import OpenAIModel
+
+        return OpenAIModel(config.model)
+    if provider == "anthropic":
+        from dshd.models.anthropic import AnthropicModel
+
+        return AnthropicModel(config.model)
     from dshd.errors import DshError
 
-    raise DshError("invalid-config", f"provider {provider!r} is not built yet", key="model.provider")
+    raise DshError("invalid-config", f"unknown provider {provider!r}", key="model.provider")

@@ -1,0 +1,168 @@
+"""Turning what a provider answered into a :class:`ModelError` a person can act on.
+
+Both providers share this: an HTTP status (and the provider's own error text, when it
+sent JSON) maps to a kind and a message that says what to do. The API key is never put in
+a message: the provider's text is left out for 401/403 (OpenAI echoes part of a refused
+key) and every message is scrubbed of the key's value before it leaves the provider.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import ipaddress
+import os
+import time
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from dshd.models.fields import field
+from dshd.models.interface import ModelError
+
+_CONTEXT_WORDS = (
+    "context_length", "context length", "context window", "maximum context", "prompt is too long",
+    "too many tokens", "reduce the length", "exceeds the model", "input is too long",
+)  # fmt: skip
+
+
+def redact(text: str, secret: str | None) -> str:
+    if secret and len(secret) >= 4 and secret in text:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+def is_loopback(base_url: str | None) -> bool:
+    """A server on this machine (ollama, llama.cpp, LM Studio): these run without a key."""
+    host = urlparse(base_url or "").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key(env_name: str, base_url: str | None, label: str) -> str | None:
+    """The key from the environment at call time; None for a keyless server on this
+    machine. A key that is needed and missing is an auth error naming the variable."""
+    value = os.environ.get(env_name, "").strip()
+    if value:
+        return value
+    if is_loopback(base_url):
+        return None
+    raise ModelError(
+        "auth",
+        f"{env_name} is not set: set it to your {label} API key in the environment that starts dshd "
+        f"(or name another variable with [model] apiKeyEnv)",
+    )
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def provider_text(body: Any) -> str:
+    """The provider's own error text from a JSON body (OpenAI and Anthropic nest it under
+    ``error.message``), else a bounded piece of a plain body."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = field(error, "message") if isinstance(error, dict) else error
+        text = str(message or "")
+    elif isinstance(body, (str, bytes)):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    else:
+        text = ""
+    text = " ".join(text.split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def provider_code(body: Any) -> str:
+    """``error.code`` / ``error.type`` of a JSON error body ("" when none)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return ""
+    return str(error.get("code") or error.get("type") or "")
+
+
+def from_status(status: int, body: Any, headers: Any, *, label: str, key_env: str, model: str, base_url: str) -> ModelError:
+    text = provider_text(body)
+    said = f": {text}" if text else ""
+    code = provider_code(body)
+    if status == 401:
+        return ModelError("auth", f"{label} refused the API key (401): check the key in {key_env}")
+    if status == 403:
+        return ModelError("auth", f"{label} did not allow this request (403): check that the key in {key_env} may use model {model!r}")
+    if status == 404:
+        return ModelError("bad-request", f"{label} answered 404 not found{said}: check [model] model ({model!r}) and baseUrl ({base_url})")
+    if status == 408:
+        return ModelError("timeout", f"{label} timed out the request (408){said}; try again", retry_after=retry_after(headers))
+    if status == 429:
+        if code == "insufficient_quota":
+            return ModelError("rate-limit", f"{label} says the account is out of quota (429){said}: check your plan and billing", retryable=False)
+        return ModelError("rate-limit", f"{label} is rate-limiting requests (429){said}: wait and try again, or raise your rate limit", retry_after=retry_after(headers))
+    if status == 413 or status == 400 and any(word in text.lower() or word in code.lower() for word in _CONTEXT_WORDS):
+        return ModelError("context-overflow", f"the conversation does not fit the model's context window ({status}){said}: start a new session, or compact this one")
+    if status >= 500:
+        return ModelError("server", f"{label} failed ({status}){said}; try again later", retry_after=retry_after(headers))
+    return ModelError("bad-request", f"{label} rejected the request ({status}){said}: check [model] model, maxOutputTokens and baseUrl")
+
+
+def connection_error(label: str, base_url: str) -> ModelError:
+    return ModelError("connection", f"could not reach {label} at {base_url}: check baseUrl and the network, or that the server runs")
+
+
+def timeout_error(label: str, timeout_s: float) -> ModelError:
+    return ModelError("timeout", f"{label} sent nothing for {timeout_s:g} s: try again, or raise [model] timeoutS")
+
+
+def dropped_error(label: str) -> ModelError:
+    return ModelError("connection", f"the connection to {label} dropped mid-reply; try again")
+
+
+class ProviderInfo(Protocol):
+    label: str
+    key_env: str
+    model: str
+    base_url: str
+    options: Any  # ModelConfig: timeoutS
+
+
+def from_sdk(exc: BaseException, sdk: Any, provider: ProviderInfo, *, key: str | None, mid_stream: bool) -> ModelError:
+    """A ModelError for what the ``openai`` or ``anthropic`` SDK raised (both share one
+    exception family), or for a transport error that reached us unwrapped."""
+    import httpx2  # the SDKs' HTTP client: already imported with them
+
+    label = provider.label
+    if isinstance(exc, ModelError):
+        error = exc
+    elif isinstance(exc, sdk.APIStatusError):
+        error = from_status(
+            exc.status_code, exc.body, exc.response.headers,
+            label=label, key_env=provider.key_env, model=provider.model, base_url=provider.base_url,
+        )  # fmt: skip
+    elif isinstance(exc, (sdk.APITimeoutError, httpx2.TimeoutException)):
+        error = timeout_error(label, provider.options.timeoutS)
+    elif isinstance(exc, (sdk.APIConnectionError, httpx2.TransportError)):
+        error = dropped_error(label) if mid_stream else connection_error(label, provider.base_url)
+    elif isinstance(exc, sdk.APIError):  # an error event inside the stream
+        error = ModelError("server", f"{label} reported an error mid-stream: {provider_text(exc.body) or exc.message}; try again")
+    elif isinstance(exc, (ValueError, UnicodeDecodeError)):  # json.JSONDecodeError is a ValueError
+        error = ModelError("bad-response", f"{label} sent an event that is not JSON; try again, or check baseUrl")
+    else:
+        error = ModelError("bad-response", f"{label} sent something unexpected ({type(exc).__name__}); check baseUrl")
+    return ModelError(error.kind, redact(error.message, key), retry_after=error.retry_after, retryable=error.retryable)
