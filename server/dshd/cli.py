@@ -6,6 +6,7 @@
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
     dshd log show PATH [--chat]
+    dshd doctor [--workspace DIR] [--json]
 
 `serve` and `demo` live in other modules, imported only when asked for, so `dshd log`
 works (and fails clearly) whatever state the rest of the package is in.
@@ -284,6 +285,49 @@ def _show_chat(path: Path, stop: int | None, error, out) -> int:
     return EXIT_OK
 
 
+# ---- doctor ---------------------------------------------------------------------------
+
+
+def _doctor(workspace: Path, as_json: bool) -> int:
+    """The configured provider: does it answer, is its key variable set (never the key)."""
+    import asyncio
+
+    from dshd.agent.config import load_config
+    from dshd.errors import DshError
+    from dshd.models.health import check
+
+    try:
+        config = load_config(workspace)
+    except DshError as exc:
+        if as_json:
+            print(json.dumps({"healthy": False, "config": {"kind": exc.kind, "message": exc.message, **exc.data}}))
+        else:
+            print(f"config    NOT ok: {exc.message}\nunhealthy")
+        return EXIT_FAIL
+    health = asyncio.run(check(config))
+    if as_json:
+        print(json.dumps({"workspace": str(workspace), **health.to_dict()}))
+        return EXIT_OK if health.healthy else EXIT_FAIL
+    out = sys.stdout
+    out.write(f"workspace {workspace}\n")
+    if health.provider == "scripted":
+        out.write("provider  scripted (no network, no key)\nhealthy\n")
+        return EXIT_OK
+    out.write(f"provider  {health.provider}, model {health.model}, baseUrl {health.base_url}\n")
+    if health.key_set:
+        out.write(f"key       {health.key_env} is set\n")
+    elif health.key_needed:
+        out.write(f"key       {health.key_env} is NOT set: set it to your API key in the environment that starts dshd\n")
+    else:
+        out.write(f"key       {health.key_env} is not set (a server on this machine may not need one)\n")
+    if health.answered:
+        out.write(f"answers   yes (a one-token reply in {health.ms} ms)\nhealthy\n")
+    else:
+        assert health.error is not None
+        out.write(f"answers   NO: {health.error['kind']}: {health.error['message']}\nunhealthy\n")
+    return EXIT_OK if health.healthy else EXIT_FAIL
+
+
 # ---- entry point ------------------------------------------------------------------------
 
 
@@ -292,7 +336,7 @@ def _parser() -> argparse.ArgumentParser:
     from dshd import __version__
 
     parser.add_argument("--version", action="version", version=f"dshd {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,acp,demo,log}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,acp,demo,log,doctor}")
     sub.add_parser("serve", help="serve JSON-RPC over stdio (the default)", add_help=False)
     sub.add_parser("acp", help="serve the Agent Client Protocol over stdio (Zed, CodeCompanion, Avante)", add_help=False)
     # demo parses its own options (including --help): everything after `demo` goes to it.
@@ -305,6 +349,9 @@ def _parser() -> argparse.ArgumentParser:
     show = log_sub.add_parser("show", help="print the folded state and the events")
     show.add_argument("path", type=Path, metavar="PATH")
     show.add_argument("--chat", action="store_true", help="print the conversation as the editors show it, not the events")
+    doctor = sub.add_parser("doctor", help="check that the configured model provider answers and its key is set")
+    doctor.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -319,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "demo":
         return _run_external("dshd.demo:main", "demo", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2
+    if args.command == "doctor":
+        return _doctor(args.workspace.resolve(), args.json)
     if args.command == "log":
         try:
             if args.log_command == "verify":
