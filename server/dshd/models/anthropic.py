@@ -1,79 +1,40 @@
 """``provider = "anthropic"``: the Messages API, streaming with tool use, through the
 official ``anthropic`` SDK (``AsyncAnthropic``, ``messages.create(stream=True)``, read
-event by event). The mapping lives in :mod:`dshd.models.anthropic_convert`, the retries
-in :mod:`dshd.models.retry` (the SDK's own are off), the error kinds in
-:mod:`dshd.models.errors`.
+event by event). The mapping lives in :mod:`dshd.models.anthropic_convert`; retries, the
+key and closing the stream in :mod:`dshd.models.sdk_provider` (the SDK's own retries are
+off).
 
 The SDK is imported on the first model call (it costs over a second), not when the
-daemon starts. The key is read from ``apiKeyEnv`` (default ``ANTHROPIC_API_KEY``) at each
-call.
+daemon starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dshd.models import errors
 from dshd.models.anthropic_convert import events_from_stream, request_body, stream_error
 from dshd.models.interface import ModelError, ModelEvent, ModelRequest
-from dshd.models.retry import RetryPolicy, retrying
-
-if TYPE_CHECKING:
-    from dshd.agent.config import ModelConfig
-
-DEFAULT_BASE_URL = "https://api.anthropic.com"
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
-NO_KEY = "no-key"
+from dshd.models.sdk_provider import SdkProvider
 
 
-class AnthropicModel:
+class AnthropicModel(SdkProvider):
     label = "Anthropic"
+    key_label = "Anthropic"
+    default_base_url = "https://api.anthropic.com"
+    default_key_env = "ANTHROPIC_API_KEY"
 
-    def __init__(self, options: "ModelConfig") -> None:
-        self.options = options
-        self.model = options.model or ""
-        self.base_url = options.baseUrl or DEFAULT_BASE_URL
-        self.key_env = options.apiKeyEnv or DEFAULT_KEY_ENV
-        self.policy = RetryPolicy(options.maxRetries)
-        self._client: Any = None
-        self._client_key: str | None = None
+    def _new_client(self, key: str) -> Any:
+        import anthropic  # only here: the SDK costs over a second to import
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return retrying(lambda: self._attempt(request), self.policy)
+        return anthropic.AsyncAnthropic(api_key=key, base_url=self.base_url, timeout=self.options.timeoutS, max_retries=0)
 
-    def _client_for(self, key: str) -> Any:
-        if self._client is None or key != self._client_key:
-            import anthropic  # only here: the SDK costs over a second to import
+    async def _open(self, client: Any, request: ModelRequest) -> Any:
+        return await client.messages.create(**request_body(request, self.model, max_tokens=self.options.maxOutputTokens))
 
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key, base_url=self.base_url, timeout=self.options.timeoutS, max_retries=0
-            )
-            self._client_key = key
-        return self._client
-
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        key = errors.api_key(self.key_env, self.options.baseUrl, "Anthropic")
-        client = self._client_for(key or NO_KEY)
-        body = request_body(request, self.model, max_tokens=self.options.maxOutputTokens)
-        try:
-            stream = await client.messages.create(**body)
-        except Exception as exc:
-            raise self._error(exc, key) from None
-        try:
-            async for event in events_from_stream(self._events(stream, key)):
-                yield event
-        except ModelError as exc:
-            raise ModelError(exc.kind, errors.redact(exc.message, key), retry_after=exc.retry_after, retryable=exc.retryable) from None
-        finally:
-            await stream.close()
-
-    async def _events(self, stream: Any, key: str | None) -> AsyncIterator[Any]:
-        try:
-            async for event in stream:
-                yield event
-        except Exception as exc:
-            raise self._error(exc, key, mid_stream=True) from None
+    def _convert(self, items: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
+        return events_from_stream(items)
 
     def _error(self, exc: Exception, key: str | None, *, mid_stream: bool = False) -> ModelError:
         import anthropic
@@ -82,6 +43,5 @@ class AnthropicModel:
             # An error event inside the stream (overloaded_error, ...): the SDK raises it
             # with the stream's own 200 status.
             body = exc.body if isinstance(exc.body, dict) else {}
-            error = stream_error(body.get("error", body))
-            return ModelError(error.kind, errors.redact(error.message, key), retryable=error.retryable)
+            return errors.redacted(stream_error(body.get("error", body)), key)
         return errors.from_sdk(exc, anthropic, self, key=key, mid_stream=mid_stream)

@@ -30,6 +30,13 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
+def redacted(error: ModelError, secret: str | None) -> ModelError:
+    """The same error with ``secret`` taken out of its message."""
+    if not (secret and secret in error.message):
+        return error
+    return ModelError(error.kind, redact(error.message, secret), retry_after=error.retry_after, retryable=error.retryable)
+
+
 def is_loopback(base_url: str | None) -> bool:
     """A server on this machine (ollama, llama.cpp, LM Studio): these run without a key."""
     host = urlparse(base_url or "").hostname or ""
@@ -165,4 +172,4 @@ def from_sdk(exc: BaseException, sdk: Any, provider: ProviderInfo, *, key: str |
         error = ModelError("bad-response", f"{label} sent an event that is not JSON; try again, or check baseUrl")
     else:
         error = ModelError("bad-response", f"{label} sent something unexpected ({type(exc).__name__}); check baseUrl")
-    return ModelError(error.kind, redact(error.message, key), retry_after=error.retry_after, retryable=error.retryable)
+    return redacted(error, key)
