@@ -258,7 +258,8 @@ async def test_providers_hung_server_times_out(daemons, server) -> None:
     agent, sid = await new_session(client)
     started = time.monotonic()
     assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go"}))["stopReason"] == "model-error"
-    assert 0.5 <= time.monotonic() - started < 8
+    # Not forever (the first call also imports the SDK, slow on a loaded machine).
+    assert 0.5 <= time.monotonic() - started < 60
     error = last_close(daemons.root, sid)["error"]
     assert error["kind"] == "timeout" and "timeoutS" in error["message"]
 
