@@ -44,7 +44,9 @@ async def test_upserts_follow_the_conversation_and_a_reload_keeps_the_ids(worksp
 
     await client.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})
     pending = client.wait_for(
-        lambda n: n["method"] == "dsh/chat/item" and n["params"]["item"]["kind"] == "plan-review", timeout=20
+        # The card first streams in (partial, the plan growing with the call's arguments).
+        lambda n: n["method"] == "dsh/chat/item" and n["params"]["item"]["kind"] == "plan-review"
+        and not n["params"]["item"]["partial"], timeout=20
     )
     prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "Cache the parser."}))
     card = (await pending)["params"]["item"]
