@@ -39,8 +39,9 @@ end
 local function chat_item(_, params)
   require('dsh.chat').on_item(params)
 end
--- Live pieces of a model call; the durable events that follow are the truth, so an
--- editor without a live view can drop them (the chat view renders them).
+-- Live pieces of a model call. The chat buffer shows them through the daemon's chat
+-- items (a streaming reply is an item upserted as it grows), so nothing reads the raw
+-- deltas here.
 local function agent_delta(_, _) end
 
 local function questions_ask(_, params)
