@@ -1006,3 +1006,72 @@ def _descendants(pid: int) -> set[str]:
     for child in children:
         out |= _descendants(int(child))
     return out
+
+
+# ---- a real provider on a loopback server ---------------------------------------------------
+
+REPLY = ("Retries belong in one place: a RetryPolicy that HttpClient.send consults before "
+         "each attempt, with capped exponential backoff and only connection errors retried.")
+KEY = "sk-loopback-0123456789abcdef"
+
+
+def loopback_editor(workspace: Path, server, monkeypatch) -> Editor:
+    """Neovim whose settings point the daemon at `server` (the person's own settings, so
+    the workspace need not be trusted); the key is in the environment, named only."""
+    monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
+    editor = Editor(cwd=workspace)
+    editor.lua(
+        "local cmd, url = ...; require('dsh').setup({ cmd = { cmd, 'serve' }, model = { provider = 'openai',"
+        " model = 'loopback-1', baseUrl = url, apiKeyEnv = 'DSH_LOOPBACK_KEY', maxRetries = 0 } })",
+        dshd_binary(), server.base_url,
+    )
+    return editor
+
+
+def test_chat_streams_the_reply_and_a_model_error_is_told(tmp_path, editors, monkeypatch):
+    from tests.loopback_models import Failure, LoopbackModelServer, Reply
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    # No [model] table of its own: the model is the person's setting.
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text=REPLY, piece=12, chunk_delay=0.15), Failure(401))
+        editor = loopback_editor(workspace, server, monkeypatch)
+        editors.append(editor)
+        editor.typed("Dsh chat")
+        editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true)")
+        editor.feed("iwhere should retries live?<C-s>")
+        # The reply grows in the buffer, piece by piece, before the turn ends.
+        seen: list[str] = []
+        import time
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lines = editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+            if any("Turn 1 finished" in line for line in lines):
+                break
+            reply = [line for line in lines if line.startswith("Retries belong")]
+            if reply and (not seen or seen[-1] != reply[0]):
+                seen.append(reply[0])
+            time.sleep(0.03)
+        lines = wait_for_chat(editor, "─── Turn 1 finished ───")
+        write_artifact("chat-streamed.txt", "\n".join(seen) + "\n---\n" + "\n".join(lines) + "\n")
+        partial = [s for s in seen if s.endswith("▍")]
+        assert len(partial) >= 3, seen  # several pieces on screen before the turn ended
+        for piece in partial:
+            assert REPLY.startswith(piece[:-1]), piece
+        assert REPLY in "\n".join(lines) and "▍" not in "\n".join(lines)
+
+        # The next call is refused (401): the person is told the kind and what to do.
+        editor.feed("iand now?<C-s>")
+        message = editor.wait_for(
+            "vim.iter(_G.dsh_test.messages):find(function(m) return m.msg:find('model error', 1, true) end)",
+            what="the model error notification",
+        )
+        assert message["msg"].startswith("dsh: turn 2 stopped: model error, authentication failed (auth): ")
+        assert "DSH_LOOPBACK_KEY" in message["msg"]
+        assert message["level"] == editor.lua("return vim.log.levels.ERROR")
+        lines = wait_for_chat(editor, "Turn 2 stopped: model error")
+        write_artifact("chat-model-error.txt", "\n".join(lines) + "\n" + "\n".join(editor.messages()) + "\n")
+        assert not [m for m in editor.messages() if KEY in m]
+        assert KEY not in "\n".join(lines)
