@@ -1068,10 +1068,40 @@ def test_chat_streams_the_reply_and_a_model_error_is_told(tmp_path, editors, mon
             "vim.iter(_G.dsh_test.messages):find(function(m) return m.msg:find('model error', 1, true) end)",
             what="the model error notification",
         )
-        assert message["msg"].startswith("dsh: turn 2 stopped: model error, authentication failed (auth): ")
+        assert message["msg"].startswith("dsh: model error (auth): ")
         assert "DSH_LOOPBACK_KEY" in message["msg"]
         assert message["level"] == editor.lua("return vim.log.levels.ERROR")
         lines = wait_for_chat(editor, "Turn 2 stopped: model error")
         write_artifact("chat-model-error.txt", "\n".join(lines) + "\n" + "\n".join(editor.messages()) + "\n")
         assert not [m for m in editor.messages() if KEY in m]
         assert KEY not in "\n".join(lines)
+
+
+def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
+    from tests.loopback_models import Failure, LoopbackModelServer, Reply
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text=REPLY, piece=6, chunk_delay=0.2), Failure(401))
+        tui = tui_editor(tmp_path, workspace, "stream", extra=(
+            "require('dsh').setup({ cmd = { " + json.dumps(dshd_binary()) + ", 'serve' }, notify_turns = false,"
+            " model = { provider = 'openai', model = 'loopback-1', baseUrl = " + json.dumps(server.base_url) + ","
+            " apiKeyEnv = 'DSH_LOOPBACK_KEY', maxRetries = 0 } })"))
+        try:
+            tui.wait_for("~")
+            tui.keys(":Dsh chat here", "Enter")
+            tui.wait_for("your message")
+            tui.keys("i", "where should retries live?", "C-s")
+            screen = tui.wait_for("▍")
+            write_artifact("tui-chat-streaming.txt", screen)
+            assert "◎ ⟳ no goal" in screen and "Turn 1 finished" not in screen
+            tui.wait_for("Turn 1 finished")
+            tui.keys("i", "and now?", "C-s")
+            screen = tui.wait_for("Turn 2 stopped: model error")
+            write_artifact("tui-model-error.txt", screen)
+            assert "dsh: model error (auth): " in screen and "check the key in DSH_LOOPBACK_KEY" in screen
+            assert KEY not in screen
+        finally:
+            tui.kill()
