@@ -72,7 +72,9 @@ def sdk_runs(base_url: str, chars: int, runs: int) -> list[float]:
     async def go() -> list[float]:
         client = openai.AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
         await sdk_once(client, chars)  # warm-up
-        return [await sdk_once(client, chars) for _ in range(runs)]
+        samples = [await sdk_once(client, chars) for _ in range(runs)]
+        await client.close()
+        return samples
 
     return asyncio.run(go())
 
