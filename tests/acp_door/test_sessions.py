@@ -32,7 +32,8 @@ async def test_initialize_says_what_dshd_supports(client):
 
 
 async def test_new_prompt_streams_the_reply_and_ends(clients):
-    write_workspace(clients.workspace, [{"text": "Hello from the script"}])
+    reply = "Hello from the script, streamed to the client as the model writes it."
+    write_workspace(clients.workspace, [{"text": reply}])
     client = await clients.start()
     session = await client.new_session()
     sid = session["sessionId"]
@@ -46,8 +47,10 @@ async def test_new_prompt_streams_the_reply_and_ends(clients):
     result = await client.prompt(sid, "hi there")
 
     assert result["stopReason"] == "end_turn"
-    # Every update of the turn came before the answer.
-    assert client.agent_text(sid) == "Hello from the script"
+    # Every update of the turn came before the answer; the text came in pieces (the
+    # model's live deltas) and the committed reply added nothing twice.
+    assert client.agent_text(sid) == reply
+    assert len(client.of_kind("agent_message_chunk", sid)) > 1
     assert "user_message_chunk" not in client.kinds(sid)  # the client shows its own prompt
     [commands] = client.of_kind("available_commands_update", sid)
     assert "plan" in [c["name"] for c in commands["availableCommands"]]
@@ -219,3 +222,25 @@ async def test_slash_commands_run_and_unknown_ones_are_bad_params(client, worksp
         await client.prompt(sid, "/teleport somewhere")
     assert err.value.code == -32602 and err.value.data["field"] == "prompt"
     assert "/plan" in err.value.message  # the known commands are listed
+
+
+async def test_a_model_error_is_an_error_that_says_what_to_do(clients, monkeypatch):
+    monkeypatch.setenv("DSHD_TEST_OPENAI_KEY", "sk-test-not-a-real-key")
+    write_workspace(clients.workspace, [])
+    config = clients.workspace / ".dsh" / "config.toml"
+    # Nothing listens on port 9: the call fails at once (connection refused).
+    openai = (
+        'provider = "openai"\nmodel = "test-model"\nbaseUrl = "http://127.0.0.1:9/v1"\n'
+        'apiKeyEnv = "DSHD_TEST_OPENAI_KEY"\nmaxRetries = 0\ntimeoutS = 10\n'
+    )
+    config.write_text(config.read_text().replace('provider = "scripted"\nscript = "script.json"\n', openai))
+    client = await clients.start()
+    sid = (await client.new_session())["sessionId"]
+    with pytest.raises(AcpError) as err:
+        await client.prompt(sid, "hello?")
+    assert err.value.code == -32603
+    assert err.value.data == {"kind": "model-error", "errorKind": "connection"}
+    assert "could not reach" in err.value.message and "127.0.0.1:9" in err.value.message
+    assert "sk-test" not in err.value.message + clients.stderr()
+    close = of_type(read_log(clients.workspace, sid), "turn/close")[-1]["data"]
+    assert close["stopReason"] == "model-error" and close["error"]["kind"] == "connection"
