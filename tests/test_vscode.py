@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,39 @@ def test_real_vscode_chat_view(built, tmp_path: Path) -> None:
     shutil.copy(fixture / "chat-script.json", tmp_path / "script.json")
     write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
     run_real_vscode(tmp_path, "out/integration/chat.js", ARTIFACTS / "chat", 300)
+
+
+MODEL_KEY_ENV = "DSHD_VSCODE_TEST_MODEL_KEY"
+RETRY_EXPLAINED = (
+    "A RetryPolicy decides when to try again: it retries connection errors and 502, 503 and 504 "
+    "answers, waits longer after each failure (doubling from half a second, capped at 30 seconds, "
+    "with jitter so that many clients do not retry in step), and gives up after five attempts, "
+    "raising the last error so that the caller sees what went wrong."
+)
+
+
+def test_real_vscode_model_provider(built, tmp_path: Path) -> None:
+    """A real provider through the model settings: the workspace's settings name `openai` and a
+    loopback server that speaks OpenAI's streaming Chat Completions (a real HTTP peer, scripted
+    here); the key comes from the variable they name. Streamed text arrives in pieces; a 401 is a
+    notification that never holds the key."""
+    from loopback_models import Failure, LoopbackModelServer, Reply
+
+    key = "sk-vscode-" + secrets.token_hex(16)
+    with LoopbackModelServer("openai") as server:
+        server.script(
+            Reply(text=RETRY_EXPLAINED, piece=6, chunk_delay=0.06),
+            Failure(401),
+        )
+        (tmp_path / ".dsh").mkdir()
+        (tmp_path / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n')
+        write_settings(tmp_path, **{
+            "dsh.server.command": str(Path(sys.executable).with_name("dshd")),
+            "dsh.model.provider": "openai", "dsh.model.name": "loopback-model",
+            "dsh.model.baseUrl": server.base_url, "dsh.model.apiKeyEnv": MODEL_KEY_ENV,
+        })
+        run_real_vscode(tmp_path, "out/integration/models.js", ARTIFACTS / "models", 240, env={MODEL_KEY_ENV: key})
+        assert all(r.headers.get("authorization") == f"Bearer {key}" for r in server.requests)
 
 
 def test_wire_types_match_the_schema() -> None:
