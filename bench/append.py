@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dshd.services.store import SessionStore, now_rfc3339
+from dshd.formats import utc_now
+from dshd.services.store import SessionStore
 
 CREATED = "2026-11-29T18:00:00.000Z"
 
@@ -32,7 +33,7 @@ def goal_edit(revision: int) -> dict:
                  "phase": "active", "maxRounds": 256},
         "roundsStarted": 0,
         "createdAt": CREATED,
-        "updatedAt": now_rfc3339(),
+        "updatedAt": utc_now(),
     }
 
 

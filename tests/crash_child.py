@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from dshd.errors import DshError
-from dshd.services.store import SessionStore, now_rfc3339
+from dshd.formats import utc_now
+from dshd.services.store import SessionStore
 
 
 # Big writes are what SIGKILL can cut part-way (the kernel stops copying between pages).
@@ -36,7 +37,7 @@ def append(store: SessionStore) -> None:
                      "maxRounds": snap.maxRounds},
             "roundsStarted": goal.rounds_started,
             "createdAt": goal.created_at,
-            "updatedAt": now_rfc3339(),
+            "updatedAt": utc_now(),
         }
         event = store.commit("goal/change", data, writer="goals")
         sys.stdout.write(f"ack {event.seq} {event.data.goal.revision}\n")

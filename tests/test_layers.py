@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "server" / "dshd"
 # dshd subpackage -> layer number
 LAYERS = {
     "errors": 0,
+    "formats": 0,  # RFC 3339 timestamps and kebab-case codes, defined once
     "log": 1,
     "sandbox": 1,  # OS sandbox for commands: knows nothing of sessions or agents
     "folds": 2,

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from dshd.folds import replay
-from dshd.services.store import SessionStore, now_rfc3339
+from dshd.formats import utc_now
+from dshd.services.store import SessionStore
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "examples" / "sample-session" / "log.jsonl"
@@ -15,16 +16,23 @@ DSHD = [sys.executable, "-m", "dshd"]
 
 
 def snapshot(op, goal_id, revision, phase, *, rounds=0, max_rounds=3, objective="Make the parser tests pass",
-             created_at="2026-11-29T18:00:00.000Z", blocked=None):
+             created_at="2026-11-29T18:00:00.000Z", blocked=None, tokens=None, max_tokens=None):
+    """A goal/change snapshot; ``tokens`` None leaves tokensUsed out, as logs written before
+    token budgets do."""
     goal = {"id": goal_id, "revision": revision, "objective": objective, "phase": phase, "maxRounds": max_rounds}
     if blocked is not None:
         goal["blockedReason"] = {"code": blocked[0], "message": blocked[1]}
-    return {"version": 1, "op": op, "goal": goal, "roundsStarted": rounds, "createdAt": created_at,
-            "updatedAt": now_rfc3339()}
+    if max_tokens is not None:
+        goal["maxTokens"] = max_tokens
+    data = {"version": 1, "op": op, "goal": goal, "roundsStarted": rounds, "createdAt": created_at,
+            "updatedAt": utc_now()}
+    if tokens is not None:
+        data["tokensUsed"] = tokens
+    return data
 
 
 def tombstone(goal_id, revision):
-    return {"version": 1, "op": "clear", "cleared": {"id": goal_id, "revision": revision}, "clearedAt": now_rfc3339()}
+    return {"version": 1, "op": "clear", "cleared": {"id": goal_id, "revision": revision}, "clearedAt": utc_now()}
 
 
 class Session:
@@ -39,7 +47,8 @@ class Session:
     def plan(self, active, turn=None):
         return self.store.commit("plan/mode", {"active": active}, turn=turn, writer="plan")
 
-    def turn(self, text, *, cause="prompt", goal_round=None, plan_active=False, steps=1, tool=None):
+    def turn(self, text, *, cause="prompt", goal_round=None, plan_active=False, steps=1, tool=None, usage=None):
+        """One turn; ``usage`` (inputTokens, outputTokens) goes on its assistant message."""
         s = self.store
         n = s.state.turn.last_turn + 1
         s.commit("turn/open", {"turn": n, "cause": cause}, turn=n)
@@ -55,7 +64,10 @@ class Session:
                 call_id = f"call-{n}-{step}"
                 s.commit("tool/call", {"callId": call_id, "name": tool, "arguments": {"path": "parser.py"}}, turn=n)
                 s.commit("tool/result", {"callId": call_id, "ok": True, "content": "def parse(src): ..."}, turn=n)
-        s.commit("assistant/message", {"text": f"Done with turn {n}."}, turn=n)
+        reply = {"text": f"Done with turn {n}."}
+        if usage is not None:
+            reply["usage"] = {"inputTokens": usage[0], "outputTokens": usage[1]}
+        s.commit("assistant/message", reply, turn=n)
         s.commit("turn/close", {"turn": n, "stopReason": "end_turn"}, turn=n)
         return n
 
@@ -88,7 +100,7 @@ def build_sample_session(store: SessionStore) -> None:
     c("assistant/message", {"text": "Moved tokenize() to tokenizer.py; parser.py imports it."}, turn=1)
     c("turn/close", {"turn": 1, "stopReason": "end_turn"}, turn=1)
     # A goal with a budget of 3 rounds.
-    created = now_rfc3339()
+    created = utc_now()
     gid = "g-7f3a2c"
     s.goal(snapshot("create", gid, 1, "active", created_at=created))
     s.turn("Continue toward the goal: Make the parser tests pass (round 1 of 3)", cause="continuation",

@@ -29,7 +29,6 @@ import logging
 import re
 import secrets
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from dshd.errors import DshError
 from dshd.folds import replay
 from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
+from dshd.formats import rfc3339_utc
 from dshd.services.goals import goal_view
 from dshd.services.store import SessionStore
 
@@ -239,8 +239,7 @@ class Workspace:
 
 
 def _mtime(path: Path) -> str:
-    stamp = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return rfc3339_utc(path.stat().st_mtime_ns)
 
 
 __all__ = ["Workspace", "is_session_id", "new_session_id"]

@@ -12,7 +12,6 @@ import bisect
 import logging
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -22,6 +21,7 @@ from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
 from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
 from dshd.folds.replay import ReplayError, _reject
+from dshd.formats import utc_now
 from dshd.log import SessionLog, TornTail, find_line_start
 
 log = logging.getLogger("dshd")
@@ -42,13 +42,6 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _INDEX_EVERY = 1024
 
 Listener = Callable[[Event], None]
-
-
-def now_rfc3339() -> str:
-    """Current UTC time as RFC 3339 with milliseconds and ``Z``."""
-    ns = time.time_ns()
-    secs, rem = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{rem // 1_000_000:03d}Z"
 
 
 def check_session_id(session_id: object) -> str:
@@ -164,7 +157,7 @@ class SessionStore:
             try:
                 if not isinstance(data, DATA_CLASSES[type]):
                     data = msgspec.convert(data, DATA_CLASSES[type])
-                line = encode_event(event_cls(seq=seq, at=now_rfc3339(), turn=turn, data=data))
+                line = encode_event(event_cls(seq=seq, at=utc_now(), turn=turn, data=data))
                 # Decode what we are about to write: the event is then exactly what replay
                 # will see (a Struct built with wrong field types is caught here, not at replay).
                 event = decode_line(line)
