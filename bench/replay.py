@@ -91,6 +91,7 @@ def generate_log(
         goal_id = "g-1"
         revision = 0
         rounds = 0
+        tokens = 0  # usage of the assistant messages in round turns (the goal's tokensUsed)
         phase = None
         created = at()
         compacted_once = False
@@ -102,18 +103,18 @@ def generate_log(
                 emit(ev.PlanMode, ev.PlanModeData(active=plan_active))
             goal_round = None
             if phase is None:
-                revision, rounds, phase, created = 1, 0, "active", at()
+                revision, rounds, tokens, phase, created = 1, 0, 0, "active", at()
                 goal = ev.GoalSnapshot(id=goal_id, revision=1, objective="Keep the parser tests green",
                                        phase="active", maxRounds=10_000_000)
                 emit(ev.GoalChange, ev.GoalChangeData(version=1, op="create", goal=goal, roundsStarted=0,
-                                                      createdAt=created, updatedAt=created))
+                                                      tokensUsed=0, createdAt=created, updatedAt=created))
             elif turn % 25 == 0:
                 op, phase = ("pause", "paused") if phase == "active" else ("resume", "active")
                 revision += 1
                 goal = ev.GoalSnapshot(id=goal_id, revision=revision, objective="Keep the parser tests green",
                                        phase=phase, maxRounds=10_000_000)
                 emit(ev.GoalChange, ev.GoalChangeData(version=1, op=op, goal=goal, roundsStarted=rounds,
-                                                      createdAt=created, updatedAt=at()))
+                                                      tokensUsed=tokens, createdAt=created, updatedAt=at()))
             if phase == "active":
                 rounds += 1
                 goal_round = ev.GoalRound(goalId=goal_id, round=rounds, revision=revision)
@@ -143,7 +144,10 @@ def generate_log(
                                                       arguments={"path": f"src/mod{step}.py"}), turn)
                     emit(ev.ToolResult, ev.ToolResultData(callId=call, ok=True, content=_CONTENT), turn)
                 else:
-                    emit(ev.AssistantMessage, ev.AssistantMessageData(text=_TEXT), turn)
+                    usage = ev.Usage(inputTokens=1200 + 300 * step, outputTokens=40 + turn % 90)
+                    emit(ev.AssistantMessage, ev.AssistantMessageData(text=_TEXT, usage=usage), turn)
+                    if goal_round:
+                        tokens += usage.inputTokens + usage.outputTokens
             emit(ev.TurnClose, ev.TurnCloseData(turn=turn, stopReason="end_turn"), turn)
         if out:
             f.write(b"".join(out))

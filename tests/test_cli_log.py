@@ -43,7 +43,31 @@ def test_verify_json_sound(sample):
     goal = out["goal"]
     assert goal["id"] == "g-7f3a2c" and goal["revision"] == 7 and goal["phase"] == "complete"
     assert goal["roundsStarted"] == 4 and goal["maxRounds"] == 5 and goal["roundsLeft"] == 1
+    # The sample predates token usage: it stays valid and counts no tokens.
+    assert goal["tokensUsed"] == 0 and "maxTokens" not in goal
     assert set(out) == {"ok", "events", "plan", "goal"}
+
+
+def test_verify_and_show_report_tokens_and_the_token_budget(tmp_path):
+    from dshd.services.store import SessionStore
+    from test_log_sample import Session, snapshot
+
+    with SessionStore.create(tmp_path, "tokens") as store:
+        s = Session(store)
+        s.goal(snapshot("create", "g1", 1, "active", tokens=0, max_tokens=500))
+        s.turn("round 1", cause="continuation", goal_round={"goalId": "g1", "round": 1, "revision": 1}, usage=(100, 20))
+        s.turn("a person's question", usage=(4000, 400))
+        s.goal(snapshot("pause", "g1", 2, "paused", rounds=1, tokens=120, max_tokens=500))
+    path = tmp_path / "tokens" / "log.jsonl"
+    proc = run("log", "verify", str(path), "--json")
+    goal = json.loads(proc.stdout)["goal"]
+    assert proc.returncode == 0 and (goal["tokensUsed"], goal["maxTokens"]) == (120, 500)
+    proc = run("log", "verify", str(path))
+    assert "g1 rev 2 paused, 1/3 rounds, 120/500 tokens" in proc.stdout
+    proc = run("log", "show", str(path))
+    assert proc.returncode == 0
+    assert "[assistant] Done with turn 1.  (100 in + 20 out tokens)" in proc.stdout
+    assert "goal g1 pause -> rev 2 paused, 1/3 rounds, 120/500 tokens" in proc.stdout
 
 
 def test_verify_names_first_bad_line(sample):

@@ -99,6 +99,8 @@ def test_scripted_model_script_is_read_and_checked_at_load(tmp_path):
         json.dumps({"replies": [{"delayMs": "10"}]}),
         json.dumps({"replies": [{"text": "x", "mood": "happy"}]}),
         json.dumps({"replys": []}),
+        json.dumps({"replies": [{"text": "x", "usage": {"inputTokens": -1, "outputTokens": 0}}]}),
+        json.dumps({"replies": [{"text": "x", "usage": {"inputTokens": 1}}]}),
     ],
 )
 def test_malformed_script_is_invalid_config_model_script(tmp_path, content):

@@ -1,4 +1,5 @@
-"""fold_goal: every G-3..G-8 rule and its exact reason text (docs/log-format.md)."""
+"""fold_goal: every G-3..G-8 rule, the token count of round turns, and each exact reason
+text (docs/log-format.md)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import msgspec
 import pytest
 
 from dshd.folds import FoldError, GoalState, fold_goal
-from dshd.folds.events import GoalChange, UserMessage
+from dshd.folds.events import AssistantMessage, GoalChange, UserMessage
 
 T0 = "2026-11-29T18:00:00.000Z"
 T1 = "2026-11-29T18:05:00.000Z"
 
 
-def change(op, gid="g1", rev=1, phase="active", *, rounds=0, max_rounds=3, created=T0, blocked=None, **extra):
+def change(op, gid="g1", rev=1, phase="active", *, rounds=0, max_rounds=3, created=T0, blocked=None,
+           max_tokens=None, **extra):
     goal = {"id": gid, "revision": rev, "objective": "ship it", "phase": phase, "maxRounds": max_rounds}
+    if max_tokens is not None:
+        goal["maxTokens"] = max_tokens
     if blocked is not None:
         goal["blockedReason"] = {"code": blocked[0], "message": blocked[1]}
     data = {"version": 1, "op": op, "goal": goal, "roundsStarted": rounds, "createdAt": created, "updatedAt": T1}
@@ -27,9 +31,17 @@ def clear(gid="g1", rev=1, **extra):
     return msgspec.convert({"seq": 9, "at": T1, "data": data}, GoalChange)
 
 
-def round_msg(n, gid="g1", rev=1):
+def round_msg(n, gid="g1", rev=1, turn=1):
     data = {"text": "continue", "source": "plugin", "plugin": "goals", "goalRound": {"goalId": gid, "round": n, "revision": rev}}
-    return msgspec.convert({"seq": 9, "at": T1, "turn": 1, "data": data}, UserMessage)
+    return msgspec.convert({"seq": 9, "at": T1, "turn": turn, "data": data}, UserMessage)
+
+
+def reply(turn, input_tokens=100, output_tokens=20):
+    """An assistant message of ``turn`` whose provider reported usage (None: no usage)."""
+    data = {"text": "done"}
+    if input_tokens is not None:
+        data["usage"] = {"inputTokens": input_tokens, "outputTokens": output_tokens}
+    return msgspec.convert({"seq": 9, "at": T1, "turn": turn, "data": data}, AssistantMessage)
 
 
 def fold(*events, state=None):
@@ -309,3 +321,77 @@ def test_g08_person_message_does_not_touch_goal_state():
     s = active()
     msg = msgspec.convert({"seq": 9, "at": T1, "data": {"text": "hi", "source": "user"}}, UserMessage)
     assert fold_goal(s, msg) is s
+
+
+# ---- tokens (usage of round turns, token budget) -------------------------------------------
+
+
+def test_usage_counts_only_in_turns_started_as_rounds_of_the_current_goal():
+    s = active()
+    s = fold(reply(1), state=s)  # turn 1 was never a round: active() writes no round yet
+    assert s.tokens_used == 0
+    s = fold(round_msg(1, turn=2), reply(2, 100, 20), reply(2, 30, 5), state=s)
+    assert s.tokens_used == 155 and s.round_turn == 2
+    s = fold(reply(3, 1000, 1000), reply(2, None), state=s)  # a person's turn; a reply without usage
+    assert s.tokens_used == 155
+    s = fold(round_msg(2, turn=4), reply(4, 1, 1), state=s)
+    assert s.tokens_used == 157 and s.rounds_started == 2
+
+
+def test_usage_without_a_turn_or_without_a_goal_counts_nothing():
+    assert fold_goal(GoalState(), reply(1)) == GoalState()
+    s = fold(round_msg(1, turn=2), state=active())
+    no_turn = msgspec.convert({"seq": 9, "at": T1, "data": {"text": "x", "usage": {"inputTokens": 5, "outputTokens": 5}}},
+                              AssistantMessage)
+    assert fold_goal(s, no_turn) is s
+    assert fold_goal(s, reply(2, None)) is s
+
+
+def test_usage_of_the_round_turn_counts_after_a_pause_and_stops_with_a_clear():
+    s = fold(round_msg(1, turn=2), reply(2, 10, 0), state=active())
+    s = fold(change("pause", rev=2, phase="paused", rounds=1, tokensUsed=10), reply(2, 5, 0), state=s)
+    assert s.tokens_used == 15  # the turn was started as a round of g1: all of it counts
+    s = fold(clear("g1", 2), reply(2, 5, 0), state=s)
+    assert s.tokens_used == 0 and s.goal is None
+    s = fold(change("create", gid="g2", tokensUsed=0), reply(2, 5, 0), state=s)
+    assert s.tokens_used == 0  # a new goal does not inherit the old goal's round turn
+
+
+def test_snapshot_tokens_used_must_match_counted():
+    s = fold(round_msg(1, turn=2), reply(2, 100, 20), state=active())
+    assert rejects(s, change("pause", rev=2, phase="paused", rounds=1, tokensUsed=119)) == (
+        "tokensUsed 119 disagrees with tokens counted 120")
+    assert rejects(s, change("pause", rev=2, phase="paused", rounds=1)) == "tokensUsed absent but tokens counted 120"
+    assert fold(change("pause", rev=2, phase="paused", rounds=1, tokensUsed=120), state=s).tokens_used == 120
+    assert rejects(GoalState(), change("create", tokensUsed=3)) == "tokensUsed 3 disagrees with tokens counted 0"
+
+
+def test_snapshots_without_tokens_used_stay_valid_while_nothing_was_counted():
+    """Logs written before token budgets: no usage, no tokensUsed."""
+    s = fold(change("create"), round_msg(1, turn=2), reply(2, None), change("pause", rev=2, phase="paused", rounds=1))
+    assert s.goal.phase == "paused" and s.tokens_used == 0
+
+
+def test_max_tokens_at_least_1():
+    assert rejects(GoalState(), change("create", max_tokens=0)) == "maxTokens 0 is below 1"
+
+
+def test_round_over_the_token_budget_rejected():
+    s = fold(change("create", max_tokens=100, tokensUsed=0), round_msg(1, turn=2), reply(2, 90, 10))
+    assert s.tokens_used == 100
+    assert rejects(s, round_msg(2, turn=3)) == "tokens over the budget: round 2 starts with 100 of maxTokens 100 used"
+
+
+def test_resume_needs_tokens_left():
+    s = fold(change("create", max_tokens=100, tokensUsed=0), round_msg(1, turn=2), reply(2, 90, 20))
+    s = fold(change("block", rev=2, phase="blocked", rounds=1, max_tokens=100, tokensUsed=110,
+                    blocked=("token-budget-exhausted", "spent")), state=s)
+    resume = change("resume", rev=3, rounds=1, max_tokens=100, tokensUsed=110)
+    assert rejects(s, resume) == "resume with no tokens left (110 of 100)"
+    s = fold(change("edit", rev=3, phase="blocked", rounds=1, max_tokens=200, tokensUsed=110,
+                    blocked=("token-budget-exhausted", "spent")), state=s)
+    assert fold(change("resume", rev=4, rounds=1, max_tokens=200, tokensUsed=110), state=s).goal.phase == "active"
+
+
+def test_clear_may_not_carry_tokens_used():
+    assert rejects(active(), clear("g1", 1, tokensUsed=0)) == "malformed goal/change: clear with snapshot keys tokensUsed"

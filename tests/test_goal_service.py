@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
 import pytest
 from agent_support import in_model_call, settle, events_of, make_workspace, replay_strict
 
@@ -73,7 +74,7 @@ async def test_g02_each_change_is_one_goal_change_with_the_full_snapshot(ws):
     assert lines[2]["data"]["goal"] == {
         "id": v1.id, "revision": 3, "objective": "better objective", "phase": "paused", "maxRounds": 5
     }
-    assert set(lines[2]["data"]) == {"version", "op", "goal", "roundsStarted", "createdAt", "updatedAt"}
+    assert set(lines[2]["data"]) == {"version", "op", "goal", "roundsStarted", "tokensUsed", "createdAt", "updatedAt"}
     assert lines[3]["data"]["cleared"] == {"id": v1.id, "revision": 3}
     assert set(lines[3]["data"]) == {"version", "op", "cleared", "clearedAt"}
     assert cleared == GoalRef(id=v1.id, revision=4)
@@ -414,12 +415,13 @@ async def test_g12_goal_block_tool_and_stale_ref(tmp_path):
 def test_goal_view_shape_matches_the_wire():
     view = GoalView(
         id="g-1", revision=2, objective="o", phase="active", maxRounds=3, roundsStarted=1, roundsLeft=2,
-        createdAt="t", updatedAt="u", activation="armed",
+        tokensUsed=0, createdAt="t", updatedAt="u", activation="armed",
     )
     assert set(view.to_dict()) == {
-        "id", "revision", "objective", "phase", "maxRounds", "roundsStarted", "roundsLeft", "createdAt",
-        "updatedAt", "activation",
+        "id", "revision", "objective", "phase", "maxRounds", "roundsStarted", "roundsLeft", "tokensUsed",
+        "createdAt", "updatedAt", "activation",
     }
+    assert msgspec.structs.replace(view, maxTokens=9).to_dict()["maxTokens"] == 9
 
 
 def test_goal_service_alone_on_a_store(tmp_path):

@@ -220,13 +220,16 @@ def test_property_incremental_from_any_split_equals_full(base_logs, tmp_path, wh
 
 
 MUTATIONS = [
-    "delete", "duplicate", "swap-next", "seq+1", "turn+1", "revision+1", "round+1", "cut-half", "drop-field",
-    "through-3", "through+2", "call-id",
+    "delete", "duplicate", "swap-next", "seq+1", "turn+1", "revision+1", "round+1", "usage+1", "cut-half",
+    "drop-field", "through-3", "through+2", "call-id",
 ]
 
 
 # Mutations aimed at one kind of line hit the next such line at or after the chosen one.
-_AIMED = {"through-3": b'"context/compact"', "through+2": b'"context/compact"', "call-id": b'"tool/result"'}
+_AIMED = {
+    "through-3": b'"context/compact"', "through+2": b'"context/compact"', "call-id": b'"tool/result"',
+    "usage+1": b'"usage"',
+}
 
 
 def mutate(lines: list[bytes], i: int, how: str) -> list[bytes]:
@@ -253,6 +256,8 @@ def mutate(lines: list[bytes], i: int, how: str) -> list[bytes]:
             data["goal"]["revision"] += 1
         elif how == "round+1" and isinstance(data.get("goalRound"), dict):
             data["goalRound"]["round"] += 1
+        elif how == "usage+1" and isinstance(data.get("usage"), dict):
+            data["usage"]["outputTokens"] += 1
         elif how == "drop-field":
             obj.pop("at")
         elif how in ("through-3", "through+2") and "throughSeq" in data:

@@ -120,15 +120,15 @@ def test_optional_fields_are_never_null_and_nullable_ones_are_required():
     assert "goal" in opened["required"]
     assert {"type": "null"} in opened["properties"]["goal"]["anyOf"]
     edit = SCHEMA["$defs"]["GoalEditParams"]
-    assert edit["anyOf"] == [{"required": ["objective"]}, {"required": ["maxRounds"]}]
+    assert edit["anyOf"] == [{"required": ["objective"]}, {"required": ["maxRounds"]}, {"required": ["maxTokens"]}]
 
 
 # ---- real messages ------------------------------------------------------------------
 
 GOAL_VIEW = {
     "id": "g-01", "revision": 3, "objective": "Make the test suite pass", "phase": "active",
-    "maxRounds": 256, "roundsStarted": 37, "roundsLeft": 219, "createdAt": AT,
-    "updatedAt": "2026-11-29T18:52:03Z", "activation": "armed",
+    "maxRounds": 256, "roundsStarted": 37, "roundsLeft": 219, "tokensUsed": 12400, "maxTokens": 50000,
+    "createdAt": AT, "updatedAt": "2026-11-29T18:52:03Z", "activation": "armed",
 }  # fmt: skip
 SAMPLES = [
     ("dsh/session/create", {"title": "refactor the parser"}, {"sessionId": SID, "agentId": "a-1"}),

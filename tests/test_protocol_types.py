@@ -123,13 +123,13 @@ def test_results_round_trip(method, data):
 def test_to_wire_is_camel_case_and_omits_absent_optionals_but_keeps_nullables():
     view = T.GoalView(
         id="g-1", revision=2, objective="ship it", phase="blocked", max_rounds=256,
-        rounds_started=37, rounds_left=219, created_at="2026-11-29T18:40:18.123Z",
+        rounds_started=37, rounds_left=219, tokens_used=0, created_at="2026-11-29T18:40:18.123Z",
         updated_at="2026-11-29T18:41:00Z", activation="disarmed",
         blocked_reason=T.BlockedReason(code="round-budget-exhausted", message="spent"),
     )  # fmt: skip
     assert to_wire(view) == {
         "id": "g-1", "revision": 2, "objective": "ship it", "phase": "blocked", "maxRounds": 256,
-        "roundsStarted": 37, "roundsLeft": 219, "createdAt": "2026-11-29T18:40:18.123Z",
+        "roundsStarted": 37, "roundsLeft": 219, "tokensUsed": 0, "createdAt": "2026-11-29T18:40:18.123Z",
         "updatedAt": "2026-11-29T18:41:00Z", "activation": "disarmed",
         "blockedReason": {"code": "round-budget-exhausted", "message": "spent"},
     }  # fmt: skip
@@ -327,6 +327,25 @@ def test_session_ids_agree_with_the_core():
         assert core_is_session_id(new_session_id())
     for bad in ["", "../x", "/etc", SID + "\n", SID.upper(), "s-" + "u" * 26]:
         assert not core_is_session_id(bad) and not is_session_id(bad)
+
+
+def test_kebab_case_agrees_with_the_core():
+    """The wire states lowercase-kebab-case as a schema pattern; the core checks it with
+    dshd.formats. Both must accept and refuse the same codes."""
+    from dshd.formats import is_kebab_case
+
+    def wire_accepts(code: str) -> bool:
+        try:
+            from_wire(T.BlockedReason, {"code": code, "message": "m"})
+        except InvalidMessage:
+            return False
+        return True
+
+    codes = ["ci-down", "round-budget-exhausted", "a", "x2-y3", "Budget", "round_budget", "-x", "x-",
+             "a--b", "", "ok code", "ci-down\n", "é-x"]
+    for code in codes:
+        assert is_kebab_case(code) == wire_accepts(code), code
+    assert not is_kebab_case(None) and not is_kebab_case(7)
 
 
 # ---- errors ----------------------------------------------------------------------------------

@@ -27,22 +27,23 @@ def build(root: Path) -> tuple[Path, dict[str, int], bytes]:
     seqs: dict[str, int] = {}
     with SessionStore.create(root, SID) as store:
         s = Session(store)
-        s.turn("Hello")  # seq 2..6
+        s.turn("Hello", usage=(900, 40))  # seq 2..6; a person's turn: its tokens are no round's
         store.checkpoint()
         early_checkpoint = (store.dir / "projection.json").read_bytes()
         created = "2026-11-29T18:00:00.000Z"
-        seqs["create g1"] = s.goal(snapshot("create", "g1", 1, "active", created_at=created)).seq
+        seqs["create g1"] = s.goal(snapshot("create", "g1", 1, "active", created_at=created, tokens=0)).seq
         first = store.state.seq + 1
-        s.turn("round 1", cause="continuation", goal_round={"goalId": "g1", "round": 1, "revision": 1})
+        s.turn("round 1", cause="continuation", goal_round={"goalId": "g1", "round": 1, "revision": 1}, usage=(100, 20))
         seqs["round 1 message"] = first + 1
         seqs["round 1 header"] = first + 2
         seqs["round 1 reply"] = first + 3
         first = store.state.seq + 1
-        s.turn("round 2", cause="continuation", goal_round={"goalId": "g1", "round": 2, "revision": 1})
+        s.turn("round 2", cause="continuation", goal_round={"goalId": "g1", "round": 2, "revision": 1}, usage=(200, 30))
         seqs["round 2 message"] = first + 1
-        seqs["pause g1"] = s.goal(snapshot("pause", "g1", 2, "paused", rounds=2, created_at=created)).seq
-        seqs["edit g1"] = s.goal(snapshot("edit", "g1", 3, "paused", rounds=2, max_rounds=4, created_at=created)).seq
-        s.goal(snapshot("complete", "g1", 4, "complete", rounds=2, max_rounds=4, created_at=created))
+        g1 = {"created_at": created, "tokens": 350}
+        seqs["pause g1"] = s.goal(snapshot("pause", "g1", 2, "paused", rounds=2, **g1)).seq
+        seqs["edit g1"] = s.goal(snapshot("edit", "g1", 3, "paused", rounds=2, max_rounds=4, **g1)).seq
+        s.goal(snapshot("complete", "g1", 4, "complete", rounds=2, max_rounds=4, **g1))
         seqs["after complete"] = s.plan(True).seq
         s.goal(snapshot("create", "g2", 1, "active", created_at=created))
         s.goal(tombstone("g2", 1))
@@ -105,6 +106,15 @@ CASES = {
     "rounds_over_cap": ("create g1", set_in(["data", "goal", "maxRounds"], 1), "round 2 message", "rounds over the cap: round 2 > maxRounds 1"),
     "rounds_started_disagrees": ("pause g1", set_in(["data", "roundsStarted"], 1), "same", "roundsStarted 1 disagrees with rounds counted 2"),
     "reused_id": ("create g3", set_in(["data", "goal", "id"], "g1"), "same", "reused goal id g1"),
+    "tokens_used_disagrees": ("pause g1", set_in(["data", "tokensUsed"], 349), "same", "tokensUsed 349 disagrees with tokens counted 350"),
+    "usage_changed_under_a_snapshot": ("round 1 reply", set_in(["data", "usage", "outputTokens"], 21), "pause g1",
+                                       "tokensUsed 350 disagrees with tokens counted 351"),
+    "tokens_used_dropped": ("pause g1", lambda obj: {**obj, "data": {k: v for k, v in obj["data"].items() if k != "tokensUsed"}},
+                            "same", "tokensUsed absent but tokens counted 350"),
+    "tokens_over_budget": ("create g1", set_in(["data", "goal", "maxTokens"], 120), "round 2 message",
+                           "tokens over the budget: round 2 starts with 120 of maxTokens 120 used"),
+    "negative_usage": ("round 1 reply", set_in(["data", "usage", "inputTokens"], -1), "same",
+                       "Expected `int` >= 0 - at `$.data.usage.inputTokens`"),
 }
 
 

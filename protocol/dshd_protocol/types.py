@@ -80,7 +80,7 @@ GoalPhase = Literal["active", "paused", "blocked", "complete"]
 Activation = Literal["armed", "disarmed"]
 PlanOutcome = Literal["committed", "queued", "cancelled", "noop"]
 GoalChangeOp = Literal[
-    "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "arm", "disarm"
+    "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "usage", "arm", "disarm"
 ]
 QuestionKind = Literal["plan-review"]
 SandboxMode = Literal["read-only", "workspace-write", "full-access"]
@@ -119,10 +119,13 @@ class GoalView:
     max_rounds: PositiveInt
     rounds_started: NonNegativeInt
     rounds_left: NonNegativeInt
+    # input + output tokens the model reported for the turns started as rounds of this goal
+    tokens_used: NonNegativeInt
     created_at: Timestamp
     updated_at: Timestamp
     activation: Activation
     blocked_reason: BlockedReason | None = None  # present only while phase == "blocked"
+    max_tokens: PositiveInt | None = None  # the token budget; absent: none
 
 
 @attrs.frozen(kw_only=True)
@@ -264,18 +267,20 @@ class GoalCreateParams:
     agent_id: AgentId
     objective: NonBlankText
     max_rounds: PositiveInt | None = None  # absent: the service default (256)
+    max_tokens: PositiveInt | None = None  # absent: [goals] maxTokens (default: no budget)
 
 
 @attrs.frozen(kw_only=True)
 class GoalEditParams:
-    """At least one of objective and maxRounds (G-6)."""
+    """At least one of objective, maxRounds and maxTokens (G-6)."""
 
-    __dsh_any_of__ = ("objective", "max_rounds")
+    __dsh_any_of__ = ("objective", "max_rounds", "max_tokens")
 
     agent_id: AgentId
     ref: GoalRef
     objective: NonBlankText | None = None
     max_rounds: PositiveInt | None = None
+    max_tokens: PositiveInt | None = None
 
 
 @attrs.frozen(kw_only=True)

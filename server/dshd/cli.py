@@ -78,9 +78,11 @@ def goal_summary(goal_state) -> dict[str, Any] | None:
         maxRounds=goal.maxRounds,
         roundsStarted=goal_state.rounds_started,
         roundsLeft=max(0, goal.maxRounds - goal_state.rounds_started),
-        createdAt=goal_state.created_at,
-        updatedAt=goal_state.updated_at,
+        tokensUsed=goal_state.tokens_used,
     )
+    if goal.maxTokens is not None:
+        out["maxTokens"] = goal.maxTokens
+    out.update(createdAt=goal_state.created_at, updatedAt=goal_state.updated_at)
     return out
 
 
@@ -138,9 +140,10 @@ def _verify(path: Path, as_json: bool) -> int:
 def _goal_line(goal: dict[str, Any] | None, cleared) -> str:
     if goal is None:
         return f"none (goal {cleared.id} cleared at revision {cleared.revision})" if cleared else "none"
+    budget = f"/{goal['maxTokens']}" if "maxTokens" in goal else ""
     text = (
         f"{goal['id']} rev {goal['revision']} {goal['phase']}, "
-        f"{goal['roundsStarted']}/{goal['maxRounds']} rounds: {goal['objective']!r}"
+        f"{goal['roundsStarted']}/{goal['maxRounds']} rounds, {goal['tokensUsed']}{budget} tokens: {goal['objective']!r}"
     )
     if "blockedReason" in goal:
         text += f" [blocked: {goal['blockedReason']['code']}: {goal['blockedReason']['message']}]"
@@ -181,7 +184,10 @@ def describe_event(event) -> str:
             f"sections [{', '.join(d.sections)}], tools [{', '.join(d.tools)}]"
         )
     if cls is ev.AssistantMessage:
-        return f"[assistant] {_clip(d.text)}"
+        text = f"[assistant] {_clip(d.text)}"
+        if d.usage is not None:
+            text += f"  ({d.usage.inputTokens} in + {d.usage.outputTokens} out tokens)"
+        return text
     if cls is ev.ToolCall:
         return f"call {d.callId}: {d.name}({_clip(json.dumps(d.arguments), 60)})"
     if cls is ev.ToolResult:
@@ -198,6 +204,9 @@ def describe_event(event) -> str:
             return f"goal {d.cleared.id} cleared (was rev {d.cleared.revision})"
         g = d.goal
         text = f"goal {g.id} {d.op} -> rev {g.revision} {g.phase}, {d.roundsStarted}/{g.maxRounds} rounds"
+        if d.tokensUsed is not None or g.maxTokens is not None:
+            budget = "" if g.maxTokens is None else f"/{g.maxTokens}"
+            text += f", {d.tokensUsed or 0}{budget} tokens"
         if d.op in ("create", "edit"):
             text += f": {_clip(g.objective, 50)!r}"
         if g.blockedReason:

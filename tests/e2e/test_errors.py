@@ -70,6 +70,10 @@ async def test_invalid_params_names_the_field_and_writes_nothing(workspace: Path
         ("dsh/agent/steer", {"agentId": agent, "text": 5}, "text"),
         ("dsh/goal/create", {"agentId": agent, "objective": "o", "maxRounds": 2.0}, "maxRounds"),
         ("dsh/goal/create", {"agentId": agent, "objective": "o", "max_rounds": 2}, "max_rounds"),
+        ("dsh/goal/create", {"agentId": agent, "objective": "o", "maxTokens": 0}, "maxTokens"),
+        ("dsh/goal/create", {"agentId": agent, "objective": "o", "maxTokens": "5000"}, "maxTokens"),
+        ("dsh/goal/edit", {"agentId": agent, "ref": ref, "maxTokens": 1.5}, "maxTokens"),
+        ("dsh/goal/edit", {"agentId": agent, "ref": ref, "maxTokens": None}, "maxTokens"),
         ("dsh/goal/edit", {"agentId": agent, "ref": ref}, "objective"),  # neither objective nor maxRounds
         ("dsh/goal/edit", {"agentId": agent, "ref": {"id": ref["id"], "revision": "2"}, "objective": "x"}, "ref.revision"),
         ("dsh/goal/block", {"agentId": agent, "ref": ref, "reason": {"code": "Bad_Code", "message": "m"}}, "reason.code"),

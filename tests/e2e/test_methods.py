@@ -422,6 +422,35 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert "goal" not in listed["sessions"][0]
 
 
+async def test_goal_token_budget_tokens_used_and_usage_notes(workspace: Path, daemons) -> None:
+    """Rounds whose replies report usage: tokensUsed grows (op "usage" notes), the round that
+    ends over maxTokens is the last (token-budget-exhausted); edit raises the budget."""
+    usage = {"inputTokens": 900, "outputTokens": 100}
+    write_workspace(workspace, replies=[{"text": f"round {n}", "usage": usage} for n in range(1, 5)])
+    client = await daemons.start()
+    created = await call(client, "dsh/session/create", {})
+    agent, sid = created["agentId"], created["sessionId"]
+    blocked = client.wait_for(goal_note("block", agent), timeout=10)
+    goal = await call(client, "dsh/goal/create", {"agentId": agent, "objective": "ship it", "maxTokens": 1500})
+    assert (goal["tokensUsed"], goal["maxTokens"]) == (0, 1500)
+    view = (await blocked)["params"]["goal"]
+    assert (view["roundsStarted"], view["tokensUsed"], view["phase"]) == (2, 2000, "blocked")
+    assert view["blockedReason"]["code"] == "token-budget-exhausted"
+    notes = [n["params"] for n in client.notifications if n["method"] == "dsh/goal/changed"]
+    assert [(n["op"], n["goal"]["tokensUsed"]) for n in notes if n["op"] in ("round", "usage")] == [
+        ("round", 0), ("usage", 1000), ("round", 1000), ("usage", 2000),
+    ]
+    for note in notes:
+        from_wire(METHODS["dsh/goal/changed"].params, note)
+    replies = [e["data"] for e in read_log(workspace, sid) if e["type"] == "assistant/message"]
+    assert [r["usage"] for r in replies] == [usage, usage]
+    edited = await call(client, "dsh/goal/edit", {"agentId": agent, "ref": ref_of(view), "maxTokens": 2500})
+    assert (edited["maxTokens"], edited["tokensUsed"], edited["phase"]) == (2500, 2000, "blocked")
+    assert (await call(client, "dsh/goal/get", {"agentId": agent})) == edited
+    listed = (await call(client, "dsh/session/list", {}))["sessions"]
+    assert listed[0]["goal"]["tokensUsed"] == 2000
+
+
 # ---- permissions ----------------------------------------------------------------------
 
 

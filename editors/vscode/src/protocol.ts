@@ -720,7 +720,7 @@ export interface GoalChangedParams {
    * a session id issued by the daemon (s-<26 base32>)
    */
   sessionId: string;
-  op: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear" | "round" | "arm" | "disarm";
+  op: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear" | "round" | "usage" | "arm" | "disarm";
   /**
    * a revision from 1 to 2^53-1
    */
@@ -760,6 +760,10 @@ export interface GoalView {
    */
   roundsLeft: number;
   /**
+   * an integer from 0 to 2^53-1
+   */
+  tokensUsed: number;
+  /**
    * an RFC 3339 UTC timestamp
    */
   createdAt: string;
@@ -769,6 +773,10 @@ export interface GoalView {
   updatedAt: string;
   activation: "armed" | "disarmed";
   blockedReason?: BlockedReason;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxTokens?: number;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -794,9 +802,13 @@ export interface GoalCreateParams {
    * an integer from 1 to 2^53-1
    */
   maxRounds?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxTokens?: number;
 }
 /**
- * At least one of objective and maxRounds (G-6).
+ * At least one of objective, maxRounds and maxTokens (G-6).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "GoalEditParams".
@@ -815,6 +827,10 @@ export interface GoalEditParams {
    * an integer from 1 to 2^53-1
    */
   maxRounds?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxTokens?: number;
 }
 /**
  * Params of pause, resume, complete and clear.

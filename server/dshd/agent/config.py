@@ -108,10 +108,16 @@ class ScriptToolCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     arguments: dict[str, Any] = {}
 
 
+class ScriptUsage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    inputTokens: int
+    outputTokens: int
+
+
 class ScriptReply(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     text: str | None = None
     toolCalls: list[ScriptToolCall] = []
     delayMs: int = 0
+    usage: ScriptUsage | None = None  # reported as the provider's usage of that request
 
 
 class Script(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -213,6 +219,8 @@ def load_script(path: Path) -> list[ScriptReply]:
     for index, reply in enumerate(script.replies):
         if reply.delayMs < 0:
             raise _invalid("model.script", f"{path}: replies[{index}].delayMs is negative")
+        if reply.usage is not None and min(reply.usage.inputTokens, reply.usage.outputTokens) < 0:
+            raise _invalid("model.script", f"{path}: replies[{index}].usage has a negative count")
     return list(script.replies)
 
 

@@ -396,8 +396,15 @@ class Agent:
             request = self._derive_request(turn, step, rendered)
             model_steps += 1
             reply = await self._call_model(turn, step, request)
-            if reply.text or not reply.tool_calls:
-                self.store.commit("assistant/message", {"text": reply.text}, turn=turn)
+            usage = reply.usage
+            # Both counts or none: a half-reported usage is not written as if it were whole.
+            reported = usage.input_tokens is not None and usage.output_tokens is not None
+            # A reply of tool calls alone still gets its message when there is usage to record.
+            if reply.text or not reply.tool_calls or reported:
+                message: dict[str, Any] = {"text": reply.text}
+                if reported:
+                    message["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}
+                self.store.commit("assistant/message", message, turn=turn)
             for call in reply.tool_calls:
                 self.store.commit(
                     "tool/call",

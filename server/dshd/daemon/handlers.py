@@ -153,13 +153,14 @@ def goal_get(d, p: t.AgentParams):
 
 @method(t.GOAL_CREATE)
 def goal_create(d, p: t.GoalCreateParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).create(p.objective, max_rounds=p.max_rounds)
+    goals = _goals(d.dsh_workspace.agent(p.agent_id))
+    return goals.create(p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens)
 
 
 @method(t.GOAL_EDIT)
 def goal_edit(d, p: t.GoalEditParams):
     goals = _goals(d.dsh_workspace.agent(p.agent_id))
-    return goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds)
+    return goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens)
 
 
 @method(t.GOAL_PAUSE)

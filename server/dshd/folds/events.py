@@ -10,10 +10,10 @@ Callers hand it :func:`decode_line` when they want typed events.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 
 FORMAT_VERSION = 1
 
@@ -85,8 +85,19 @@ class RequestHeaderData(_Data):
     tools: list[str]
 
 
+TokenCount = Annotated[int, Meta(ge=0)]
+
+
+class Usage(_Data):
+    """Tokens one model call took, as the provider reported them."""
+
+    inputTokens: TokenCount
+    outputTokens: TokenCount
+
+
 class AssistantMessageData(_Data):
     text: str
+    usage: Usage | None = None  # present when the provider reported both counts
 
 
 class ToolCallData(_Data):
@@ -146,17 +157,20 @@ class GoalSnapshot(_Data):
     phase: GoalPhase
     maxRounds: int
     blockedReason: BlockedReason | None = None
+    maxTokens: int | None = None  # token budget; absent: none
 
 
 class GoalChangeData(_Data):
-    """Either a snapshot (op != "clear": goal, roundsStarted, createdAt, updatedAt)
-    or a tombstone (op == "clear": cleared, clearedAt). Which keys go with which op
-    is checked by the goal fold, which reports the exact line."""
+    """Either a snapshot (op != "clear": goal, roundsStarted, createdAt, updatedAt, and
+    tokensUsed, which logs written before token budgets lack) or a tombstone
+    (op == "clear": cleared, clearedAt). Which keys go with which op is checked by the
+    goal fold, which reports the exact line."""
 
     version: Literal[1]
     op: GoalOp
     goal: GoalSnapshot | None = None
     roundsStarted: int | None = None
+    tokensUsed: int | None = None
     createdAt: str | None = None
     updatedAt: str | None = None
     cleared: GoalRef | None = None

@@ -184,10 +184,6 @@ def fold_lines(
     return state, count, line, end
 
 
-# Events that concern no fold: they only advance seq (and must name the open turn, if any).
-_PASSIVE = frozenset({AssistantMessage})
-
-
 def _blocks(path: Path, offset: int, end: int) -> Iterator[list[bytes]]:
     """The lines in [offset, end) of ``path`` without their newlines, one list per ~1 MB read."""
     with open(path, "rb", buffering=0) as f:
@@ -218,7 +214,6 @@ def fold_file(
     and reason texts. Returns (state, lines folded, last line with its newline).
     """
     decode = _decode_event
-    passive = _PASSIVE
     blocks = _blocks(path, offset, end)
     first_line_no = line_no
     last = None
@@ -272,8 +267,9 @@ def fold_file(
                 else:
                     if t is not None and (t != turn.last_turn or not turn.open):
                         _check_envelope_turn(turn, event)  # raises
-                    if cls in passive:
-                        pass
+                    if cls is AssistantMessage:  # the most common event: only its usage folds
+                        if event.data.usage is not None:
+                            goal = fold_goal(goal, event)
                     elif cls is ToolCall:
                         if not calls:
                             batch_from = seq

@@ -5,7 +5,7 @@ not follow the prefix. Every reason text is listed in docs/log-format.md.
 
 from __future__ import annotations
 
-import re
+import msgspec
 
 from dshd.folds.events import (
     AssistantMessage,
@@ -24,6 +24,7 @@ from dshd.folds.events import (
     UserMessage,
 )
 from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState
+from dshd.formats import is_kebab_case
 
 
 class FoldError(Exception):
@@ -33,8 +34,6 @@ class FoldError(Exception):
         super().__init__(reason)
         self.reason = reason
 
-
-_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 _INITIAL_PLAN = PlanState()
 _INITIAL_TURN = TurnState()
@@ -136,7 +135,8 @@ def _check_envelope_turn(state: TurnState, event) -> None:
 
 # ---- goals (G-3..G-8) -------------------------------------------------------------
 
-_SNAPSHOT_KEYS = ("goal", "roundsStarted", "createdAt", "updatedAt")
+_SNAPSHOT_KEYS = ("goal", "roundsStarted", "createdAt", "updatedAt")  # required in a snapshot
+_SNAPSHOT_ONLY_KEYS = _SNAPSHOT_KEYS + ("tokensUsed",)  # optional: older logs lack it
 _TOMBSTONE_KEYS = ("cleared", "clearedAt")
 
 # op -> phases it may start from; the phase it leads to (None: keeps the phase).
@@ -159,10 +159,21 @@ def _no_current(state: GoalState, goal_id: str, what: str) -> FoldError:
     return FoldError(f"{what} of goal {goal_id} but there is no current goal")
 
 
+def _check_tokens_used(data: GoalChangeData, counted: int) -> None:
+    """A snapshot's tokensUsed is the tokens counted; absent only while none were
+    counted (logs written before token budgets never counted any)."""
+    written = data.tokensUsed
+    if written is None:
+        if counted:
+            raise FoldError(f"tokensUsed absent but tokens counted {counted}")
+    elif written != counted:
+        raise FoldError(f"tokensUsed {written} disagrees with tokens counted {counted}")
+
+
 def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
     op = data.op
     if op == "clear":
-        extra = _present(data, _SNAPSHOT_KEYS)
+        extra = _present(data, _SNAPSHOT_ONLY_KEYS)
         if extra:
             raise FoldError(f"malformed goal/change: clear with snapshot keys {', '.join(extra)}")
         cleared = data.cleared
@@ -175,7 +186,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
             raise FoldError(f"clear of goal {cleared.id} but the current goal is {current.id}")
         if cleared.revision != current.revision:
             raise FoldError(f"clear names revision {cleared.revision}, the current revision is {current.revision}")
-        return GoalState(None, 0, None, None, GoalRef(id=current.id, revision=current.revision), state.used_ids)
+        return GoalState(cleared=GoalRef(id=current.id, revision=current.revision), used_ids=state.used_ids)
 
     extra = _present(data, _TOMBSTONE_KEYS)
     if extra:
@@ -188,7 +199,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
     if goal.phase == "blocked":
         if reason is None:
             raise FoldError("blocked goal without blockedReason")
-        if _KEBAB.fullmatch(reason.code) is None:
+        if not is_kebab_case(reason.code):
             raise FoldError(f"blockedReason code {reason.code!r} is not lowercase-kebab-case")
         if not reason.message.strip():
             raise FoldError("blockedReason message is empty")
@@ -196,6 +207,8 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
         raise FoldError(f"blockedReason on a goal in phase {goal.phase}")
     if goal.maxRounds < 1:
         raise FoldError(f"maxRounds {goal.maxRounds} is below 1")
+    if goal.maxTokens is not None and goal.maxTokens < 1:
+        raise FoldError(f"maxTokens {goal.maxTokens} is below 1")
 
     if op == "create":
         current = state.goal
@@ -209,6 +222,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
             raise FoldError(f"invalid transition create to {goal.phase}")
         if data.roundsStarted != 0:
             raise FoldError(f"roundsStarted {data.roundsStarted} disagrees with rounds counted 0")
+        _check_tokens_used(data, 0)
         return GoalState(goal, 0, data.createdAt, data.updatedAt, None, state.used_ids | {goal.id})
 
     current = state.goal
@@ -224,6 +238,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
         raise FoldError(f"createdAt changed from {state.created_at} to {data.createdAt}")
     if data.roundsStarted != state.rounds_started:
         raise FoldError(f"roundsStarted {data.roundsStarted} disagrees with rounds counted {state.rounds_started}")
+    _check_tokens_used(data, state.tokens_used)
     sources, target = _TRANSITIONS[op]
     if current.phase not in sources:
         raise FoldError(f"invalid transition {op} from {current.phase}")
@@ -232,12 +247,15 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
         raise FoldError(f"invalid transition {op} from {current.phase} to {goal.phase}")
     if op == "edit" and goal.maxRounds < state.rounds_started:
         raise FoldError(f"maxRounds {goal.maxRounds} is below roundsStarted {state.rounds_started}")
-    if op == "resume" and state.rounds_started >= goal.maxRounds:
-        raise FoldError(f"resume with no rounds left ({state.rounds_started} of {goal.maxRounds})")
-    return GoalState(goal, state.rounds_started, state.created_at, data.updatedAt, None, state.used_ids)
+    if op == "resume":
+        if state.rounds_started >= goal.maxRounds:
+            raise FoldError(f"resume with no rounds left ({state.rounds_started} of {goal.maxRounds})")
+        if goal.maxTokens is not None and state.tokens_used >= goal.maxTokens:
+            raise FoldError(f"resume with no tokens left ({state.tokens_used} of {goal.maxTokens})")
+    return msgspec.structs.replace(state, goal=goal, updated_at=data.updatedAt)
 
 
-def _goal_round(state: GoalState, goal_round) -> GoalState:
+def _goal_round(state: GoalState, goal_round, turn: int | None) -> GoalState:
     goal_id = goal_round.goalId
     current = state.goal
     if current is None:
@@ -257,7 +275,21 @@ def _goal_round(state: GoalState, goal_round) -> GoalState:
         raise FoldError(f"non-sequential round {n}: expected {state.rounds_started + 1}")
     if n > current.maxRounds:
         raise FoldError(f"rounds over the cap: round {n} > maxRounds {current.maxRounds}")
-    return GoalState(current, n, state.created_at, state.updated_at, state.cleared, state.used_ids)
+    if current.maxTokens is not None and state.tokens_used >= current.maxTokens:
+        raise FoldError(
+            f"tokens over the budget: round {n} starts with {state.tokens_used} of maxTokens {current.maxTokens} used"
+        )
+    return msgspec.structs.replace(state, rounds_started=n, round_turn=turn)
+
+
+def _goal_usage(state: GoalState, event) -> GoalState:
+    """The usage of an assistant message counts when its turn was started as a round of
+    the current goal (the envelope's turn names the open turn: checked before this)."""
+    turn = event.turn
+    if turn is None or turn != state.round_turn or state.goal is None:
+        return state
+    usage = event.data.usage
+    return msgspec.structs.replace(state, tokens_used=state.tokens_used + usage.inputTokens + usage.outputTokens)
 
 
 def fold_goal(state: GoalState, event) -> GoalState:
@@ -267,7 +299,10 @@ def fold_goal(state: GoalState, event) -> GoalState:
     if cls is UserMessage:
         goal_round = event.data.goalRound
         if goal_round is not None:
-            return _goal_round(state, goal_round)
+            return _goal_round(state, goal_round, event.turn)
+    elif cls is AssistantMessage:
+        if event.data.usage is not None:
+            return _goal_usage(state, event)
     return state
 
 
@@ -397,7 +432,7 @@ _CONCERNS: dict[type, int] = {
     PlanMode: _PLAN,
     GoalChange: _GOAL,
     UserMessage: _GOAL,
-    AssistantMessage: 0,
+    AssistantMessage: _GOAL,  # its usage counts toward the goal's tokens in a round turn
     ToolCall: _CONTEXT,
     ToolResult: _CONTEXT,
     ContextCompact: _CONTEXT,

@@ -28,7 +28,8 @@ class TurnState(Struct, frozen=True):
 
 
 class GoalState(Struct, frozen=True):
-    """G-1..G-8 as folded from goal/change events and goalRound messages."""
+    """G-1..G-8 as folded from goal/change events, goalRound messages and the usage of
+    assistant messages in round turns."""
 
     goal: GoalSnapshot | None = None  # None: no goal yet, or cleared
     rounds_started: int = 0  # rounds counted for the current goal
@@ -36,6 +37,10 @@ class GoalState(Struct, frozen=True):
     updated_at: str | None = None
     cleared: GoalRef | None = None  # the tombstoned ref while no goal follows it
     used_ids: frozenset[str] = frozenset()
+    # Tokens (input + output) of the assistant messages in turns started as rounds of the
+    # current goal, and the turn of its latest round (None: no round with a turn yet).
+    tokens_used: int = 0
+    round_turn: int | None = None
 
 
 class ContextState(Struct, frozen=True):

@@ -3,7 +3,8 @@
 Replies come from a script, one per model request, in order across turns and sessions
 of one workspace. ``delayMs`` sleeps before the reply (cancellable, like a slow model).
 Once the script is spent every request gets "(script exhausted)" with no tool calls,
-which ends the turn. It streams like a real provider, in small pieces.
+which ends the turn. It streams like a real provider, in small pieces, and reports a
+reply's ``usage`` (inputTokens, outputTokens) when the script gives one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from dshd.models.interface import ModelEvent, ModelRequest, Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from dshd.models.interface import (
+    ModelEvent,
+    ModelRequest,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from dshd.agent.config import ScriptReply
@@ -53,4 +63,6 @@ class ScriptedModel:
             yield ToolCallDelta(index, arguments[:half])
             yield ToolCallDelta(index, arguments[half:])
             yield ToolCallEnd(index)
-        yield Stop("tool-calls" if reply.toolCalls else "end-turn")
+        # A reply's optional usage is reported as a provider's would be (tokens without a network).
+        usage = Usage() if reply.usage is None else Usage(reply.usage.inputTokens, reply.usage.outputTokens)
+        yield Stop("tool-calls" if reply.toolCalls else "end-turn", usage)

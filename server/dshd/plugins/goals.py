@@ -11,8 +11,10 @@ The continuation driver is one asyncio task per agent, started only by a person'
 ``create`` or ``resume`` (an "arm"): never by a load. While the goal is active and armed
 and no turn runs it starts a turn with cause "continuation" whose ``user/message``
 (source "plugin", plugin "goals") carries ``goalRound``; it stops when the goal is
-disarmed, paused, blocked, complete or cleared, or when the budget is spent (then
-``next_round`` blocks the goal with ``round-budget-exhausted``).
+disarmed, paused, blocked, complete or cleared, or when a budget is spent (then
+``next_round`` blocks the goal with ``round-budget-exhausted`` or
+``token-budget-exhausted``; it asks after every round, so a round that ends over the
+token budget is the last).
 """
 
 from __future__ import annotations
@@ -49,13 +51,13 @@ BLOCK_PARAMETERS = {
 
 
 def attach(agent: "Agent", config: Config) -> "GoalsPlugin":
-    return GoalsPlugin(agent, config.goals.maxRounds)
+    return GoalsPlugin(agent, config.goals.maxRounds, config.goals.maxTokens)
 
 
 class GoalsPlugin:
-    def __init__(self, agent: "Agent", max_rounds_default: int) -> None:
+    def __init__(self, agent: "Agent", max_rounds_default: int, max_tokens_default: int | None = None) -> None:
         self.agent = agent
-        self.service = GoalService(agent.store, max_rounds_default)
+        self.service = GoalService(agent.store, max_rounds_default, max_tokens_default)
         self.rendered_ref: GoalRef | None = None
         self.driver = ContinuationDriver(agent, self.service)
         agent.goals = self.service
@@ -91,6 +93,8 @@ class GoalsPlugin:
             f"Current goal {view.id} (revision {view.revision}): {view.objective}",
             f"Phase: {view.phase}. Rounds: {view.roundsStarted} of {view.maxRounds} started, {view.roundsLeft} left.",
         ]
+        if view.maxTokens is not None:
+            lines.append(f"Tokens: {view.tokensUsed} of {view.maxTokens} used by the rounds.")
         if view.blockedReason is not None:
             lines.append(f"Blocked: {view.blockedReason.code}: {view.blockedReason.message}")
         if view.phase in ("active", "paused", "blocked"):

@@ -12,17 +12,15 @@ and ``goalId`` = the current goal's id, so a client can build the ref to retry w
 
 Notifications (G-11): listeners get a :class:`GoalNotice` after the event is durable
 (``store.commit`` returned). Ops: create/edit/pause/resume/complete/block/clear, and
-``round`` (a committed user/message with goalRound), ``arm``, ``disarm`` (revision
-unchanged). A raising listener is logged; it never undoes or blocks a change.
+``round`` (a committed user/message with goalRound), ``usage`` (an assistant message
+whose usage counted toward the goal's tokens), ``arm``, ``disarm`` (revision unchanged). A raising listener is logged; it never undoes or blocks a change.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,7 +28,8 @@ import msgspec
 
 from dshd.errors import DshError
 from dshd.folds import GoalState
-from dshd.folds.events import BlockedReason, GoalRef, GoalRound, GoalSnapshot, UserMessage
+from dshd.folds.events import AssistantMessage, BlockedReason, GoalRef, GoalRound, GoalSnapshot, UserMessage
+from dshd.formats import is_kebab_case, utc_now
 
 if TYPE_CHECKING:
     from dshd.services.store import SessionStore
@@ -39,12 +38,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ROUNDS = 256
 BUDGET_EXHAUSTED_CODE = "round-budget-exhausted"
-_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-
-
-def utc_now() -> str:
-    """RFC 3339 UTC with milliseconds, like the log envelope's ``at``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+TOKEN_BUDGET_EXHAUSTED_CODE = "token-budget-exhausted"
 
 
 class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -57,10 +51,12 @@ class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
     maxRounds: int
     roundsStarted: int
     roundsLeft: int
+    tokensUsed: int  # input + output tokens of the turns started as rounds of this goal
     createdAt: str
     updatedAt: str
     activation: str  # "armed" | "disarmed"
     blockedReason: BlockedReason | None = None
+    maxTokens: int | None = None  # the token budget; absent: none
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -72,7 +68,7 @@ class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
 
 @attrs.frozen
 class GoalNotice:
-    op: str  # create edit pause resume complete block clear round arm disarm
+    op: str  # create edit pause resume complete block clear round usage arm disarm
     revision: int
     view: GoalView | None  # None after clear
 
@@ -97,10 +93,12 @@ def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
         maxRounds=goal.maxRounds,
         roundsStarted=goal_state.rounds_started,
         roundsLeft=max(goal.maxRounds - goal_state.rounds_started, 0),
+        tokensUsed=goal_state.tokens_used,
         createdAt=goal_state.created_at or "",
         updatedAt=goal_state.updated_at or "",
         activation="armed" if armed and goal.phase == "active" else "disarmed",
         blockedReason=goal.blockedReason,
+        maxTokens=goal.maxTokens,
     )
 
 
@@ -136,8 +134,16 @@ def _check_max_rounds(max_rounds: Any, rounds_started: int = 0) -> int:
     return max_rounds
 
 
+def _check_max_tokens(max_tokens: Any, tokens_used: int = 0) -> int:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _invalid("maxTokens", "maxTokens must be an integer of at least 1")
+    if max_tokens <= tokens_used:
+        raise _invalid("maxTokens", f"maxTokens {max_tokens} is not above the {tokens_used} tokens already used")
+    return max_tokens
+
+
 def check_reason(code: Any, message: Any) -> BlockedReason:
-    if not isinstance(code, str) or _KEBAB.fullmatch(code) is None:
+    if not is_kebab_case(code):
         raise _invalid("reason.code", "reason code must be lowercase-kebab-case, like dependency-conflict")
     if not isinstance(message, str) or not message.strip():
         raise _invalid("reason.message", "reason message must be non-empty text")
@@ -145,9 +151,15 @@ def check_reason(code: Any, message: Any) -> BlockedReason:
 
 
 class GoalService:
-    def __init__(self, store: "SessionStore", max_rounds_default: int = DEFAULT_MAX_ROUNDS) -> None:
+    def __init__(
+        self,
+        store: "SessionStore",
+        max_rounds_default: int = DEFAULT_MAX_ROUNDS,
+        max_tokens_default: int | None = None,
+    ) -> None:
         self._store = store
         self._max_rounds_default = max_rounds_default
+        self._max_tokens_default = max_tokens_default
         self._armed = False  # G-7: every load starts disarmed
         self._detached = False
         self._listeners: list[Callable[[GoalNotice], None]] = []
@@ -185,10 +197,11 @@ class GoalService:
 
     # ---- writes --------------------------------------------------------------------
 
-    def create(self, objective: str, max_rounds: int | None = None) -> GoalView:
+    def create(self, objective: str, max_rounds: int | None = None, max_tokens: int | None = None) -> GoalView:
         self._live()
         objective = _check_objective(objective)
         max_rounds = self._max_rounds_default if max_rounds is None else _check_max_rounds(max_rounds)
+        max_tokens = self._max_tokens_default if max_tokens is None else _check_max_tokens(max_tokens)
         current = self._store.state.goal.goal
         if current is not None and current.phase != "complete":
             raise DshError(
@@ -198,21 +211,30 @@ class GoalService:
             )
         goal_id = self._fresh_id()
         now = utc_now()
-        snapshot = GoalSnapshot(id=goal_id, revision=1, objective=objective, phase="active", maxRounds=max_rounds)
-        self._commit("create", snapshot, rounds_started=0, created_at=now, updated_at=now)
+        snapshot = GoalSnapshot(
+            id=goal_id, revision=1, objective=objective, phase="active", maxRounds=max_rounds, maxTokens=max_tokens
+        )
+        self._commit("create", snapshot, rounds_started=0, tokens_used=0, created_at=now, updated_at=now)
         self._armed = True
         return self._notify("create")
 
-    def edit(self, ref: Any, objective: str | None = None, max_rounds: int | None = None) -> GoalView:
+    def edit(
+        self,
+        ref: Any,
+        objective: str | None = None,
+        max_rounds: int | None = None,
+        max_tokens: int | None = None,
+    ) -> GoalView:
         self._live()
         goal = self._current(ref)
         self._allow("edit", goal, {"active", "paused", "blocked"})
-        rounds = self._store.state.goal.rounds_started
+        state = self._store.state.goal
         new_objective = goal.objective if objective is None else _check_objective(objective)
-        new_max = goal.maxRounds if max_rounds is None else _check_max_rounds(max_rounds, rounds)
-        if new_objective == goal.objective and new_max == goal.maxRounds:
-            raise _invalid("objective", "edit changes nothing: give a new objective and/or maxRounds")
-        self._write("edit", goal, objective=new_objective, maxRounds=new_max)
+        new_max = goal.maxRounds if max_rounds is None else _check_max_rounds(max_rounds, state.rounds_started)
+        new_tokens = goal.maxTokens if max_tokens is None else _check_max_tokens(max_tokens, state.tokens_used)
+        if (new_objective, new_max, new_tokens) == (goal.objective, goal.maxRounds, goal.maxTokens):
+            raise _invalid("objective", "edit changes nothing: give a new objective, maxRounds and/or maxTokens")
+        self._write("edit", goal, objective=new_objective, maxRounds=new_max, maxTokens=new_tokens)
         return self._notify("edit")
 
     def pause(self, ref: Any) -> GoalView:
@@ -233,13 +255,21 @@ class GoalService:
                 self._notify("arm")
             return self.get()  # type: ignore[return-value]
         self._allow("resume", goal, {"paused", "blocked"})
-        rounds = self._store.state.goal.rounds_started
+        state = self._store.state.goal
+        rounds = state.rounds_started
         if rounds >= goal.maxRounds:
             raise DshError(
                 "budget-exhausted",
                 f"no rounds left ({rounds} of {goal.maxRounds}): raise maxRounds with edit first",
                 roundsStarted=rounds,
                 maxRounds=goal.maxRounds,
+            )
+        if goal.maxTokens is not None and state.tokens_used >= goal.maxTokens:
+            raise DshError(
+                "budget-exhausted",
+                f"no tokens left ({state.tokens_used} of {goal.maxTokens}): raise maxTokens with edit first",
+                tokensUsed=state.tokens_used,
+                maxTokens=goal.maxTokens,
             )
         self._write("resume", goal, phase="active", blockedReason=None)
         self._armed = True
@@ -300,28 +330,33 @@ class GoalService:
     def next_round(self) -> GoalRound | None:
         """The round a continuation turn may start now, or None when there is none.
 
-        When the budget is spent this blocks the goal with ``round-budget-exhausted``
-        (G-9) and returns None. The caller records the round by committing the turn's
-        ``user/message`` with this ``goalRound``; that commit is what spends it (G-8).
+        When a budget is spent this blocks the goal and returns None: with
+        ``round-budget-exhausted`` when every round was started (G-9), with
+        ``token-budget-exhausted`` when the rounds so far used ``maxTokens`` tokens or more
+        (the driver asks right after each round ends, so that is when a round that went
+        over the budget stops the goal). The caller records the round by committing the
+        turn's ``user/message`` with this ``goalRound``; that commit is what spends it (G-8).
         """
-        goal = self._store.state.goal.goal
+        state = self._store.state.goal
+        goal = state.goal
         if goal is None or goal.phase != "active" or not self._armed:
             return None
-        rounds = self._store.state.goal.rounds_started
+        rounds = state.rounds_started
         if rounds >= goal.maxRounds:
-            self._write(
-                "block",
+            return self._block_spent(goal, BUDGET_EXHAUSTED_CODE, f"all {goal.maxRounds} continuation rounds were spent")
+        if goal.maxTokens is not None and state.tokens_used >= goal.maxTokens:
+            return self._block_spent(
                 goal,
-                phase="blocked",
-                blockedReason=BlockedReason(
-                    code=BUDGET_EXHAUSTED_CODE,
-                    message=f"all {goal.maxRounds} continuation rounds were spent",
-                ),
+                TOKEN_BUDGET_EXHAUSTED_CODE,
+                f"the rounds used {state.tokens_used} tokens of a budget of {goal.maxTokens}",
             )
-            self._armed = False
-            self._notify("block")
-            return None
         return GoalRound(goalId=goal.id, round=rounds + 1, revision=goal.revision)
+
+    def _block_spent(self, goal: GoalSnapshot, code: str, message: str) -> None:
+        self._write("block", goal, phase="blocked", blockedReason=BlockedReason(code=code, message=message))
+        self._armed = False
+        self._notify("block")
+        return None
 
     # ---- internals -----------------------------------------------------------------
 
@@ -366,14 +401,17 @@ class GoalService:
     def _write(self, op: str, goal: GoalSnapshot, **changes: Any) -> None:
         snapshot = msgspec.structs.replace(goal, revision=goal.revision + 1, **changes)
         state = self._store.state.goal
-        self._commit(op, snapshot, state.rounds_started, state.created_at or utc_now(), utc_now())
+        self._commit(op, snapshot, state.rounds_started, state.tokens_used, state.created_at or utc_now(), utc_now())
 
-    def _commit(self, op: str, snapshot: GoalSnapshot, rounds_started: int, created_at: str, updated_at: str) -> None:
+    def _commit(
+        self, op: str, snapshot: GoalSnapshot, rounds_started: int, tokens_used: int, created_at: str, updated_at: str
+    ) -> None:
         data = {
             "version": 1,
             "op": op,
             "goal": msgspec.to_builtins(snapshot),
             "roundsStarted": rounds_started,
+            "tokensUsed": tokens_used,
             "createdAt": created_at,
             "updatedAt": updated_at,
         }
@@ -394,6 +432,16 @@ class GoalService:
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, UserMessage) and event.data.goalRound is not None:
-            view = self.get()
-            if view is not None:
-                self._emit(GoalNotice("round", view.revision, view))
+            op = "round"
+        elif (
+            isinstance(event, AssistantMessage)
+            and event.data.usage is not None
+            and event.turn is not None
+            and event.turn == self._store.state.goal.round_turn
+        ):
+            op = "usage"  # the round's tokens grew: a status bar shows tokensUsed live
+        else:
+            return
+        view = self.get()
+        if view is not None:
+            self._emit(GoalNotice(op, view.revision, view))
