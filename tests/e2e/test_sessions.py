@@ -314,6 +314,7 @@ def expected_state(events: list[dict], at_seq: int) -> tuple[bool, dict | None]:
         **snapshot["goal"],
         "roundsStarted": rounds,
         "roundsLeft": snapshot["goal"]["maxRounds"] - rounds,
+        "tokensUsed": snapshot["tokensUsed"],  # no reply of this script reports usage
         "createdAt": snapshot["createdAt"],
         "updatedAt": snapshot["updatedAt"],
         "activation": "disarmed",

@@ -4,7 +4,7 @@ import { checkBlockCode, checkMaxRounds, staleDecision, validGoalActions } from 
 import type { GoalView } from '../../src/protocol';
 
 const goal = (over: Partial<GoalView> = {}): GoalView => ({
-  id: 'g-1', revision: 2, objective: 'o', phase: 'active', maxRounds: 10, roundsStarted: 3, roundsLeft: 7,
+  id: 'g-1', revision: 2, objective: 'o', phase: 'active', maxRounds: 10, roundsStarted: 3, roundsLeft: 7, tokensUsed: 0,
   createdAt: 'c', updatedAt: 'u', activation: 'armed', ...over,
 });
 

@@ -7,7 +7,7 @@ import { applyGoalChanged, formatTokens, goalStatus, goalStatusText, goalTooltip
 
 const goal = (over: Partial<GoalView> = {}): GoalView => ({
   id: 'g-1', revision: 3, objective: 'Ship the parser', phase: 'active', maxRounds: 256, roundsStarted: 37,
-  roundsLeft: 219, createdAt: '2026-11-29T18:00:00.000Z', updatedAt: '2026-11-29T18:40:00.000Z', activation: 'armed', ...over,
+  roundsLeft: 219, tokensUsed: 0, createdAt: '2026-11-29T18:00:00.000Z', updatedAt: '2026-11-29T18:40:00.000Z', activation: 'armed', ...over,
 });
 
 const REPO = path.resolve(__dirname, '../../../..');
