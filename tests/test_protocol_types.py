@@ -62,7 +62,7 @@ def test_table_covers_spec_section_6():
         "dsh/goal/block", "dsh/goal/clear", "dsh/goal/disarm", "dsh/questions/ask",
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/agent/delta",
         "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
-        "dsh/chat/get", "dsh/chat/item",
+        "dsh/chat/get", "dsh/chat/item", "dsh/config/get",
     }  # fmt: skip
     assert set(METHODS) == expected
     assert METHODS["dsh/questions/ask"].kind == "server-request"

@@ -47,7 +47,7 @@ ERROR_DATA_FIELDS: dict[str, dict[str, Any]] = {
     "no-goal": {},
     "budget-exhausted": {},
     "plugin-not-loaded": {},
-    "invalid-config": {"key": str},
+    "invalid-config": {"key": str, "file": str},  # file: the path, or "initializationOptions.config"
     "replay-failed": {"seq": int | None, "line": int, "reason": str},
     "session-locked": {"pid": int},
     "turn-open": {},

@@ -590,6 +590,34 @@ class ChatItemParams:
     item: ChatItem
 
 
+# ---- dsh/config/* -------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class ConfigGetParams:
+    pass
+
+
+@attrs.frozen(kw_only=True)
+class IgnoredConfigKey:
+    """A key a config file set that is not in force, and why."""
+
+    file: NonBlankText  # the file's path, or "initializationOptions.config"
+    key: NonBlankText  # dotted: "model.baseUrl"
+    why: NonBlankText
+
+
+@attrs.frozen(kw_only=True)
+class ConfigGetResult:
+    """The configuration in force (the files' shape: tables of camelCase keys), the keys
+    that were left out, and whether the workspace is trusted. Never a secret: config
+    names the environment variable that holds an API key, never the key."""
+
+    effective: dict[str, Any]
+    ignored: list[IgnoredConfigKey]
+    trusted: bool
+
+
 # ---- server -> client ---------------------------------------------------------------
 
 
@@ -693,6 +721,17 @@ class AgentDeltaParams:
     name: NonBlankText | None = None
     attempt: PositiveInt | None = None
     delay_ms: NonNegativeInt | None = None
+# ---- initialize -----------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class DshInitializationOptions:
+    """`initialize` params `initializationOptions`. Strict, like params: an unknown option
+    is invalid-params naming it."""
+
+    config: dict[str, Any] | None = None  # the editor's settings, shape of config.toml
+    question_timeout_ms: PositiveInt | None = None  # how long a person may take to answer
+    trusted: bool = False  # the editor trusts the workspace: its config may set guarded keys
 
 
 # ---- capabilities -------------------------------------------------------------------
@@ -763,6 +802,7 @@ QUESTIONS_ASK = "dsh/questions/ask"
 PERMISSION_GET = "dsh/permission/get"
 PERMISSION_SET = "dsh/permission/set"
 PERMISSION_ASK = "dsh/permission/ask"
+CONFIG_GET = "dsh/config/get"
 GOAL_CHANGED = "dsh/goal/changed"
 PLAN_CHANGED = "dsh/plan/changed"
 SESSION_EVENT = "dsh/session/event"
@@ -795,6 +835,7 @@ METHODS: dict[str, MethodSpec] = {
     GOAL_DISARM: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
     PERMISSION_GET: MethodSpec(kind="request", params=AgentParams, result=PermissionPolicy),
     PERMISSION_SET: MethodSpec(kind="request", params=PermissionSetParams, result=PermissionPolicy),
+    CONFIG_GET: MethodSpec(kind="request", params=ConfigGetParams, result=ConfigGetResult),
     QUESTIONS_ASK: MethodSpec(kind="server-request", params=QuestionsAskParams, result=QuestionsAskResult),
     PERMISSION_ASK: MethodSpec(kind="server-request", params=PermissionAskParams, result=PermissionAskResult),
     GOAL_CHANGED: MethodSpec(kind="notification", params=GoalChangedParams),
@@ -806,4 +847,4 @@ METHODS: dict[str, MethodSpec] = {
 }
 
 # Named types with no method of their own that the schema still describes.
-EXTRA_SCHEMA_TYPES: tuple[type, ...] = (DshClientCapabilities, DshServerCapabilities)
+EXTRA_SCHEMA_TYPES: tuple[type, ...] = (DshClientCapabilities, DshServerCapabilities, DshInitializationOptions)

@@ -80,6 +80,8 @@ async def test_invalid_params_names_the_field_and_writes_nothing(workspace: Path
         ("dsh/goal/block", {"agentId": agent, "ref": ref, "reason": {"code": "ok-code"}}, "reason.message"),
         ("dsh/goal/pause", {"agentId": agent, "ref": ref, "force": True}, "force"),
         ("dsh/goal/clear", {"agentId": None, "ref": ref}, "agentId"),
+        ("dsh/config/get", {"key": "model"}, "key"),
+        ("dsh/config/get", [], "params"),
         ("dsh/permission/set", {"agentId": agent, "sandbox": "none"}, "sandbox"),
         ("dsh/permission/set", {"agentId": agent, "sandbox": None}, "sandbox"),
         ("dsh/permission/set", {"agentId": agent, "approve": ["write", "write"]}, "approve"),
@@ -225,7 +227,7 @@ async def test_invalid_config(workspace: Path, daemons) -> None:
     with pytest.raises(JsonRpcException) as info:
         await daemons.start(config={"goals": {"maxRounds": 0}})
     assert info.value.code == ERROR_CODES["invalid-config"]
-    assert info.value.data["kind"] == "invalid-config" and info.value.data["key"] == "goals.maxRounds"
+    assert info.value.data == {"kind": "invalid-config", "key": "goals.maxRounds", "file": "initializationOptions.config"}
 
 
 # ---- the log on disk: replay-failed, torn tail, session-locked --------------------------

@@ -130,12 +130,11 @@ def _initialize_all(cases: list[tuple[Path, dict | None]]) -> list[tuple[RawDaem
         raise
 
 
-def _check_invalid_config(d: RawDaemon, reply: dict, key: str, root: Path) -> None:
+def _check_invalid_config(d: RawDaemon, reply: dict, key: str, root: Path, file: str) -> None:
     error = reply.get("error")
     assert error is not None, (key, reply)
     assert error["code"] == ERROR_CODES["invalid-config"], (key, error)
-    assert error["data"]["kind"] == "invalid-config"
-    assert error["data"]["key"] == key, (key, error)
+    assert error["data"] == {"kind": "invalid-config", "key": key, "file": file}, (key, error)
     # Not initialized: dsh/* stays refused, and nothing was written.
     assert d.call("dsh/session/create", {})["error"]["code"] == SERVER_NOT_INITIALIZED
     assert not (root / ".dsh" / "sessions").exists()
@@ -149,7 +148,7 @@ def test_invalid_config_file_fails_initialize_naming_the_key(tmp_path: Path) -> 
     daemons = _initialize_all([(root, None) for root in roots])
     try:
         for (d, reply), root, (_body, key) in zip(daemons, roots, CONFIG_CASES):
-            _check_invalid_config(d, reply, key, root)
+            _check_invalid_config(d, reply, key, root, str(root / ".dsh" / "config.toml"))
     finally:
         for d, _ in daemons:
             d.kill()
@@ -172,7 +171,7 @@ def test_invalid_initialization_options_config_fails_initialize(tmp_path: Path) 
     daemons = _initialize_all([(root, {"config": overrides}) for root, (overrides, _key) in zip(roots, OVERRIDE_CASES)])
     try:
         for (d, reply), root, (_overrides, key) in zip(daemons, roots, OVERRIDE_CASES):
-            _check_invalid_config(d, reply, key, root)
+            _check_invalid_config(d, reply, key, root, "initializationOptions.config")
     finally:
         for d, _ in daemons:
             d.kill()
@@ -358,6 +357,8 @@ def test_bad_initialization_options_are_invalid_params_naming_the_field(tmp_path
         ({"questionTimeoutMs": "5"}, "initializationOptions.questionTimeoutMs"),
         ({"questionTimeoutMs": 0}, "initializationOptions.questionTimeoutMs"),
         ({"config": "plan"}, "initializationOptions.config"),
+        ({"trusted": "yes"}, "initializationOptions.trusted"),
+        ({"trusted": 1}, "initializationOptions.trusted"),
     ]
     roots = [write_workspace(tmp_path / f"ws{n}") for n in range(len(cases))]
     started = _initialize_all([(root, options) for root, (options, _field) in zip(roots, cases)])

@@ -509,6 +509,19 @@ async def test_chat_get_pages_the_conversation(workspace: Path, daemons) -> None
     assert await call(client, "dsh/chat/get", {"agentId": agent, "afterSeq": whole["nextSeq"]}) == {"items": [], "nextSeq": whole["nextSeq"]}
 
 
+# ---- configuration -----------------------------------------------------------------------
+
+
+async def test_config_get_shows_the_effective_config(workspace: Path, daemons) -> None:
+    write_workspace(workspace, extra_config="\n[goals]\nmaxRounds = 12\n")
+    client = await daemons.start(config={"goals": {"maxTokens": 5000}})
+    report = await call(client, "dsh/config/get", {})
+    assert report["trusted"] is False and report["ignored"] == []
+    assert report["effective"]["goals"] == {"maxRounds": 12, "maxTokens": 5000}
+    assert report["effective"]["model"]["script"] == "script.json"
+    assert "scriptReplies" not in report["effective"]
+
+
 def test_every_request_method_has_a_happy_path_here() -> None:
     """A method added to the protocol needs a happy path in this file."""
     source = Path(__file__).read_text()

@@ -2,7 +2,8 @@
 commands, user-questions seam) and the Workspace that owns agents."""
 
 from dshd.agent.commands import Command, CommandRegistry
-from dshd.agent.config import Config, load_config, parse_config
+from dshd.agent.config import Config, parse_config
+from dshd.agent.config_layers import LoadedConfig, load_config, load_layers, user_config_path
 from dshd.agent.loop import Agent
 from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.questions import InProcessAnswerer, NoQuestions, QuestionsUnavailable, UserQuestions
@@ -17,6 +18,7 @@ __all__ = [
     "Config",
     "Decision",
     "InProcessAnswerer",
+    "LoadedConfig",
     "NoQuestions",
     "PromptContext",
     "QuestionsUnavailable",
@@ -29,6 +31,8 @@ __all__ = [
     "Workspace",
     "is_session_id",
     "load_config",
+    "load_layers",
     "new_session_id",
     "parse_config",
+    "user_config_path",
 ]

@@ -1,10 +1,11 @@
-"""Configuration (SPEC section 7): built-in defaults <- ``<workspace>/.dsh/config.toml``
-<- the client's overrides (``initializationOptions.config``, same shape).
+"""Configuration: the keys, their defaults, and the strict check of one mapping.
 
-Layers are merged table by table (a key set in a later layer replaces that key only).
-The merged result is checked strictly by msgspec against :class:`Config`: an unknown key,
-a wrong type (a string is never read as a number or a bool) or a bad value is
-``DshError("invalid-config", key="<dotted.key>")``. Nothing is ignored.
+Where the mappings come from (built-in defaults < user config < workspace config <
+the editor's settings) and which keys a workspace may set without being trusted is
+:mod:`dshd.agent.config_layers`. Here: a mapping is checked strictly by msgspec against
+:class:`Config`: an unknown key, a wrong type (a string is never read as a number or a
+bool) or a bad value is ``DshError("invalid-config", key="<dotted.key>", file=...)``.
+Nothing is ignored.
 
 Keys (all optional; defaults in :data:`DEFAULTS`)::
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import copy
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,53 +157,76 @@ def _key_of(error: msgspec.ValidationError) -> str:
     return path or "config"
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def merge_tables(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_tables(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
 
 
-def _invalid(key: str, message: str) -> DshError:
-    return DshError("invalid-config", f"invalid config {key}: {message}", key=key)
+def config_error(key: str, message: str, file: str | None = None) -> DshError:
+    """``invalid-config`` naming the dotted ``key`` and, when known, the ``file`` that set it."""
+    where = f" in {file}" if file else ""
+    data = {"key": key, "file": file} if file else {"key": key}
+    error = DshError("invalid-config", f"invalid config {key}{where}: {message}", **data)
+    error.detail = message  # type: ignore[attr-defined]  # the message without key and file
+    return error
+
+
+def check_layer(layer: Any, file: str) -> None:
+    """Check one layer on its own (a config file, or the editor's settings): every key is
+    known and every value has the right type. Value rules are checked on the merged
+    result (:func:`parse_config`), since a later layer may replace a value."""
+    if not isinstance(layer, dict):
+        raise config_error("config", "must be a table/object", file)
+    if "scriptReplies" in layer:
+        raise config_error("scriptReplies", "unknown key", file)
+    plan = layer.get("plan")
+    # An unknown key in [plan] is reported by the strict check below instead (it names that key).
+    if isinstance(plan, dict) and "section" not in plan and set(plan) <= {"section"}:
+        raise config_error("plan.section", "a [plan] table must set section (the plan:policy text)", file)
+    try:
+        msgspec.convert(layer, Config, strict=True)
+    except msgspec.ValidationError as exc:
+        raise config_error(_key_of(exc), str(exc), file) from exc
 
 
 def _check_values(config: Config) -> None:
     if not config.plan.section.strip():
-        raise _invalid("plan.section", "must be non-blank text")
+        raise config_error("plan.section", "must be non-blank text")
     if config.goals.maxRounds < 1:
-        raise _invalid("goals.maxRounds", "must be at least 1")
+        raise config_error("goals.maxRounds", "must be at least 1")
     if config.goals.maxTokens is not None and config.goals.maxTokens < 1:
-        raise _invalid("goals.maxTokens", "must be at least 1 (leave it out for no token budget)")
+        raise config_error("goals.maxTokens", "must be at least 1 (leave it out for no token budget)")
     model = config.model
     if model.provider != "scripted" and not (model.model or "").strip():
-        raise _invalid("model.model", f"provider {model.provider!r} needs a model name")
+        raise config_error("model.model", f"provider {model.provider!r} needs a model name")
     if model.provider != "scripted" and model.script is not None:
-        raise _invalid("model.script", "only the scripted provider reads a script")
+        raise config_error("model.script", "only the scripted provider reads a script")
     for key in ("maxOutputTokens", "contextWindow"):
         value = getattr(model, key)
         if value is not None and value < 1:
-            raise _invalid(f"model.{key}", "must be at least 1")
+            raise config_error(f"model.{key}", "must be at least 1")
     if not model.timeoutS > 0:
-        raise _invalid("model.timeoutS", "must be more than 0 seconds")
+        raise config_error("model.timeoutS", "must be more than 0 seconds")
     if model.maxRetries < 0:
-        raise _invalid("model.maxRetries", "must be 0 or more")
+        raise config_error("model.maxRetries", "must be 0 or more")
     if not 0 < config.context.compactAt <= 1:
-        raise _invalid("context.compactAt", "must be more than 0 and at most 1")
+        raise config_error("context.compactAt", "must be more than 0 and at most 1")
     if len(set(config.tools.approve)) != len(config.tools.approve):
-        raise _invalid("tools.approve", "a class is listed twice")
+        raise config_error("tools.approve", "a class is listed twice")
     if config.agent.maxSteps < 1:
-        raise _invalid("agent.maxSteps", "must be at least 1")
+        raise config_error("agent.maxSteps", "must be at least 1")
     if config.agent.maxStepRetries < 0:
-        raise _invalid("agent.maxStepRetries", "must be 0 or more")
+        raise config_error("agent.maxStepRetries", "must be 0 or more")
     for name in config.plugins:
         if name not in KNOWN_PLUGINS:
-            raise _invalid("plugins", f"unknown plugin {name!r} (known: {', '.join(KNOWN_PLUGINS)})")
+            raise config_error("plugins", f"unknown plugin {name!r} (known: {', '.join(KNOWN_PLUGINS)})")
     if len(set(config.plugins)) != len(config.plugins):
-        raise _invalid("plugins", "a plugin is listed twice")
+        raise config_error("plugins", "a plugin is listed twice")
 
 
 def load_script(path: Path) -> list[ScriptReply]:
@@ -211,64 +234,38 @@ def load_script(path: Path) -> list[ScriptReply]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise _invalid("model.script", f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise config_error("model.script", f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
         script = msgspec.json.decode(raw, type=Script, strict=True)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _invalid("model.script", f"{path}: {exc}") from exc
+        raise config_error("model.script", f"{path}: {exc}") from exc
     for index, reply in enumerate(script.replies):
         if reply.delayMs < 0:
-            raise _invalid("model.script", f"{path}: replies[{index}].delayMs is negative")
+            raise config_error("model.script", f"{path}: replies[{index}].delayMs is negative")
         if reply.usage is not None and min(reply.usage.inputTokens, reply.usage.outputTokens) < 0:
-            raise _invalid("model.script", f"{path}: replies[{index}].usage has a negative count")
+            raise config_error("model.script", f"{path}: replies[{index}].usage has a negative count")
     return list(script.replies)
 
 
 def parse_config(data: dict[str, Any], workspace: Path | None = None) -> Config:
     """Check one merged config mapping (defaults already applied or not)."""
     if not isinstance(data, dict):
-        raise _invalid("config", "must be a table/object")
+        raise config_error("config", "must be a table/object")
     try:
         config = msgspec.convert(data, Config, strict=True)
     except msgspec.ValidationError as exc:
         key = _key_of(exc)
-        raise _invalid(key, str(exc)) from exc
+        raise config_error(key, str(exc)) from exc
     if "scriptReplies" in data:
-        raise _invalid("scriptReplies", "unknown key")
+        raise config_error("scriptReplies", "unknown key")
     _check_values(config)
     if config.model.script is not None:
         if not config.model.script.strip():
-            raise _invalid("model.script", "must be a non-blank path")
+            raise config_error("model.script", "must be a non-blank path")
         script_path = Path(config.model.script)
         if not script_path.is_absolute():
             if workspace is None:
-                raise _invalid("model.script", "a relative path needs a workspace")
+                raise config_error("model.script", "a relative path needs a workspace")
             script_path = workspace / script_path
         config = msgspec.structs.replace(config, scriptReplies=load_script(script_path))
     return config
-
-
-def _check_plan_table(layer: dict[str, Any]) -> None:
-    plan = layer.get("plan")
-    # An unknown key is reported by the strict check instead (it names that key).
-    if isinstance(plan, dict) and "section" not in plan and set(plan) <= {"section"}:
-        raise _invalid("plan.section", "a [plan] table must set section (the plan:policy text)")
-
-
-def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> Config:
-    """Defaults <- ``<workspace>/.dsh/config.toml`` <- ``overrides``; strict."""
-    merged = copy.deepcopy(DEFAULTS)
-    config_file = workspace / ".dsh" / "config.toml"
-    if config_file.exists():
-        try:
-            from_file = tomllib.loads(config_file.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise _invalid("config.toml", f"{config_file}: {exc}") from exc
-        _check_plan_table(from_file)
-        merged = _merge(merged, from_file)
-    if overrides is not None:
-        if not isinstance(overrides, dict):
-            raise _invalid("config", "client overrides must be an object")
-        _check_plan_table(overrides)
-        merged = _merge(merged, overrides)
-    return parse_config(merged, workspace)

@@ -1,10 +1,13 @@
 """The daemon: LSP lifecycle + the Workspace + notifications, wired together.
 
 - ``initialize`` takes the workspace root (rootUri, else the first workspace folder,
-  else rootPath, else the current directory), loads the config (defaults <- .dsh/config.toml
-  <- ``initializationOptions.config``; an invalid one fails ``initialize`` with
-  ``invalid-config`` naming the key) and records whether the client answers
-  ``dsh/questions/ask``.
+  else rootPath, else the current directory), loads the config (defaults < user config <
+  .dsh/config.toml < ``initializationOptions.config``, the workspace file's guarded keys
+  only when ``initializationOptions.trusted`` or the user config trusts the folder; an
+  invalid one fails ``initialize`` with ``invalid-config`` naming the key and the file)
+  and records whether the client answers ``dsh/questions/ask``.
+- ``initialized``: when config keys were ignored, one ``window/showMessage`` says which
+  and how to trust the folder (``dsh/config/get`` shows them at any time).
 - Every live agent is attached to the connection's :class:`~dshd.api.hub.Hub`, whose door
   (this class) turns its committed events, plan changes, goal changes and, once the
   client asked for its chat, chat items into ``dsh/session/event``, ``dsh/plan/changed``,
@@ -27,7 +30,7 @@ import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from dshd.agent.config import load_config
+from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.workspace import Workspace
 from dshd.api.chat import to_json as chat_item_json
 from dshd.api.hub import Hub
@@ -37,12 +40,10 @@ from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
 from dshd.errors import DshError
-from dshd_protocol import jsonrpc_error, to_wire
+from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
+from dshd_protocol.types import DshInitializationOptions
 
 logger = logging.getLogger("dshd.daemon")
-
-INIT_OPTION_KEYS = {"config", "questionTimeoutMs"}
-
 
 def _uri_to_path(uri: str) -> Path:
     parsed = urlparse(uri)
@@ -60,6 +61,7 @@ class DshDaemon(DshServer):
     def __init__(self) -> None:
         super().__init__()
         self.dsh_workspace: Workspace | None = None
+        self.config_report: LoadedConfig | None = None
         self.questions = WireQuestions(self)
         self.approvals = WireApprovals(self)
         self.hub = Hub(self)
@@ -69,33 +71,29 @@ class DshDaemon(DshServer):
         self._trace = open(trace_path, "a", buffering=1) if trace_path else None
         # pygls tags the handler with attributes: a plain function, not a bound method.
         self.feature(types.INITIALIZE)(lambda params: self._on_initialize(params))
+        self.feature(types.INITIALIZED)(lambda params: self._on_initialized())
         handlers.register(self)
 
     # ---- lifecycle ----------------------------------------------------------------
 
     def _on_initialize(self, params: types.InitializeParams) -> None:
         root = self._workspace_root(params)
-        options = params.initialization_options
-        if options is None:
-            options = {}
-        if not isinstance(options, dict):
-            raise _invalid_init("initializationOptions", "initializationOptions must be an object")
-        unknown = set(options) - INIT_OPTION_KEYS
-        if unknown:
-            raise _invalid_init(f"initializationOptions.{sorted(unknown)[0]}", "unknown initialization option")
-        overrides = options.get("config")
-        if overrides is not None and not isinstance(overrides, dict):
-            raise _invalid_init("initializationOptions.config", "config must be an object")
-        timeout_ms = options.get("questionTimeoutMs", int(DEFAULT_TIMEOUT_S * 1000))
-        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
-            raise _invalid_init("initializationOptions.questionTimeoutMs", "an integer >= 1 (milliseconds)")
+        raw = params.initialization_options
+        try:
+            options = from_wire(DshInitializationOptions, {} if raw is None else raw)
+        except InvalidMessage as exc:
+            field = "initializationOptions" if exc.field == "result" else f"initializationOptions.{exc.field}"
+            raise _invalid_init(field, exc.message) from None
+        timeout_ms = options.question_timeout_ms or int(DEFAULT_TIMEOUT_S * 1000)
         # One patience for the person, whatever they are asked (plan reviews, approvals).
         self.questions.timeout_s = self.approvals.timeout_s = timeout_ms / 1000
         try:
-            config = load_config(root, overrides)
+            loaded = load_layers(root, options.config, user_file=user_config_path(), editor_trusted=options.trusted)
         except DshError as exc:
             err = jsonrpc_error(exc.kind, exc.message, **exc.data)
             raise DshRpcError(err["code"], err["message"], err["data"]) from None
+        self.config_report = loaded
+        config = loaded.config
         experimental = params.capabilities.experimental if params.capabilities else None
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
@@ -105,6 +103,15 @@ class DshDaemon(DshServer):
             "workspace %s (questions: %s, permissions: %s)",
             root, self.questions.client_can_answer, self.approvals.client_can_answer,
         )
+
+    def _on_initialized(self) -> None:
+        """Tell the person once (one initialize per daemon) which config keys were ignored."""
+        notice = self.config_report.notice() if self.config_report is not None else None
+        if notice is not None:
+            logger.warning("%s", notice)
+            self.protocol.notify(
+                types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=types.MessageType.Warning, message=notice)
+            )
 
     def _workspace_root(self, params: types.InitializeParams) -> Path:
         try:

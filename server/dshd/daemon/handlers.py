@@ -209,6 +209,14 @@ def permission_set(d, p: t.PermissionSetParams):
     return agent.permissions.set(sandbox=p.sandbox, approve=p.approve)
 
 
+# ---- configuration -------------------------------------------------------------------
+
+
+@method(t.CONFIG_GET)
+def config_get(d, p: t.ConfigGetParams):
+    return d.config_report.to_dict()
+
+
 # ---- registration ---------------------------------------------------------------------
 
 

@@ -1,0 +1,296 @@
+"""Where configuration comes from, and what a workspace may set without being trusted.
+
+Layers, later wins, merged key by key (:func:`dshd.agent.config.merge_tables`)::
+
+    built-in defaults < user config < workspace config < the editor's settings
+                        $XDG_CONFIG_HOME/dsh/config.toml     initializationOptions.config
+                        (~/.config/dsh/config.toml)
+                                      <workspace>/.dsh/config.toml
+
+Each layer is checked on its own first (unknown keys, wrong types: the error names that
+layer's file and the key), then the merged result (value rules: the error names the file
+that set the key).
+
+A cloned repository is not the person: from the workspace file, the guarded keys apply
+only when the workspace is trusted (the editor says so with
+``initializationOptions.trusted``, or the user config lists the folder, or a folder above
+it, in ``[trust] folders``). Guarded: ``[model] provider`` (any value but "scripted"),
+``baseUrl``, ``apiKeyEnv`` (they decide where requests and the API key go) and, in
+``[tools]``, a ``sandbox`` looser than the layers below, ``network = true`` over
+``false``, an ``approve`` list that drops a class the layers below ask for. Values as
+tight or tighter always apply; a value equal to the layers below changes nothing and is
+not reported. ``[trust]`` is read from the user config only: in the workspace file or the
+editor's settings it is ignored. Every ignored key is kept in :attr:`LoadedConfig.ignored`
+(file, key, why) for ``dsh/config/get`` and the one notice the daemon sends.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from dshd.agent.config import DEFAULTS, Config, check_layer, config_error, merge_tables, parse_config
+from dshd.errors import DshError
+
+EDITOR_SETTINGS = "initializationOptions.config"  # the `file` of the editor's layer
+BUILT_IN = "built-in defaults"
+
+SANDBOX_STRICTNESS = {"read-only": 0, "workspace-write": 1, "full-access": 2}  # higher: looser
+
+_WHERE_REQUESTS_GO = "the workspace is not trusted: only you choose where requests (and your API key) go"
+_TRUST_ONLY_FROM_USER = "only your user config may list trusted folders (a repository cannot vouch for itself)"
+_TRUST_NOT_FROM_EDITOR = "the editor says whether the workspace is trusted with initializationOptions.trusted"
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/dsh/config.toml``; ``~/.config/dsh/config.toml`` when the variable
+    is unset, empty or not an absolute path (the XDG spec says to ignore a relative one)."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        base = Path(xdg)
+    else:
+        base = Path(env.get("HOME") or Path.home()) / ".config"
+    return base / "dsh" / "config.toml"
+
+
+@dataclass(frozen=True)
+class IgnoredKey:
+    file: str
+    key: str  # dotted, e.g. "model.baseUrl"
+    why: str
+    untrusted: bool  # True: ignored because the workspace is not trusted (trust would apply it)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"file": self.file, "key": self.key, "why": self.why}
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: Config
+    ignored: tuple[IgnoredKey, ...]
+    trusted: bool
+    user_file: Path | None  # the user config looked for (None: no user layer)
+    workspace_file: Path
+
+    def effective(self) -> dict[str, Any]:
+        """The merged configuration in force, in the files' shape (a key with no value,
+        such as an unset ``baseUrl``, is left out, as TOML has no null)."""
+        effective = msgspec.to_builtins(self.config)
+        del effective["scriptReplies"]
+        return {
+            name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+            for name, value in effective.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``dsh/config/get`` result. No secret is in it: config holds none (API keys
+        stay in environment variables; config names only the variable)."""
+        return {"effective": self.effective(), "ignored": [i.to_dict() for i in self.ignored], "trusted": self.trusted}
+
+    def notice(self) -> str | None:
+        """What to tell the person once when keys were ignored (None: nothing was)."""
+        if not self.ignored:
+            return None
+        by_file: dict[str, list[str]] = {}
+        for item in self.ignored:
+            by_file.setdefault(item.file, []).append(item.key)
+        parts = [f"dshd ignored {', '.join(keys)} from {file}." for file, keys in by_file.items()]
+        if any(item.untrusted for item in self.ignored):
+            user = self.user_file or user_config_path()
+            parts.append(
+                "This folder is not trusted, so its config may not choose where requests and your API key go "
+                "or loosen the sandbox. To use them, trust the folder in your editor, or add it to "
+                f"[trust] folders in {user}."
+            )
+        parts.append("dsh/config/get shows why each key was ignored.")
+        return " ".join(parts)
+
+
+# ---- reading one layer ----------------------------------------------------------------
+
+
+def _read_file(path: Path) -> dict[str, Any] | None:
+    """A TOML config file as a mapping; None when there is no such file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise config_error("config.toml", f"cannot read it: {reason}", str(path)) from None
+    try:
+        layer = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise config_error("config.toml", f"not valid TOML: {exc}", str(path)) from None
+    check_layer(layer, str(path))
+    return layer
+
+
+def _trust_folders(user: dict[str, Any] | None, file: str) -> list[Path]:
+    folders = (user or {}).get("trust", {}).get("folders", [])
+    out = []
+    for folder in folders:
+        path = Path(folder).expanduser()
+        if not folder.strip() or not path.is_absolute():
+            raise config_error("trust.folders", f"{folder!r} is not an absolute path (or ~/...)", file)
+        out.append(path.resolve())
+    return out
+
+
+def _is_trusted(workspace: Path, folders: list[Path]) -> bool:
+    here = workspace.resolve()
+    return any(here == folder or folder in here.parents for folder in folders)
+
+
+# ---- guarded keys -------------------------------------------------------------------
+
+
+def _looser(table: str, key: str, value: Any, below: dict[str, Any]) -> str | None:
+    """Why ``table.key = value`` from an untrusted workspace is not taken (None: it may be)."""
+    current = below[table].get(key)
+    if value == current:
+        return None  # changes nothing
+    if table == "model":
+        if key == "provider" and value != "scripted":
+            return _WHERE_REQUESTS_GO
+        if key in ("baseUrl", "apiKeyEnv"):
+            return _WHERE_REQUESTS_GO
+    elif table == "tools":
+        if key == "sandbox" and SANDBOX_STRICTNESS[value] > SANDBOX_STRICTNESS[current]:
+            return f"the workspace is not trusted: it may tighten the sandbox, not loosen it beyond {current}"
+        if key == "network" and value is True:
+            return "the workspace is not trusted: it may not let commands reach the network"
+        if key == "approve" and not set(value) >= set(current):
+            dropped = ", ".join(sorted(set(current) - set(value)))
+            return f"the workspace is not trusted: it may add approvals, not drop {dropped}"
+    return None
+
+
+def _guard_workspace(
+    layer: dict[str, Any], below: dict[str, Any], file: str, trusted: bool
+) -> tuple[dict[str, Any], list[IgnoredKey]]:
+    """The workspace layer without the keys it may not set, and what was left out."""
+    layer = copy.deepcopy(layer)
+    ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER)
+    if trusted:
+        return layer, ignored
+    for table in ("model", "tools"):
+        values = layer.get(table, {})
+        for key in list(values):
+            why = _looser(table, key, values[key], below)
+            if why is not None:
+                del values[key]
+                ignored.append(IgnoredKey(file, f"{table}.{key}", why, untrusted=True))
+    return layer, ignored
+
+
+def _drop_trust_table(layer: dict[str, Any], file: str, why: str) -> list[IgnoredKey]:
+    trust = layer.pop("trust", None)
+    if trust is None:
+        return []
+    keys = [f"trust.{key}" for key in trust] or ["trust"]
+    return [IgnoredKey(file, key, why, untrusted=False) for key in keys]
+
+
+# ---- merging, with the file of every key ------------------------------------------------
+
+
+def _merge_noting(merged: dict[str, Any], layer: dict[str, Any], file: str, origin: dict[str, str]) -> dict[str, Any]:
+    for key, value in layer.items():
+        if isinstance(value, dict):
+            for inner in value:
+                origin[f"{key}.{inner}"] = file
+        else:
+            origin[key] = file
+    return merge_tables(merged, layer)
+
+
+def _file_of(key: str, origin: dict[str, str]) -> str:
+    """The file to fix for a value error on ``key``: the one that set it, or (a model name
+    nobody set) the one that chose the provider that needs it."""
+    for candidate in (key, "model.provider" if key == "model.model" else None):
+        if candidate in origin:
+            return origin[candidate]
+    for dotted, file in reversed(list(origin.items())):
+        if dotted.startswith(key + "."):
+            return file
+    return BUILT_IN
+
+
+def load_layers(
+    workspace: Path,
+    editor: dict[str, Any] | None = None,
+    *,
+    user_file: Path | None = None,
+    editor_trusted: bool = False,
+) -> LoadedConfig:
+    """Read, check and merge every layer; leave out what the workspace may not set.
+
+    ``user_file`` None reads no user config (tests; the daemon passes
+    :func:`user_config_path`). ``editor`` is ``initializationOptions.config``;
+    ``editor_trusted`` is ``initializationOptions.trusted``.
+    """
+    workspace = Path(workspace)
+    user = _read_file(user_file) if user_file is not None else None
+    user_name = str(user_file)
+    workspace_file = workspace / ".dsh" / "config.toml"
+    from_workspace = _read_file(workspace_file)
+    if editor is not None:
+        check_layer(editor, EDITOR_SETTINGS)
+        editor = copy.deepcopy(editor)
+    trusted = editor_trusted or _is_trusted(workspace, _trust_folders(user, user_name))
+
+    origin: dict[str, str] = {}
+    merged = copy.deepcopy(DEFAULTS)
+    if user is not None:
+        merged = _merge_noting(merged, user, user_name, origin)
+    ignored: list[IgnoredKey] = []
+    if from_workspace is not None:
+        from_workspace, dropped = _guard_workspace(from_workspace, merged, str(workspace_file), trusted)
+        ignored += dropped
+    if editor is not None:
+        ignored += _drop_trust_table(editor, EDITOR_SETTINGS, _TRUST_NOT_FROM_EDITOR)
+    provider = ((editor or {}).get("model") or {}).get("provider") or (
+        ((from_workspace or {}).get("model") or {}).get("provider") or merged["model"]["provider"]
+    )
+    workspace_model = (from_workspace or {}).get("model") or {}
+    if provider != "scripted" and "script" in workspace_model and "script" not in ((editor or {}).get("model") or {}):
+        # A repository's demo script must not stop a person's own provider from starting.
+        del workspace_model["script"]
+        ignored.append(
+            IgnoredKey(
+                str(workspace_file),
+                "model.script",
+                f"the provider is {provider}: only the scripted provider reads a script",
+                untrusted=False,
+            )
+        )
+    if from_workspace is not None:
+        merged = _merge_noting(merged, from_workspace, str(workspace_file), origin)
+    if editor is not None:
+        merged = _merge_noting(merged, editor, EDITOR_SETTINGS, origin)
+    try:
+        config = parse_config(merged, workspace)
+    except DshError as exc:
+        key = exc.data.get("key", "config")
+        raise config_error(key, getattr(exc, "detail", exc.message), _file_of(key, origin)) from None
+    return LoadedConfig(config, tuple(ignored), trusted, user_file, workspace_file)
+
+
+def load_config(
+    workspace: Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    user_file: Path | None = None,
+    trusted: bool = False,
+) -> Config:
+    """The effective :class:`Config` of :func:`load_layers` (``overrides``: the editor's)."""
+    return load_layers(workspace, overrides, user_file=user_file, editor_trusted=trusted).config
