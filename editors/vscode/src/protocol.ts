@@ -6,6 +6,24 @@ export const ERROR_KINDS = ["invalid-params","unknown-agent","stale-agent","stal
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
 /**
+ * One item of the conversation; `kind` says which.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatItem".
+ */
+export type ChatItem =
+  | SessionChatItem
+  | UserMessageChatItem
+  | AssistantMessageChatItem
+  | ToolCallChatItem
+  | PlanReviewChatItem
+  | PermissionChatItem
+  | GoalChatItem
+  | PlanModeChatItem
+  | TurnEndChatItem
+  | CompactionChatItem
+  | RetryChatItem;
+/**
  * JSON-RPC error data: {kind, ...}; clients ignore fields they do not know
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -110,6 +128,53 @@ export interface LineComment {
   text: string;
 }
 /**
+ * The model's text. ``partial``: still streaming (no seq yet); the committed one replaces it under the same id. ``discarded``: it streamed, but the turn ended before it was committed, so the log does not hold it.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "AssistantMessageChatItem".
+ */
+export interface AssistantMessageChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "assistant-message";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq?: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at?: string;
+  text: string;
+  partial: boolean;
+  discarded?: boolean;
+  usage?: ChatUsage;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatUsage".
+ */
+export interface ChatUsage {
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  inputTokens: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  outputTokens: number;
+}
+/**
  * Why a goal is blocked (G-4).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -124,6 +189,430 @@ export interface BlockedReason {
    * a non-blank string
    */
   message: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatBlockedReason".
+ */
+export interface ChatBlockedReason {
+  code: string;
+  message: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatForkedFrom".
+ */
+export interface ChatForkedFrom {
+  sessionId: string;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  seq: number;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatGetParams".
+ */
+export interface ChatGetParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a log sequence number from 0 to 2^53-1
+   */
+  afterSeq?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  limit?: number;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatGetResult".
+ */
+export interface ChatGetResult {
+  items: ChatItem[];
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  nextSeq: number;
+}
+/**
+ * The session's first event: its title, and where it was forked from.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "SessionChatItem".
+ */
+export interface SessionChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "session";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  sessionId: string;
+  title?: string;
+  forkedFrom?: ChatForkedFrom;
+  text: string;
+}
+/**
+ * What the model was told by a person (sender "person"), a plugin ("plugin"), or a goal round ("goal"); ``label`` names the sender in words ("You", "Goal round 3 of 40").
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "UserMessageChatItem".
+ */
+export interface UserMessageChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "user-message";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  text: string;
+  sender: "person" | "plugin" | "goal";
+  label: string;
+  plugin?: string;
+  goalRound?: ChatGoalRound;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatGoalRound".
+ */
+export interface ChatGoalRound {
+  goalId: string;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  round: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxRounds?: number;
+}
+/**
+ * A tool call, its arguments and, once it ran, its result. ``title`` says what it does in words ("Read src/a.py"). While ``partial``, ``argumentsText`` holds the JSON arguments received so far and ``arguments`` is absent.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ToolCallChatItem".
+ */
+export interface ToolCallChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "tool-call";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq?: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at?: string;
+  callId: string;
+  name: string;
+  title: string;
+  arguments?: {};
+  argumentsText?: string;
+  status: "running" | "ok" | "failed";
+  result?: string;
+  partial: boolean;
+  discarded?: boolean;
+}
+/**
+ * An ``exit_plan_mode`` call: the plan and the person's verdict. ``questionId`` is the id of the ``dsh/questions/ask`` question that reviews it (answer there); ``previousId`` is the item of the plan before it, to compare.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PlanReviewChatItem".
+ */
+export interface PlanReviewChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "plan-review";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq?: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at?: string;
+  callId: string;
+  questionId: string;
+  title: string;
+  plan: string;
+  outcome: "pending" | "approved" | "sent-back" | "not-reviewed";
+  outcomeText: string;
+  feedback?: string;
+  detail?: string;
+  previousId?: string;
+  partial: boolean;
+  discarded?: boolean;
+}
+/**
+ * A person's (or a policy's) answer to a tool call that needed permission.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PermissionChatItem".
+ */
+export interface PermissionChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "permission";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  callId: string;
+  tool: string;
+  outcome: string;
+  by?: string;
+  feedback?: string;
+  toolItemId?: string;
+  text: string;
+}
+/**
+ * A durable goal change; after ``clear`` only ``goalId`` and ``revision`` (the cleared one) are left. ``text`` has no revision; ``revision`` is for detail views.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalChatItem".
+ */
+export interface GoalChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "goal";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  op: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear";
+  goalId: string;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  revision: number;
+  objective?: string;
+  phase?: "active" | "paused" | "blocked" | "complete";
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  roundsUsed?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxRounds?: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  tokensUsed?: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  maxTokens?: number;
+  blockedReason?: ChatBlockedReason;
+  text: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PlanModeChatItem".
+ */
+export interface PlanModeChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "plan-mode";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  active: boolean;
+  text: string;
+}
+/**
+ * The end of a turn, its stop reason in words; a model error with its kind.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "TurnEndChatItem".
+ */
+export interface TurnEndChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "turn-end";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  turn: number;
+  stopReason: string;
+  error?: ChatTurnError;
+  text: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatTurnError".
+ */
+export interface ChatTurnError {
+  kind: string;
+  message: string;
+}
+/**
+ * The context was compacted: the model now sees ``summary`` instead of the events up to ``throughSeq``.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CompactionChatItem".
+ */
+export interface CompactionChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "compaction";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  summary: string;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  throughSeq: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  tokensBefore: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  tokensAfter: number;
+  text: string;
+}
+/**
+ * A model call failed and is tried again (live only: never in the log).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "RetryChatItem".
+ */
+export interface RetryChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "retry";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  attempt?: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  delayMs?: number;
+  text: string;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "ChatItemParams".
+ */
+export interface ChatItemParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  item: ChatItem;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -748,5 +1237,7 @@ export interface DshMethods {
   'dsh/goal/changed': { kind: 'notification'; params: GoalChangedParams };
   'dsh/plan/changed': { kind: 'notification'; params: PlanChangedParams };
   'dsh/session/event': { kind: 'notification'; params: SessionEventParams };
+  'dsh/chat/get': { kind: 'request'; params: ChatGetParams; result: ChatGetResult };
+  'dsh/chat/item': { kind: 'notification'; params: ChatItemParams };
 }
 export type DshRequest = { [M in keyof DshMethods]: DshMethods[M]['kind'] extends 'request' ? M : never }[keyof DshMethods];
