@@ -66,6 +66,9 @@ class Daemon:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.clients: list[DshClient] = []
+        # True: start daemons with initializationOptions.trusted, for tests whose workspace
+        # config loosens guarded keys (approve, sandbox) as the person's own settings.
+        self.trusted = False
 
     async def start(
         self,
@@ -82,6 +85,8 @@ class Daemon:
         ``permissions``); ``env`` adds to the daemon's environment."""
         client = DshClient(answer_questions=answer, lsp_factory=make_lsp_client, answer_permissions=approve)
         env = {**os.environ, "DSHD_LOG_LEVEL": os.environ.get("DSHD_LOG_LEVEL", "WARNING"), **(env or {})}
+        if self.trusted:
+            init_options = {"trusted": True, **(init_options or {})}
         await client.start(
             self.root, config=config, questions=questions, env=env, init_options=init_options, permissions=permissions
         )

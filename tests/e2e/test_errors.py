@@ -227,6 +227,7 @@ async def test_invalid_config(workspace: Path, daemons) -> None:
     with pytest.raises(JsonRpcException) as info:
         await daemons.start(config={"goals": {"maxRounds": 0}})
     assert info.value.code == ERROR_CODES["invalid-config"]
+    assert info.value.data["kind"] == "invalid-config"
     assert info.value.data == {"kind": "invalid-config", "key": "goals.maxRounds", "file": "initializationOptions.config"}
 
 

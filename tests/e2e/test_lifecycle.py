@@ -303,7 +303,9 @@ def test_initialize_may_be_retried_after_it_failed(workspace: Path) -> None:
     """A failed initialize (bad config) initializes nothing: a retry with a good config works."""
     with RawDaemon(workspace) as d:
         failed = d.initialize(options={"config": {"goals": {"maxRounds": -1}}})
-        assert failed["error"]["data"] == {"kind": "invalid-config", "key": "goals.maxRounds"}
+        assert failed["error"]["data"] == {
+            "kind": "invalid-config", "key": "goals.maxRounds", "file": "initializationOptions.config",
+        }
         assert "result" in d.initialize(options={"config": {"goals": {"maxRounds": 7}}})
         agent = d.request("dsh/session/create", {})["agentId"]
         d.request("dsh/goal/create", {"agentId": agent, "objective": "o"})

@@ -456,6 +456,8 @@ async def test_goal_token_budget_tokens_used_and_usage_notes(workspace: Path, da
 
 async def test_permission_get_set_in_process_per_agent(workspace: Path, daemons) -> None:
     write_workspace(workspace, extra_config='\n[tools]\nsandbox = "workspace-write"\napprove = ["exec"]\n')
+    # Fewer approvals than the default is a guarded key: the workspace must be trusted.
+    daemons.trusted = True
     client = await daemons.start()
     first = await call(client, "dsh/session/create", {})
     second = await call(client, "dsh/session/create", {})

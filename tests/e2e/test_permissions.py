@@ -14,6 +14,8 @@ import queue
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import RawDaemon
 from tests.e2e.support import of_type, read_log
@@ -25,6 +27,14 @@ TOOLS = ["plan", "goals", "tools"]
 
 def edit_call(old: str = "print('hi')", new: str = "print('hello')") -> dict:
     return {"toolCalls": [{"name": "edit_file", "arguments": {"path": "src/app.py", "oldText": old, "newText": new}}]}
+
+
+@pytest.fixture
+def daemons(daemons):
+    """The [tools] tables here are the test's own settings (a person's, not a cloned
+    repository's): trust the workspace so that guarded keys such as approve = [] apply."""
+    daemons.trusted = True
+    return daemons
 
 
 def tools_workspace(root: Path, replies: list[dict], extra_config: str = "") -> Path:

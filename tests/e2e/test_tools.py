@@ -19,6 +19,14 @@ from tests.sandbox_support import CONNECT, PYTHON, WRITE, Listener, fake_failing
 TOOLS = ["plan", "goals", "tools"]
 
 
+@pytest.fixture
+def daemons(daemons):
+    """The [tools] tables here are the test's own settings (a person's, not a cloned
+    repository's): trust the workspace so that guarded keys such as approve = [] apply."""
+    daemons.trusted = True
+    return daemons
+
+
 def calls(*pairs: tuple[str, dict]) -> dict:
     return {"toolCalls": [{"name": name, "arguments": args} for name, args in pairs]}
 
