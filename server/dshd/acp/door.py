@@ -58,7 +58,7 @@ from dshd.acp.peer import Peer
 from dshd.acp.permissions import AcpApprovals
 from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
-from dshd.agent.config import load_config
+from dshd.agent.config_layers import load_layers, user_config_path
 from dshd.api.hub import Hub
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
@@ -128,7 +128,12 @@ class AcpDoor:
     # ---- lifecycle ---------------------------------------------------------------------
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> InitializeResponse:
-        config = load_config(self.root, None)
+        # ACP has no way to say the folder is trusted: only [trust] folders in the user
+        # config can; the keys left out are written to the log (stderr).
+        loaded = load_layers(self.root, None, user_file=user_config_path())
+        if loaded.notice() is not None:
+            log.warning("%s", loaded.notice())
+        config = loaded.config
         assert self.peer is not None
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
         self.workspace = Workspace(
