@@ -69,10 +69,13 @@ export function goalStatus(goal: GoalView | null): GoalStatus {
       break;
     case 'complete': sentence = 'Complete.'; break;
   }
-  const tokens = tokensUsed === undefined ? undefined
+  // Tokens once some were counted, or beside a budget: every daemon sends tokensUsed, and
+  // `0 tok` for a model that reports no usage says nothing.
+  const counted = tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined);
+  const tokens = !counted ? undefined
     : maxTokens === undefined ? `${formatTokens(tokensUsed)} tok` : `${formatTokens(tokensUsed)}/${formatTokens(maxTokens)} tok`;
   const tooltip = [`Goal: ${goal.objective}`, sentence, `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`];
-  if (tokensUsed !== undefined) tooltip.push(maxTokens === undefined ? `Tokens: ${formatTokens(tokensUsed)} used` : `Tokens: ${formatTokens(tokensUsed)} of ${formatTokens(maxTokens)} used`);
+  if (counted) tooltip.push(maxTokens === undefined ? `Tokens: ${formatTokens(tokensUsed)} used` : `Tokens: ${formatTokens(tokensUsed)} of ${formatTokens(maxTokens)} used`);
   tooltip.push(actionsLine);
   const severity: Severity = goal.phase === 'blocked' ? 'warning' : waiting ? 'hint' : 'none';
   return { text: [`${goal.roundsStarted}/${goal.maxRounds}`, tokens, state].filter(Boolean).join(' · '), tooltip, severity, actions };

@@ -14,6 +14,12 @@ from typing import Any
 # ---- numbers -----------------------------------------------------------------------------
 
 
+def tokens_counted(tokens_used: object, max_tokens: object) -> bool:
+    """Whether a goal's tokens are worth showing: once some were counted, or beside a budget.
+    Every daemon sends ``tokensUsed``; "0 tok" for a model that reports no usage says nothing."""
+    return isinstance(tokens_used, int) and (tokens_used > 0 or isinstance(max_tokens, int))
+
+
 def tokens(n: int) -> str:
     """A token count as people read it: 950, 1.2k, 12.4k, 182k, 1.5M. Integer arithmetic
     rounding halves up (the editors compute the same text: no float formatting)."""
@@ -187,7 +193,7 @@ def goal_change_text(op: str, data: dict[str, Any]) -> str:
     if isinstance(goal.get("maxTokens"), int):
         budget += f", {tokens(goal['maxTokens'])} tokens"
     progress = rounds_used(used, max_rounds)
-    if isinstance(data.get("tokensUsed"), int):
+    if tokens_counted(data.get("tokensUsed"), goal.get("maxTokens")):
         progress += f", {tokens(data['tokensUsed'])} tokens"
     if op == "create":
         return f'Goal set: "{objective}" (budget {budget})'
@@ -248,7 +254,7 @@ def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
     reason = view.get("blockedReason") if isinstance(view.get("blockedReason"), dict) else None
     parts = [f"{used}/{max_rounds}"]
     tokens_used, max_tokens = view.get("tokensUsed"), view.get("maxTokens")
-    if isinstance(tokens_used, int):
+    if tokens_counted(tokens_used, max_tokens):
         parts.append(f"{tokens(tokens_used)}/{tokens(max_tokens)} tok" if isinstance(max_tokens, int) else f"{tokens(tokens_used)} tok")
     if waiting:
         parts.append("waiting for you to resume" if left > 0 else "round budget spent")
@@ -270,7 +276,7 @@ def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
     else:
         state = "Complete."
     tooltip = [f"Goal: {view.get('objective', '')}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
-    if isinstance(tokens_used, int):
+    if tokens_counted(tokens_used, max_tokens):
         tooltip.append(
             f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if isinstance(max_tokens, int) else f"Tokens: {tokens(tokens_used)} used"
         )

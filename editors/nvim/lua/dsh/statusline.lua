@@ -10,6 +10,12 @@ local function int(v)
   return type(v) == 'number' and v == math.floor(v) and v or nil
 end
 
+--- Tokens are shown once some were counted, or beside a budget: every daemon sends
+--- tokensUsed, and "0 tok" for a model that reports no usage says nothing (pure).
+local function counted(used, max)
+  return used ~= nil and (used > 0 or max ~= nil)
+end
+
 --- "12.5" from 125 tenths, "12" from 120 (pure).
 local function tenths(n)
   if n % 10 == 0 then
@@ -78,7 +84,7 @@ function M.status(view)
   local reason = type(view.blockedReason) == 'table' and view.blockedReason or nil
   local tokens_used, max_tokens = int(view.tokensUsed), int(view.maxTokens)
   local parts = { ('%d/%d'):format(used, max) }
-  if tokens_used then
+  if counted(tokens_used, max_tokens) then
     table.insert(parts, max_tokens and ('%s/%s tok'):format(M.tokens(tokens_used), M.tokens(max_tokens)) or (M.tokens(tokens_used) .. ' tok'))
   end
   if waiting then
@@ -109,7 +115,7 @@ function M.status(view)
     state,
     ('Rounds: %d of %d used, %d left'):format(used, max, left),
   }
-  if tokens_used then
+  if counted(tokens_used, max_tokens) then
     table.insert(
       tooltip,
       max_tokens and ('Tokens: %s of %s used'):format(M.tokens(tokens_used), M.tokens(max_tokens))
@@ -146,7 +152,7 @@ function M.usage(view)
     return 'no goal'
   end
   local text = ('%d of %d rounds used'):format(int(view.roundsStarted) or 0, int(view.maxRounds) or 0)
-  if int(view.tokensUsed) then
+  if counted(int(view.tokensUsed), int(view.maxTokens)) then
     text = text .. ', ' .. M.tokens(view.tokensUsed) .. ' tokens'
   end
   return text
