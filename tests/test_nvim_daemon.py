@@ -317,6 +317,18 @@ def test_checkhealth_reports_ok(tmp_path, editors):
     assert "OK workspace config valid" in report
 
 
+def test_checkhealth_lists_the_keys_an_untrusted_workspace_may_not_set(tmp_path, editors):
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG + 'baseUrl = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.cmd("checkhealth dsh")
+    report = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    write_artifact("checkhealth-untrusted.txt", report + "\n")
+    assert "OK workspace config valid" in report
+    assert f"WARNING ignored model.baseUrl from {workspace / '.dsh' / 'config.toml'}: the workspace is not trusted" in report
+
+
 def test_checkhealth_names_the_bad_config_key(tmp_path, editors):
     workspace = make_workspace(tmp_path / "ws", [])
     (workspace / ".dsh" / "config.toml").write_text(

@@ -62,7 +62,9 @@ def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **ext
         (goal_view(9, 40, "complete", "disarmed"), "◎ 9/40 · complete"),
         (goal_view(3, 40, tokensUsed=12400), "◎ 3/40 · 12.4k tok · active"),
         (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "◎ 3/40 · 12.4k/50k tok · active"),
-        (goal_view(3, 40, tokensUsed=0), "◎ 3/40 · 0 tok · active"),
+        # No token counted and no budget: no token figure (the daemon always sends tokensUsed).
+        (goal_view(3, 40, tokensUsed=0), "◎ 3/40 · active"),
+        (goal_view(3, 40, tokensUsed=0, maxTokens=50000), "◎ 3/40 · 0/50k tok · active"),
     ],
 )
 def test_statusline_format(editor, view, text):

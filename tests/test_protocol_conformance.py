@@ -137,6 +137,8 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         c.agent = agent = created["agentId"]
         session_id = created["sessionId"]
         assert c.request("dsh/session/list", {})["sessions"][0]["sessionId"] == session_id
+        config = c.request("dsh/config/get", {})
+        assert config["trusted"] is False and config["ignored"] == [] and "tools" in config["effective"]
         # the chat: its first item, and dsh/chat/item upserts for everything after
         assert [i["kind"] for i in c.request("dsh/chat/get", {"agentId": agent})["items"]] == ["session"]
 

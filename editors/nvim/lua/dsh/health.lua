@@ -71,6 +71,15 @@ local function validate_config(cmd, root)
     return done
   end, 20)
   if outcome and outcome.result then
+    -- What the daemon left out of the config (an untrusted workspace's guarded keys).
+    local answered = false
+    rpc.request(require('dsh.protocol').requests.config_get, vim.empty_dict(), function(err, result)
+      answered = true
+      outcome.config = not err and result or nil
+    end)
+    vim.wait(5000, function()
+      return answered
+    end, 20)
     rpc.request('shutdown', nil, function()
       rpc.notify('exit', nil)
     end)
@@ -125,6 +134,9 @@ local function check_workspace(cmd)
     health.error('dshd did not answer initialize within 15 s', { 'run `dshd serve` in a terminal to see why' })
   elseif outcome.result then
     health.ok('workspace config valid (dshd initialized on it)')
+    for _, item in ipairs(type(outcome.config) == 'table' and outcome.config.ignored or {}) do
+      health.warn(('ignored %s from %s: %s'):format(item.key, item.file, item.why))
+    end
   elseif outcome.err then
     local err = outcome.err
     local data = type(err.data) == 'table' and err.data or {}

@@ -28,6 +28,7 @@ M.requests = {
   permission_get = 'dsh/permission/get',
   permission_set = 'dsh/permission/set',
   chat_get = 'dsh/chat/get',
+  config_get = 'dsh/config/get',
 }
 
 --- Notifications the daemon sends to the editor.
