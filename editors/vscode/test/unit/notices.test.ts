@@ -5,7 +5,7 @@ import type { ChatItem, GoalView } from '../../src/protocol';
 
 const goal = (over: Partial<GoalView> = {}): GoalView => ({
   id: 'g-1', revision: 3, objective: 'Ship retries', phase: 'active', maxRounds: 40, roundsStarted: 12,
-  roundsLeft: 28, createdAt: '2026-11-29T18:00:00.000Z', updatedAt: '2026-11-29T18:40:00.000Z', activation: 'disarmed', ...over,
+  roundsLeft: 28, tokensUsed: 0, createdAt: '2026-11-29T18:00:00.000Z', updatedAt: '2026-11-29T18:40:00.000Z', activation: 'disarmed', ...over,
 });
 const base = { agentId: 'a-1', sessionId: 's-1', revision: 4 };
 
