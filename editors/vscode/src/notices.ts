@@ -15,8 +15,10 @@ const BUDGET_CODES: Record<string, string> = {
 export function goalNotice(p: GoalChangedParams, ownChange: boolean): Notice | undefined {
   const goal = p.goal;
   if (ownChange || !goal) return undefined;
-  const tokensUsed = (goal as GoalView & { tokensUsed?: number }).tokensUsed;
-  const used = `${goal.roundsStarted} of ${goal.maxRounds} rounds used${tokensUsed !== undefined ? `, ${formatTokens(tokensUsed)} tokens` : ''}`;
+  const { tokensUsed, maxTokens } = goal as GoalView & { tokensUsed?: number; maxTokens?: number };
+  // Tokens once some were counted, or beside a budget (as in the status bar).
+  const counted = tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined);
+  const used = `${goal.roundsStarted} of ${goal.maxRounds} rounds used${counted ? `, ${formatTokens(tokensUsed)} tokens` : ''}`;
   if (p.op === 'block' && goal.blockedReason) {
     const { code, message } = goal.blockedReason;
     const budget = BUDGET_CODES[code];
