@@ -124,11 +124,12 @@ def test_a_broken_script_names_the_file_that_set_it(ws, user):
     assert invalid(ws, user) == {"key": "model.script", "file": path}
 
 
-def test_the_message_names_key_and_file(ws, user):
+def test_the_message_names_the_key_and_the_data_the_file(ws, user):
     write(user, "[goals]\nmaxRounds = 0\n")
     with pytest.raises(DshError) as caught:
         load(ws, user)
-    assert caught.value.message == f"invalid config goals.maxRounds in {user}: must be at least 1"
+    assert caught.value.message == "invalid config goals.maxRounds: must be at least 1"
+    assert caught.value.data == {"key": "goals.maxRounds", "file": str(user)}
 
 
 # ---- guarded keys: ignored from an untrusted workspace, applied from a trusted one ---------

@@ -181,8 +181,10 @@ export class Daemon implements vscode.Disposable {
     const key = typeof err.data.key === 'string' ? err.data.key : undefined;
     const named = typeof err.data.file === 'string' ? err.data.file : undefined;
     const workspaceFile = path.join(folder.uri.fsPath, '.dsh', 'config.toml');
-    const file = named && path.isAbsolute(named) ? named : named ? path.join(folder.uri.fsPath, named) : workspaceFile;
-    const inSettings = named === undefined && key !== undefined && hasKey(overrides, key) && !fileHasKey(file, key);
+    // The daemon names the editor's own settings layer "initializationOptions.config".
+    const fromSettings = named === 'initializationOptions.config';
+    const file = named && !fromSettings ? (path.isAbsolute(named) ? named : path.join(folder.uri.fsPath, named)) : workspaceFile;
+    const inSettings = fromSettings || (named === undefined && key !== undefined && hasKey(overrides, key) && !fileHasKey(file, key));
     const where = inSettings ? 'the "dsh.config" / "dsh.model" settings' : path.relative(folder.uri.fsPath, file) || file;
     const message = `dshd cannot start: ${err.message} (in ${where}).`;
     this.lastError = message;

@@ -168,10 +168,10 @@ def merge_tables(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
 
 
 def config_error(key: str, message: str, file: str | None = None) -> DshError:
-    """``invalid-config`` naming the dotted ``key`` and, when known, the ``file`` that set it."""
-    where = f" in {file}" if file else ""
+    """``invalid-config`` naming the dotted ``key`` and, when known, the ``file`` that set it
+    (in ``data``: editors say where in their own words, and open the file at the key)."""
     data = {"key": key, "file": file} if file else {"key": key}
-    error = DshError("invalid-config", f"invalid config {key}{where}: {message}", **data)
+    error = DshError("invalid-config", f"invalid config {key}: {message}", **data)
     error.detail = message  # type: ignore[attr-defined]  # the message without key and file
     return error
 
