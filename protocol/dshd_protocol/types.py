@@ -721,6 +721,8 @@ class AgentDeltaParams:
     name: NonBlankText | None = None
     attempt: PositiveInt | None = None
     delay_ms: NonNegativeInt | None = None
+
+
 # ---- initialize -----------------------------------------------------------------------
 
 

@@ -78,6 +78,48 @@ export type ErrorData =
     };
 
 /**
+ * A live piece of a model call, never durable: ``text`` (a piece of the reply), ``tool-arguments`` (a piece of a tool call's JSON arguments; callId and name say which call), ``retry`` (the call failed before any output and is tried again: attempt is the attempt about to start, delayMs the wait before it). The turn's ``assistant/message`` and ``tool/call`` events, which follow, are the truth.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "AgentDeltaParams".
+ */
+export interface AgentDeltaParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step: number;
+  kind: "text" | "tool-arguments" | "retry";
+  text?: string;
+  /**
+   * a non-blank string
+   */
+  callId?: string;
+  /**
+   * a non-blank string
+   */
+  name?: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  attempt?: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  delayMs?: number;
+}
+/**
  * Params of every method that names only the agent.
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1239,5 +1281,6 @@ export interface DshMethods {
   'dsh/session/event': { kind: 'notification'; params: SessionEventParams };
   'dsh/chat/get': { kind: 'request'; params: ChatGetParams; result: ChatGetResult };
   'dsh/chat/item': { kind: 'notification'; params: ChatItemParams };
+  'dsh/agent/delta': { kind: 'notification'; params: AgentDeltaParams };
 }
 export type DshRequest = { [M in keyof DshMethods]: DshMethods[M]['kind'] extends 'request' ? M : never }[keyof DshMethods];

@@ -39,9 +39,9 @@ from dshd.agent.loop import Agent
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
 from dshd.folds import replay
+from dshd.formats import rfc3339_utc
 from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
-from dshd.formats import rfc3339_utc
 from dshd.services.goals import goal_view
 from dshd.services.store import SessionStore
 
