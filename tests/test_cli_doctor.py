@@ -15,10 +15,11 @@ from loopback_models import Failure, LoopbackModelServer, Reply
 KEY = "sk-doctor-" + "7" * 30
 
 
-def doctor(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def doctor(root: Path, *args: str, env: dict | None = None, trusted: bool = True) -> subprocess.CompletedProcess:
+    """``trusted``: the workspace file's [model] is the person's own (as an editor's trust says)."""
     exe = Path(sys.executable).with_name("dshd")
     return subprocess.run(
-        [str(exe), "doctor", "--workspace", str(root), *args],
+        [str(exe), "doctor", "--workspace", str(root), *args, *(["--trusted"] if trusted else [])],
         capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
@@ -70,3 +71,17 @@ def test_doctor_scripted_and_bad_config(tmp_path):
     assert doctor(workspace(tmp_path, "")).returncode == 0
     done = doctor(workspace(tmp_path / "b", '[model]\nprovider = "openai"\n'), "--json")
     assert done.returncode == 1 and json.loads(done.stdout)["config"]["key"] == "model.model"
+
+
+def test_doctor_never_sends_the_key_where_an_untrusted_workspace_says(tmp_path):
+    """The doctor reads the config as the daemon does: an untrusted folder's baseUrl and key
+    variable are ignored (and said), so its server hears nothing."""
+    with LoopbackModelServer("openai") as server:
+        root = workspace(tmp_path, f'[model]\nprovider = "openai"\nmodel = "m"\nbaseUrl = "{server.base_url}"\napiKeyEnv = "DOCTOR_KEY"\n')
+        done = doctor(root, env={"DOCTOR_KEY": KEY}, trusted=False)
+        report = json.loads(doctor(root, "--json", env={"DOCTOR_KEY": KEY}, trusted=False).stdout)
+        assert server.requests == []
+    assert done.returncode == 0 and "(not trusted)" in done.stdout and "provider  scripted" in done.stdout
+    assert "ignored   model.baseUrl from" in done.stdout and "ignored   model.apiKeyEnv from" in done.stdout
+    assert report["trusted"] is False and [i["key"] for i in report["ignored"]] == ["model.provider", "model.baseUrl", "model.apiKeyEnv"]
+    assert KEY not in done.stdout + done.stderr

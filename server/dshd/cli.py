@@ -6,7 +6,7 @@
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
     dshd log show PATH [--chat]
-    dshd doctor [--workspace DIR] [--json]
+    dshd doctor [--workspace DIR] [--json] [--trusted]
 
 `serve` and `demo` live in other modules, imported only when asked for, so `dshd log`
 works (and fails clearly) whatever state the rest of the package is in.
@@ -297,28 +297,35 @@ def _show_chat(path: Path, stop: int | None, error, out) -> int:
 # ---- doctor ---------------------------------------------------------------------------
 
 
-def _doctor(workspace: Path, as_json: bool) -> int:
-    """The configured provider: does it answer, is its key variable set (never the key)."""
+def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
+    """The configured provider: does it answer, is its key variable set (never the key).
+    The config is read as the daemon reads it (user config, workspace file, trust): a
+    workspace file's guarded keys apply only to a trusted folder (``--trusted`` says so,
+    as an editor would), so the doctor never sends the key where the daemon would not."""
     import asyncio
 
-    from dshd.agent.config import load_config
+    from dshd.agent.config_layers import load_layers, user_config_path
     from dshd.errors import DshError
     from dshd.models.health import check
 
     try:
-        config = load_config(workspace)
+        loaded = load_layers(workspace, None, user_file=user_config_path(), editor_trusted=trusted)
     except DshError as exc:
         if as_json:
             print(json.dumps({"healthy": False, "config": {"kind": exc.kind, "message": exc.message, **exc.data}}))
         else:
-            print(f"config    NOT ok: {exc.message}\nunhealthy")
+            where = f" (in {exc.data['file']})" if "file" in exc.data else ""
+            print(f"config    NOT ok: {exc.message}{where}\nunhealthy")
         return EXIT_FAIL
-    health = asyncio.run(check(config))
+    health = asyncio.run(check(loaded.config))
     if as_json:
-        print(json.dumps({"workspace": str(workspace), **health.to_dict()}))
+        ignored = [item.to_dict() for item in loaded.ignored]
+        print(json.dumps({"workspace": str(workspace), "trusted": loaded.trusted, "ignored": ignored, **health.to_dict()}))
         return EXIT_OK if health.healthy else EXIT_FAIL
     out = sys.stdout
-    out.write(f"workspace {workspace}\n")
+    out.write(f"workspace {workspace}{'' if loaded.trusted else ' (not trusted)'}\n")
+    for item in loaded.ignored:
+        out.write(f"ignored   {item.key} from {item.file}: {item.why}\n")
     if health.provider == "scripted":
         out.write("provider  scripted (no network, no key)\nhealthy\n")
         return EXIT_OK
@@ -361,6 +368,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check that the configured model provider answers and its key is set")
     doctor.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.add_argument(
+        "--trusted", action="store_true", help="trust the workspace: its config may choose the provider, server and key variable"
+    )
     return parser
 
 
@@ -376,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run_external("dshd.demo:main", "demo", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2
     if args.command == "doctor":
-        return _doctor(args.workspace.resolve(), args.json)
+        return _doctor(args.workspace.resolve(), args.json, args.trusted)
     if args.command == "log":
         try:
             if args.log_command == "verify":
