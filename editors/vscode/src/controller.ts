@@ -13,8 +13,9 @@ import type {
   PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
-import { applyGoalChanged, planStatusText, planTooltip, statusModel, type Connection } from './status';
+import { applyGoalChanged, goalStatus, planStatusText, planTooltip, statusModel, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
+import { timeAgo } from './timeAgo';
 import { describeExit } from './startup';
 import { GoalCommands } from './goalCommands';
 import { Transcripts } from './transcript';
@@ -327,9 +328,9 @@ export class Controller implements vscode.Disposable {
       }
       const picked = await vscode.window.showQuickPick(
         [...sessions].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt)).map((s) => ({
-          label: s.title ?? s.sessionId,
-          description: s.goal ? `${s.goal.roundsStarted}/${s.goal.maxRounds} · ${s.goal.phase}` : undefined,
-          detail: `updated ${s.updatedAt}${s.title ? ` · ${s.sessionId}` : ''}`,
+          label: s.title ?? 'Untitled session',
+          description: s.goal ? `◎ ${goalStatus(s.goal).text}` : undefined,
+          detail: `${this.session?.sessionId === s.sessionId ? 'open now · ' : ''}updated ${timeAgo(s.updatedAt)}`,
           sessionId: s.sessionId,
           title: s.title ?? undefined,
         })), { title: 'Open a dsh session', placeHolder: 'Sessions of this workspace, newest first', matchOnDetail: true });
