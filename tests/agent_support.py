@@ -86,8 +86,9 @@ class ContextModel:
     every other request gets the next of ``replies`` (dicts like a script's: text,
     toolCalls), then ``default`` once they are spent. Records every request it gets."""
 
-    def __init__(self, replies=(), *, summarize=None, default: str = "ok"):
+    def __init__(self, replies=(), *, summarize=None, default: str = "ok", usage=None):
         self.replies = list(replies)
+        self.usage = usage  # usage(request) -> (input, output) tokens reported for a work request
         self.summarize = summarize or (lambda request: "Summary: the person asked for things; they were done.")
         self.default = default
         self.requests = []
@@ -105,7 +106,7 @@ class ContextModel:
         return [r for r in self.requests if not self.is_summary_request(r)]
 
     async def stream(self, request):
-        from dshd.models import Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+        from dshd.models import Stop, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 
         self.requests.append(request)
         if self.is_summary_request(request):
@@ -121,4 +122,5 @@ class ContextModel:
             yield ToolCallStart(index, f"call-{len(self.requests)}-{index}", call["name"])
             yield ToolCallDelta(index, json.dumps(call.get("arguments", {})))
             yield ToolCallEnd(index)
-        yield Stop("tool-calls" if calls else "end-turn")
+        reported = Usage(*self.usage(request)) if self.usage is not None else Usage()
+        yield Stop("tool-calls" if calls else "end-turn", reported)

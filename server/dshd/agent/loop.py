@@ -71,7 +71,6 @@ from dshd.models import (
     Retrying,
     TextDelta,
     ToolCallDelta,
-    collect,
 )
 
 if TYPE_CHECKING:
@@ -458,15 +457,19 @@ class Agent:
             return "overflow"
         return "send"
 
-    async def _call_model(self, turn: int, step: int, request: ModelRequest) -> ModelReply:
+    async def _call_model(self, turn: int, step: int, request: ModelRequest, *, live: bool = True) -> ModelReply:
         """One model call, consumed event by event: text and tool-argument pieces and
         retries go to the delta listeners as they arrive; the reply is returned only
-        when complete (a broken stream raises ModelError and nothing is recorded)."""
+        when complete (a broken stream raises ModelError and nothing is recorded).
+        ``live=False`` (a compaction's summary, which is not the assistant's reply):
+        only retries are announced."""
         assembler = ReplyAssembler()
         stream = self.model.stream(request)
         try:
             async for event in stream:
                 assembler.feed(event)
+                if not live and not isinstance(event, Retrying):
+                    continue
                 if isinstance(event, TextDelta):
                     if event.text:
                         self._emit_delta(AgentDelta(turn, step, "text", text=event.text))
@@ -489,10 +492,6 @@ class Agent:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    async def _ask_model(self, request: ModelRequest) -> ModelReply:
-        """A model call whose reply is not the assistant's (a compaction summary): no deltas."""
-        return await collect(self.model.stream(request))
 
     def _render(self, turn: int, step: int) -> RenderedPrompt:
         return self.sections.render(PromptContext(state=self.store.state, turn=turn, step=step))
@@ -540,12 +539,10 @@ class Agent:
             turn=turn,
         )
         try:
-            reply = await self._ask_model(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("compaction in turn %d failed: %s", turn, exc)
-            return f"compacting the conversation failed: the summary request failed ({exc})"
+            reply = await self._call_model(turn, step, request, live=False)
+        except ModelError as exc:
+            log.warning("compaction in turn %d failed: %s: %s", turn, exc.kind, exc.message)
+            return f"compacting the conversation failed: the summary request failed ({exc.kind}: {exc.message})"
         summary = reply.text.strip()
         if not summary:
             return "compacting the conversation failed: the model gave no summary"
