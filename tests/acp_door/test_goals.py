@@ -149,3 +149,27 @@ async def test_goal_params_are_checked(clients):
     with pytest.raises(AcpError) as err:
         await client.goal({"sessionId": sid, "action": "pause", "ref": {"id": "g-other", "revision": 1}})
     assert err.value.data["kind"] == "stale-revision"
+
+
+async def test_token_budgets_and_usage(clients):
+    write_workspace(
+        clients.workspace,
+        [{"text": "one round", "usage": {"inputTokens": 300, "outputTokens": 50}}],
+        extra_config="contextWindow = 4000\n",  # appended to the [model] table
+    )
+    client = await clients.start()
+    sid = (await client.new_session())["sessionId"]
+
+    goal = (await client.goal({"sessionId": sid, "action": "set", "objective": "Count", "maxRounds": 1, "maxTokens": 5000}))["goal"]
+    assert (goal["maxTokens"], goal["tokensUsed"]) == (5000, 0)
+    blocked = (
+        await client.wait_update(lambda u: u["update"].get("_meta", {}).get("goalChange", {}).get("op") == "block")
+    )["update"]["_meta"]["goal"]
+    assert blocked["tokensUsed"] == 350  # the round's usage counts towards the goal
+    [usage] = client.of_kind("usage_update", sid)
+    assert (usage["used"], usage["size"]) == (350, 4000)
+    edited = (await client.goal({"sessionId": sid, "action": "edit", "ref": ref(blocked), "maxTokens": 9000}))["goal"]
+    assert edited["maxTokens"] == 9000
+    with pytest.raises(AcpError) as err:
+        await client.goal({"sessionId": sid, "action": "edit", "ref": ref(edited), "maxTokens": "lots"})
+    assert err.value.data["field"] == "maxTokens"

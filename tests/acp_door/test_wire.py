@@ -168,3 +168,31 @@ def test_an_invalid_config_fails_initialize_naming_the_key(tmp_path):
     finally:
         assert agent.close() == 0
     assert agent.stdout_faults == []
+
+
+async def test_config_keys_left_out_are_told_once(clients, monkeypatch, tmp_path):
+    """An untrusted folder's config may not loosen the sandbox: dshd acp says so in
+    initialize's _meta and, once, in the chat of the first session."""
+    from tests.e2e.conftest import write_workspace
+
+    user_config = tmp_path / "xdg"
+    (user_config / "dsh").mkdir(parents=True)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(user_config))
+    write_workspace(clients.workspace, extra_config='\n[tools]\nsandbox = "full-access"\n')
+    client = await clients.start()
+    dsh = client.init_result["_meta"]["dsh"]
+    assert dsh["trusted"] is False
+    assert [i["key"] for i in dsh["ignored"]] == ["tools.sandbox"]
+    first = (await client.new_session())["sessionId"]
+    note = await client.wait_update(lambda u: u["update"]["sessionUpdate"] == "agent_message_chunk")
+    text = note["update"]["content"]["text"]
+    assert note["sessionId"] == first and "tools.sandbox" in text and "[trust] folders" in text
+    second = (await client.new_session())["sessionId"]
+    await client.list_sessions()  # the second session's first updates came before this answer
+    assert client.of_kind("agent_message_chunk", second) == []
+    await clients.close_all()
+
+    # Trusted in the person's own config: nothing is left out.
+    (user_config / "dsh" / "config.toml").write_text(f'[trust]\nfolders = ["{clients.workspace}"]\n')
+    client = await clients.start()
+    assert client.init_result["_meta"]["dsh"] == {"trusted": True, "ignored": []}

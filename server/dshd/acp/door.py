@@ -75,6 +75,7 @@ class AcpDoor:
         self.workspace: Workspace | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, LiveSession] = {}
+        self._config_note: str | None = None  # config keys left out: told once, in the first session
         self.hub = Hub(self)  # follows the agents this connection holds; we are its door
 
     # ---- wiring ------------------------------------------------------------------------
@@ -131,8 +132,9 @@ class AcpDoor:
         # ACP has no way to say the folder is trusted: only [trust] folders in the user
         # config can; the keys left out are written to the log (stderr).
         loaded = load_layers(self.root, None, user_file=user_config_path())
-        if loaded.notice() is not None:
-            log.warning("%s", loaded.notice())
+        self._config_note = config_note(loaded)
+        if self._config_note is not None:
+            log.warning("%s", self._config_note)
         config = loaded.config
         assert self.peer is not None
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
@@ -143,7 +145,9 @@ class AcpDoor:
             approvals=AcpApprovals(self.peer, timeout_s=timeout),
         )
         log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
-        meta = {"goal": goal_capability()} if "goals" in config.plugins else None
+        meta: dict[str, Any] = {"dsh": {"trusted": loaded.trusted, "ignored": [i.to_dict() for i in loaded.ignored]}}
+        if "goals" in config.plugins:
+            meta["goal"] = goal_capability()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -352,12 +356,32 @@ class AcpDoor:
 
         def tell() -> None:
             live.send_commands()
+            if self._config_note is not None:
+                live.send_text(self._config_note)
+                self._config_note = None
             if mcp_servers:
                 names = ", ".join(_server_name(s) for s in mcp_servers)
                 log.warning("MCP servers not used (%s): %s", MCP_NOT_USED, names)
                 live.send_text(f"Note: {MCP_NOT_USED}; these servers were not started: {names}.")
 
         asyncio.get_running_loop().call_soon(tell)
+
+
+def config_note(loaded: Any) -> str | None:
+    """What the person is told once about config keys dshd left out. ACP cannot say a
+    folder is trusted: only the user config's ``[trust] folders`` can."""
+    if not loaded.ignored:
+        return None
+    by_file: dict[str, list[str]] = {}
+    for item in loaded.ignored:
+        by_file.setdefault(item.file, []).append(item.key)
+    parts = [f"Note: dshd ignored {', '.join(keys)} from {file}." for file, keys in by_file.items()]
+    if any(item.untrusted for item in loaded.ignored):
+        parts.append(
+            "This folder is not trusted, so its config may not choose where requests and your API key go "
+            f"or loosen the sandbox. To use them, add the folder to [trust] folders in {loaded.user_file or user_config_path()}."
+        )
+    return " ".join(parts)
 
 
 def _server_name(server: Any) -> str:

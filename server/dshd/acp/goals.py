@@ -1,10 +1,10 @@
 """The ``_session/goal`` extension method: a person's goal writes from an ACP client.
 
-    _session/goal {sessionId, action, objective?, maxRounds?, ref?, reason?}
+    _session/goal {sessionId, action, objective?, maxRounds?, maxTokens?, ref?, reason?}
       -> {goal: <goal> | null, ref?: {id, revision}}
 
-    set       create a goal: objective, maxRounds? (no ref: there is nothing to compare)
-    edit      ref, objective? and/or maxRounds?
+    set       create a goal: objective, maxRounds?, maxTokens? (no ref: nothing to compare)
+    edit      ref, objective?, maxRounds? and/or maxTokens?
     pause | resume | complete | clear   ref
     block     ref, reason {code (lowercase-kebab-case), message}
 
@@ -42,6 +42,7 @@ class GoalRequest(msgspec.Struct, forbid_unknown_fields=True):
     action: Action
     objective: str | None = None
     maxRounds: int | None = None
+    maxTokens: int | None = None
     ref: _Ref | None = None
     reason: _Reason | None = None
     meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
@@ -49,8 +50,8 @@ class GoalRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 # The fields each action takes besides sessionId and action.
 _TAKES: dict[str, set[str]] = {
-    "set": {"objective", "maxRounds"},
-    "edit": {"ref", "objective", "maxRounds"},
+    "set": {"objective", "maxRounds", "maxTokens"},
+    "edit": {"ref", "objective", "maxRounds", "maxTokens"},
     "pause": {"ref"},
     "resume": {"ref"},
     "complete": {"ref"},
@@ -67,7 +68,7 @@ def parse(params: Any) -> GoalRequest:
         request = msgspec.convert(params, GoalRequest, strict=True)
     except msgspec.ValidationError as exc:
         raise DshError("invalid-params", f"_session/goal: {exc}", field=_field(str(exc))) from None
-    given = {name for name in ("objective", "maxRounds", "ref", "reason") if getattr(request, name) is not None}
+    given = {name for name in ("objective", "maxRounds", "maxTokens", "ref", "reason") if getattr(request, name) is not None}
     for name in sorted(given - _TAKES[request.action]):
         raise DshError("invalid-params", f"action {request.action!r} takes no {name}", field=name)
     required = _REQUIRED.get(request.action, {"ref"})
@@ -94,9 +95,9 @@ def run(goals: Any, request: GoalRequest) -> dict[str, Any]:
     ref = None if request.ref is None else {"id": request.ref.id, "revision": request.ref.revision}
     action = request.action
     if action == "set":
-        view = goals.create(request.objective, max_rounds=request.maxRounds)
+        view = goals.create(request.objective, max_rounds=request.maxRounds, max_tokens=request.maxTokens)
     elif action == "edit":
-        view = goals.edit(ref, objective=request.objective, max_rounds=request.maxRounds)
+        view = goals.edit(ref, objective=request.objective, max_rounds=request.maxRounds, max_tokens=request.maxTokens)
     elif action == "block":
         assert request.reason is not None
         view = goals.block(ref, {"code": request.reason.code, "message": request.reason.message})
