@@ -224,8 +224,13 @@ async def test_slash_commands_run_and_unknown_ones_are_bad_params(client, worksp
     assert "/plan" in err.value.message  # the known commands are listed
 
 
-async def test_a_model_error_is_an_error_that_says_what_to_do(clients, monkeypatch):
+async def test_a_model_error_is_an_error_that_says_what_to_do(clients, monkeypatch, tmp_path):
     monkeypatch.setenv("DSHD_TEST_OPENAI_KEY", "sk-test-not-a-real-key")
+    # The workspace's own [model] provider/baseUrl apply only to a trusted folder.
+    user_config = tmp_path / "xdg"
+    (user_config / "dsh").mkdir(parents=True)
+    (user_config / "dsh" / "config.toml").write_text(f'[trust]\nfolders = ["{clients.workspace}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(user_config))
     write_workspace(clients.workspace, [])
     config = clients.workspace / ".dsh" / "config.toml"
     # Nothing listens on port 9: the call fails at once (connection refused).
