@@ -7,7 +7,8 @@ render them), the plan review, the status bar (in the editors' words).
 
 Scenario: /plan; the model proposes a plan with exit_plan_mode; the person sends it
 back once with feedback and a line comment; the revised plan is approved; a goal with
-a 40-round budget; rounds are spent; the model blocks the goal with
+a 40-round and a 100k-token budget; rounds (and the tokens their replies report) are
+spent; the model blocks the goal with
 `dependency-conflict`; the person resumes it; the daemon is restarted; the goal is
 found active and disarmed with nothing running; the person resumes; the model
 completes it.
@@ -44,15 +45,20 @@ PLAN_V2 = """# Plan: retries for the HTTP client (revised)
 4. Add tests for the policy, including the cap.
 """
 
+def _used(input_tokens: int, output_tokens: int) -> dict:
+    """A reply's token usage, as a real provider reports it (the scripted model passes it on)."""
+    return {"inputTokens": input_tokens, "outputTokens": output_tokens}
+
+
 SCRIPT_FIRST_RUN = {
     "replies": [
         # turn 1, under plan mode: a plan, sent back; a revised plan, approved; a reply.
-        {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN_V1}}]},
-        {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN_V2}}]},
-        {"text": "Plan approved. I will start with the RetryPolicy."},
-        # goal rounds 1-3: work, then a blocker.
-        {"text": "Round 1: added RetryPolicy with capped exponential backoff."},
-        {"text": "Round 2: HttpClient.send now retries connection errors and 502/503/504."},
+        {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN_V1}}], "usage": _used(1840, 212)},
+        {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN_V2}}], "usage": _used(2310, 236)},
+        {"text": "Plan approved. I will start with the RetryPolicy.", "usage": _used(2620, 18)},
+        # goal rounds 1-3: work, then a blocker (each round's tokens count toward the goal).
+        {"text": "Round 1: added RetryPolicy with capped exponential backoff.", "usage": _used(3120, 410)},
+        {"text": "Round 2: HttpClient.send now retries connection errors and 502/503/504.", "usage": _used(3650, 380)},
         {
             "toolCalls": [
                 {
@@ -62,19 +68,20 @@ SCRIPT_FIRST_RUN = {
                         "message": "urllib3 2.x (needed for the retry adapter) conflicts with the pinned requests 2.25",
                     },
                 }
-            ]
+            ],
+            "usage": _used(4100, 95),
         },
-        {"text": "Blocked: someone has to choose between bumping requests and dropping urllib3 2.x."},
+        {"text": "Blocked: someone has to choose between bumping requests and dropping urllib3 2.x.", "usage": _used(4260, 30)},
         # after the person resumes: one round, then a slow one that the restart interrupts.
-        {"text": "Round 4: bumped requests to 2.32; the retry tests pass."},
+        {"text": "Round 4: bumped requests to 2.32; the retry tests pass.", "usage": _used(4480, 350)},
         {"text": "Round 5: (this reply never arrives: the daemon restarts first)", "delayMs": 60000},
     ]
 }
 
 SCRIPT_AFTER_RESTART = {
     "replies": [
-        {"toolCalls": [{"name": "goal_complete", "arguments": {}}]},
-        {"text": "Done: retries with capped backoff are in, with tests."},
+        {"toolCalls": [{"name": "goal_complete", "arguments": {}}], "usage": _used(5010, 40)},
+        {"text": "Done: retries with capped backoff are in, with tests.", "usage": _used(5090, 22)},
     ]
 }
 
@@ -198,13 +205,14 @@ async def run_demo(workspace: Path, out: Transcript) -> None:
     plan = await client.request("dsh/plan/get", {"agentId": agent})
     out.status(f"turn {result['turn']} done ({result['stopReason']}); plan mode {'on' if plan['active'] else 'off'}")
 
-    out.section("a goal with a 40-round budget")
-    out.person("goal: \"Ship retries for the HTTP client\" (40 rounds)")
+    out.section("a goal with a 40-round budget and a 100k-token budget")
+    out.person("goal: \"Ship retries for the HTTP client\" (40 rounds, 100k tokens)")
     blocked = client.wait_for(
         lambda n: n["method"] == "dsh/goal/changed" and n["params"].get("op") == "block", timeout=120
     )
     goal = await client.request(
-        "dsh/goal/create", {"agentId": agent, "objective": "Ship retries for the HTTP client", "maxRounds": 40}
+        "dsh/goal/create",
+        {"agentId": agent, "objective": "Ship retries for the HTTP client", "maxRounds": 40, "maxTokens": 100000},
     )
     note = await blocked
     goal = note["params"]["goal"]

@@ -30,17 +30,17 @@ def test_demo_walks_the_scenario_and_keeps_a_sound_log(tmp_path: Path) -> None:
         "[plan]   Plan mode off",
         "[turn]   Turn 1 finished",
         "plan mode off",
-        "◎ 0/40 · active",
+        "◎ 0/40 · 0/100k tok · active",
         "[goal]   Goal round 1 of 40",
-        "◎ 3/40 · blocked: dependency-conflict",
+        "◎ 3/40 · 11.8k/100k tok · blocked: dependency-conflict",
         "goal/changed resume",
         "daemon exited with code 0",
-        "◎ 5/40 · waiting for you to resume",
+        "◎ 5/40 · 20.9k/100k tok · waiting for you to resume",
         "closed on load: interrupted",
         "nothing runs by itself: 0 events",
         "goal/changed arm",
-        "[goal]   Goal complete (6/40 rounds used)",
-        "◎ 6/40 · complete",
+        "[goal]   Goal complete (6/40 rounds used, 25.9k tokens)",
+        "◎ 6/40 · 25.9k/100k tok · complete",
         "done: daemon exited with code 0",
     ]
     position = 0
@@ -52,3 +52,6 @@ def test_demo_walks_the_scenario_and_keeps_a_sound_log(tmp_path: Path) -> None:
     (log,) = (tmp_path / "ws" / ".dsh" / "sessions").glob("*/log.jsonl")
     state = replay(log, use_checkpoint=False).state
     assert state.goal.goal.phase == "complete" and state.plan.active is False
+    # Rounds spend the tokens their replies report (the whole round turn counts, the reply
+    # after goal_complete too); the person's own turn 1 spends none.
+    assert (state.goal.tokens_used, state.goal.goal.maxTokens) == (31037, 100000)
