@@ -213,6 +213,24 @@ async def test_cold_path_reads_the_log_only_from_the_last_compaction(tmp_path):
     await again.shutdown()
 
 
+async def test_reported_usage_drives_the_estimate(tmp_path):
+    # Short texts, but the provider counts far more tokens than characters/4 would (a
+    # tokenizer that splits finely): the reported usage is what triggers the compaction.
+    model = ContextModel(default="short", usage=lambda request: (1500 + 40 * len(request.messages), 10))
+    ws = context_workspace(tmp_path, model)
+    agent = ws.create_session()
+    await prompts(agent, 3)
+    assert len(model.summaries()) == 1
+    compact = compactions(agent)[0]
+    # Turn 2's reply reported 1500 + 40x3 + 10 tokens; turn 3's first step adds its prompt.
+    usage = events_of(agent, "assistant/message")[1].data.usage
+    assert (usage.inputTokens, usage.outputTokens) == (1620, 10)
+    assert compact.data.tokensBefore == 1630 + text_tokens(len("prompt 3")) > 0.8 * WINDOW
+    # After the compaction, the reported usage from before it no longer counts.
+    assert compact.data.tokensAfter < 200
+    await ws.shutdown()
+
+
 async def test_no_context_window_means_no_automatic_compaction(tmp_path):
     model = ContextModel(default=BIG * 10)
     ws = context_workspace(tmp_path, model, window=None)

@@ -177,6 +177,9 @@ async def test_60_rounds_against_a_real_provider_every_request_under_the_window(
     assert max(sizes) > 0.6 * window  # the window was really filled before compacting
     work = [r for r in received if not summary_request(r)]
     assert all("Say what you changed and why." in r.json["messages"][0]["content"] for r in work)
+    # Usage reported by the provider is recorded, and drives the estimate after it.
+    messages = of_type(events, "assistant/message")
+    assert all(m["data"]["usage"]["inputTokens"] > 0 for m in messages)
     verify(root, sid)
 
 

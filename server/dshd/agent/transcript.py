@@ -71,7 +71,7 @@ class Transcript:
             self._add(event.seq, Message("user", event.data.text))
         elif cls is AssistantMessage:
             self._add(event.seq, Message("assistant", event.data.text))
-            usage = getattr(event.data, "usage", None)
+            usage = event.data.usage
             if usage is not None:
                 self.usage_index = len(self.messages) - 1
                 self.usage_tokens = usage.inputTokens + usage.outputTokens
