@@ -785,7 +785,9 @@ def test_chat_stop_ends_the_running_turn(tmp_path, editors):
     assert "## You\nlong job" in "\n".join(lines)
 
 
-def tui_editor(tmp_path: Path, workspace: Path, name: str, extra: str = "") -> Tmux:
+def tui_editor(tmp_path: Path, workspace: Path, name: str, extra: str = "", env: dict[str, str] | None = None) -> Tmux:
+    """Neovim's TUI in tmux on `workspace`. `env` is passed on the command line: a tmux
+    server that already runs gives new panes its own environment, not the test's."""
     import os
     import shutil
 
@@ -802,8 +804,10 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
 """,
         encoding="utf-8",
     )
+    settings = [f"{k}={v}" for k, v in (env or {}).items()]
     return Tmux(f"dsh-{name}-{os.getpid()}", workspace,
-                ["env", "TERM=xterm-256color", nvim_binary(), "-n", "-i", "NONE", "-u", str(init)], width=110, height=40)
+                ["env", "TERM=xterm-256color", *settings, nvim_binary(), "-n", "-i", "NONE", "-u", str(init)],
+                width=110, height=40)
 
 
 def test_tui_chat_with_a_plan_review(tmp_path):
@@ -1100,7 +1104,7 @@ def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
         tui = tui_editor(tmp_path, workspace, "stream", extra=(
             "require('dsh').setup({ cmd = { " + json.dumps(dshd_binary()) + ", 'serve' }, notify_turns = false,"
             " model = { provider = 'openai', model = 'loopback-1', baseUrl = " + json.dumps(server.base_url) + ","
-            " apiKeyEnv = 'DSH_LOOPBACK_KEY', maxRetries = 0 } })"))
+            " apiKeyEnv = 'DSH_LOOPBACK_KEY', maxRetries = 0 } })"), env={"DSH_LOOPBACK_KEY": KEY})
         try:
             tui.wait_for("~")
             tui.keys(":Dsh chat here", "Enter")
@@ -1120,5 +1124,90 @@ def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
             screen = tui.wait_for("Turn 2 stopped: model error (authentication failed)")
             write_artifact("tui-model-error-chat.txt", screen)
             assert KEY not in screen
+        finally:
+            tui.kill()
+
+
+# ---- workspace trust --------------------------------------------------------------------------
+
+
+def loopback_workspace(tmp_path: Path, editors: list[Editor], server, monkeypatch) -> tuple[Path, Editor]:
+    """A cloned workspace whose own config sends model requests (and the key) to `server`.
+    Neovim's trust database lives in a folder of the test's own."""
+    monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "nvim").mkdir(parents=True)
+    config = CONFIG[: CONFIG.index("[model]")] + (
+        f'[model]\nprovider = "openai"\nmodel = "loopback-1"\nbaseUrl = "{server.base_url}"\n'
+        'apiKeyEnv = "DSH_LOOPBACK_KEY"\nmaxRetries = 0\n'
+    )
+    return started(tmp_path, editors, [], config)
+
+
+def test_an_untrusted_workspace_cannot_send_the_key_to_its_server(tmp_path, editors, monkeypatch):
+    from tests.loopback_models import LoopbackModelServer, Reply
+
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text="you should not see this"))
+        workspace, editor = loopback_workspace(tmp_path, editors, server, monkeypatch)
+        new_session(editor)
+        notice = editor.wait_for(
+            "vim.iter(_G.dsh_test.messages):find(function(m) return m.msg:find('untrusted', 1, true) end)",
+            what="the notice about ignored keys",
+        )
+        assert notice["msg"] == "dsh: untrusted workspace: model.provider and 2 more settings ignored; :Dsh trust uses them"
+        editor.typed("Dsh prompt hello")
+        editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+        assert server.requests == []  # neither the request nor the key went to the workspace's server
+        told = [m for m in editor.messages() if "trust" in m]
+        assert len(told) == 1, editor.messages()  # once, and not again as the daemon's raw message
+        assert not [m for m in editor.messages() if "LSP[" in m]
+
+
+def test_a_trusted_workspace_uses_its_model_server(tmp_path, editors, monkeypatch):
+    from tests.loopback_models import LoopbackModelServer, Reply
+
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text="hello from the workspace's own server"))
+        workspace, editor = loopback_workspace(tmp_path, editors, server, monkeypatch)
+        # The person trusts the file as it is (Neovim's :trust); the plugin reads that.
+        editor.cmd(f"edit {workspace / '.dsh' / 'config.toml'}")
+        editor.cmd("trust")
+        editor.cmd("enew")
+        new_session(editor)
+        editor.typed("Dsh chat")
+        editor.feed("ihello<C-s>")
+        wait_for_chat(editor, "hello from the workspace's own server")
+        assert len(server.requests) == 1
+        assert server.requests[0].headers.get("authorization") == f"Bearer {KEY}"
+        assert not [m for m in editor.messages() if "trust" in m], editor.messages()
+
+
+def test_tui_trust_a_workspace(tmp_path, monkeypatch):
+    from tests.loopback_models import LoopbackModelServer, Reply
+
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text="hello from the trusted workspace's server"))
+        editors_: list[Editor] = []
+        workspace, editor = loopback_workspace(tmp_path, editors_, server, monkeypatch)
+        editor.close()  # only the workspace is wanted: the person uses the TUI
+        tui = tui_editor(tmp_path, workspace, "trust",
+                         env={"DSH_LOOPBACK_KEY": KEY, "XDG_STATE_HOME": str(tmp_path / "state")})
+        try:
+            tui.wait_for("~")
+            tui.keys(":Dsh chat here", "Enter")
+            screen = tui.wait_for(":Dsh trust uses them")
+            assert "Press ENTER" not in screen
+            write_artifact("tui-untrusted.txt", screen)
+            tui.keys(":Dsh trust", "Enter")
+            screen = tui.wait_for("is not trusted")
+            write_artifact("tui-trust-question.txt", screen)
+            tui.keys("a")  # Neovim's own question: allow
+            screen = tui.wait_for("session reopened")
+            write_artifact("tui-trusted-reopened.txt", screen)
+            tui.keys("i", "hello", "C-s")
+            screen = tui.wait_for("hello from the trusted workspace's server")
+            write_artifact("tui-trusted-chat.txt", screen)
+            assert len(server.requests) == 1
         finally:
             tui.kill()

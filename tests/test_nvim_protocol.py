@@ -38,7 +38,8 @@ def plugin():
               requests = vim.tbl_values(p.requests),
               notifications = vim.tbl_values(p.notifications),
               server_requests = vim.tbl_values(p.server_requests),
-              handled = vim.tbl_keys(cfg.handlers),
+              handled = vim.tbl_filter(function(m) return vim.startswith(m, 'dsh/') end, vim.tbl_keys(cfg.handlers)),
+              lsp_handled = vim.tbl_filter(function(m) return not vim.startswith(m, 'dsh/') end, vim.tbl_keys(cfg.handlers)),
               capabilities = cfg.capabilities,
             }
             """
@@ -53,6 +54,11 @@ def methods_of_kind(schema, kind):
 
 def test_requests_sent_are_exactly_the_schema_requests(schema, plugin):
     assert sorted(plugin["requests"]) == sorted(methods_of_kind(schema, "request"))
+
+
+def test_the_only_lsp_method_handled_is_the_daemons_notice(plugin):
+    # window/showMessage: the daemon's one notice (config keys it ignored), in Neovim's words.
+    assert plugin["lsp_handled"] == ["window/showMessage"]
 
 
 def test_methods_handled_are_exactly_the_schema_notifications_and_server_requests(schema, plugin):

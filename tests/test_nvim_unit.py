@@ -390,10 +390,10 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
     assert cfg["cmd"] == ["/opt/dshd", "serve"]
     assert cfg["caps"]["dsh"] == {"questions": True, "permissions": True}
     assert cfg["root"] == "/tmp/ws"
-    assert cfg["init"] == {"config": {"plan": {"section": "x"}}}
+    assert cfg["init"] == {"config": {"plan": {"section": "x"}}, "trusted": False}
     assert cfg["name"] == "dsh"
     assert cfg["handlers"] == ["dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask",
-                               "dsh/plan/changed", "dsh/questions/ask", "dsh/session/event"]
+                               "dsh/plan/changed", "dsh/questions/ask", "dsh/session/event", "window/showMessage"]
 
 
 def test_lsp_config_table_is_lspconfig_shaped(editor):
@@ -956,3 +956,12 @@ def test_trust_reads_neovims_trust_database(editor, tmp_path):
     editor.cmd(f"noautocmd edit {ws}")  # the folder as a buffer, then :trust
     editor.cmd("trust")
     assert editor.lua(trusted, str(ws)) is True  # the folder itself is trusted
+
+
+def test_the_ignored_keys_notice_is_one_short_line(editor):
+    notice = "return require('dsh.trust').notice(...)"
+    item = {"file": "/w/.dsh/config.toml", "key": "model.baseUrl", "why": "not trusted"}
+    assert editor.lua(notice, []) is None
+    assert editor.lua(notice, [item]) == "untrusted workspace: model.baseUrl ignored; :Dsh trust uses them"
+    assert editor.lua(notice, [item, {**item, "key": "tools.sandbox"}]) == \
+        "untrusted workspace: model.baseUrl and 1 more setting ignored; :Dsh trust uses them"

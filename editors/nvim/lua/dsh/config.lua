@@ -133,6 +133,12 @@ function M.client_config(root_dir)
   if settings then
     cfg.init_options = vim.tbl_deep_extend('force', cfg.init_options or {}, { config = settings })
   end
+  -- Whether the person trusts this workspace (Neovim's trust database, read without
+  -- asking): only then may its .dsh/config.toml choose the model server or loosen the
+  -- sandbox.
+  cfg.init_options = vim.tbl_extend('force', cfg.init_options or {}, {
+    trusted = require('dsh.trust').trusted(root_dir),
+  })
   if M.options.question_timeout_ms then
     cfg.init_options = vim.tbl_extend('force', cfg.init_options or {}, {
       questionTimeoutMs = M.options.question_timeout_ms,

@@ -64,6 +64,10 @@ function M.table()
     [protocol.notifications.agent_delta] = agent_delta,
     [protocol.server_requests.questions_ask] = questions_ask,
     [protocol.server_requests.permission_ask] = permission_ask,
+    -- Not a dsh method: the daemon's one notice (keys it ignored) in Neovim's words.
+    ['window/showMessage'] = function(err, params, ctx)
+      require('dsh.trust').on_show_message(err, params, ctx)
+    end,
   }
 end
 

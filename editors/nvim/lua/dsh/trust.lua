@@ -67,4 +67,46 @@ function M.ask()
   require('dsh.commands').run({ args = 'restart' })
 end
 
+--- The notice for keys the daemon left out (pure): one short line (a wider one waits for
+--- Enter) naming the first key and how to use them; nil when nothing was left out.
+--- :checkhealth dsh lists them all.
+---@param ignored {file: string, key: string, why: string}[]
+---@return string?
+function M.notice(ignored)
+  if type(ignored) ~= 'table' or #ignored == 0 then
+    return nil
+  end
+  local what = tostring(ignored[1].key)
+  if #ignored > 1 then
+    what = ('%s and %d more setting%s'):format(what, #ignored - 1, #ignored > 2 and 's' or '')
+  end
+  return ('untrusted workspace: %s ignored; :Dsh trust uses them'):format(what)
+end
+
+--- window/showMessage from the daemon. The one it sends about keys it ignored (once per
+--- start) is said in Neovim's words, with the command that trusts the folder; anything
+--- else is passed on as it is.
+function M.on_show_message(err, params, ctx)
+  local client = require('dsh.client')
+  local protocol = require('dsh.protocol')
+  local level = ({ vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG })[params and params.type or 3]
+  local function pass_on()
+    vim.notify('dsh: ' .. tostring(params and params.message or ''), level, { title = 'dsh' })
+  end
+  if type(params) ~= 'table' or params.type ~= 2 then
+    return pass_on()
+  end
+  client.request(protocol.requests.config_get, vim.empty_dict(), function(result)
+    local notice = M.notice(type(result) == 'table' and result.ignored or nil)
+    if notice then
+      vim.notify('dsh: ' .. notice, vim.log.levels.WARN, { title = 'dsh' })
+    else
+      pass_on()
+    end
+  end, 'read the config', function()
+    pass_on()
+    return true
+  end)
+end
+
 return M
