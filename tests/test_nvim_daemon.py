@@ -1100,7 +1100,8 @@ def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
     (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
     monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
     with LoopbackModelServer("openai") as server:
-        server.script(Reply(text=REPLY, piece=6, chunk_delay=0.2), Failure(401))
+        server.script(Reply(text=REPLY, piece=6, chunk_delay=0.2), Reply(text="Round 1: done.", usage=(1200, 3400)),
+                      Failure(401))
         tui = tui_editor(tmp_path, workspace, "stream", extra=(
             "require('dsh').setup({ cmd = { " + json.dumps(dshd_binary()) + ", 'serve' }, notify_turns = false,"
             " model = { provider = 'openai', model = 'loopback-1', baseUrl = " + json.dumps(server.base_url) + ","
@@ -1114,6 +1115,13 @@ def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
             write_artifact("tui-chat-streaming.txt", screen)
             assert "◎ ⟳ no goal" in screen and "Turn 1 finished" not in screen
             tui.wait_for("Turn 1 finished")
+            # A goal round on the same model: its tokens are counted next to the rounds.
+            tui.keys(":Dsh goal create ship retries 1", "Enter")
+            screen = tui.wait_for("dsh: the goal spent its round budget (1 of 1 rounds used, 4.6k tokens)")
+            write_artifact("tui-goal-tokens.txt", screen)
+            assert "◎ 1/1 · 4.6k tok · blocked: round-budget-exhausted" in screen
+            if "Press ENTER" in screen:  # two notices at once fill more than the message line
+                tui.keys("Enter")
             tui.keys("i", "and now?", "C-s")
             # The daemon's message is longer than the screen is wide: Neovim shows it whole
             # and waits for Enter, as it does for any long error.
@@ -1121,7 +1129,7 @@ def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
             write_artifact("tui-model-error.txt", screen)
             assert "check the key in DSH_LOOPBACK" in screen and KEY not in screen
             tui.keys("Enter")
-            screen = tui.wait_for("Turn 2 stopped: model error (authentication failed)")
+            screen = tui.wait_for("Turn 3 stopped: model error (authentication failed)")
             write_artifact("tui-model-error-chat.txt", screen)
             assert KEY not in screen
         finally:
@@ -1211,3 +1219,26 @@ def test_tui_trust_a_workspace(tmp_path, monkeypatch):
             assert len(server.requests) == 1
         finally:
             tui.kill()
+
+
+def test_goal_tokens_in_the_statusline(tmp_path, editors, monkeypatch):
+    from tests.loopback_models import LoopbackModelServer, Reply
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text="round 1 done", usage=(1200, 3400)), Reply(text="round 2 done", usage=(2000, 400)))
+        editor = loopback_editor(workspace, server, monkeypatch)
+        editors.append(editor)
+        new_session(editor)
+        editor.typed("Dsh goal create ship retries 2")
+        final = editor.wait_for(
+            "require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy() and require('dsh').statusline()",
+            timeout=60, what="the two rounds",
+        )
+        statuses = editor.lua("return _G.dsh_test.statuses")
+        write_artifact("statusline-tokens.txt", "\n".join(statuses) + "\n")
+        assert final == "◎ 2/2 · 7k tok · blocked: round-budget-exhausted", final
+        assert "◎ ⟳ 1/2 · 4.6k tok · active" in statuses, statuses  # counted while the goal works
+        message = [m for m in editor.messages() if "round budget" in m]
+        assert message == ["dsh: the goal spent its round budget (2 of 2 rounds used, 7k tokens): :Dsh goal edit {rounds} to go on"]
