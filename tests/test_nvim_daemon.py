@@ -1242,3 +1242,26 @@ def test_goal_tokens_in_the_statusline(tmp_path, editors, monkeypatch):
         assert "◎ ⟳ 1/2 · 4.6k tok · active" in statuses, statuses  # counted while the goal works
         message = [m for m in editor.messages() if "round budget" in m]
         assert message == ["dsh: the goal spent its round budget (2 of 2 rounds used, 7k tokens): :Dsh goal edit {rounds} to go on"]
+
+
+def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
+    from tests.loopback_models import LoopbackModelServer, Reply
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply(text="round 1 done", usage=(1200, 3400)))
+        editor = loopback_editor(workspace, server, monkeypatch)
+        editors.append(editor)
+        new_session(editor)
+        editor.typed("Dsh goal create ship retries 5 1k tokens")
+        final = editor.wait_for(
+            "require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy() and require('dsh').statusline()",
+            timeout=60, what="the token budget to be spent",
+        )
+        assert final == "◎ 1/5 · 4.6k/1k tok · blocked: token-budget-exhausted"
+        assert [m for m in editor.messages() if "token budget" in m] == [
+            "dsh: the goal spent its token budget (4.6k of 1k): :Dsh goal edit {n} tokens to go on"]
+        editor.typed("Dsh goal edit 20k tokens")
+        raised = editor.wait_for("require('dsh.state').goal().maxTokens == 20000 and require('dsh').statusline()")
+        assert raised == "◎ 1/5 · 4.6k/20k tok · blocked: token-budget-exhausted"

@@ -54,6 +54,21 @@ local function objective_and_rounds(s)
   return trim(objective), rounds
 end
 
+--- "{rest} 200k tokens" -> rest, 200000 (tokens nil when there is no "… tokens" at the
+--- end), or nil, nil, error. `k` and `M` mean thousands and millions (pure).
+local function token_budget(s)
+  local rest, number, unit = s:match('^(.-)%s*(%d+%.?%d*)([kKmM]?)%s+tok%a*$')
+  if not number then
+    return s, nil
+  end
+  local scale = ({ k = 1000, K = 1000, m = 1000000, M = 1000000 })[unit] or 1
+  local tokens, err = positive(math.floor(tonumber(number) * scale + 0.5), 'the token budget')
+  if not tokens then
+    return nil, nil, err
+  end
+  return trim(rest), tokens
+end
+
 --- Parse the arguments of :Dsh into an action table, or nil and an error message.
 ---@param args string everything after :Dsh
 ---@param bang boolean? :Dsh! (session open: reload)
@@ -139,29 +154,40 @@ function M.parse(args, bang)
     if not verb then
       return { action = 'goal.show' }
     elseif verb == 'create' then
-      local objective, rounds, err = objective_and_rounds(arg)
+      local rest, tokens, terr = token_budget(arg)
+      if terr then
+        return nil, terr
+      end
+      local objective, rounds, err = objective_and_rounds(rest)
       if err then
         return nil, err
       elseif objective == '' then
-        return nil, 'usage: :Dsh goal create {objective} [rounds]'
+        return nil, 'usage: :Dsh goal create {objective} [rounds] [{n} tokens]'
       end
-      return { action = 'goal.create', objective = objective, max_rounds = rounds }
+      return { action = 'goal.create', objective = objective, max_rounds = rounds, max_tokens = tokens }
     elseif verb == 'edit' then
       if arg == '' then
         return { action = 'goal.edit' } -- asks for the new values
       end
-      if arg:match('^%d+$') then
-        local rounds, err = positive(tonumber(arg), 'rounds')
+      local rest, tokens, terr = token_budget(arg)
+      if terr then
+        return nil, terr
+      end
+      if rest == '' then
+        return { action = 'goal.edit', max_tokens = tokens }
+      end
+      if rest:match('^%d+$') then
+        local rounds, err = positive(tonumber(rest), 'rounds')
         if not rounds then
           return nil, err
         end
-        return { action = 'goal.edit', max_rounds = rounds }
+        return { action = 'goal.edit', max_rounds = rounds, max_tokens = tokens }
       end
-      local objective, rounds, err = objective_and_rounds(arg)
+      local objective, rounds, err = objective_and_rounds(rest)
       if err then
         return nil, err
       end
-      return { action = 'goal.edit', objective = objective, max_rounds = rounds }
+      return { action = 'goal.edit', objective = objective, max_rounds = rounds, max_tokens = tokens }
     elseif verb == 'block' then
       local code, message = word(arg)
       if not code or message == '' then
@@ -178,7 +204,7 @@ function M.parse(args, bang)
       end
       return { action = 'goal.' .. verb }
     end
-    return nil, 'usage: :Dsh goal [create {objective} [rounds] | edit [{objective}] [rounds] | pause | resume | complete | clear | disarm | block {code} {message}]'
+    return nil, 'usage: :Dsh goal [create {objective} [rounds] [{n} tokens] | edit [{objective}] [rounds] [{n} tokens] | pause | resume | complete | clear | disarm | block {code} {message}]'
   end
   return nil, ('unknown subcommand %q; try :Dsh <Tab> or :help dsh-commands'):format(sub)
 end
@@ -514,7 +540,7 @@ M.actions = {
     with_agent(function(agent_id)
       request(
         requests().goal_create,
-        { agentId = agent_id, objective = a.objective, maxRounds = a.max_rounds },
+        { agentId = agent_id, objective = a.objective, maxRounds = a.max_rounds, maxTokens = a.max_tokens },
         function(view)
           notify(('goal created · %s'):format(short_goal(view)))
         end,
@@ -523,12 +549,12 @@ M.actions = {
     end, true)
   end,
   ['goal.edit'] = function(a)
-    if a.objective or a.max_rounds then
+    if a.objective or a.max_rounds or a.max_tokens then
       return goal_write(
         requests().goal_edit,
         'goal edited',
         'edit the goal',
-        { objective = a.objective, maxRounds = a.max_rounds }
+        { objective = a.objective, maxRounds = a.max_rounds, maxTokens = a.max_tokens }
       )
     end
     with_goal(function(_, _, view)

@@ -23,7 +23,7 @@ function M.goal_message(params, own)
       return ('the goal spent its round budget (%s): :Dsh goal edit {rounds} to go on'):format(usage), levels.WARN
     elseif reason.code == 'token-budget-exhausted' then
       local tokens = require('dsh.statusline').tokens
-      return ('the goal spent its token budget (%s of %s tokens used)'):format(
+      return ('the goal spent its token budget (%s of %s): :Dsh goal edit {n} tokens to go on'):format(
         tokens(goal.tokensUsed or 0),
         tokens(goal.maxTokens or 0)
       ),
