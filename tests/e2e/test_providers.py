@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loopback_models import Call, Cut, Failure, Hang, LoopbackModelServer, Reply
+from loopback_models import Call, Cut, Failure, Hang, LoopbackModelServer, Raw, Reply
 from lsprotocol import types
 
 from dshd.client import DshClient
@@ -167,6 +167,38 @@ async def test_providers_goal_round_completes_the_goal(daemons, openai_server) -
     assert "ship the cache" in first.json["messages"][-1]["content"]  # the round's user message
 
 
+async def test_providers_openai_each_chunk_is_one_delta_in_order(daemons, openai_server) -> None:
+    """The adapter reads the SDK's chunks as the JSON the server sent (no typed objects):
+    every piece still goes out as its own delta, in the stream's order, any text included."""
+    text = "Plain, then ünïcödé, 漢字 and 🙂 — the\u2028end."
+    openai_server.script(Reply(text, piece=3))
+    client = await start(daemons, openai_server)
+    agent, sid = await new_session(client)
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go"}))["stopReason"] == "end-turn"
+    assert [d["text"] for d in deltas(client, "text")] == [text[i:i + 3] for i in range(0, len(text), 3)]
+    assert [e["data"]["text"] for e in of_type(read_log(daemons.root, sid), "assistant/message")] == [text]
+    (header,) = of_type(read_log(daemons.root, sid), "request/header")
+    assert {(d["turn"], d["step"]) for d in deltas(client)} == {(header["turn"], header["data"]["step"])}
+
+
+async def test_providers_openai_error_inside_the_stream_is_a_server_error(daemons, openai_server) -> None:
+    """OpenRouter and some proxies report a failure as a chunk ``{"error": ...}`` in a 200
+    stream: the turn ends with kind server and the provider's words; the text streamed
+    before it went out as deltas and nothing is logged or retried."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "Half a "}, "finish_reason": None}]}  # fmt: skip
+    error = {"error": {"message": "upstream provider overloaded", "code": 502}}
+    openai_server.script(Raw([f"data: {json.dumps(chunk)}\n\n", f"data: {json.dumps(error)}\n\n"]))
+    client = await start(daemons, openai_server)
+    agent, sid = await new_session(client)
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go"}))["stopReason"] == "model-error"
+    close = last_close(daemons.root, sid)
+    assert close["error"]["kind"] == "server" and "upstream provider overloaded" in close["error"]["message"]
+    assert [d["text"] for d in deltas(client, "text")] == ["Half a "]
+    assert of_type(read_log(daemons.root, sid), "assistant/message") == []
+    assert len(openai_server.requests) == 1  # output had gone out: never retried
+
+
 # ---- retries and errors -----------------------------------------------------------------------------
 
 
@@ -236,8 +268,6 @@ async def test_providers_cut_stream_is_a_model_error_and_nothing_half_parsed_is_
 
 
 async def test_providers_malformed_stream_is_bad_response(daemons, openai_server) -> None:
-    from loopback_models import Raw
-
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
              "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_9", "type": "function",
                                                                  "function": {"name": "read_file", "arguments": "[1, 2]"}}]},

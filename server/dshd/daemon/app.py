@@ -157,10 +157,8 @@ class DshDaemon(DshServer):
     # carrying that agent's id only.
 
     def _notify(self, agent, method: str, payload: dict) -> None:
-        # The message as a plain dict: pygls's notify() would build an attrs envelope and
-        # unstructure it again for every message (a live delta is sent per token).
         params = {"agentId": agent.agent_id, "sessionId": agent.session_id, **payload}
-        self.protocol._send_data({"jsonrpc": "2.0", "method": method, "params": params})
+        self.protocol.send_notification(method, params)
 
     def agent_event(self, agent, event: dict) -> None:
         self._notify(agent, "dsh/session/event", {"event": event})

@@ -22,6 +22,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+import msgspec
+
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
@@ -39,6 +41,8 @@ from dshd.daemon import transport
 logger = logging.getLogger("dshd.daemon")
 
 DSH_PREFIX = "dsh/"
+
+_encode = msgspec.json.Encoder().encode
 
 
 class DshRpcError(JsonRpcException):
@@ -82,6 +86,32 @@ class DshProtocol(LanguageServerProtocol):
             return
         super()._send_handler_result(future, msg_id=msg_id)
 
+    def send_notification(self, method: str, params: dict[str, Any]) -> None:
+        """A notification of plain JSON values (and msgspec structs), encoded by msgspec:
+        the daemon's own news, a live delta per token among them. (pygls's ``notify()``
+        builds and unstructures an attrs envelope per message; ``json.dumps`` alone costs
+        several times msgspec's encode.) An attrs value must be made wire JSON first
+        (``to_wire``): msgspec would write its snake_case field names."""
+        if self.writer is None:
+            return
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        try:
+            body = _encode(message)
+        except (UnicodeEncodeError, TypeError):
+            # A lone surrogate (a provider that split a character's \ud83d\ude00 escape
+            # across two chunks: json.dumps writes it as an escape, msgspec refuses it),
+            # or a value only pygls's hook knows: the general path.
+            self._send_data(message)
+            return
+        self._write_frame(body)
+
+    def _write_frame(self, body: bytes) -> None:
+        try:
+            self.writer.write(transport.encode_frame(body))
+        except BrokenPipeError:
+            logger.error("the client closed the connection")
+            self._server.connection_lost()
+
     def _send_data(self, data: Any):
         # json.dumps with pygls' default hook, but framed in one write and never logged
         # at INFO (per-message logging halves throughput, NOTES.md).
@@ -89,10 +119,7 @@ class DshProtocol(LanguageServerProtocol):
             return
         try:
             body = json.dumps(data, default=self._serialize_message, separators=(",", ":")).encode()
-            self.writer.write(transport.encode_frame(body))
-        except BrokenPipeError:
-            logger.error("the client closed the connection")
-            self._server.connection_lost()
+            self._write_frame(body)
         except Exception:
             logger.exception("failed to send a message")
             msg_id = getattr(data, "id", None)
