@@ -88,13 +88,20 @@ def write_settings(workspace: Path, **settings) -> None:
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({**WORKBENCH_SETTINGS, **settings}, indent=1))
 
 
-def run_real_vscode(workspace: Path, suite: str, artifacts: Path, timeout_s: int, env: dict[str, str] | None = None) -> dict:
-    """Runs one suite in a real VS Code (`env`: more environment for it and the dshd it starts);
-    its screenshots and logs end up in `artifacts`."""
+def run_real_vscode(
+    workspace: Path, suite: str, artifacts: Path, timeout_s: int, env: dict[str, str] | None = None,
+    *, untrusted: bool = False, machine_settings: dict | None = None,
+) -> dict:
+    """Runs one suite in a real VS Code (`env`: more environment for it and the dshd it starts;
+    `untrusted`: Workspace Trust on and the folder not trusted; `machine_settings`: the person's own
+    settings, which a workspace cannot override); its screenshots and logs end up in `artifacts`."""
     own = workspace.parent / f"{workspace.name}-artifacts"  # this run's own, then copied over
+    extra = ["--untrusted"] if untrusted else []
+    if machine_settings:
+        extra += ["--machine-settings", json.dumps(machine_settings)]
     proc = subprocess.run(
         [str(NODE), "scripts/run-vscode-tests.mjs", "--workspace", str(workspace), "--suite", suite,
-         "--artifacts", str(own), "--timeout", str(timeout_s)],
+         "--artifacts", str(own), "--timeout", str(timeout_s), *extra],
         cwd=EXT, env={**node_env(), **(env or {})}, capture_output=True, text=True, timeout=timeout_s + 60,
     )
     shutil.rmtree(artifacts, ignore_errors=True)
@@ -169,6 +176,19 @@ def test_real_vscode_model_provider(built, tmp_path: Path) -> None:
         })
         run_real_vscode(tmp_path, "out/integration/models.js", ARTIFACTS / "models", 240, env={MODEL_KEY_ENV: key})
         assert all(r.headers.get("authorization") == f"Bearer {key}" for r in server.requests)
+
+
+def test_real_vscode_untrusted_folder(built, tmp_path: Path) -> None:
+    """A cloned repository the person has not trusted: its .vscode/settings.json names another
+    dshd and bad arguments, its .dsh/config.toml another model server; VS Code ignores the first,
+    the daemon (told `trusted: false`) the second, and says so once with a way to trust the folder."""
+    (tmp_path / ".dsh").mkdir()
+    (tmp_path / ".dsh" / "config.toml").write_text(
+        'plugins = ["plan", "goals"]\n\n[model]\nprovider = "openai"\nmodel = "their-model"\nbaseUrl = "http://127.0.0.1:9/v1"\n'
+    )
+    write_settings(tmp_path, **{"dsh.server.command": "/nonexistent/dshd", "dsh.server.args": ["--not-an-option"]})
+    run_real_vscode(tmp_path, "out/integration/untrusted.js", ARTIFACTS / "untrusted", 120, untrusted=True,
+                    machine_settings={"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
 
 
 def test_wire_types_match_the_schema() -> None:

@@ -9,7 +9,9 @@
 // The suite asks the driver to act on the page as a person would (screenshot, click, hover, type,
 // press a key) by writing `<control>/<n>.req`; we do it and answer with `<control>/<n>.done`.
 //
-// usage: node run-vscode-tests.mjs --workspace DIR [--suite out/integration/X.js] [--artifacts DIR] [--timeout SECONDS] [--env K=V]...
+// usage: node run-vscode-tests.mjs --workspace DIR [--suite out/integration/X.js] [--artifacts DIR] [--timeout SECONDS] [--env K=V]... [--untrusted]
+//   --untrusted: Workspace Trust stays on and the folder is not trusted (Restricted Mode)
+//   --machine-settings JSON: settings of this machine (the person's own, unlike the workspace's)
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -27,6 +29,8 @@ const workspace = path.resolve(opt('--workspace'));
 const artifacts = path.resolve(opt('--artifacts', path.join(repo, 'artifacts/vscode')));
 const timeoutMs = Number(opt('--timeout', '300')) * 1000;
 const suite = path.resolve(extRoot, opt('--suite', 'out/integration/suite.js'));
+const untrusted = args.includes('--untrusted');
+const machineSettings = opt('--machine-settings');
 const extraEnv = {};
 args.forEach((a, i) => { if (a === '--env') { const [k, ...v] = args[i + 1].split('='); extraEnv[k] = v.join('='); } });
 
@@ -39,6 +43,10 @@ const state = fs.mkdtempSync(path.join(os.tmpdir(), 'dshd-vscode-'));
 const control = path.join(state, 'control');
 const results = path.join(state, 'results.json');
 fs.mkdirSync(control); fs.mkdirSync(artifacts, { recursive: true });
+if (machineSettings) {
+  fs.mkdirSync(path.join(state, 'srv/user/Machine'), { recursive: true });
+  fs.writeFileSync(path.join(state, 'srv/user/Machine/settings.json'), machineSettings);
+}
 
 const t0 = Date.now();
 const since = () => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
@@ -66,7 +74,7 @@ try {
   const serverLog = fs.openSync(path.join(artifacts, 'vscode-server.log'), 'w');
   server = spawn(node24, [serverMain, '--host', '127.0.0.1', '--port', String(port), '--without-connection-token',
     // --enable-smoke-test-driver: a built workbench honours the page's extensionDevelopmentPath only with it.
-    '--accept-server-license-terms', '--enable-smoke-test-driver', '--disable-telemetry', '--disable-workspace-trust',
+    '--accept-server-license-terms', '--enable-smoke-test-driver', '--disable-telemetry', ...(untrusted ? [] : ['--disable-workspace-trust']),
     '--server-data-dir', path.join(state, 'srv'), '--user-data-dir', path.join(state, 'srv/user'),
     '--extensions-dir', path.join(state, 'srv-ext')], {
     detached: true, // own process group, so stopServer reaches the extension host and dshd too

@@ -118,7 +118,9 @@ export class Daemon implements vscode.Disposable {
       // dshd serves no language features: match no documents, so nothing is synced.
       documentSelector: [{ scheme: 'dsh-no-documents' }],
       workspaceFolder: folder,
-      initializationOptions: overrides ? { config: overrides } : undefined,
+      // Workspace trust decides whether the workspace's own .dsh/config.toml may choose the model
+      // server, the key variable or a looser sandbox (the daemon ignores those keys otherwise).
+      initializationOptions: { ...(overrides ? { config: overrides } : {}), trusted: vscode.workspace.isTrusted },
       outputChannel: this.output,
       initializationFailedHandler: () => false, // an invalid config does not get better by retrying
       errorHandler: {
@@ -136,6 +138,9 @@ export class Daemon implements vscode.Disposable {
       const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2000));
       void Promise.race([exited, timeout]).then((exit) => { for (const l of this.exitListeners) l(exit); });
     });
+    // The daemon's own messages (the config keys it ignored, and why): shown as languageclient
+    // would, with the way to act on them.
+    client.onNotification('window/showMessage', (m: { type: number; message: string }) => void this.showDaemonMessage(m));
     for (const h of this.handlers) h(client);
     this.client = client;
     try {
@@ -205,6 +210,15 @@ export class Daemon implements vscode.Disposable {
   }
 
   showLog(): void { this.output.show(); }
+
+  /** A `window/showMessage` from dshd; in an untrusted folder it offers to trust it (then restart). */
+  private async showDaemonMessage(m: { type: number; message: string }): Promise<void> {
+    this.output.appendLine(m.message);
+    const show = m.type === 1 ? vscode.window.showErrorMessage : m.type === 2 ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    const trust = 'Manage Workspace Trust';
+    const pick = await show(m.message, ...(vscode.workspace.isTrusted ? [] : [trust]));
+    if (pick === trust) await vscode.commands.executeCommand('workbench.trust.manage');
+  }
 
   log(line: string): void { this.output.appendLine(line); }
 

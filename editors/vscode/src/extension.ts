@@ -19,6 +19,10 @@ export function activate(context: vscode.ExtensionContext): DshApi {
     const pick = await vscode.window.showInformationMessage('The dshd settings changed. Restart dshd to use them? (Open reviews end unanswered.)', 'Restart dshd');
     if (pick) await vscode.commands.executeCommand('dsh.server.restart');
   }));
+  context.subscriptions.push(vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+    const pick = await vscode.window.showInformationMessage('This folder is trusted now. Restart dshd so that its .dsh/config.toml applies in full?', 'Restart dshd');
+    if (pick) await vscode.commands.executeCommand('dsh.server.restart');
+  }));
   const api = { controller, ready };
   // The integration suites (scripts/run-vscode-tests.mjs) run inside this extension host, in
   // development mode only: never in an installed extension.
