@@ -157,14 +157,16 @@ RETRY_EXPLAINED = (
 def test_real_vscode_model_provider(built, tmp_path: Path) -> None:
     """A real provider through the model settings: the workspace's settings name `openai` and a
     loopback server that speaks OpenAI's streaming Chat Completions (a real HTTP peer, scripted
-    here); the key comes from the variable they name. Streamed text arrives in pieces; a 401 is a
-    notification that never holds the key."""
-    from loopback_models import Failure, LoopbackModelServer, Reply
+    here); the key comes from the variable they name. Streamed text arrives in pieces, tokens show
+    in the status bar, a 401 is a notification that never holds the key."""
+    from loopback_models import Call, Failure, LoopbackModelServer, Reply
 
     key = "sk-vscode-" + secrets.token_hex(16)
     with LoopbackModelServer("openai") as server:
         server.script(
             Reply(text=RETRY_EXPLAINED, piece=6, chunk_delay=0.06),
+            Reply(tool_calls=[Call("goal_complete", {})], usage=(1200, 40)),
+            Reply(text="Documented the retry policy.", usage=(1300, 20)),
             Failure(401),
         )
         (tmp_path / ".dsh").mkdir()

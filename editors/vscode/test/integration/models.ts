@@ -1,6 +1,6 @@
 // A real provider in a real VS Code: the workspace's settings point dshd at a loopback HTTP server
 // that speaks OpenAI's streaming Chat Completions (tests/test_vscode.py starts it and scripts its
-// replies: a slow stream, then a 401). The model settings reach the daemon as
+// replies: a slow stream, a goal round with usage, a 401). The model settings reach the daemon as
 // initializationOptions.config; the key comes from the environment variable they name.
 import * as assert from 'node:assert/strict';
 import * as vscode from 'vscode';
@@ -39,8 +39,21 @@ test('the model\'s text streams into the chat in several pieces before the turn 
   assert.equal(await chatCount('#log [data-kind="assistant-message"].streaming'), 0, 'still marked as streaming');
 });
 
+test('tokens used show next to the rounds', async () => {
+  await vscode.commands.executeCommand('dsh.goal.create', { objective: 'Document the retry policy', maxRounds: 3 });
+  const text = await waitFor('tokens in the status bar', () => {
+    const t = c.statusText().goal;
+    return /^\$\(target\) \d\/3 · \d+(\.\d)?k? tok · /.test(t) && !t.includes(' 0 tok') ? t : undefined;
+  }, 30000);
+  assert.match(text, / tok · /);
+  const shot = await screenshot('model-tokens', '#workbench\\.parts\\.statusbar');
+  assert.ok(shot.statusTexts.some((t) => / tok · /.test(t)), JSON.stringify(shot.statusTexts));
+  assert.ok((await chatTexts('#goal-status'))[0].includes(' tok · '));
+});
+
 test('a model error is a notification with its kind and message (and never the key)', async () => {
   await vscode.commands.executeCommand('notifications.clearAll');
+  await waitFor('the goal round to end', async () => !c.statusText().busy, 30000);
   await driver({ action: 'type', selector: '#prompt', text: 'One more thing.', frame: 'chat' });
   await driver({ action: 'press', key: 'Enter' });
   const errors = await waitFor('the error notification', async () => {
