@@ -1,6 +1,6 @@
 """The search tool against ripgrep run directly, on a generated 20,000-file tree.
 
-    .venv/bin/python bench/search.py [--files 20000] [--runs 9]
+    .venv/bin/python bench/search.py [--files 20000] [--runs 15]
 
 The tree: 200 folders of 100 small Python-like files (about 40 lines each), a gitignored
 build/ folder and a .git folder. Baseline: `rg` with the exact options the tool passes,
@@ -8,7 +8,8 @@ started with subprocess and its whole output read (what a person would type, min
 terminal). Measured: the `search` tool as the agent calls it (spawn rg, read and parse its
 output, sort, cap, format). Both search for a word found in about 1 line of 200 (some 4,000 matches, under the
 scan cap, so both read every match) and for a
-word found nowhere. Medians of the runs; target ratio <= 1.2.
+word found nowhere. Medians of the runs, taken in turn (one of each, then again) so noise
+hits both alike; target ratio <= 1.2.
 """
 
 from __future__ import annotations
@@ -49,19 +50,25 @@ def make_tree(root: Path, files: int) -> None:
     (root / ".git").mkdir()
 
 
-def median_ms(fn, runs: int) -> float:
-    times = []
+def timed_ms(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def interleaved_medians(first, second, runs: int) -> tuple[float, float]:
+    """Medians of ``runs`` timings of each, taken in turn so machine noise hits both alike."""
+    a, b = [], []
     for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        a.append(timed_ms(first))
+        b.append(timed_ms(second))
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=20_000)
-    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp).resolve()
@@ -82,8 +89,7 @@ def main() -> None:
 
             direct()
             through_tool()  # warm the page cache and the imports
-            baseline = median_ms(direct, args.runs)
-            measured = median_ms(through_tool, args.runs)
+            baseline, measured = interleaved_medians(direct, through_tool, args.runs)
             found = loop.run_until_complete(tool.search(ctx, {"pattern": pattern})).content.splitlines()[0]
             print(f"  {pattern!r:24} rg direct {baseline:7.1f} ms   search tool {measured:7.1f} ms   ratio {measured / baseline:.2f}   ({found})")
         loop.close()
