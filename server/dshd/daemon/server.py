@@ -4,7 +4,8 @@ our own stdio framing (transport.py) and our own strict params handling (handler
 Why the overrides below exist (each one is a pygls 2.1.1 behaviour, see NOTES.md):
 - ``structure_message``: pygls turns untyped params into namedtuples (a new class per
   message) and drops typed requests whose params fail to structure without answering.
-  We keep ``dsh/*`` params as the raw JSON value and validate them in the handler.
+  We keep ``dsh/*`` params (and those of methods LSP does not define) as the raw JSON
+  value and validate them in the handler.
 - ``_handle_response``: a reply that arrives after we stopped waiting (a person answering
   a plan review late) raises InvalidStateError inside pygls (pygls issue #621).
 - ``_send_handler_result``: domain errors are answers, not server faults: no traceback
@@ -57,7 +58,9 @@ class DshProtocol(LanguageServerProtocol):
 
     def structure_message(self, data: dict[str, Any]):
         method = data.get("method")
-        if isinstance(method, str) and method.startswith(DSH_PREFIX):
+        # dsh/* and methods LSP does not define: raw params (pygls's fallback type for an
+        # unknown method needs a ``params`` member and answers -32603 without one).
+        if isinstance(method, str) and (method.startswith(DSH_PREFIX) or self.get_message_type(method) is None):
             if "id" in data:
                 return JsonRPCRequestMessage(
                     id=data["id"], method=method, jsonrpc=data["jsonrpc"], params=data.get("params")
@@ -206,6 +209,11 @@ class DshServer(LanguageServer):
             if not self.initialized and method not in (types.INITIALIZE, types.EXIT):
                 # LSP: every request before initialize (shutdown too) is ServerNotInitialized.
                 self._on_bad_message(-32002, "the daemon is not initialized: send initialize first", message["id"])
+                return
+            if not hasattr(structured, "id") and method != types.EXIT:
+                # A notification's method with an id ($/cancelRequest, textDocument/didOpen):
+                # pygls would handle it as the notification and leave the request unanswered.
+                self._on_bad_message(-32601, f"Method Not Found: {method} is a notification, not a request", message["id"])
                 return
         if getattr(structured, "method", None) == types.EXIT:
             self.exit_requested = True
