@@ -9,24 +9,18 @@ never dies, and stdout carries nothing but JSON-RPC lines.
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.acp_door.raw import RawAcp
 from tests.e2e.conftest import write_workspace
+from tests.request_mutations import fuzz_settings, mutated
 
 EXAMPLES = int(os.environ.get("DSHD_ACP_FUZZ_EXAMPLES", "1500"))
 INTERNAL_ERROR = -32603
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=12,
-)
 
 
 @pytest.fixture(scope="module")
@@ -58,44 +52,15 @@ def templates(root: str, sid: str) -> list[tuple[str, dict]]:
     ]
 
 
-@st.composite
-def mutated(draw, root: str, sid: str):
-    method, params = draw(st.sampled_from(templates(root, sid)))
-    params = copy.deepcopy(params)
-    for _ in range(draw(st.integers(1, 3))):
-        how = draw(st.sampled_from(["drop", "retype", "add", "replace", "rename", "nested"]))
-        event(f"mutation: {how}")
-        keys = sorted(params) if isinstance(params, dict) else []
-        if how == "drop" and keys:
-            params.pop(draw(st.sampled_from(keys)))
-        elif how == "retype" and keys:
-            params[draw(st.sampled_from(keys))] = draw(json_values)
-        elif how == "add" and isinstance(params, dict):
-            params[draw(st.text(min_size=1, max_size=10))] = draw(json_values)
-        elif how == "replace":
-            params = draw(json_values)
-        elif how == "rename":
-            method = draw(st.sampled_from([method + "x", "session/" + draw(st.text(max_size=6)), "_" + method, "$/x"]))
-        elif how == "nested" and isinstance(params, dict):
-            for key, value in params.items():
-                if isinstance(value, (dict, list)) and value:
-                    inner = value[0] if isinstance(value, list) else value
-                    if isinstance(inner, dict) and inner:
-                        inner[draw(st.sampled_from(sorted(inner)))] = draw(json_values)
-                        break
-    return method, params
+def renames(draw, method: str) -> list[str]:
+    return [method + "x", "session/" + draw(st.text(max_size=6)), "_" + method, "$/x"]
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
+@fuzz_settings(EXAMPLES)
 @given(data=st.data())
 def test_mutated_requests_are_always_answered(agent, data):
     raw, root, sid = agent
-    method, params = data.draw(mutated(str(root), sid), label="request")
+    method, params = data.draw(mutated(templates(str(root), sid), renames), label="request")
     event(f"method: {method}")
     raw._next_id += 1
     message = {"jsonrpc": "2.0", "id": raw._next_id, "method": method}

@@ -1,35 +1,30 @@
 """`dshd serve` fuzzed from outside: well-formed requests of every method the daemon
 serves (every dsh/* request, `initialize` again, LSP and `$/` methods, unknown ones),
 mutated (a key dropped, a value of any JSON type, an unknown key, the whole params
-replaced, the method renamed, a nested value changed), sent to ONE live process. Every
-request is answered, with a result or an error that is not an internal error (-32603
-would be a bug), the process never dies, and stdout carries only framed JSON-RPC.
+replaced, the method renamed, a nested value changed), sent under any request id to ONE
+live process. Every request is answered, with a result or an error that is not an
+internal error (-32603 would be a bug), the process never dies, and stdout carries only
+framed JSON-RPC.
 
 ``DSHD_SERVE_FUZZ_EXAMPLES`` sets the number of requests (default 1500).
 """
 
 from __future__ import annotations
 
-import copy
 import os
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from dshd_protocol import METHODS
+from tests.request_mutations import fuzz_settings, mutated
 
 from .conftest import write_workspace
 from .raw_client import RawDaemon
 
 EXAMPLES = int(os.environ.get("DSHD_SERVE_FUZZ_EXAMPLES", "1500"))
 INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32600, -32601, -32603
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=12,
-)
 
 
 class Live:
@@ -97,35 +92,12 @@ def templates(live: Live) -> list[tuple[str, dict]]:
     ]
 
 
-@st.composite
-def mutated(draw, live: Live):
-    method, params = draw(st.sampled_from(templates(live)))
-    params = copy.deepcopy(params)
-    count = draw(st.integers(1, 3)) if draw(st.booleans()) else 0  # 0: as it is, doing real work
-    event(f"mutations: {count}")
-    for _ in range(count):
-        how = draw(st.sampled_from(["drop", "retype", "add", "replace", "rename", "nested"]))
-        event(f"mutation: {how}")
-        keys = sorted(params) if isinstance(params, dict) else []
-        if how == "drop" and keys:
-            params.pop(draw(st.sampled_from(keys)))
-        elif how == "retype" and keys:
-            params[draw(st.sampled_from(keys))] = draw(json_values)
-        elif how == "add" and isinstance(params, dict):
-            params[draw(st.text(min_size=1, max_size=10))] = draw(json_values)
-        elif how == "replace":
-            params = draw(json_values)
-        elif how == "rename":  # never to shutdown or exit: those would end the run
-            method = draw(st.sampled_from([
-                method + "x", "dsh/" + draw(st.text(max_size=6)), "$/" + draw(st.text(max_size=6)),
-                method.upper(), "dsh/goal/changed", "dsh/questions/ask", "initialized", "textDocument/hover",
-            ]))
-        elif how == "nested" and isinstance(params, dict):
-            inner = [v for v in params.values() if isinstance(v, dict) and v]
-            if inner:
-                target = draw(st.sampled_from(inner))
-                target[draw(st.sampled_from(sorted(target)))] = draw(json_values)
-    return method, params
+def renames(draw, method: str) -> list[str]:
+    """Never shutdown or exit: those would end the run."""
+    return [
+        method + "x", "dsh/" + draw(st.text(max_size=6)), "$/" + draw(st.text(max_size=6)),
+        method.upper(), "dsh/goal/changed", "dsh/questions/ask", "initialized", "textDocument/hover",
+    ]
 
 
 def test_every_request_method_has_a_template(live) -> None:
@@ -154,18 +126,18 @@ def test_unknown_dollar_request_notification_methods_and_second_initialize_are_r
     assert "active" in d.request("dsh/plan/get", {"agentId": live.agent_id})
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-)
+@fuzz_settings(EXAMPLES)
 @given(data=st.data())
 def test_mutated_requests_are_always_answered(live, data) -> None:
     d = live.d
-    method, params = data.draw(mutated(live), label="request")
-    event(f"method: {method if method in {m for m, _ in templates(live)} else '(renamed)'}")
-    answer = d.call(method, params, timeout=30)
+    requests = templates(live)
+    # 0 mutations: the request as it is, doing real work (a turn, a goal's round, a fork)
+    method, params = data.draw(mutated(requests, renames, st.just(0) | st.integers(1, 3)), label="request")
+    event(f"method: {method if method in {m for m, _ in requests} else '(renamed)'}")
+    # any id JSON-RPC allows (it also keeps hypothesis from running out of unmutated requests)
+    msg_id = data.draw(st.integers(-(2**53), 2**53) | st.text(max_size=8), label="id")
+    d.send({"jsonrpc": "2.0", "id": msg_id, "method": method, **({} if params is None else {"params": params})})
+    answer = d.response(msg_id, timeout=30)
     if "error" in answer:
         event(f"error {answer['error']['code']}")
         assert answer["error"]["code"] != INTERNAL_ERROR, (method, params, answer)
