@@ -16,7 +16,10 @@ import pytest
 
 from dshd.sandbox import probe
 
-PYTHON = sys.executable
+# The interpreter itself, not the venv's link to it: in workspace-write the sandbox's /tmp is
+# private and empty, so a checkout (and its .venv) under /tmp is not there, but the real
+# interpreter is. The probes below need only the standard library.
+PYTHON = os.path.realpath(sys.executable)
 
 # `python -c WRITE path`: OK, or the errno name of the failed write (EROFS, EACCES, ...).
 WRITE = (
