@@ -456,12 +456,15 @@ class ChatProjection:
     def _assistant(self, seq, at, turn, data, changed) -> None:
         step = self._step.get(turn) if turn is not None else None
         wanted = f"assistant-{turn}.{step}" if turn is not None and step else f"assistant-{seq}"
+        item_id = self._fresh_id(wanted, seq)
+        if not _str(data.get("text")) and item_id not in self._items:
+            return  # a reply of tool calls only, logged for its usage: nothing to show
         usage_data = _dict(data.get("usage"))
         usage = None
         if _int(usage_data.get("inputTokens")) is not None and _int(usage_data.get("outputTokens")) is not None:
             usage = Usage(input_tokens=usage_data["inputTokens"], output_tokens=usage_data["outputTokens"])
         item = AssistantMessageItem(
-            id=self._fresh_id(wanted, seq), turn=turn, step=step or None, seq=seq, at=at, text=_str(data.get("text")), partial=False, usage=usage
+            id=item_id, turn=turn, step=step or None, seq=seq, at=at, text=_str(data.get("text")), partial=False, usage=usage
         )
         self._put(item, changed)
 
