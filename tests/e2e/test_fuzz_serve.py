@@ -118,6 +118,8 @@ def test_unknown_dollar_request_notification_methods_and_second_initialize_are_r
         ("$/setTrace", {"value": "off"}),
         ("initialized", {}),
         ("textDocument/didOpen", {"textDocument": {"uri": "file:///x.py", "languageId": "python", "version": 1, "text": ""}}),
+        ("$/cancelRequest", {"id": [1]}),  # whatever its params hold: no request of that name
+        ("textDocument/didOpen", None),
     ]:
         error = d.call(method, params, timeout=5)["error"]
         assert error["code"] == METHOD_NOT_FOUND and "is a notification" in error["message"], (method, error)

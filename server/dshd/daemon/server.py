@@ -46,6 +46,11 @@ DSH_PREFIX = "dsh/"
 _encode = msgspec.json.Encoder().encode
 
 
+def _is_lsp_notification(method: str) -> bool:
+    entry = types.METHOD_TO_TYPES.get(method)
+    return entry is not None and entry[1] is None and entry[0].__name__.endswith("Notification")
+
+
 class DshRpcError(JsonRpcException):
     """A JSON-RPC error answer carrying ``data.kind`` (a DshError or invalid params)."""
 
@@ -185,6 +190,13 @@ class DshServer(LanguageServer):
         """Hook for subclasses: close sessions (writes checkpoints, releases locks)."""
 
     def _on_message(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if "id" in message and isinstance(method, str) and method != types.EXIT and _is_lsp_notification(method):
+            # Answered before its params are read: whatever they hold, a notification's
+            # method is no request (and pygls would leave it unanswered).
+            if self.initialized:
+                self._on_bad_message(-32601, f"Method Not Found: {method} is a notification, not a request", message["id"])
+                return
         try:
             structured = self.protocol.structure_message(message)
         except JsonRpcException as exc:
