@@ -370,18 +370,8 @@ class AcpDoor:
 def config_note(loaded: Any) -> str | None:
     """What the person is told once about config keys dshd left out. ACP cannot say a
     folder is trusted: only the user config's ``[trust] folders`` can."""
-    if not loaded.ignored:
-        return None
-    by_file: dict[str, list[str]] = {}
-    for item in loaded.ignored:
-        by_file.setdefault(item.file, []).append(item.key)
-    parts = [f"Note: dshd ignored {', '.join(keys)} from {file}." for file, keys in by_file.items()]
-    if any(item.untrusted for item in loaded.ignored):
-        parts.append(
-            "This folder is not trusted, so its config may not choose where requests and your API key go "
-            f"or loosen the sandbox. To use them, add the folder to [trust] folders in {loaded.user_file or user_config_path()}."
-        )
-    return " ".join(parts)
+    notice = loaded.notice(editor_trust=False)
+    return None if notice is None else f"Note: {notice}"
 
 
 def _server_name(server: Any) -> str:

@@ -95,8 +95,10 @@ class LoadedConfig:
         stay in environment variables; config names only the variable)."""
         return {"effective": self.effective(), "ignored": [i.to_dict() for i in self.ignored], "trusted": self.trusted}
 
-    def notice(self) -> str | None:
-        """What to tell the person once when keys were ignored (None: nothing was)."""
+    def notice(self, *, editor_trust: bool = True) -> str | None:
+        """What to tell the person once when keys were ignored (None: nothing was).
+        ``editor_trust``: the front door can learn trust from the editor and has
+        ``dsh/config/get`` (``dshd acp`` has neither)."""
         if not self.ignored:
             return None
         by_file: dict[str, list[str]] = {}
@@ -105,12 +107,13 @@ class LoadedConfig:
         parts = [f"dshd ignored {', '.join(keys)} from {file}." for file, keys in by_file.items()]
         if any(item.untrusted for item in self.ignored):
             user = self.user_file or user_config_path()
+            how = "trust the folder in your editor, or add it to" if editor_trust else "add the folder to"
             parts.append(
                 "This folder is not trusted, so its config may not choose where requests and your API key go "
-                "or loosen the sandbox. To use them, trust the folder in your editor, or add it to "
-                f"[trust] folders in {user}."
+                f"or loosen the sandbox. To use them, {how} [trust] folders in {user}."
             )
-        parts.append("dsh/config/get shows why each key was ignored.")
+        if editor_trust:
+            parts.append("dsh/config/get shows why each key was ignored.")
         return " ".join(parts)
 
 
