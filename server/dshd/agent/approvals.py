@@ -30,23 +30,20 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import attrs
 
-from dshd.agent.config import Mutability, ToolsConfig
+from dshd.agent.config import Mutability, Sandbox, ToolsConfig
 from dshd.agent.tools import Change, Policy, Tool, ToolContext, ToolOutcome
 from dshd.errors import DshError
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["allow-once", "allow-session", "reject"]
-OUTCOMES: tuple[str, ...] = ("allow-once", "allow-session", "reject")
-SANDBOXES: tuple[str, ...] = ("read-only", "workspace-write", "full-access")
-MUTABILITIES: tuple[str, ...] = ("read", "write", "exec")
-# Who decided: the person (an answer), an earlier allow-session of the person (session),
-# the approve list not naming the class (policy), or no answer could be had (fail-closed).
-DECIDED_BY: tuple[str, ...] = ("person", "session", "policy", "fail-closed")
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+SANDBOXES: tuple[str, ...] = get_args(Sandbox)
+MUTABILITIES: tuple[str, ...] = get_args(Mutability)
 
 
 @attrs.frozen
