@@ -1,5 +1,5 @@
 """Helpers shared by the end-to-end tests: the session log on disk, events by type,
-goal refs, waiting for a session to go idle."""
+goal refs, waiting for a session to go idle, a person who never answers."""
 
 from __future__ import annotations
 
@@ -37,3 +37,23 @@ async def wait_idle(client, agent: str, timeout: float = 5) -> list[dict]:
             return events
         await asyncio.sleep(0.02)
     raise TimeoutError("the agent did not go idle")
+
+
+class AbsentPerson:
+    """The editor's handler for a request a person never answers: ``asked`` is set when the
+    request arrives, ``withdrawn`` when the daemon withdraws it (only a ``$/cancelRequest``
+    from the daemon cancels the handler). ``reply`` is what it would answer after 30 s."""
+
+    def __init__(self, reply: dict) -> None:
+        self.reply = reply
+        self.asked = asyncio.Event()
+        self.withdrawn = asyncio.Event()
+
+    async def __call__(self, params: dict) -> dict:
+        self.asked.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.withdrawn.set()
+            raise
+        return self.reply

@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import RawDaemon
-from tests.e2e.support import of_type, read_log
+from tests.e2e.support import AbsentPerson, of_type, read_log
 
 ORIGINAL = "def greet():\n    print('hi')\n"
 EDITED = "def greet():\n    print('hello')\n"
@@ -254,23 +254,12 @@ async def test_malformed_and_error_replies_fail_closed(workspace, daemons):
 
 async def _asked_and_waiting(daemons, workspace):
     tools_workspace(workspace, [edit_call(), {"text": "never"}])
-    asked = asyncio.Event()
-    withdrawn = asyncio.Event()
-
-    async def absent_person(params):
-        asked.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            withdrawn.set()
-            raise
-        return {"outcome": "allow-once"}
-
-    client = await daemons.start(approve=absent_person)
+    person = AbsentPerson({"outcome": "allow-once"})
+    client = await daemons.start(approve=person)
     sid, agent = await new_agent(client)
     prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "say hello"}))
-    await asyncio.wait_for(asked.wait(), 10)
-    return client, sid, agent, prompt, withdrawn
+    await asyncio.wait_for(person.asked.wait(), 10)
+    return client, sid, agent, prompt, person.withdrawn
 
 
 async def test_cancel_withdraws_the_ask_and_fails_closed(workspace, daemons):

@@ -15,7 +15,7 @@ import pytest
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import write_workspace
-from tests.e2e.support import of_type, read_log, wait_idle
+from tests.e2e.support import AbsentPerson, of_type, read_log, wait_idle
 
 PLAN = """# Plan: retries for the HTTP client
 
@@ -240,28 +240,17 @@ async def test_malformed_answers_keep_planning_with_corrective_feedback(workspac
 
 async def test_cancel_during_review_withdraws_the_question(workspace, daemons):
     write_workspace(workspace, replies=[exit_plan(), {"text": "never requested"}])
-    asked = asyncio.Event()
-    withdrawn = asyncio.Event()
-
-    async def absent_person(params):
-        asked.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            withdrawn.set()  # only a $/cancelRequest from the daemon cancels this handler
-            raise
-        return {"answers": []}
-
-    client = await daemons.start(answer=absent_person)
+    person = AbsentPerson({"answers": []})
+    client = await daemons.start(answer=person)
     session_id, agent = await plan_session(client)
     session_events_before = len(read_log(workspace, session_id))
 
     prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "Add retries."}))
-    await asyncio.wait_for(asked.wait(), 5)
+    await asyncio.wait_for(person.asked.wait(), 5)
     assert await client.request("dsh/agent/cancel", {"agentId": agent}) is None
     result = await asyncio.wait_for(prompt, 5)
     assert result["stopReason"] == "cancelled"
-    await asyncio.wait_for(withdrawn.wait(), 2)
+    await asyncio.wait_for(person.withdrawn.wait(), 2)
 
     events = read_log(workspace, session_id)[session_events_before:]
     [result_event] = exit_results(events)
@@ -330,26 +319,15 @@ async def test_review_params_errors_do_not_reach_the_person(workspace, daemons):
 async def test_reload_during_review_withdraws_the_question_and_plan_stays_on(workspace, daemons):
     """PM-20: the agent (and its plan plugin) goes away while the person reviews."""
     write_workspace(workspace, replies=[exit_plan(), {"text": "after reload"}])
-    asked = asyncio.Event()
-    withdrawn = asyncio.Event()
-
-    async def absent_person(params):
-        asked.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            withdrawn.set()
-            raise
-        return {"answers": []}
-
-    client = await daemons.start(answer=absent_person)
+    person = AbsentPerson({"answers": []})
+    client = await daemons.start(answer=person)
     session_id, agent = await plan_session(client)
     prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "Add retries."}))
-    await asyncio.wait_for(asked.wait(), 5)
+    await asyncio.wait_for(person.asked.wait(), 5)
 
     reloaded = await client.request("dsh/session/open", {"sessionId": session_id, "reload": True})
     assert reloaded["plan"] == {"active": True}
-    await asyncio.wait_for(withdrawn.wait(), 2)
+    await asyncio.wait_for(person.withdrawn.wait(), 2)
     # The old prompt ends (it does not hang) and the old agent is stale.
     assert (await asyncio.wait_for(prompt, 5))["turn"] == 1
     with pytest.raises(JsonRpcException) as info:
