@@ -16,12 +16,12 @@ from dshd.models.interface import (
     ModelError,
     ModelEvent,
     ModelReply,
-    ReplyToolCall,
     Retrying,
     Stop,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
+    ToolCallRequest,
     ToolCallStart,
 )
 
@@ -82,7 +82,7 @@ class ReplyAssembler:
                 raise _bad(f"the arguments of tool call {name!r} are not valid JSON: {exc}") from None
             if not isinstance(arguments, dict):
                 raise _bad(f"the arguments of tool call {name!r} are not a JSON object")
-            calls.append(ReplyToolCall(call_id, name, arguments))
+            calls.append(ToolCallRequest(call_id, name, arguments))
         return ModelReply("".join(self._text), tuple(calls), self._stop.reason, self._stop.usage)
 
 

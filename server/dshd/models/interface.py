@@ -44,6 +44,8 @@ class Message:
 
 @attrs.frozen
 class ToolCallRequest:
+    """A tool call: one the model made in its reply, or one in the transcript it is sent."""
+
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -154,15 +156,8 @@ class ModelError(Exception):
 
 
 @attrs.frozen
-class ReplyToolCall:
-    call_id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@attrs.frozen
 class ModelReply:
     text: str
-    tool_calls: tuple[ReplyToolCall, ...]
+    tool_calls: tuple[ToolCallRequest, ...]
     stop_reason: str
     usage: Usage
