@@ -24,7 +24,6 @@ from dshd.models.registry import model_from_config
 if TYPE_CHECKING:
     from dshd.agent.config import Config
 
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 PROBE = ModelRequest("Answer with the single word OK.", (Message("user", "ping"),), ())
 
 
@@ -59,14 +58,13 @@ async def check(config: "Config") -> Health:
     options = config.model
     if options.provider == "scripted":
         return Health("scripted", None, None, None, None, False, True)
-    key_env = options.apiKeyEnv or DEFAULT_KEY_ENV[options.provider]
-    key_set = bool(os.environ.get(key_env, "").strip())
     adapter: Any = model_from_config(
         msgspec.structs.replace(config, model=msgspec.structs.replace(options, maxOutputTokens=1, maxRetries=0))
     )
+    # The variable (and server) the provider itself reads: its own default unless the config names one.
     common = dict(
-        provider=options.provider, model=options.model, base_url=adapter.base_url, key_env=key_env,
-        key_set=key_set, key_needed=not errors.is_loopback(options.baseUrl),
+        provider=options.provider, model=options.model, base_url=adapter.base_url, key_env=adapter.key_env,
+        key_set=bool(os.environ.get(adapter.key_env, "").strip()), key_needed=not errors.is_loopback(options.baseUrl),
     )  # fmt: skip
     started = time.monotonic()
     try:
