@@ -23,9 +23,11 @@ only inside its provider module, when that provider makes its first call.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol, Union
+from typing import Any, Literal, Protocol, Union, get_args
 
 import attrs
+
+from dshd.folds.events import ModelErrorKind
 
 # ---- request ------------------------------------------------------------------
 
@@ -121,12 +123,8 @@ class ModelAdapter(Protocol):
 
 # ---- errors ---------------------------------------------------------------------
 
-ErrorKind = Literal[
-    "auth", "rate-limit", "connection", "timeout", "bad-request", "context-overflow", "server", "bad-response"
-]
-ERROR_KINDS: tuple[str, ...] = (
-    "auth", "rate-limit", "connection", "timeout", "bad-request", "context-overflow", "server", "bad-response",
-)
+# The kinds a turn/close records (the log's schema names them once).
+ERROR_KINDS: tuple[str, ...] = get_args(ModelErrorKind)
 # Kinds worth another attempt (when no output of the call went out yet).
 RETRYABLE_KINDS = frozenset({"rate-limit", "connection", "timeout", "server"})
 
