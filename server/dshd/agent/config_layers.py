@@ -261,11 +261,10 @@ def load_layers(
         ignored += dropped
     if editor is not None:
         ignored += _drop_trust_table(editor, EDITOR_SETTINGS, _TRUST_NOT_FROM_EDITOR)
-    provider = ((editor or {}).get("model") or {}).get("provider") or (
-        ((from_workspace or {}).get("model") or {}).get("provider") or merged["model"]["provider"]
-    )
+    editor_model = (editor or {}).get("model") or {}
     workspace_model = (from_workspace or {}).get("model") or {}
-    if provider != "scripted" and "script" in workspace_model and "script" not in ((editor or {}).get("model") or {}):
+    provider = editor_model.get("provider") or workspace_model.get("provider") or merged["model"]["provider"]
+    if provider != "scripted" and "script" in workspace_model and "script" not in editor_model:
         # A repository's demo script must not stop a person's own provider from starting.
         del workspace_model["script"]
         ignored.append(
