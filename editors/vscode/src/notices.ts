@@ -1,8 +1,8 @@
 // What is worth a notification, as pure functions: the agent blocked the goal (code and message),
 // the goal is complete, a budget is spent, a turn ended with an error. The words come from the
 // daemon's chat items and the goal view; changes this window made itself are not announced.
-import type { ChatItem, GoalChangedParams, GoalView } from './protocol';
-import { formatTokens } from './status';
+import type { ChatItem, GoalChangedParams } from './protocol';
+import { countedTokens, formatTokens } from './status';
 
 export interface Notice { severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }
 
@@ -15,10 +15,9 @@ const BUDGET_CODES: Record<string, string> = {
 export function goalNotice(p: GoalChangedParams, ownChange: boolean): Notice | undefined {
   const goal = p.goal;
   if (ownChange || !goal) return undefined;
-  const { tokensUsed, maxTokens } = goal as GoalView & { tokensUsed?: number; maxTokens?: number };
-  // Tokens once some were counted, or beside a budget (as in the status bar).
-  const counted = tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined);
-  const used = `${goal.roundsStarted} of ${goal.maxRounds} rounds used${counted ? `, ${formatTokens(tokensUsed)} tokens` : ''}`;
+  // Tokens as in the status bar: once some were counted, or beside a budget.
+  const counted = countedTokens(goal);
+  const used = `${goal.roundsStarted} of ${goal.maxRounds} rounds used${counted ? `, ${formatTokens(counted.used)} tokens` : ''}`;
   if (p.op === 'block' && goal.blockedReason) {
     const { code, message } = goal.blockedReason;
     const budget = BUDGET_CODES[code];

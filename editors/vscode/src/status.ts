@@ -17,9 +17,6 @@ export type Connection = 'starting' | 'running' | 'stopped' | 'failed';
 
 const GOAL_ICON = '$(target)';
 
-/** The goal's token figures; `tokensUsed`/`maxTokens` come from daemons that count tokens. */
-type Tokens = { tokensUsed?: number; maxTokens?: number };
-
 /**
  * A token count as people read it, the same in both editors and the daemon's words: `950`,
  * `12.4k`, `182k`, `1.3M`. Integer arithmetic rounding halves up (no float formatting).
@@ -38,6 +35,15 @@ export function isWaitingForResume(goal: GoalView): boolean {
   return goal.phase === 'active' && goal.activation === 'disarmed';
 }
 
+/**
+ * The goal's token figures worth showing: once some were counted, or beside a budget (every
+ * daemon sends tokensUsed, and `0 tok` for a model that reports no usage says nothing).
+ */
+export function countedTokens(goal: GoalView): { used: number; max?: number } | undefined {
+  const { tokensUsed, maxTokens } = goal;
+  return tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined) ? { used: tokensUsed, max: maxTokens } : undefined;
+}
+
 export type Severity = 'none' | 'hint' | 'warning';
 
 /** What a person reads about a goal: the same text, tooltip lines and actions in both editors. */
@@ -52,7 +58,6 @@ export function goalStatus(goal: GoalView | null): GoalStatus {
   const actions = validGoalActions(goal);
   const actionsLine = `Actions: ${actions.join(', ')}`;
   if (!goal) return { text: 'no goal', tooltip: ['No goal in this session.', actionsLine], severity: 'none', actions };
-  const { tokensUsed, maxTokens } = goal as GoalView & Tokens;
   const waiting = isWaitingForResume(goal);
   let state: string = goal.phase;
   let sentence: string;
@@ -69,13 +74,11 @@ export function goalStatus(goal: GoalView | null): GoalStatus {
       break;
     case 'complete': sentence = 'Complete.'; break;
   }
-  // Tokens once some were counted, or beside a budget: every daemon sends tokensUsed, and
-  // `0 tok` for a model that reports no usage says nothing.
-  const counted = tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined);
+  const counted = countedTokens(goal);
   const tokens = !counted ? undefined
-    : maxTokens === undefined ? `${formatTokens(tokensUsed)} tok` : `${formatTokens(tokensUsed)}/${formatTokens(maxTokens)} tok`;
+    : counted.max === undefined ? `${formatTokens(counted.used)} tok` : `${formatTokens(counted.used)}/${formatTokens(counted.max)} tok`;
   const tooltip = [`Goal: ${goal.objective}`, sentence, `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`];
-  if (counted) tooltip.push(maxTokens === undefined ? `Tokens: ${formatTokens(tokensUsed)} used` : `Tokens: ${formatTokens(tokensUsed)} of ${formatTokens(maxTokens)} used`);
+  if (counted) tooltip.push(counted.max === undefined ? `Tokens: ${formatTokens(counted.used)} used` : `Tokens: ${formatTokens(counted.used)} of ${formatTokens(counted.max)} used`);
   tooltip.push(actionsLine);
   const severity: Severity = goal.phase === 'blocked' ? 'warning' : waiting ? 'hint' : 'none';
   return { text: [`${goal.roundsStarted}/${goal.maxRounds}`, tokens, state].filter(Boolean).join(' · '), tooltip, severity, actions };
