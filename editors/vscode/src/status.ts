@@ -112,11 +112,16 @@ export function statusModel(connection: Connection, hasSession: boolean, goal: G
   return { text: `${GOAL_ICON} ${status.text}`, tooltip: goalTooltip(goal), warning: status.severity === 'warning', hint: status.severity === 'hint' };
 }
 
-/** The plan-mode item: the recorded state, and the choice waiting for the next step if any. */
-export function planStatusText(plan: PlanState): string {
+/** Plan mode's state in words: the recorded state, and the choice waiting for the next step if any (`on → off`). */
+export function planStateWords(plan: PlanState): string {
   const now = plan.active ? 'on' : 'off';
-  if (plan.pending === undefined || plan.pending === plan.active) return `$(checklist) plan: ${now}`;
-  return `$(checklist) plan: ${now} → ${plan.pending ? 'on' : 'off'}`;
+  if (plan.pending === undefined || plan.pending === plan.active) return now;
+  return `${now} → ${plan.pending ? 'on' : 'off'}`;
+}
+
+/** The plan-mode item of the status bar. */
+export function planStatusText(plan: PlanState): string {
+  return `$(checklist) plan: ${planStateWords(plan)}`;
 }
 
 export function planTooltip(plan: PlanState): string {

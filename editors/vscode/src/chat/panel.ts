@@ -3,7 +3,7 @@
 // action is the same command the palette runs.
 import * as vscode from 'vscode';
 import type { Controller } from '../controller';
-import { goalStatus, planStatusText } from '../status';
+import { goalStatus, planStateWords } from '../status';
 import type { AnswerableReview, ChatHeader, HostToView, ViewToHost } from './messages';
 import { ChatView, type ChatHost } from './view';
 
@@ -34,12 +34,11 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
     const s = c.session;
     if (!s) return { connection: c.connection };
     const status = goalStatus(s.goal);
-    const plan = planStatusText(s.plan).replace(/^\$\([^)]*\)\s*/, '');
     return {
       connection: c.connection,
       session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
       goal: { text: status.text, tooltip: status.tooltip.join('\n'), severity: status.severity },
-      plan: { text: plan.replace(/^plan:/, 'plan mode:'), active: s.plan.pending ?? s.plan.active },
+      plan: { text: `plan mode: ${planStateWords(s.plan)}`, active: s.plan.pending ?? s.plan.active },
     };
   }
 
