@@ -9,6 +9,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { closeTabsShowing, notifyUntil } from './askWindows';
 import type { PendingPermission } from './chat/messages';
 import { diffTarget, previewEdit } from './editPreview';
 import type { PermissionAskParams, PermissionAskResult } from './protocol';
@@ -96,10 +97,7 @@ export class Approvals implements vscode.Disposable {
         await this.showDiff(request);
         this.changed.fire(); // the chat card can offer the diff now
         // The diff's title bar holds the answers; this says so, and goes when the request ends.
-        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `dsh asks: ${params.title}` }, (progress) => {
-          progress.report({ message: 'Allow, Allow for This Session or Reject on the diff\'s title bar or in the dsh chat view.' });
-          return request.answer;
-        });
+        notifyUntil(`dsh asks: ${params.title}`, 'Allow, Allow for This Session or Reject on the diff\'s title bar or in the dsh chat view.', request.answer);
       } else {
         this.showPicker(request);
       }
@@ -199,14 +197,8 @@ export class Approvals implements vscode.Disposable {
     this.open.delete(r.id);
     r.picker?.hide();
     r.picker?.dispose();
-    const mine = new Set(r.uris.map((u) => u.toString()));
-    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => {
-      const i = t.input;
-      const uris = i instanceof vscode.TabInputTextDiff ? [i.original, i.modified] : i instanceof vscode.TabInputText ? [i.uri] : [];
-      return uris.some((u) => mine.has(u.toString()));
-    });
-    if (tabs.length) await Promise.resolve(vscode.window.tabGroups.close(tabs)).catch(() => undefined);
-    for (const u of mine) this.docs.delete(u);
+    await closeTabsShowing(r.uris);
+    for (const u of r.uris) this.docs.delete(u.toString());
     await this.setContext();
     this.changed.fire();
   }

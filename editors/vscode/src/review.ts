@@ -5,6 +5,7 @@
 // answer nothing: never approval. A review that ends, however it ends, closes every place it was
 // shown (its tabs, its notification, the diff against the previous plan).
 import * as vscode from 'vscode';
+import { closeTabsShowing, notifyUntil } from './askWindows';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
 import type { PlanReviewQuestion, QuestionsAskParams, QuestionsAskResult } from './protocol';
 import { unsentSummary } from './reviewWords';
@@ -142,12 +143,7 @@ export class PlanReviews implements vscode.Disposable {
     // source, where line comments are made.
     await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
       { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false })).catch(() => undefined);
-    // A notification the review itself closes: a message with buttons could not be taken back once
-    // the review ended elsewhere (the chat card, the palette, a withdrawn question).
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Plan review: ${review.question.title}` }, (progress) => {
-      progress.report({ message: 'Approve or keep planning from the plan\'s title bar or the dsh chat view.' });
-      return review.outcome;
-    });
+    notifyUntil(`Plan review: ${review.question.title}`, 'Approve or keep planning from the plan\'s title bar or the dsh chat view.', review.outcome);
   }
 
   /** Brings the review's plan to the front (where its lines are commented on). */
@@ -172,16 +168,8 @@ export class PlanReviews implements vscode.Disposable {
     for (const t of review.threads) t.dispose();
     await this.setContext();
     this.changed.fire();
-    const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((tab) => this.showsReview(tab, review));
-    if (tabs.length) await Promise.resolve(vscode.window.tabGroups.close(tabs)).catch(() => undefined);
+    await closeTabsShowing([review.uri]);
     if (review.previous) this.previousDocs.delete(review.previous.uri.toString());
-  }
-
-  private showsReview(tab: vscode.Tab, review: PlanReview): boolean {
-    const input = tab.input;
-    const uris = input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom ? [input.uri]
-      : input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : [];
-    return uris.some((u) => u.toString() === review.uri.toString());
   }
 
   /**

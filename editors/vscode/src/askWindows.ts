@@ -1,0 +1,28 @@
+// The windows a question to the person opens (a plan review, an approval) and that close when the
+// question ends, however it ends: its editor tabs, and a notification saying where to answer.
+import * as vscode from 'vscode';
+
+/** The documents a tab shows: a text or custom editor's (the markdown preview), both sides of a diff. */
+function tabUris(tab: vscode.Tab): vscode.Uri[] {
+  const input = tab.input;
+  return input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom ? [input.uri]
+    : input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : [];
+}
+
+/** Closes every tab that shows one of these documents (a tab already gone is no error). */
+export async function closeTabsShowing(uris: readonly vscode.Uri[]): Promise<void> {
+  const mine = new Set(uris.map((u) => u.toString()));
+  const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter((t) => tabUris(t).some((u) => mine.has(u.toString())));
+  if (tabs.length) await Promise.resolve(vscode.window.tabGroups.close(tabs)).catch(() => undefined);
+}
+
+/**
+ * A notification that goes when `until` settles: a message with buttons could not be taken back
+ * once the question was answered elsewhere (the chat card, the palette, a withdrawn request).
+ */
+export function notifyUntil(title: string, message: string, until: Promise<unknown>): void {
+  void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, (progress) => {
+    progress.report({ message });
+    return until;
+  });
+}
