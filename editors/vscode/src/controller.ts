@@ -88,7 +88,6 @@ export class Controller implements vscode.Disposable {
   register(context: vscode.ExtensionContext): void {
     this.memento = context.workspaceState;
     this.chat = new ChatPanel(this, context.extensionUri);
-    context.subscriptions.push(this.chat, this.feed, this.approvals, this.policyItem);
     this.remembered = this.memento.get<{ sessionId: string; title?: string }>(REMEMBERED_KEY);
     const cmd = (id: string, fn: (...args: any[]) => unknown) => context.subscriptions.push(vscode.commands.registerCommand(id, async (...args: any[]) => {
       const generation = this.daemon.generation;
@@ -448,11 +447,8 @@ export class Controller implements vscode.Disposable {
     void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);
   }
 
+  /** Everything the controller made, in one place: the chat view, the feed, approvals, reviews, the status bar. */
   dispose(): void {
-    this.reviews.dispose();
-    this.transcripts.dispose();
-    this.goalItem.dispose();
-    this.planItem.dispose();
-    this.statusChanged.dispose();
+    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.reviews, this.transcripts, this.goalItem, this.planItem, this.statusChanged]) d?.dispose();
   }
 }
