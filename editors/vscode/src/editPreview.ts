@@ -11,7 +11,10 @@ export interface EditPreview {
 
 /** The path a unified diff changes, and whether it creates the file (`--- /dev/null`). */
 export function diffTarget(diff: string): { path: string; created: boolean } | undefined {
-  const [patch] = parsed(diff);
+  return targetOf(parsed(diff)[0]);
+}
+
+function targetOf(patch: ReturnType<typeof parsePatch>[number]): { path: string; created: boolean } | undefined {
   const name = patch?.newFileName ?? patch?.oldFileName;
   if (!name || name === '/dev/null') return undefined;
   return { path: name.replace(/^b\//, ''), created: patch.oldFileName === '/dev/null' };
@@ -22,10 +25,9 @@ export function diffTarget(diff: string): { path: string; created: boolean } | u
  * changed since, or the diff was cut at its size cap): then show the diff itself.
  */
 export function previewEdit(diff: string, before: string): EditPreview | undefined {
-  const target = diffTarget(diff);
-  if (!target) return undefined;
   const patches = parsed(diff);
-  if (patches.length !== 1) return undefined;
+  const target = targetOf(patches[0]);
+  if (!target || patches.length !== 1) return undefined;
   const after = applyPatch(target.created ? '' : before, patches[0]);
   return after === false ? undefined : { ...target, after };
 }
