@@ -2,6 +2,7 @@
 // the goal is complete, a budget is spent, a turn ended with an error. The words come from the
 // daemon's chat items and the goal view; changes this window made itself are not announced.
 import type { ChatItem, GoalChangedParams } from './protocol';
+import { turnFailed } from './chat/store';
 import { countedTokens, formatTokens } from './status';
 
 export interface Notice { severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }
@@ -33,6 +34,6 @@ export function goalNotice(p: GoalChangedParams, ownChange: boolean): Notice | u
 /** A turn that ended with an error: the daemon's words, with the model error's kind and message. */
 export function turnNotice(item: ChatItem): Notice | undefined {
   if (item.kind !== 'turn-end') return undefined;
-  if (!item.error && item.stopReason !== 'model-error' && item.stopReason !== 'error') return undefined;
+  if (!turnFailed(item)) return undefined;
   return { severity: 'error', text: `dsh: ${item.text}`, actions: ['Show Chat'] };
 }

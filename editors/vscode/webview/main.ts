@@ -4,6 +4,7 @@
 // All text goes in as text; only model markdown goes through the sanitizer (markdown.ts).
 import type { ChatItem } from '../src/protocol';
 import type { AnswerableReview, ChatHeader, HostToView, PendingPermission, ViewToHost } from '../src/chat/messages';
+import { turnFailed } from '../src/chat/store';
 import { renderMarkdown } from './markdown';
 
 declare function acquireVsCodeApi(): { postMessage(m: ViewToHost): void };
@@ -105,7 +106,7 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
     case 'plan-mode':
       return el('div', 'item plan-mode', item.text);
     case 'turn-end':
-      return el('div', `item turn-end${item.error || item.stopReason === 'error' || item.stopReason === 'model-error' ? ' error' : ''}`, item.text);
+      return el('div', `item turn-end${turnFailed(item) ? ' error' : ''}`, item.text);
     case 'compaction': {
       const e = el('details', 'item compaction');
       e.append(el('summary', undefined, item.text), markdown(item.summary));

@@ -1,6 +1,11 @@
 // The conversation of one agent as the daemon projects it: chat items kept by id (an upsert
 // replaces the item with its id in place, a new id goes at the end). Pure: no vscode import.
-import type { ChatItem } from '../protocol';
+import type { ChatItem, TurnEndChatItem } from '../protocol';
+
+/** A turn that ended in an error (a model error or another): its card is red and it is a notification. */
+export function turnFailed(item: TurnEndChatItem): boolean {
+  return !!item.error || item.stopReason === 'model-error' || item.stopReason === 'error';
+}
 
 export class ChatStore {
   private readonly list: ChatItem[] = [];
