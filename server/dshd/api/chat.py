@@ -72,6 +72,14 @@ class TurnError(_Value, kw_only=True):
     message: str
 
 
+class _Committed(_Item, kw_only=True):
+    """An item made from one committed event: its seq, time and turn come first."""
+
+    seq: int
+    at: str
+    turn: int | None = None
+
+
 class SessionItem(_Item, tag="session", kw_only=True):
     seq: int
     at: str
@@ -81,10 +89,7 @@ class SessionItem(_Item, tag="session", kw_only=True):
     text: str
 
 
-class UserMessageItem(_Item, tag="user-message", kw_only=True):
-    seq: int
-    at: str
-    turn: int | None = None
+class UserMessageItem(_Committed, tag="user-message", kw_only=True):
     text: str
     sender: Literal["person", "plugin", "goal"]
     label: str
@@ -140,10 +145,7 @@ class PlanReviewItem(_Streamed, tag="plan-review", kw_only=True):
     discarded: bool = False
 
 
-class PermissionItem(_Item, tag="permission", kw_only=True):
-    seq: int
-    at: str
-    turn: int | None = None
+class PermissionItem(_Committed, tag="permission", kw_only=True):
     call_id: str
     tool: str
     outcome: str
@@ -153,10 +155,7 @@ class PermissionItem(_Item, tag="permission", kw_only=True):
     text: str
 
 
-class GoalItem(_Item, tag="goal", kw_only=True):
-    seq: int
-    at: str
-    turn: int | None = None
+class GoalItem(_Committed, tag="goal", kw_only=True):
     op: str
     goal_id: str
     revision: int
@@ -170,10 +169,7 @@ class GoalItem(_Item, tag="goal", kw_only=True):
     text: str
 
 
-class PlanModeItem(_Item, tag="plan-mode", kw_only=True):
-    seq: int
-    at: str
-    turn: int | None = None
+class PlanModeItem(_Committed, tag="plan-mode", kw_only=True):
     active: bool
     text: str
 
@@ -187,10 +183,7 @@ class TurnEndItem(_Item, tag="turn-end", kw_only=True):
     text: str
 
 
-class CompactionItem(_Item, tag="compaction", kw_only=True):
-    seq: int
-    at: str
-    turn: int | None = None
+class CompactionItem(_Committed, tag="compaction", kw_only=True):
     summary: str
     through_seq: int
     tokens_before: int
