@@ -473,19 +473,22 @@ class ChatProjection:
         self._calls[(turn, call_id)] = item_id
         common = dict(id=item_id, turn=turn, step=step or None, seq=seq, at=at, call_id=call_id, partial=False)
         if name == plan_plugin.TOOL_NAME:
-            plan = _str(arguments.get("plan"))
-            item: ChatItem = PlanReviewItem(
-                **common,
-                question_id=plan_plugin.question_id(call_id),
-                title=plan_plugin.first_heading(plan) or "Plan",
-                plan=plan,
-                outcome="pending",
-                outcome_text=words.PLAN_OUTCOMES["pending"],
-                previous_id=self._reviewed_plan_id,
-            )
+            item: ChatItem = self._pending_review(_str(arguments.get("plan")), **common)
         else:
             item = ToolCallItem(**common, name=name, title=words.tool_title(name, arguments), arguments=arguments, status="running")
         self._put(item, changed)
+
+    def _pending_review(self, plan: str, **common: Any) -> PlanReviewItem:
+        """An ``exit_plan_mode`` call (committed or streaming) waiting for the person's verdict."""
+        return PlanReviewItem(
+            **common,
+            question_id=plan_plugin.question_id(common["call_id"]),
+            title=plan_plugin.first_heading(plan) or "Plan",
+            plan=plan,
+            outcome="pending",
+            outcome_text=words.PLAN_OUTCOMES["pending"],
+            previous_id=self._reviewed_plan_id,
+        )
 
     # tool/result
     def _tool_result(self, seq, at, turn, data, changed) -> None:
@@ -638,11 +641,7 @@ class ChatProjection:
             self._args_text[item_id] = text
             common = dict(id=item_id, turn=delta.turn, step=delta.step, call_id=delta.call_id, partial=True)
             if name == plan_plugin.TOOL_NAME:
-                plan = partial_json_string(text, "plan") or ""
-                item: ChatItem = PlanReviewItem(
-                    **common, question_id=plan_plugin.question_id(delta.call_id), title=plan_plugin.first_heading(plan) or "Plan",
-                    plan=plan, outcome="pending", outcome_text=words.PLAN_OUTCOMES["pending"], previous_id=self._reviewed_plan_id,
-                )  # fmt: skip
+                item: ChatItem = self._pending_review(partial_json_string(text, "plan") or "", **common)
             else:
                 title = words.tool_title(name, _partial_arguments(text))
                 item = ToolCallItem(**common, name=name, title=title, arguments_text=text, status="running")
