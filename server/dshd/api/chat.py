@@ -225,19 +225,25 @@ def to_json(item: ChatItem) -> dict[str, Any]:
     return msgspec.to_builtins(item)
 
 
+# A delta's optional fields and their names in ``dsh/agent/delta`` (camelCase).
+_DELTA_FIELDS = (("text", "text"), ("call_id", "callId"), ("name", "name"), ("attempt", "attempt"), ("delay_ms", "delayMs"))
+
+
+def delta_to_json(delta: AgentDelta) -> dict[str, Any]:
+    """An AgentDelta as the wire's ``dsh/agent/delta`` fields (absent ones left out)."""
+    out: dict[str, Any] = {"turn": delta.turn, "step": delta.step, "kind": delta.kind}
+    for attr, key in _DELTA_FIELDS:
+        value = getattr(delta, attr)
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def delta_from_json(value: dict[str, Any]) -> AgentDelta:
     """A delta written as ``dsh/agent/delta`` writes it (camelCase; without agentId and
     sessionId): the form the fixtures use."""
-    return AgentDelta(
-        turn=value["turn"],
-        step=value["step"],
-        kind=value["kind"],
-        text=value.get("text"),
-        call_id=value.get("callId"),
-        name=value.get("name"),
-        attempt=value.get("attempt"),
-        delay_ms=value.get("delayMs"),
-    )
+    optional = {attr: value.get(key) for attr, key in _DELTA_FIELDS}
+    return AgentDelta(turn=value["turn"], step=value["step"], kind=value["kind"], **optional)
 
 
 def _int(value: Any) -> int | None:

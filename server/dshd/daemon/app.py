@@ -32,7 +32,7 @@ from pygls.exceptions import JsonRpcException
 
 from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.workspace import Workspace
-from dshd.api.chat import to_json as chat_item_json
+from dshd.api.chat import delta_to_json, to_json as chat_item_json
 from dshd.api.hub import Hub
 from dshd.daemon import handlers
 from dshd.daemon.asking import DEFAULT_TIMEOUT_S
@@ -164,7 +164,7 @@ class DshDaemon(DshServer):
         self._notify(agent, "dsh/session/event", {"event": event})
 
     def agent_delta(self, agent, delta) -> None:
-        self._notify(agent, "dsh/agent/delta", delta_json(delta))
+        self._notify(agent, "dsh/agent/delta", delta_to_json(delta))
 
     def plan_changed(self, agent, view) -> None:
         self._notify(agent, "dsh/plan/changed", self.to_json(view))
@@ -195,19 +195,6 @@ class DshDaemon(DshServer):
         if attrs.has(type(value)):
             return to_wire(value)
         return msgspec.to_builtins(value)
-
-
-_DELTA_FIELDS = (("text", "text"), ("call_id", "callId"), ("name", "name"), ("attempt", "attempt"), ("delay_ms", "delayMs"))
-
-
-def delta_json(delta) -> dict:
-    """An AgentDelta as the wire's dsh/agent/delta fields (absent ones left out)."""
-    out = {"turn": delta.turn, "step": delta.step, "kind": delta.kind}
-    for attr, key in _DELTA_FIELDS:
-        value = getattr(delta, attr)
-        if value is not None:
-            out[key] = value
-    return out
 
 
 class ClientLogHandler(logging.Handler):
