@@ -63,6 +63,16 @@ def dshd_command() -> list[str]:
     return [sys.executable, "-m", "dshd", "serve"]
 
 
+async def _answer(answerer: Callable[[dict], Any] | None, params: Any, without: dict) -> Any:
+    """An answerer's reply (it may be a coroutine function), or ``without`` when there is none."""
+    if answerer is None:
+        return without
+    result = answerer(params)
+    if asyncio.iscoroutine(result):
+        result = await result
+    return result
+
+
 class DshClient:
     """A thin async client: request(), notifications by method, a questions answerer and
     a permissions answerer (``answer_permissions(params) -> {"outcome", "feedback"?}``)."""
@@ -84,21 +94,11 @@ class DshClient:
 
         @self.lsp.feature("dsh/questions/ask")
         async def _ask(params):
-            if self.answer_questions is None:
-                return {"answers": []}
-            result = self.answer_questions(params)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
+            return await _answer(self.answer_questions, params, {"answers": []})
 
         @self.lsp.feature("dsh/permission/ask")
         async def _permission(params):
-            if self.answer_permissions is None:
-                return {"outcome": "reject", "feedback": "this client cannot decide"}
-            result = self.answer_permissions(params)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
+            return await _answer(self.answer_permissions, params, {"outcome": "reject", "feedback": "this client cannot decide"})
 
         # pytest-lsp's client registers its own window/logMessage handler already.
         if "window/logMessage" not in self.lsp.protocol.fm.features:
