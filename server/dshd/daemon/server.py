@@ -191,12 +191,18 @@ class DshServer(LanguageServer):
 
     def _on_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
-        if "id" in message and isinstance(method, str) and method != types.EXIT and _is_lsp_notification(method):
-            # Answered before its params are read: whatever they hold, a notification's
-            # method is no request (and pygls would leave it unanswered).
-            if self.initialized:
-                self._on_bad_message(-32601, f"Method Not Found: {method} is a notification, not a request", message["id"])
-                return
+        if (
+            self.initialized
+            and "id" in message
+            and isinstance(method, str)
+            and method != types.EXIT
+            and _is_lsp_notification(method)
+        ):
+            # A notification's method with an id ($/cancelRequest, textDocument/didOpen),
+            # answered before its params are read: whatever they hold, it is no request
+            # (pygls would handle it as the notification and leave the request unanswered).
+            self._on_bad_message(-32601, f"Method Not Found: {method} is a notification, not a request", message["id"])
+            return
         try:
             structured = self.protocol.structure_message(message)
         except JsonRpcException as exc:
@@ -221,11 +227,6 @@ class DshServer(LanguageServer):
             if not self.initialized and method not in (types.INITIALIZE, types.EXIT):
                 # LSP: every request before initialize (shutdown too) is ServerNotInitialized.
                 self._on_bad_message(-32002, "the daemon is not initialized: send initialize first", message["id"])
-                return
-            if not hasattr(structured, "id") and method != types.EXIT:
-                # A notification's method with an id ($/cancelRequest, textDocument/didOpen):
-                # pygls would handle it as the notification and leave the request unanswered.
-                self._on_bad_message(-32601, f"Method Not Found: {method} is a notification, not a request", message["id"])
                 return
         if getattr(structured, "method", None) == types.EXIT:
             self.exit_requested = True
