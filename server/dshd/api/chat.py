@@ -319,6 +319,16 @@ class ChatProjection:
     (``apply_event`` in seq order) and the deltas as they come; each call returns the
     items it created or changed, in list order."""
 
+    @classmethod
+    def replayed(cls, events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> ChatProjection:
+        """A projection fed a whole log (then the deltas of a turn still streaming)."""
+        projection = cls()
+        for event in events:
+            projection.apply_event(event)
+        for delta in deltas:
+            projection.apply_delta(delta)
+        return projection
+
     def __init__(self) -> None:
         self._items: dict[str, ChatItem] = {}
         self._order: list[str] = []
@@ -384,12 +394,6 @@ class ChatProjection:
     def _fresh_id(self, wanted: str, seq: int) -> str:
         """``wanted``, unless a durable item holds it already (a log the loop did not write)."""
         return wanted if wanted not in self._durable else f"{wanted}@{seq}"
-
-    def apply_events(self, events: Iterable[dict[str, Any]]) -> list[ChatItem]:
-        changed: list[ChatItem] = []
-        for event in events:
-            changed.extend(self.apply_event(event))
-        return changed
 
     def apply_event(self, event: dict[str, Any]) -> list[ChatItem]:
         """The items one committed event creates or changes."""
@@ -664,8 +668,4 @@ class ChatProjection:
 
 def project(events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> list[ChatItem]:
     """The items of a whole log (then the deltas, for a turn still streaming)."""
-    projection = ChatProjection()
-    projection.apply_events(events)
-    for delta in deltas:
-        projection.apply_delta(delta)
-    return projection.items()
+    return ChatProjection.replayed(events, deltas).items()

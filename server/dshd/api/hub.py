@@ -112,13 +112,8 @@ class Hub:
         self.attach(agent)
         feed = self._feeds[agent.agent_id]
         if feed.chat is None:
-            projection = ChatProjection()
-            for event in read_log_events(agent.store.path):
-                projection.apply_event(event)
-            for delta in feed.running:
-                projection.apply_delta(delta)
+            feed.chat = ChatProjection.replayed(read_log_events(agent.store.path), feed.running)
             feed.running = []
-            feed.chat = projection
         return feed.chat.page(after_seq, limit)
 
     def _forget(self, agent_id: str) -> None:
