@@ -140,32 +140,25 @@ def tool_call_content(root: Path, name: str, arguments: dict[str, Any]) -> list[
     return None
 
 
+def _call_fields(root: Path, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A pending call as the client shows it: announced now, or completed after its arguments streamed."""
+    return {
+        "title": tool_title(name, arguments),
+        "kind": TOOL_KINDS.get(name, "other"),
+        "status": "pending",
+        "locations": tool_locations(root, name, arguments),
+        "raw_input": arguments,
+        "content": tool_call_content(root, name, arguments),
+    }
+
+
 def tool_call_start(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallStart:
-    return ToolCallStart(
-        session_update="tool_call",
-        tool_call_id=call_id,
-        title=tool_title(name, arguments),
-        kind=TOOL_KINDS.get(name, "other"),
-        status="pending",
-        locations=tool_locations(root, name, arguments),
-        raw_input=arguments,
-        content=tool_call_content(root, name, arguments),
-    )
+    return ToolCallStart(session_update="tool_call", tool_call_id=call_id, **_call_fields(root, name, arguments))
 
 
 def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallProgress:
     """The full call, for a tool_call already announced while its arguments streamed."""
-    start = tool_call_start(root, call_id, name, arguments)
-    return ToolCallProgress(
-        session_update="tool_call_update",
-        tool_call_id=call_id,
-        title=start.title,
-        kind=start.kind,
-        status="pending",
-        locations=start.locations,
-        raw_input=arguments,
-        content=start.content,
-    )
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **_call_fields(root, name, arguments))
 
 
 def tool_result_update(root: Path, call_id: str, name: str | None, arguments: dict[str, Any], ok: bool, content: str) -> ToolCallProgress:
