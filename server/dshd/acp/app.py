@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from dshd.acp.door import AcpDoor
-from dshd.acp.asking import DEFAULT_TIMEOUT_S
 from dshd.acp.transport import LineTransport
+from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.api.stdio import open_stdin_reader, stdio_streams
 
 
@@ -27,9 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--question-timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
+        default=ANSWER_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"how long a plan review or an approval waits for the person before it fails closed (default {DEFAULT_TIMEOUT_S:g})",
+        help=f"how long a plan review or an approval waits for the person before it fails closed (default {ANSWER_TIMEOUT_S:g})",
     )
     return parser
 

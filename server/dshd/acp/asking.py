@@ -24,13 +24,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dshd.acp")
 
-DEFAULT_TIMEOUT_S = 600.0
-
 
 class PermissionAsk:
-    def __init__(self, peer: "Peer", unavailable: type[Exception], *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    unavailable: type[Exception]  # the seam's error: each subclass names its own
+
+    def __init__(self, peer: "Peer", *, timeout_s: float) -> None:
         self._peer = peer
-        self._unavailable = unavailable
         self.timeout_s = timeout_s
 
     async def choose(self, session_id: str, tool_call: Any, options: list[Any], *, what: str) -> str:
@@ -40,15 +39,15 @@ class PermissionAsk:
                 self._peer.request_permission(session_id, tool_call, options), timeout=self.timeout_s
             )
         except TimeoutError:
-            raise self._unavailable(f"no answer to the {what} within {self.timeout_s:g} s") from None
+            raise self.unavailable(f"no answer to the {what} within {self.timeout_s:g} s") from None
         except ConnectionError:
-            raise self._unavailable("the client went away") from None
+            raise self.unavailable("the client went away") from None
         except RequestError as exc:
-            raise self._unavailable(f"the client answered the {what} with an error: {exc}") from None
+            raise self.unavailable(f"the client answered the {what} with an error: {exc}") from None
         except ValidationError as exc:
-            raise self._unavailable(f"the client's answer to the {what} was malformed ({exc.error_count()} problem(s))") from None
+            raise self.unavailable(f"the client's answer to the {what} was malformed ({exc.error_count()} problem(s))") from None
         outcome = response.outcome
         if outcome.outcome != "selected":
-            raise self._unavailable(f"the {what} was cancelled")
+            raise self.unavailable(f"the {what} was cancelled")
         log.info("%s in session %s: %s", what, session_id, outcome.option_id)
         return outcome.option_id

@@ -41,7 +41,6 @@ from pydantic import ValidationError
 
 from dshd import __version__
 from dshd.acp import goals as goal_requests
-from dshd.acp.asking import DEFAULT_TIMEOUT_S
 from dshd.acp.convert import (
     MODE_CONFIG_ID,
     STOP_REASONS,
@@ -69,7 +68,7 @@ MCP_NOT_USED = "dshd does not connect to MCP servers yet"
 
 
 class AcpDoor:
-    def __init__(self, root: Path, *, question_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, root: Path, *, question_timeout_s: float) -> None:
         self.root = root
         self.question_timeout_s = question_timeout_s
         self.workspace: Workspace | None = None

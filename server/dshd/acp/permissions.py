@@ -14,8 +14,6 @@ it fails closed and changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from dshd.acp.asking import PermissionAsk
@@ -31,8 +29,7 @@ _OUTCOMES = {option.option_id for option in APPROVAL_OPTIONS}
 
 
 class AcpApprovals(PermissionAsk):
-    def __init__(self, peer: Any, *, timeout_s: float) -> None:
-        super().__init__(peer, ApprovalsUnavailable, timeout_s=timeout_s)
+    unavailable = ApprovalsUnavailable
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         tool_call = ToolCallUpdate(

@@ -35,8 +35,7 @@ PLAN_OPTIONS = [
 
 
 class AcpQuestions(PermissionAsk):
-    def __init__(self, peer: Any, *, timeout_s: float) -> None:
-        super().__init__(peer, QuestionsUnavailable, timeout_s=timeout_s)
+    unavailable = QuestionsUnavailable
 
     async def ask(self, agent: AgentRef, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(questions) != 1 or questions[0].get("kind") != "plan-review":

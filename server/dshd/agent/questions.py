@@ -22,6 +22,11 @@ class AgentRef(Protocol):
     session_id: str
 
 
+# How long a door waits for the person's answer (plan reviews and approvals alike)
+# before it fails closed, unless told otherwise.
+ANSWER_TIMEOUT_S = 600.0
+
+
 class QuestionsUnavailable(Exception):
     """No way to reach the person right now."""
 
