@@ -25,6 +25,16 @@ def idle(events: list[dict]) -> bool:
     return len(of_type(events, "turn/open")) == len(of_type(events, "turn/close"))
 
 
+def selected(option_id: str) -> dict:
+    """A client's answer to session/request_permission: this option chosen."""
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
+
+def finished(client, sid: str) -> list[dict]:
+    """The tool_call_update that finished each call, in order."""
+    return [u for u in client.of_kind("tool_call_update", sid) if u.get("status") in ("completed", "failed")]
+
+
 def tool_call(name: str, **arguments) -> dict:
     return {"name": name, "arguments": arguments}
 

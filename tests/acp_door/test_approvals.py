@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acp_door.support import tool_call
+from tests.acp_door.support import finished, selected, tool_call
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
 
 TOOLS = ["plan", "goals", "tools"]
-
-
-def selected(option_id: str) -> dict:
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 def edit(old: str, new: str) -> dict:
@@ -26,11 +22,6 @@ def edit(old: str, new: str) -> dict:
 def answers(*replies: dict):
     queue = list(replies)
     return lambda params: queue.pop(0)
-
-
-def finished(client, sid: str) -> list[dict]:
-    """The tool_call_update that finished each call, in order."""
-    return [u for u in client.of_kind("tool_call_update", sid) if u.get("status") in ("completed", "failed")]
 
 
 def before_it_ran(client, call_id: str) -> dict:

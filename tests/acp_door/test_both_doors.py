@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from tests.acp_door.support import idle, wait_log
 from tests.e2e.conftest import Daemon, write_workspace
-from tests.e2e.support import of_type, read_log
-
-
-def ref(goal: dict) -> dict:
-    return {"id": goal["id"], "revision": goal["revision"]}
+from tests.e2e.support import of_type, read_log, ref_of as ref
 
 
 async def test_serve_then_acp_then_serve(clients):

@@ -11,11 +11,7 @@ import pytest
 from tests.acp_door.clients import AcpError
 from tests.acp_door.support import idle, tool_call, wait_log
 from tests.e2e.conftest import write_workspace
-from tests.e2e.support import of_type, read_log
-
-
-def ref(goal: dict) -> dict:
-    return {"id": goal["id"], "revision": goal["revision"]}
+from tests.e2e.support import of_type, read_log, ref_of as ref
 
 
 def goal_told(client, sid: str) -> list[tuple[str, int]]:

@@ -10,22 +10,14 @@ import asyncio
 import pytest
 
 from tests.acp_door.clients import AcpError
-from tests.acp_door.support import PLAN, tool_call, wait_log
+from tests.acp_door.support import PLAN, finished, selected, tool_call, wait_log
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
 
 EXIT_WITH_PLAN = {"toolCalls": [tool_call("exit_plan_mode", plan=PLAN)]}
 
 
-def selected(option_id: str) -> dict:
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
-
-
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
-
-
-def finished(client, sid: str) -> list[dict]:
-    return [u for u in client.of_kind("tool_call_update", sid) if u.get("status") in ("completed", "failed")]
 
 
 def modes_told(client, sid: str) -> list[str]:
