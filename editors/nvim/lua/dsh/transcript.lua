@@ -126,22 +126,13 @@ function M.open()
     vim.api.nvim_set_current_buf(view.buf)
     return view.buf
   end
-  local buf = vim.api.nvim_create_buf(true, true)
-  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://transcript/' .. session_id)
-  vim.bo[buf].buftype = 'nofile'
-  vim.bo[buf].bufhidden = 'hide'
-  vim.bo[buf].swapfile = false
-  vim.bo[buf].modifiable = false
-  vim.bo[buf].filetype = 'dshtranscript'
-  view = { buf = buf, agent_id = agent_id, last_seq = 0, calls = {} }
-  views[session_id] = view
-  vim.api.nvim_create_autocmd('BufWipeout', {
-    buffer = buf,
-    once = true,
-    callback = function()
-      views[session_id] = nil
-    end,
+  view = require('dsh.session_buffer').create('transcript', session_id, 'dshtranscript', views, {
+    agent_id = agent_id,
+    last_seq = 0,
+    calls = {},
   })
+  local buf = view.buf
+  vim.bo[buf].modifiable = false
   vim.api.nvim_set_current_buf(buf)
 
   -- History first, a page at a time. Live events that arrive meanwhile wait in

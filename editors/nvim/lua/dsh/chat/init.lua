@@ -95,25 +95,15 @@ local function set_window_options(win)
 end
 
 local function new_view(agent_id, session_id)
-  local buf = vim.api.nvim_create_buf(true, true)
-  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://chat/' .. session_id)
-  vim.bo[buf].buftype = 'nofile'
-  vim.bo[buf].bufhidden = 'hide'
-  vim.bo[buf].swapfile = false
-  vim.bo[buf].filetype = 'markdown'
-  local view = { buf = buf, agent_id = agent_id, session_id = session_id }
+  local view = require('dsh.session_buffer').create('chat', session_id, 'markdown', views, {
+    agent_id = agent_id,
+    session_id = session_id,
+  })
+  local buf = view.buf
   view.builder = builder_mod.attach(buf)
-  views[session_id] = view
   require('dsh.chat.input').attach(buf, function()
     M.send(view)
   end)
-  vim.api.nvim_create_autocmd('BufWipeout', {
-    buffer = buf,
-    once = true,
-    callback = function()
-      views[session_id] = nil
-    end,
-  })
   vim.api.nvim_create_autocmd('BufWinEnter', {
     buffer = buf,
     callback = function()
