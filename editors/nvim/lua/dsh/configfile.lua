@@ -49,8 +49,10 @@ function M.open()
     if line then
       vim.api.nvim_win_set_cursor(0, { line, 0 })
     else
-      vim.notify(('dsh: %s is not in this file; add it, or look for it in the other config layers (:help dsh-model)'):format(last.key),
-        vim.log.levels.WARN, { title = 'dsh' })
+      require('dsh.errors').notify(
+        ('%s is not in this file; add it, or look for it in the other config layers (:help dsh-model)'):format(last.key),
+        vim.log.levels.WARN
+      )
     end
   end
 end

@@ -67,14 +67,14 @@ function M.on_goal_changed(params)
   local mine = own[params.agentId] and (own[params.agentId][params.op] or 0) > 0
   local message, level = M.goal_message(params, mine)
   if message then
-    vim.notify('dsh: ' .. message, level, { title = 'dsh' })
+    require('dsh.errors').notify(message, level)
   end
 end
 
 function M.on_event(params)
   local message = M.turn_message(params and params.event)
   if message then
-    vim.notify('dsh: ' .. message, levels.ERROR, { title = 'dsh' })
+    require('dsh.errors').notify(message, levels.ERROR)
   end
 end
 

@@ -256,7 +256,7 @@ function M.open(question, meta, finish)
       pcall(vim.api.nvim_del_augroup_by_id, group)
       if text == nil then
         if review.feedback then
-          vim.notify('dsh: feedback kept as a draft; r again to send it', vim.log.levels.INFO, { title = 'dsh' })
+          require('dsh.errors').notify('feedback kept as a draft; r again to send it', vim.log.levels.INFO)
         end
         return -- cancelled: the review stays open
       end
@@ -348,7 +348,7 @@ function M.show_changes(review)
   local agent_id = review.meta.agentId
   local session_id = review.meta.sessionId
   local notify = function(msg)
-    vim.notify('dsh: ' .. msg, vim.log.levels.INFO, { title = 'dsh' })
+    require('dsh.errors').notify(msg, vim.log.levels.INFO)
   end
   if not (agent_id and session_id) then
     return notify('no session to read earlier plans from')

@@ -3,6 +3,8 @@
 -- sandbox when you trusted it: that file as it is now, or the workspace folder.
 local M = {}
 
+local notify = require('dsh.errors').notify
+
 --- The trust database as { [path] = hash | 'directory' | '!' } (read, never written).
 local function database()
   local out = {}
@@ -56,13 +58,13 @@ function M.ask()
   local root = state.root_dir or cfg.find_root(cfg.start_path()) or vim.fn.getcwd()
   local file = M.config_file(root)
   if not vim.uv.fs_stat(file) then
-    return vim.notify(('dsh: %s has no .dsh/config.toml: nothing to trust'):format(root), vim.log.levels.INFO, { title = 'dsh' })
+    return notify(('%s has no .dsh/config.toml: nothing to trust'):format(root), vim.log.levels.INFO)
   end
   if M.trusted(root) then
-    return vim.notify('dsh: this workspace is already trusted', vim.log.levels.INFO, { title = 'dsh' })
+    return notify('this workspace is already trusted', vim.log.levels.INFO)
   end
   if vim.secure.read(file) == nil then
-    return vim.notify('dsh: the workspace stays untrusted: its guarded settings stay ignored', vim.log.levels.INFO, { title = 'dsh' })
+    return notify('the workspace stays untrusted: its guarded settings stay ignored', vim.log.levels.INFO)
   end
   require('dsh.commands').run({ args = 'restart' })
 end
@@ -89,9 +91,10 @@ end
 function M.on_show_message(err, params, ctx)
   local client = require('dsh.client')
   local protocol = require('dsh.protocol')
-  local level = ({ vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG })[params and params.type or 3]
+  local levels = vim.log.levels
+  local level = ({ levels.ERROR, levels.WARN, levels.INFO, levels.DEBUG })[params and params.type or 3] or levels.INFO
   local function pass_on()
-    vim.notify('dsh: ' .. tostring(params and params.message or ''), level, { title = 'dsh' })
+    notify(tostring(params and params.message or ''), level)
   end
   if type(params) ~= 'table' or params.type ~= 2 then
     return pass_on()
@@ -99,7 +102,7 @@ function M.on_show_message(err, params, ctx)
   client.request(protocol.requests.config_get, vim.empty_dict(), function(result)
     local notice = M.notice(type(result) == 'table' and result.ignored or nil)
     if notice then
-      vim.notify('dsh: ' .. notice, vim.log.levels.WARN, { title = 'dsh' })
+      notify(notice, vim.log.levels.WARN)
     else
       pass_on()
     end

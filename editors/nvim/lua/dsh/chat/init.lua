@@ -9,10 +9,6 @@ local M = {}
 -- sessionId -> { buf, agent_id, session_id, store, builder, loading, pending }
 local views = {}
 
-local function notify(message, level)
-  vim.notify('dsh: ' .. message, level or vim.log.levels.INFO, { title = 'dsh' })
-end
-
 --- The view of a buffer (for tests and the input).
 function M.view_of_buf(buf)
   for _, view in pairs(views) do
@@ -175,7 +171,7 @@ function M.send(view)
   local input = require('dsh.chat.input')
   local text = input.text(view.builder:prompt_lines())
   if text == '' then
-    return notify('type your message below the conversation first', vim.log.levels.WARN)
+    return require('dsh.errors').notify('type your message below the conversation first', vim.log.levels.WARN)
   end
   local state = require('dsh.state')
   if view.agent_id ~= state.agent_id then
