@@ -36,11 +36,13 @@ section = "Plan first. Do not change files until the plan is approved."
 provider = "scripted"
 script = "script.json"
 """
+# No [model] table of its own: the model is the person's setting (or added by the test).
+CONFIG_WITHOUT_MODEL = CONFIG[: CONFIG.index("[model]")]
 
 
-def make_workspace(root: Path, replies: list[dict]) -> Path:
+def make_workspace(root: Path, replies: list[dict], config: str = CONFIG) -> Path:
     (root / ".dsh").mkdir(parents=True)
-    (root / ".dsh" / "config.toml").write_text(CONFIG, encoding="utf-8")
+    (root / ".dsh" / "config.toml").write_text(config, encoding="utf-8")
     (root / "script.json").write_text(json.dumps({"replies": replies}), encoding="utf-8")
     return root
 
@@ -53,8 +55,7 @@ def open_editor(workspace: Path) -> Editor:
 
 def started(tmp_path: Path, editors: list[Editor], replies: list[dict], config: str = CONFIG) -> tuple[Path, Editor]:
     """A workspace with `replies` for the scripted model and `config`, and a Neovim on it."""
-    workspace = make_workspace(tmp_path / "ws", replies)
-    (workspace / ".dsh" / "config.toml").write_text(config, encoding="utf-8")
+    workspace = make_workspace(tmp_path / "ws", replies, config)
     editor = open_editor(workspace)
     editors.append(editor)
     return workspace, editor
@@ -318,10 +319,7 @@ def test_checkhealth_reports_ok(tmp_path, editors):
 
 
 def test_checkhealth_lists_the_keys_an_untrusted_workspace_may_not_set(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG + 'baseUrl = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [], CONFIG + 'baseUrl = "http://127.0.0.1:9/v1"\n')
     editor.cmd("checkhealth dsh")
     report = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
     write_artifact("checkhealth-untrusted.txt", report + "\n")
@@ -330,13 +328,10 @@ def test_checkhealth_lists_the_keys_an_untrusted_workspace_may_not_set(tmp_path,
 
 
 def test_checkhealth_names_the_bad_config_key(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(
+    _, editor = started(
+        tmp_path, editors, [],
         CONFIG.replace('section = "Plan first. Do not change files until the plan is approved."', 'section = ""'),
-        encoding="utf-8",
     )
-    editor = open_editor(workspace)
-    editors.append(editor)
     editor.cmd("checkhealth dsh")
     report = "\n".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
     write_artifact("checkhealth-bad-config.txt", report + "\n")
@@ -345,10 +340,7 @@ def test_checkhealth_names_the_bad_config_key(tmp_path, editors):
 
 
 def test_invalid_config_at_start_says_which_key(tmp_path, editors):
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG + "\n[goals]\nmaxRounds = \"many\"\n", encoding="utf-8")
-    editor = open_editor(workspace)
-    editors.append(editor)
+    workspace, editor = started(tmp_path, editors, [], CONFIG + "\n[goals]\nmaxRounds = \"many\"\n")
     editor.typed("Dsh session new")
     editor.wait_for(
         "vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('invalid config', 1, true) end)",
@@ -1047,9 +1039,7 @@ def loopback_editor(workspace: Path, server, monkeypatch) -> Editor:
 def test_chat_streams_the_reply_and_a_model_error_is_told(tmp_path, editors, monkeypatch):
     from tests.loopback_models import Failure, LoopbackModelServer, Reply
 
-    workspace = make_workspace(tmp_path / "ws", [])
-    # No [model] table of its own: the model is the person's setting.
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    workspace = make_workspace(tmp_path / "ws", [], CONFIG_WITHOUT_MODEL)
     with LoopbackModelServer("openai") as server:
         server.script(Reply(text=REPLY, piece=12, chunk_delay=0.15), Failure(401))
         editor = loopback_editor(workspace, server, monkeypatch)
@@ -1096,8 +1086,7 @@ def test_chat_streams_the_reply_and_a_model_error_is_told(tmp_path, editors, mon
 def test_tui_streamed_reply_and_model_error(tmp_path, monkeypatch):
     from tests.loopback_models import Failure, LoopbackModelServer, Reply
 
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    workspace = make_workspace(tmp_path / "ws", [], CONFIG_WITHOUT_MODEL)
     monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
     with LoopbackModelServer("openai") as server:
         server.script(Reply(text=REPLY, piece=6, chunk_delay=0.2), Reply(text="Round 1: done.", usage=(1200, 3400)),
@@ -1145,7 +1134,7 @@ def loopback_workspace(tmp_path: Path, editors: list[Editor], server, monkeypatc
     monkeypatch.setenv("DSH_LOOPBACK_KEY", KEY)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     (tmp_path / "state" / "nvim").mkdir(parents=True)
-    config = CONFIG[: CONFIG.index("[model]")] + (
+    config = CONFIG_WITHOUT_MODEL + (
         f'[model]\nprovider = "openai"\nmodel = "loopback-1"\nbaseUrl = "{server.base_url}"\n'
         'apiKeyEnv = "DSH_LOOPBACK_KEY"\nmaxRetries = 0\n'
     )
@@ -1224,8 +1213,7 @@ def test_tui_trust_a_workspace(tmp_path, monkeypatch):
 def test_goal_tokens_in_the_statusline(tmp_path, editors, monkeypatch):
     from tests.loopback_models import LoopbackModelServer, Reply
 
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    workspace = make_workspace(tmp_path / "ws", [], CONFIG_WITHOUT_MODEL)
     with LoopbackModelServer("openai") as server:
         server.script(Reply(text="round 1 done", usage=(1200, 3400)), Reply(text="round 2 done", usage=(2000, 400)))
         editor = loopback_editor(workspace, server, monkeypatch)
@@ -1247,8 +1235,7 @@ def test_goal_tokens_in_the_statusline(tmp_path, editors, monkeypatch):
 def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
     from tests.loopback_models import LoopbackModelServer, Reply
 
-    workspace = make_workspace(tmp_path / "ws", [])
-    (workspace / ".dsh" / "config.toml").write_text(CONFIG[: CONFIG.index("[model]")], encoding="utf-8")
+    workspace = make_workspace(tmp_path / "ws", [], CONFIG_WITHOUT_MODEL)
     with LoopbackModelServer("openai") as server:
         server.script(Reply(text="round 1 done", usage=(1200, 3400)))
         editor = loopback_editor(workspace, server, monkeypatch)
