@@ -70,6 +70,17 @@ function M.actions(view)
   end, ACTION_ORDER)
 end
 
+--- The last part of the status text: the phase, or what the goal waits for (pure).
+local function state_words(view)
+  local reason = type(view.blockedReason) == 'table' and view.blockedReason or nil
+  if view.phase == 'active' and view.activation ~= 'armed' then
+    return (int(view.roundsLeft) or 0) > 0 and 'waiting for you to resume' or 'round budget spent'
+  elseif view.phase == 'blocked' and reason then
+    return 'blocked: ' .. tostring(reason.code)
+  end
+  return tostring(view.phase)
+end
+
 --- `{text, tooltip, severity, actions}` for a GoalView or nil (pure). `text` has no
 --- icon: `3/40 · 12.4k tok · active`, `40/40 · blocked: <code>`, `no goal`. No
 --- revision anywhere.
@@ -87,13 +98,7 @@ function M.status(view)
   if counted(tokens_used, max_tokens) then
     table.insert(parts, max_tokens and ('%s/%s tok'):format(M.tokens(tokens_used), M.tokens(max_tokens)) or (M.tokens(tokens_used) .. ' tok'))
   end
-  if waiting then
-    table.insert(parts, left > 0 and 'waiting for you to resume' or 'round budget spent')
-  elseif view.phase == 'blocked' and reason then
-    table.insert(parts, 'blocked: ' .. tostring(reason.code))
-  else
-    table.insert(parts, tostring(view.phase))
-  end
+  table.insert(parts, state_words(view))
   local state
   if view.phase == 'active' then
     if not waiting then
@@ -163,8 +168,7 @@ function M.describe(view)
   if view == nil or view == vim.NIL then
     return 'no goal'
   end
-  local text = M.status(view).text
-  return M.usage(view) .. ' · ' .. text:match('[^·]+$'):gsub('^%s+', '')
+  return M.usage(view) .. ' · ' .. state_words(view)
 end
 
 local SEVERITY_HL = { hint = 'DiagnosticHint', warning = 'DiagnosticWarn' }
