@@ -32,17 +32,22 @@ function M.find_key(lines, key)
   return header
 end
 
+--- The workspace this editor works in (the daemon's, else the one around the current
+--- file, else the working directory) and its config file.
+---@return string root
+---@return string file
+function M.workspace()
+  local state = require('dsh.state')
+  local cfg = require('dsh.config')
+  local root = state.root_dir or cfg.find_root(cfg.start_path()) or vim.fn.getcwd()
+  return root, require('dsh.trust').config_file(root)
+end
+
 --- The file of the last config error (or the workspace's .dsh/config.toml), opened at
 --- its key.
 function M.open()
-  local state = require('dsh.state')
-  local cfg = require('dsh.config')
   local last = M.last_error or {}
-  local file = last.file
-  if not file then
-    local root = state.root_dir or cfg.find_root(cfg.start_path()) or vim.fn.getcwd()
-    file = root .. '/.dsh/config.toml'
-  end
+  local file = last.file or select(2, M.workspace())
   vim.cmd.edit(vim.fn.fnameescape(file))
   if last.key then
     local line = M.find_key(vim.api.nvim_buf_get_lines(0, 0, -1, false), last.key)

@@ -53,10 +53,7 @@ end
 --- :Dsh trust: ask about the workspace's config file (Neovim's own allow / deny /
 --- view question), and restart the daemon when it is now trusted so it applies.
 function M.ask()
-  local state = require('dsh.state')
-  local cfg = require('dsh.config')
-  local root = state.root_dir or cfg.find_root(cfg.start_path()) or vim.fn.getcwd()
-  local file = M.config_file(root)
+  local root, file = require('dsh.configfile').workspace()
   if not vim.uv.fs_stat(file) then
     return notify(('%s has no .dsh/config.toml: nothing to trust'):format(root), vim.log.levels.INFO)
   end
