@@ -4,33 +4,26 @@ local M = {}
 M.__index = M
 
 function M.new()
-  return setmetatable({ order = {}, by_id = {}, index = {} }, M)
+  return setmetatable({ order = {}, index = {} }, M)
 end
 
---- Replace or append `item`; returns its position and whether it is new.
+--- Replace or append `item`; returns its position.
 ---@return integer position
----@return boolean added
 function M:upsert(item)
   local at = self.index[item.id]
   if at then
     self.order[at] = item
-    self.by_id[item.id] = item
-    return at, false
+    return at
   end
   table.insert(self.order, item)
   at = #self.order
   self.index[item.id] = at
-  self.by_id[item.id] = item
-  return at, true
+  return at
 end
 
 --- The item before position `at` (for formatters that continue the one before).
 function M:before(at)
   return self.order[at - 1]
-end
-
-function M:get(id)
-  return self.by_id[id]
 end
 
 function M:items()
