@@ -13,7 +13,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
 from nvim_harness import REPO, Editor, write_artifact  # noqa: E402
 
-FIXTURES = sorted((REPO / "tests" / "fixtures" / "chat").glob("*.json"))
+FIXTURE_DIR = REPO / "tests" / "fixtures" / "chat"
+FIXTURES = sorted(FIXTURE_DIR.glob("*.json"))
+
+
+def load_fixture(name: str) -> dict:
+    return json.loads((FIXTURE_DIR / name).read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +84,7 @@ def test_upserts_render_as_the_whole_list_does(editor, path):
 
 
 def test_a_streamed_reply_grows_in_place(editor):
-    fixture = json.loads((REPO / "tests" / "fixtures" / "chat" / "conversation.json").read_text(encoding="utf-8"))
+    fixture = load_fixture("conversation.json")
     editor.lua(SETUP)
     seen = []
     for step in fixture["steps"]:
@@ -94,8 +99,8 @@ def test_a_streamed_reply_grows_in_place(editor):
 
 
 def test_tool_call_details_are_folded_and_a_pending_plan_is_open(editor):
-    items = json.loads((REPO / "tests" / "fixtures" / "chat" / "plan-review.json").read_text(encoding="utf-8"))["items"]
-    convo = json.loads((REPO / "tests" / "fixtures" / "chat" / "conversation.json").read_text(encoding="utf-8"))["items"]
+    items = load_fixture("plan-review.json")["items"]
+    convo = load_fixture("conversation.json")["items"]
     editor.lua(SETUP)
     lines = editor.lua(UPSERT, convo + [i for i in items if i["kind"] == "plan-review"])
     folds = editor.lua(
@@ -114,7 +119,7 @@ def test_typing_in_the_prompt_survives_upserts(editor):
     editor.lua(SETUP)
     editor.feed("ifix the parser<Esc>")
     editor.wait_for("vim.api.nvim_buf_get_lines(0, -2, -1, false)[1] == 'fix the parser'")
-    items = json.loads((REPO / "tests" / "fixtures" / "chat" / "conversation.json").read_text(encoding="utf-8"))["items"]
+    items = load_fixture("conversation.json")["items"]
     lines = editor.lua(UPSERT, items)
     assert lines[-1] == "fix the parser"
     assert editor.lua("return _G.chat_view.builder:prompt_lines()") == ["fix the parser"]
