@@ -388,15 +388,21 @@ class Tmux:
         ).stdout
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        return self._wait(lambda screen: text in screen, f"{text!r} not on screen", timeout)
+
+    def wait_gone(self, text: str, timeout: float = 30.0) -> str:
+        return self._wait(lambda screen: text not in screen, f"{text!r} still on screen", timeout)
+
+    def _wait(self, done, failure: str, timeout: float) -> str:
         import time
 
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if text in screen:
+            if done(screen):
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{screen}")
+                raise AssertionError(f"{failure} after {timeout}s:\n{screen}")
             time.sleep(0.1)
 
     def kill(self) -> None:
@@ -450,6 +456,7 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         write_artifact("tui-plan-review-close-asks.txt", screen)
         assert "1: Keep reviewing" in screen and "3: Discard them and close" in screen
         tui.keys("Enter")
+        tui.wait_gone("Close it?")  # the comment stays on screen behind the question
         screen = tui.wait_for("« cite the section")
         assert "Close it?" not in screen
         # Approving would drop the comment: asked again; this time approve anyway.
