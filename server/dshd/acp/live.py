@@ -103,10 +103,7 @@ class LiveSession:
             agent.steer(text)
             return await waiter
         result = await agent.prompt(text)
-        close = self._closes.pop(result.get("turn"), None) if result.get("turn") is not None else None
-        if close is not None:
-            return close
-        return result
+        return self._closes.pop(result.get("turn"), result)  # the close has the error, if any
 
     # ---- news from the hub ---------------------------------------------------------------
 
