@@ -55,12 +55,17 @@ class Policy:
 @attrs.frozen
 class Change:
     """What a person is asked to allow: a title, and the diff of an edit or the command
-    and working folder of a run."""
+    and working folder of a run. The diff is made the first time it is read (``diff_of``):
+    a preview also checks calls no one will be asked about, and difflib is slow on big files."""
 
     title: str
-    diff: str | None = None
+    diff_of: Callable[[], str] | None = attrs.field(default=None, eq=False, repr=False)
     command: str | None = None
     cwd: str | None = None
+
+    @property
+    def diff(self) -> str | None:
+        return None if self.diff_of is None else self.diff_of()
 
 
 @attrs.frozen

@@ -17,8 +17,10 @@ the person's yes and the write (the diff is no longer the one allowed), nothing 
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -226,8 +228,14 @@ def _write_atomically(target: Path, content: str) -> None:
         raise
 
 
-def _still_as_approved(ctx: ToolContext, diff: str, name: str) -> None:
-    if ctx.approved is not None and ctx.approved.diff is not None and ctx.approved.diff != capped(diff, DIFF_CAP, "diff"):
+def _shown_diff(old: str, new: str, name: str, *, created: bool = False) -> Callable[[], str]:
+    """The diff a person is shown (capped), made once and only when read."""
+    return functools.cache(lambda: capped(unified_diff(old, new, name, created=created), DIFF_CAP, "diff"))
+
+
+def _still_as_approved(ctx: ToolContext, diff_of: Callable[[], str], name: str) -> None:
+    """Only a diff a person saw is compared (no one asked: no diff made)."""
+    if ctx.approved is not None and ctx.approved.diff is not None and ctx.approved.diff != diff_of():
         raise Refused(f"{name} changed while the person was deciding: nothing was written; read it again")
 
 
@@ -236,16 +244,14 @@ async def write_file_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Cha
         _, name, old, new, created = _planned_write(ctx, arguments)
     except (Refused, PathRefused, OSError) as exc:
         return _refusal(exc)
-    diff = unified_diff(old, new, name, created=created)
     title = f"Create {name}" if created else f"Replace {name}"
-    return Change(title=title, diff=capped(diff, DIFF_CAP, "diff"))
+    return Change(title=title, diff_of=_shown_diff(old, new, name, created=created))
 
 
 async def write_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         target, name, old, new, created = _planned_write(ctx, arguments)
-        if ctx.approved is not None:  # only a diff a person saw is compared (difflib is slow on big files)
-            _still_as_approved(ctx, unified_diff(old, new, name, created=created), name)
+        _still_as_approved(ctx, _shown_diff(old, new, name, created=created), name)
         _write_atomically(target, new)
     except (Refused, PathRefused, OSError) as exc:
         return _refusal(exc)
@@ -260,16 +266,16 @@ async def edit_file_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Chan
     except (Refused, PathRefused, OSError) as exc:
         return _refusal(exc)
     where = f" ({count} places)" if count > 1 else ""
-    return Change(title=f"Edit {name}{where}", diff=capped(unified_diff(old, new, name), DIFF_CAP, "diff"))
+    return Change(title=f"Edit {name}{where}", diff_of=_shown_diff(old, new, name))
 
 
 async def edit_file(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         target, name, old, new, count = _planned_edit(ctx, arguments)
-        diff = unified_diff(old, new, name)
-        _still_as_approved(ctx, diff, name)
+        diff_of = _shown_diff(old, new, name)
+        _still_as_approved(ctx, diff_of, name)
         _write_atomically(target, new)
     except (Refused, PathRefused, OSError) as exc:
         return _refusal(exc)
     replaced = f"{count} replacements" if count > 1 else "1 replacement"
-    return ToolOutcome.success(f"{name} edited ({replaced}):\n{capped(diff, DIFF_CAP, 'diff')}")
+    return ToolOutcome.success(f"{name} edited ({replaced}):\n{diff_of()}")
