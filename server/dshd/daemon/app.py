@@ -31,11 +31,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
+from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
 from dshd.api.chat import delta_to_json, to_json as chat_item_json
 from dshd.api.hub import Hub
 from dshd.daemon import handlers
-from dshd.daemon.asking import DEFAULT_TIMEOUT_S
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
@@ -84,7 +84,7 @@ class DshDaemon(DshServer):
         except InvalidMessage as exc:
             field = "initializationOptions" if exc.field == "result" else f"initializationOptions.{exc.field}"
             raise _invalid_init(field, exc.message) from None
-        timeout_ms = options.question_timeout_ms or int(DEFAULT_TIMEOUT_S * 1000)
+        timeout_ms = options.question_timeout_ms or int(ANSWER_TIMEOUT_S * 1000)
         # One patience for the person, whatever they are asked (plan reviews, approvals).
         self.questions.timeout_s = self.approvals.timeout_s = timeout_ms / 1000
         try:

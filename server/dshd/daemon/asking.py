@@ -16,7 +16,7 @@ import asyncio
 import uuid
 from typing import Any
 
-DEFAULT_TIMEOUT_S = 600.0
+from dshd.agent.questions import ANSWER_TIMEOUT_S
 
 
 class ClientAsk:
@@ -26,7 +26,7 @@ class ClientAsk:
         self.capability = capability
         self.unavailable = unavailable
         self._prefix = prefix
-        self.timeout_s = DEFAULT_TIMEOUT_S
+        self.timeout_s = ANSWER_TIMEOUT_S
         self.client_can_answer = False
         self._pending: set[str] = set()
 

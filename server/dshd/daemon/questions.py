@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from dshd.agent.questions import QuestionsUnavailable
-from dshd.daemon.asking import DEFAULT_TIMEOUT_S, ClientAsk
+from dshd.daemon.asking import ClientAsk
 
 ASK_METHOD = "dsh/questions/ask"
 
-__all__ = ["ASK_METHOD", "DEFAULT_TIMEOUT_S", "WireQuestions"]
+__all__ = ["ASK_METHOD", "WireQuestions"]
 
 
 class WireQuestions(ClientAsk):
