@@ -42,6 +42,7 @@ from dshd.daemon import transport
 logger = logging.getLogger("dshd.daemon")
 
 DSH_PREFIX = "dsh/"
+ALREADY_INITIALIZED = "Invalid Request: already initialized (initialize was already answered)"
 
 _encode = msgspec.json.Encoder().encode
 
@@ -191,6 +192,12 @@ class DshServer(LanguageServer):
 
     def _on_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
+        if self.initialized and method == types.INITIALIZE and "id" in message:
+            # Before its params are read: whatever they hold (odd ones fail to structure
+            # and would be -32602), a second initialize would replace the workspace under
+            # its live agents.
+            self._on_bad_message(-32600, ALREADY_INITIALIZED, message["id"])
+            return
         if (
             self.initialized
             and "id" in message
@@ -216,13 +223,9 @@ class DshServer(LanguageServer):
             return
         method = getattr(structured, "method", None)
         if "id" in message and isinstance(method, str):
-            # pygls would drop a request after shutdown unanswered (the client hangs), and
-            # a second initialize would replace the workspace under its live agents.
+            # pygls would drop a request after shutdown unanswered (the client hangs).
             if self.shutdown_requested and method != types.EXIT:
                 self._on_bad_message(-32600, "Invalid Request: the daemon is shutting down", message["id"])
-                return
-            if self.initialized and method == types.INITIALIZE:
-                self._on_bad_message(-32600, "Invalid Request: initialize was already answered", message["id"])
                 return
             if not self.initialized and method not in (types.INITIALIZE, types.EXIT):
                 # LSP: every request before initialize (shutdown too) is ServerNotInitialized.
