@@ -19,6 +19,7 @@ Keys (all optional; defaults in :data:`DEFAULTS`)::
              maxRetries = 2          # real providers
     [goals]  maxTokens               # default token budget of a new goal (optional)
     [tools]  sandbox = "workspace-write", network = false, approve = ["write", "exec"]
+             maxWriteBytes = 8388608 # bytes write_file/edit_file may write at most
     [context] compactAt = 0.8
     [trust]  folders = []            # trusted workspaces (user config)
     [agent]  maxSteps = 32           # steps per turn before it closes with "max-steps"
@@ -88,6 +89,7 @@ class ToolsConfig(_Table):
     sandbox: Sandbox = "workspace-write"
     network: bool = False
     approve: list[Mutability] = msgspec.field(default_factory=lambda: ["write", "exec"])
+    maxWriteBytes: int = 8 * 1024 * 1024  # what write_file/edit_file may write at most
 
 
 class ContextConfig(_Table):
@@ -216,6 +218,8 @@ def _check_values(config: Config) -> None:
         raise config_error("model.maxRetries", "must be 0 or more")
     if not 0 < config.context.compactAt <= 1:
         raise config_error("context.compactAt", "must be more than 0 and at most 1")
+    if config.tools.maxWriteBytes < 1:
+        raise config_error("tools.maxWriteBytes", "must be at least 1 (bytes)")
     if len(set(config.tools.approve)) != len(config.tools.approve):
         raise config_error("tools.approve", "a class is listed twice")
     if config.agent.maxSteps < 1:

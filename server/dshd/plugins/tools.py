@@ -8,6 +8,7 @@ Plan mode is not consulted: it stays soft guidance.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from dshd.agent.config import Config
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 
 def catalogue(config: Config) -> list[Tool]:
+    max_write = {"max_write_bytes": config.tools.maxWriteBytes}  # the write tools' cap
     return [
         Tool(
             "read_file",
@@ -42,17 +44,17 @@ def catalogue(config: Config) -> list[Tool]:
             "write_file",
             "Create or replace a whole text file in the workspace.",
             files.WRITE_PARAMETERS,
-            files.write_file,
+            functools.partial(files.write_file, **max_write),
             mutability="write",
-            preview=files.write_file_preview,
+            preview=functools.partial(files.write_file_preview, **max_write),
         ),
         Tool(
             "edit_file",
             "Replace exact text in a workspace file (oldText must match once unless replaceAll); returns the diff.",
             files.EDIT_PARAMETERS,
-            files.edit_file,
+            functools.partial(files.edit_file, **max_write),
             mutability="write",
-            preview=files.edit_file_preview,
+            preview=functools.partial(files.edit_file_preview, **max_write),
         ),
         Tool(
             "run_command",

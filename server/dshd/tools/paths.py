@@ -9,6 +9,7 @@ points out of the workspace is caught wherever it sits in the path. A violation 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PROTECTED = (".dsh", ".git")
@@ -26,6 +27,13 @@ def resolve(root: Path, path: object, *, field: str = "path", write: bool = Fals
         raise PathRefused(f"`{field}` contains a NUL character")
     target = (root / path).resolve()
     if target != root and not target.is_relative_to(root):
+        lexical = Path(os.path.normpath(root / path))
+        if lexical == root or lexical.is_relative_to(root):
+            # Inside by its name, outside by a link on the way: a link leading out.
+            raise PathRefused(
+                f"unsafe-path: {path} is outside the workspace ({root}) through a symbolic link; "
+                "tools only use paths inside it (links are followed only while they stay inside)"
+            )
         raise PathRefused(
             f"{path} is outside the workspace ({root}); tools only use paths inside it "
             "(symbolic links are followed before the check)"
