@@ -9,6 +9,13 @@
   are cut at 500 characters; at most 200 matches are shown (the result says how many were
   found). ``glob`` limits the files as ``pattern`` does for ``list_files``.
 
+Links: ripgrep runs without ``--follow``, and the folder or file it is given is the resolved
+path. ripgrep itself opens files by name, so what it reports is checked again through
+directory handles (:mod:`dshd.tools.safepath`) before anyone sees it: a listed path must be a
+regular file reached through plain folders inside the workspace, and a match's line must be
+that file's line. What fails the check (a folder swapped for a link while ripgrep walked) is
+dropped, and the result says how many were.
+
 What is left out, in both: what ``.gitignore`` (nested ones too), ``.ignore`` and git's
 global excludes leave out, whether or not the workspace is a git repository; ``.git/`` and
 ``.dsh/``; binary files (search). Hidden files are included. (ripgrep's own ``--glob`` would
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import stat
 import sys
 import sysconfig
 from pathlib import Path
@@ -27,7 +35,8 @@ from typing import Any
 import pathspec
 
 from dshd.agent.tools import ToolContext, ToolOutcome
-from dshd.tools.files import Refused, check_arguments
+from dshd.tools import safepath
+from dshd.tools.files import READ_FILE_CAP, Refused, check_arguments
 from dshd.tools.paths import PathRefused, resolve, shown
 
 LIST_CAP = 1000  # paths listed
@@ -35,6 +44,8 @@ MATCH_CAP = 200  # matches shown
 COLUMN_CAP = 500  # characters of a matching line
 SCAN_CAP = 10_000  # matches read from ripgrep before it is stopped
 ARGS_BYTES = 96 * 1024  # file arguments per ripgrep run (far below the kernel's limits)
+
+PREVIEW_MARK = b" [... omitted end of long line]"  # ripgrep's --max-columns-preview ending
 
 COMMON = ["--hidden", "--no-require-git", "--glob", "!.git", "--glob", "!.dsh", "--no-config", "--no-messages"]
 
@@ -124,23 +135,50 @@ async def matching_files(root: Path, base: Path, glob: str | None, field: str) -
     return [p[2:] if p.startswith("./") else p for p in paths]
 
 
+def _entry(root: Path, base: Path) -> int | None:
+    """The mode of ``base`` through directory handles (None: not there)."""
+    st = safepath.lstat(root, base)
+    return None if st is None else st.st_mode
+
+
+def _dropped_note(dropped: int, what: str) -> str:
+    return (
+        f" ({dropped} {what} left out: not a regular file reached through plain folders inside the "
+        "workspace when checked, e.g. a folder swapped for a link meanwhile)"
+    )
+
+
 async def list_files(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
     try:
         check_arguments(arguments, LIST_PARAMETERS)
         base = resolve(ctx.root, arguments.get("path", "."))
-        if not base.is_dir():
+        mode = _entry(ctx.root, base)
+        if mode is None or not stat.S_ISDIR(mode):
             raise Refused(f"{shown(ctx.root, base)} is not a folder (read_file reads a file)")
         paths = await matching_files(ctx.root, base, arguments.get("pattern"), "pattern")
-    except (Refused, PathRefused) as exc:
+        with safepath.Folders(ctx.root) as folders:
+            shown_paths, dropped = [], 0
+            for path in paths:
+                if len(shown_paths) == LIST_CAP:
+                    break
+                entry = folders.entry(path)
+                if entry is not None and stat.S_ISREG(entry.st_mode):
+                    shown_paths.append(path)
+                else:
+                    dropped += 1
+    except (Refused, PathRefused, OSError) as exc:
         return ToolOutcome.failure(str(exc))
     where = shown(ctx.root, base)
     what = f" matching {arguments['pattern']!r}" if "pattern" in arguments else ""
-    if not paths:
-        return ToolOutcome.success(f"no files under {where}{what}")
-    header = f"{len(paths)} files under {where}{what}"
-    if len(paths) > LIST_CAP:
+    if not shown_paths:
+        return ToolOutcome.success(f"no files under {where}{what}" + (_dropped_note(dropped, "paths") if dropped else ""))
+    total = len(paths) - dropped
+    header = f"{total} files under {where}{what}"
+    if total > LIST_CAP:
         header += f" (the first {LIST_CAP} in path order are listed; narrow with path or pattern)"
-    return ToolOutcome.success(header + "\n" + "\n".join(paths[:LIST_CAP]))
+    if dropped:
+        header += _dropped_note(dropped, "paths")
+    return ToolOutcome.success(header + "\n" + "\n".join(shown_paths))
 
 
 def _chunks(paths: list[str]) -> list[list[str]]:
@@ -155,12 +193,33 @@ def _chunks(paths: list[str]) -> list[list[str]]:
     return out
 
 
-def _match_line(raw: bytes) -> tuple[str, int, str] | None:
+def _match_line(raw: bytes) -> tuple[str, int, bytes] | None:
     path, sep, rest = raw.partition(b"\0")
     number, colon, text = rest.partition(b":")
     if not sep or not colon or not number.isdigit():
         return None
-    return path.decode("utf-8", errors="replace").removeprefix("./"), int(number), text.decode("utf-8", errors="replace")
+    return path.decode("utf-8", errors="surrogateescape").removeprefix("./"), int(number), text
+
+
+def _readable(path: str) -> str:
+    return path.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+def _lines_of(folders: safepath.Folders, path: str, cache: dict[str, list[bytes] | None]) -> list[bytes] | None:
+    if path not in cache:
+        data = folders.read(path, READ_FILE_CAP)
+        cache[path] = None if data is None else data.split(b"\n")
+    return cache[path]
+
+
+def _is_there(lines: list[bytes] | None, number: int, text: bytes) -> bool:
+    """ripgrep's line ``text`` is line ``number`` of the file read through handles."""
+    if lines is None or not 1 <= number <= len(lines):
+        return False
+    line = lines[number - 1]
+    if text == line:
+        return True
+    return text.endswith(PREVIEW_MARK) and line.startswith(text[: -len(PREVIEW_MARK)])
 
 
 async def search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
@@ -170,16 +229,18 @@ async def search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         if not pattern:
             raise Refused("pattern is empty")
         base = resolve(ctx.root, arguments.get("path", "."))
-        if not base.exists():
+        mode = _entry(ctx.root, base)
+        if mode is None:
             raise Refused(f"{shown(ctx.root, base)} does not exist")
+        base_is_dir = stat.S_ISDIR(mode)
         args = ["--no-heading", "--with-filename", "--line-number", "--null", "--color", "never",
                 "--max-columns", str(COLUMN_CAP), "--max-columns-preview", *COMMON]
         if arguments.get("ignoreCase", False):
             args.append("--ignore-case")
         args += ["--regexp", pattern, "--"]
         if "glob" in arguments:
-            targets = await matching_files(ctx.root, base if base.is_dir() else base.parent, arguments["glob"], "glob")
-            if base.is_file():
+            targets = await matching_files(ctx.root, base if base_is_dir else base.parent, arguments["glob"], "glob")
+            if not base_is_dir:
                 targets = [t for t in targets if t == shown(ctx.root, base)]
             runs = _chunks(targets) if targets else []
         else:
@@ -194,15 +255,30 @@ async def search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
             if cut:
                 stopped = True
                 break
-    except (Refused, PathRefused) as exc:
+        matches.sort(key=lambda m: (m[0], m[1]))
+        shown_matches: list[tuple[str, int, bytes]] = []
+        dropped = 0
+        files_read: dict[str, list[bytes] | None] = {}
+        with safepath.Folders(ctx.root) as folders:
+            for match in matches:
+                if len(shown_matches) == MATCH_CAP:
+                    break
+                if _is_there(_lines_of(folders, match[0], files_read), match[1], match[2]):
+                    shown_matches.append(match)
+                else:
+                    dropped += 1
+    except (Refused, PathRefused, OSError) as exc:
         return ToolOutcome.failure(str(exc))
     where = shown(ctx.root, base)
-    if not matches:
-        return ToolOutcome.success(f"no matches for {pattern!r} under {where}")
-    matches.sort(key=lambda m: (m[0], m[1]))
-    count = f"more than {SCAN_CAP}" if stopped else str(len(matches))
+    note = _dropped_note(dropped, "matches") if dropped else ""
+    if not shown_matches:
+        return ToolOutcome.success(f"no matches for {pattern!r} under {where}{note}")
+    count = f"more than {SCAN_CAP}" if stopped else str(len(matches) - dropped)
     header = f"{count} matches for {pattern!r} under {where}"
-    if stopped or len(matches) > MATCH_CAP:
+    if stopped or len(matches) - dropped > MATCH_CAP:
         header += f" (the first {MATCH_CAP} in path order are shown; narrow with path or glob)"
-    body = "\n".join(f"{path}:{line}:{text}" for path, line, text in matches[:MATCH_CAP])
+    header += note
+    body = "\n".join(
+        f"{_readable(path)}:{line}:{text.decode('utf-8', errors='replace')}" for path, line, text in shown_matches
+    )
     return ToolOutcome.success(f"{header}\n{body}")
