@@ -17,6 +17,7 @@ from dshd.acp.door import AcpDoor
 from dshd.acp.transport import LineTransport
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.api.stdio import open_stdin_reader, stdio_streams
+from dshd.models.errors import RedactingFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.question_timeout <= 0:
         _parser().error("--question-timeout must be positive")
     level = logging.getLevelName(os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper())
-    logging.basicConfig(level=level, format="dshd %(levelname)s %(name)s: %(message)s")
+    stream = logging.StreamHandler()
+    # Scrubs every key the door has read out of stderr (and any piece of one).
+    stream.setFormatter(RedactingFormatter("dshd %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[stream])
     stdin, stdout = stdio_streams()
     try:
         asyncio.run(serve(stdin, stdout, Path.cwd(), question_timeout_s=args.question_timeout))

@@ -40,6 +40,7 @@ from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
 from dshd.errors import DshError
+from dshd.models.errors import RedactingFormatter
 from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
 from dshd_protocol.types import DshInitializationOptions
 
@@ -236,10 +237,13 @@ def serve(argv: list[str] | None = None) -> int:
     client_level = logging.getLevelName(os.environ.get("DSHD_CLIENT_LOG_LEVEL", "INFO").upper())
     stream = logging.StreamHandler()
     stream.setLevel(stderr_level)
-    logging.basicConfig(level=stderr_level, format="dshd %(levelname)s %(name)s: %(message)s", handlers=[stream])
+    # Both scrub every key the daemon has read out of what they write: no key, nor a
+    # piece of one, reaches stderr or the editor's log panel.
+    stream.setFormatter(RedactingFormatter("dshd %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=stderr_level, handlers=[stream])
     daemon = DshDaemon()
     handler = ClientLogHandler(daemon, client_level)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
     dshd_logger = logging.getLogger("dshd")
     dshd_logger.addHandler(handler)
     dshd_logger.setLevel(min(stderr_level, client_level))

@@ -9,7 +9,9 @@ key) and every message is scrubbed of the key's value before it leaves the provi
 from __future__ import annotations
 
 import email.utils
+import functools
 import ipaddress
+import logging
 import os
 import time
 from typing import Any, Protocol
@@ -24,17 +26,73 @@ _CONTEXT_WORDS = (
 )  # fmt: skip
 
 
+REDACTED = "[redacted]"
+# Any run of this many characters of a key is taken out: a server that echoes the key
+# cut short (its last characters dropped, or a middle part) still leaks most of it.
+FRAGMENT = 12
+
+
+@functools.lru_cache(maxsize=16)
+def _windows(secret: str) -> frozenset[str]:
+    return frozenset(secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1))
+
+
 def redact(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4 and secret in text:
-        text = text.replace(secret, "[redacted]")
-    return text
+    """``text`` with every run of ``FRAGMENT`` or more characters of ``secret`` replaced by
+    "[redacted]" (a secret shorter than that, of 4 characters or more: where it occurs whole).
+
+    One pass over ``text``: each of its ``FRAGMENT``-character windows is looked up in the
+    set of the secret's windows, and overlapping hits merge into one redacted run."""
+    if not secret or len(secret) < 4 or not text:
+        return text
+    if len(secret) < FRAGMENT:
+        return text.replace(secret, REDACTED)
+    windows = _windows(secret)
+    pieces: list[str] = []
+    kept = 0  # text[kept:] is not written out yet
+    run_end = -1  # end of the redacted run being extended
+    for i in range(len(text) - FRAGMENT + 1):
+        if text[i : i + FRAGMENT] in windows:
+            if i > run_end:  # a new run: write out what came before it
+                pieces.append(text[kept:i])
+                pieces.append(REDACTED)
+            run_end = i + FRAGMENT
+            kept = run_end
+    if not pieces:
+        return text
+    pieces.append(text[kept:])
+    return "".join(pieces)
 
 
 def redacted(error: ModelError, secret: str | None) -> ModelError:
-    """The same error with ``secret`` taken out of its message."""
-    if not (secret and secret in error.message):
+    """The same error with ``secret`` (and any long enough piece of it) out of its message."""
+    message = redact(error.message, secret)
+    if message == error.message:
         return error
-    return ModelError(error.kind, redact(error.message, secret), retry_after=error.retry_after, retryable=error.retryable)
+    return ModelError(error.kind, message, retry_after=error.retry_after, retryable=error.retryable)
+
+
+# The keys this process has read (in process only): every log record is scrubbed of them.
+_known_secrets: set[str] = set()
+
+
+def remember_secret(secret: str) -> None:
+    _known_secrets.add(secret)
+
+
+def redact_known(text: str) -> str:
+    """``text`` scrubbed of every key this process has read, and of their pieces."""
+    for secret in _known_secrets:
+        text = redact(text, secret)
+    return text
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose output (message, traceback and all) never holds a key the
+    process has read: the stderr handler and the editor's log panel both use it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_known(super().format(record))
 
 
 def is_loopback(base_url: str | None) -> bool:
@@ -53,6 +111,7 @@ def api_key(env_name: str, base_url: str | None, label: str) -> str | None:
     machine. A key that is needed and missing is an auth error naming the variable."""
     value = os.environ.get(env_name, "").strip()
     if value:
+        remember_secret(value)
         return value
     if is_loopback(base_url):
         return None

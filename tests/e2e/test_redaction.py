@@ -1,0 +1,79 @@
+"""The API key, and any 12 consecutive characters of it, never reach the session log, a
+notification or the daemon's stderr: the real `dshd serve` over stdio, a loopback
+OpenAI-compatible server (tests/loopback_models.py) whose errors echo the key cut short,
+a 12-character piece of it, or the whole key in the middle of their text.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from loopback_models import Failure, LoopbackModelServer, Raw
+
+from .conftest import write_workspace
+from .raw_client import RawDaemon, log_events
+
+KEY_ENV = "DSHD_REDACTION_TEST_KEY"
+KEY = "sk-proj-" + secrets.token_hex(24)
+FRAGMENT = 12
+# The positive control: 12 characters that are no part of the key pass untouched.
+UNRELATED = "Zq9-unrelated"[:FRAGMENT]
+
+
+def windows(secret: str) -> set[str]:
+    return {secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1)}
+
+
+def leaks(text: str) -> list[str]:
+    return sorted(w for w in windows(KEY) if w in text)
+
+
+def test_no_piece_of_the_key_reaches_the_log_a_notification_or_stderr(tmp_path) -> None:
+    assert not leaks(UNRELATED)
+    middle = KEY[9 : 9 + FRAGMENT]
+    echoes = [
+        Failure(400, message=f"Incorrect API key provided: {KEY[:-2]}. {UNRELATED} is the request id."),
+        Failure(500, message=f"upstream rejected a key containing {middle}; {UNRELATED}"),
+        Failure(429, message=f"Rate limit for key{KEY}in org {UNRELATED}, retry later"),
+        Failure(502, body=f"gateway: Authorization: Bearer {KEY[2:]} refused ({UNRELATED})"),  # not JSON
+        Raw([f"data: {json.dumps({'error': {'message': f'stream broke for {KEY[:-2]} ({UNRELATED})'}})}\n\n"]),
+    ]
+    root = write_workspace(tmp_path / "ws")
+    (root / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n')
+    with LoopbackModelServer("openai") as server:
+        server.script(*echoes)
+        config = {
+            "model": {
+                "provider": "openai", "model": "loopback-model", "baseUrl": server.base_url,
+                "apiKeyEnv": KEY_ENV, "timeoutS": 10, "maxRetries": 0,
+            }
+        }  # fmt: skip
+        # INFO: the daemon logs as much as it ever does, to stderr and to the editor.
+        with RawDaemon(root, env={KEY_ENV: KEY, "DSHD_LOG_LEVEL": "INFO"}, log_level="INFO") as d:
+            assert "result" in d.initialize(options={"config": config})
+            created = d.request("dsh/session/create", {})
+            agent, sid = created["agentId"], created["sessionId"]
+            for n in range(len(echoes)):
+                result = d.request("dsh/agent/prompt", {"agentId": agent, "text": f"try {n}"}, timeout=30)
+                assert result["stopReason"] == "model-error", (result, d.stderr_bytes.decode()[-3000:])
+            chat = d.request("dsh/chat/get", {"agentId": agent, "afterSeq": 0, "limit": 500})
+            assert d.shutdown_and_exit() == 0
+            stderr = d.stderr_bytes.decode("utf-8", "replace")
+            notifications = list(d.notifications)
+        # The key really was sent (so the server could have echoed it).
+        assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in server.requests)
+
+    log_text = (root / ".dsh" / "sessions" / sid / "log.jsonl").read_text()
+    errors = [e["data"]["error"]["message"] for e in log_events(root, sid) if e["type"] == "turn/close"]
+    assert len(errors) == len(echoes)
+    # Positive control: the servers' own words do get through (with the unrelated 12
+    # characters intact), so an empty message cannot pass as "redacted".
+    assert all(UNRELATED in message and "[redacted]" in message for message in errors), errors
+    assert UNRELATED in stderr and UNRELATED in json.dumps(notifications) and UNRELATED in json.dumps(chat)
+
+    assert leaks(log_text) == []
+    assert leaks(stderr) == [], stderr
+    for notification in notifications:
+        assert leaks(json.dumps(notification)) == [], notification
+    assert leaks(json.dumps(chat)) == []
