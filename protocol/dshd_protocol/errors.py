@@ -26,6 +26,8 @@ ERROR_KINDS: tuple[str, ...] = (
     "replay-failed",
     "session-locked",
     "turn-open",
+    "unsafe-path",
+    "io-error",
 )
 
 # JSON-RPC's own code for bad params; the domain errors take -32001, -32002, ... in
@@ -51,6 +53,8 @@ ERROR_DATA_FIELDS: dict[str, dict[str, Any]] = {
     "replay-failed": {"seq": int | None, "line": int, "reason": str},
     "session-locked": {"pid": int},
     "turn-open": {},
+    "unsafe-path": {"path": str, "reason": str},
+    "io-error": {"path": str, "errno": str},
 }
 
 

@@ -23,6 +23,8 @@ ERROR_KINDS = (
     "replay-failed",
     "session-locked",
     "turn-open",
+    "unsafe-path",
+    "io-error",
 )
 
 
