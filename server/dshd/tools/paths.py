@@ -9,6 +9,7 @@ points out of the workspace is caught wherever it sits in the path. A violation 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -25,7 +26,12 @@ def resolve(root: Path, path: object, *, field: str = "path", write: bool = Fals
         raise PathRefused(f"`{field}` must be a non-empty path relative to the workspace root")
     if "\0" in path:
         raise PathRefused(f"`{field}` contains a NUL character")
-    target = (root / path).resolve()
+    try:
+        target = (root / path).resolve()
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:  # a link went away between its lstat and its readlink
+            raise PathRefused(f"unsafe-path: {path} changed while it was being resolved (a link came or went)") from None
+        raise PathRefused(f"{path} cannot be resolved: {exc.strerror or exc}") from None
     if target != root and not target.is_relative_to(root):
         lexical = Path(os.path.normpath(root / path))
         if lexical == root or lexical.is_relative_to(root):

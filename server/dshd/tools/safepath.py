@@ -91,13 +91,6 @@ def _shown(parts: tuple[str, ...]) -> str:
     return "/".join(parts) or "."
 
 
-def _is_link(dir_fd: int, name: str) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
-
-
 def open_root(root: Path) -> int:
     """A handle on the workspace root (the root's own path is the person's choice)."""
     return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -139,11 +132,21 @@ def _open_dir_or_refuse(fd: int, part: str, walked: tuple[str, ...]) -> int:
 
 
 def _refuse(fd: int, part: str, walked: tuple[str, ...], exc: OSError) -> int:
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, part):
-        raise UnsafePath(_shown(walked), "this folder was replaced with a symbolic link") from None
+    """Why a folder of the path did not open. ELOOP is a link there; ENOTDIR with a link
+    or a folder there now is one that was swapped in or out meanwhile."""
+    if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and _mode(fd, part) in ("link", "folder"):
+        raise UnsafePath(_shown(walked), "this folder is (or was, a moment ago) a symbolic link") from None
     if exc.errno == errno.ENOTDIR:
         raise NotADirectoryError(errno.ENOTDIR, "not a folder", _shown(walked)) from None
     raise exc
+
+
+def _mode(dir_fd: int, name: str) -> str | None:
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    return "link" if stat.S_ISLNK(mode) else "folder" if stat.S_ISDIR(mode) else "other"
 
 
 @contextmanager
@@ -186,7 +189,7 @@ def read_bytes(root: Path, target: Path, cap: int) -> bytes:
         try:
             fd = os.open(name, READ_FLAGS, dir_fd=folder)
         except OSError as exc:
-            if exc.errno == errno.ELOOP and _is_link(folder, name):
+            if exc.errno == errno.ELOOP:  # with O_NOFOLLOW: a link is there
                 raise UnsafePath(shown, "this file was replaced with a symbolic link") from None
             raise
     try:
