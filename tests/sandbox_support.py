@@ -42,6 +42,20 @@ CONNECT = (
     "    print(errno.errorcode.get(e.errno, 'timeout'))\n"
 )
 
+# `python -c UNIX_CONNECT target...`: per target "target OK" or "target ERRNO" for a connect
+# to a Unix socket (a leading @ names an abstract socket).
+UNIX_CONNECT = (
+    "import errno, socket, sys\n"
+    "for target in sys.argv[1:]:\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    s.settimeout(5)\n"
+    "    try:\n"
+    "        s.connect('\\0' + target[1:] if target.startswith('@') else target)\n"
+    "        print(target, 'OK')\n"
+    "    except OSError as e:\n"
+    "        print(target, errno.errorcode.get(e.errno, 'timeout'))\n"
+)
+
 
 def sandbox_available() -> tuple[bool, str]:
     result = asyncio.run(probe())
@@ -109,3 +123,43 @@ def fake_failing_bwrap(folder: Path) -> Path:
 
 def real_bwrap() -> str | None:
     return shutil.which("bwrap")
+
+
+class UnixListeners:
+    """Unix stream sockets the host listens on, by name: each a path, or @name (abstract).
+    Folders made for them are removed afterwards."""
+
+    def __init__(self, **where: str) -> None:
+        self.where = where
+        self.socks: list[socket.socket] = []
+        self.made: list[Path] = []
+
+    def __enter__(self) -> "UnixListeners":
+        for target in self.where.values():
+            sock = socket.socket(socket.AF_UNIX)
+            if target.startswith("@"):
+                sock.bind("\0" + target[1:])
+            else:
+                folder = Path(target).parent
+                if not folder.exists():
+                    folder.mkdir(parents=True)
+                    self.made.append(folder)
+                sock.bind(target)
+                self.made.insert(0, Path(target))
+            sock.listen(16)
+            self.socks.append(sock)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sock in self.socks:
+            sock.close()
+        for path in self.made:
+            if path.is_dir():
+                os.rmdir(path)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def connect_results(output: str) -> dict[str, str]:
+    """UNIX_CONNECT's output as target -> OK or the errno name."""
+    return dict(line.rsplit(" ", 1) for line in output.strip().splitlines())

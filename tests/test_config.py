@@ -62,6 +62,7 @@ def test_file_overrides_defaults_and_client_overrides_file(tmp_path):
         ({"tools": {"approve": ["write", "write"]}}, "tools.approve"),
         ({"tools": {"approve": ["delete"]}}, "tools.approve"),
         ({"tools": {"network": "yes"}}, "tools.network"),
+        ({"tools": {"env": "PATH"}}, "tools.env"),
         ({"context": {"compactAt": 1.5}}, "context.compactAt"),
         ({"model": {"temperature": 0.2}}, "model.temperature"),
         ({"model": {"script": ""}}, "model.script"),

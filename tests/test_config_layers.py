@@ -284,6 +284,20 @@ def test_trust_is_not_set_in_the_editor_settings(ws, user):
     assert "initializationOptions.trusted" in loaded.ignored[0].why
 
 
+def test_only_the_user_config_passes_variables_to_commands(ws, user):
+    """[tools] env from the workspace file (trusted or not) or the editor's settings is
+    ignored and reported; the user config's applies, on its own names only."""
+    write(user, '[tools]\nenv = ["MY_TOOL_HOME"]\n')
+    path = workspace_file(ws, '[tools]\nenv = ["GITHUB_PAT"]\n')
+    for trusted in (False, True):
+        loaded = load(ws, user, {"tools": {"env": ["AWS_SECRET_ACCESS_KEY"]}}, trusted=trusted)
+        assert loaded.config.tools.env == ["MY_TOOL_HOME"]
+        assert ignored_keys(loaded) == [(path, "tools.env"), (EDITOR_SETTINGS, "tools.env")]
+        assert "only your user config" in loaded.ignored[0].why
+    write(user, '[tools]\nenv = ["NOT A NAME"]\n')
+    assert invalid(ws, user)["key"] == "tools.env"
+
+
 def test_the_report_is_the_wire_shape_and_holds_no_secret(ws, user, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-shown")
     workspace_file(ws, '[model]\napiKeyEnv = "OPENAI_API_KEY"\n')

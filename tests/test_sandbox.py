@@ -13,11 +13,17 @@ import pytest
 
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.runner import kill_all
+from dshd.sandbox.sockets import listening_sockets, socket_folders
+from dshd.agent.tools import Policy, ToolContext
+from dshd.tools.run import RunCommand
 from tests.sandbox_support import (
     CONNECT,
     PYTHON,
+    UNIX_CONNECT,
     WRITE,
     Listener,
+    UnixListeners,
+    connect_results,
     fake_failing_bwrap,
     gone,
     needs_sandbox,
@@ -27,12 +33,15 @@ from tests.sandbox_support import (
 
 
 def policy(ws: Path, mode: str, network: bool = False) -> SandboxPolicy:
+    """The policy run_command builds: the host's socket folders and listening sockets
+    hidden when the network is off."""
     protect = tuple(ws / name for name in (".git", ".dsh") if (ws / name).exists())
-    return SandboxPolicy(mode, network, ws, protect)  # type: ignore[arg-type]
+    hide, mask = (socket_folders(), listening_sockets()) if not network else ((), ())
+    return SandboxPolicy(mode, network, ws, protect, hide, mask)  # type: ignore[arg-type]
 
 
 async def sandboxed(ws: Path, mode: str, argv: list[str], network: bool = False, timeout: float = 30):
-    command = bwrap_argv(policy(ws, mode, network), argv, ws) or argv
+    command = bwrap_argv(policy(ws, mode, network), argv, ws)
     return await run(command, cwd=ws, env=dict(os.environ), timeout_s=timeout, output_cap=64 * 1024)
 
 
@@ -63,11 +72,50 @@ def test_modes_and_network_in_the_argv():
     ws = Path("/w")
     read_only = bwrap_argv(SandboxPolicy("read-only", True, ws), ["true"], ws)
     assert "--bind" not in read_only and "--tmpfs" not in read_only and "--unshare-net" not in read_only
-    full_off = bwrap_argv(SandboxPolicy("full-access", False, ws), ["true"], ws)
-    assert full_off[1:4] == ["--bind", "/", "/"] and "--unshare-net" in full_off and "--unshare-pid" not in full_off
-    assert bwrap_argv(SandboxPolicy("full-access", True, ws), ["true"], ws) is None
+    for network in (False, True):
+        full = bwrap_argv(SandboxPolicy("full-access", network, ws), ["true"], ws)
+        # Every mode, full access too: its own PID namespace and /proc, tied to the daemon.
+        assert full[1:4] == ["--bind", "/", "/"] and ("--unshare-net" in full) is not network
+        assert {"--unshare-pid", "--die-with-parent", "--new-session"} <= set(full)
+        assert full[full.index("--proc") + 1] == "/proc"
     with pytest.raises(ValueError):
         bwrap_argv(SandboxPolicy("none", False, ws), ["true"], ws)  # type: ignore[arg-type]
+
+
+def test_network_off_hides_the_socket_folders_but_not_the_workspace_in_them():
+    ws = Path("/tmp/w")
+    hide = (Path("/run"), Path("/tmp"), Path("/run/user/1000"))
+    mask = (Path("/home/me/.ssh/cm.sock"), Path("/tmp/w/own.sock"), Path("/run/x.sock"))
+    for mode in ("read-only", "workspace-write", "full-access"):
+        argv = bwrap_argv(SandboxPolicy(mode, False, ws, (), hide, mask), ["true"], ws)
+        joined = " ".join(argv)
+        # Each folder once (/run/user/1000 goes with /run), then the workspace bound again.
+        assert joined.count("--tmpfs /run ") == 1 and joined.count("--tmpfs /tmp ") == 1 and "/run/user" not in joined
+        bind = "--bind /tmp/w /tmp/w" if mode != "read-only" else "--ro-bind /tmp/w /tmp/w"
+        assert joined.index("--tmpfs /tmp ") < joined.index(bind)
+        # A socket elsewhere is covered; those in a hidden folder or the workspace are not touched.
+        assert "--ro-bind /dev/null /home/me/.ssh/cm.sock" in joined
+        assert "own.sock" not in joined and "x.sock" not in joined
+        if mode == "full-access":
+            assert "--remount-ro" not in argv
+        else:  # outside full access the hidden folders are read-only, after the binds into them
+            assert joined.index(bind) < joined.index("--remount-ro /run")
+            assert ("--remount-ro /tmp" in joined) is (mode == "read-only")  # workspace-write: private, writable
+    # Network on: nothing hidden (the docs say the host's sockets are then reachable).
+    on = bwrap_argv(SandboxPolicy("read-only", True, ws, (), hide, mask), ["true"], ws)
+    assert "--tmpfs" not in on and "/dev/null" not in on
+
+
+def test_socket_folders_resolve_links_and_nest(tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(runtime)
+    found = socket_folders({"XDG_RUNTIME_DIR": str(link)})
+    assert runtime.resolve() in found or any(f in runtime.resolve().parents for f in found)
+    assert all(not any(o != f and o in f.parents for o in found) for f in found)
+    assert Path("/var/run") not in found or not Path("/var/run").is_symlink()
+    assert socket_folders({"XDG_RUNTIME_DIR": "relative/dir"}) == socket_folders({})
 
 
 # ---- what each mode blocks -------------------------------------------------------------------
@@ -130,6 +178,55 @@ async def test_network_is_refused_unless_enabled(ws, mode):
         assert refused.output.strip() == "ECONNREFUSED"  # its own loopback: nobody listens there
         allowed = await sandboxed(ws, mode, [PYTHON, "-c", CONNECT, port], network=True)
         assert allowed.output.strip() == "OK"
+
+
+async def run_tool(ws: Path, mode: str, network: bool, command: str, timeout_ms: int | None = None):
+    """run_command as the agent calls it (the wiring of dshd.tools.run: policy, socket
+    folders, listening sockets, environment), in ``mode``."""
+    ctx = ToolContext("test", 1, 1, ws, Policy(mode, network, ()))  # type: ignore[arg-type]
+    arguments = {"command": command} | ({"timeoutMs": timeout_ms} if timeout_ms else {})
+    return await RunCommand()(ctx, arguments)
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write", "full-access"])
+async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
+    """H-4: with the network off a command connects to no Unix socket the host listens on
+    (in /tmp, under /run, in $XDG_RUNTIME_DIR, anywhere else, abstract), only to its own
+    workspace's. Controls: unsandboxed the same probe reaches every one, and with the network
+    on the sandbox reaches them (but workspace-write's /tmp, which is always private)."""
+    tag = f"dsh-h4-{os.getpid()}-{mode}"
+    runtime = Path("/var/tmp") / f"{tag}-xdg"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # a runtime dir outside /run: hidden as well
+    where = {
+        "tmp": f"/tmp/{tag}.sock",
+        "run": f"/run/{tag}/bus.sock",
+        "xdg": f"{runtime}/agent.sock",
+        "elsewhere": f"/var/tmp/{tag}-home/ssh-control.sock",  # no socket folder: covered one by one
+        "abstract": f"@{tag}",
+        "workspace": str(ws / "own.sock"),
+    }
+    (ws / "probe.py").write_text(UNIX_CONNECT)
+    probe_command = f"{PYTHON} probe.py " + " ".join(where.values())
+    with UnixListeners(**where):
+        plain = await run([PYTHON, "probe.py", *where.values()], cwd=ws, env=dict(os.environ), timeout_s=30, output_cap=4096)
+        assert set(connect_results(plain.output).values()) == {"OK"}, plain.output  # the probe works
+        off = await run_tool(ws, mode, False, probe_command)
+        assert off.ok, off.content
+        seen = connect_results(off.content.split("\n", 1)[1])
+        assert seen == {
+            where["tmp"]: "ENOENT",
+            where["run"]: "ENOENT",
+            where["xdg"]: "ENOENT",
+            where["elsewhere"]: "ECONNREFUSED",  # /dev/null lies over it
+            where["abstract"]: "ECONNREFUSED",  # its own network namespace has no such name
+            where["workspace"]: "OK",
+        }, off.content
+        on = await run_tool(ws, mode, True, probe_command)
+        expected = {target: "OK" for target in where.values()}
+        if mode == "workspace-write":
+            expected[where["tmp"]] = "ENOENT"
+        assert connect_results(on.content.split("\n", 1)[1]) == expected, on.content
 
 
 # ---- nothing left behind -------------------------------------------------------------------

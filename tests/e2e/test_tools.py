@@ -128,9 +128,10 @@ async def test_escapes_are_failed_results_naming_the_rule(workspace, daemons):
 @needs_sandbox
 async def test_read_only_commands_meet_erofs_in_the_workspace_and_home(workspace, daemons):
     home_target = Path(os.environ.get("HOME", "/root")) / f".dsh-e2e-probe-{os.getpid()}"
-    write = lambda target: ("run_command", {"command": f"{PYTHON} -c \"$PROBE\" {target}"})  # noqa: E731
+    write = lambda target: ("run_command", {"command": f"{PYTHON} probe.py {target}"})  # noqa: E731
     tools_workspace(workspace, [calls(write("src/new.txt"), write(home_target)), {"text": "ok"}], 'sandbox = "read-only"\napprove = []')
-    client = await daemons.start(env={"PROBE": WRITE})
+    (workspace / "probe.py").write_text(WRITE)
+    client = await daemons.start()
     sid, _ = await run_turn(client)
     for result in results(read_log(workspace, sid)):
         assert result["content"].splitlines()[1] == "EROFS", result
@@ -144,10 +145,11 @@ async def test_workspace_write_commands_write_the_workspace_only(workspace, daem
     probes = ["src/new.txt", ".git/config", ".dsh/evil", str(home_target)]
     tools_workspace(
         workspace,
-        [calls(*[("run_command", {"command": f"{PYTHON} -c \"$PROBE\" {t}"}) for t in probes]), {"text": "ok"}],
+        [calls(*[("run_command", {"command": f"{PYTHON} probe.py {t}"}) for t in probes]), {"text": "ok"}],
     )
+    (workspace / "probe.py").write_text(WRITE)
     (workspace / ".git").mkdir()
-    client = await daemons.start(env={"PROBE": WRITE})
+    client = await daemons.start()
     sid, _ = await run_turn(client)
     seen = [r["content"].splitlines()[1] for r in results(read_log(workspace, sid))]
     assert seen == ["OK", "EROFS", "EROFS", "EROFS"]
@@ -158,9 +160,10 @@ async def test_workspace_write_commands_write_the_workspace_only(workspace, daem
 @needs_sandbox
 async def test_network_is_refused_unless_enabled(workspace, daemons, tmp_path):
     with Listener() as listener:
-        command = f"{PYTHON} -c \"$PROBE\" {listener.port}"
+        command = f"{PYTHON} probe.py {listener.port}"
         tools_workspace(workspace, [calls(("run_command", {"command": command})), {"text": "ok"}])
-        client = await daemons.start(env={"PROBE": CONNECT})
+        (workspace / "probe.py").write_text(CONNECT)
+        client = await daemons.start()
         sid, _ = await run_turn(client)
         [refused] = results(read_log(workspace, sid))
         assert refused["content"].splitlines()[1] == "ECONNREFUSED"
@@ -168,8 +171,9 @@ async def test_network_is_refused_unless_enabled(workspace, daemons, tmp_path):
 
         other = tools_workspace(tmp_path / "net-on", [calls(("run_command", {"command": command})), {"text": "ok"}],
                                 "network = true\napprove = []")
+        (other / "probe.py").write_text(CONNECT)
         daemons.root = other
-        client = await daemons.start(env={"PROBE": CONNECT})
+        client = await daemons.start()
         sid, _ = await run_turn(client)
         [allowed] = results(read_log(other, sid))
         assert allowed["content"].splitlines()[1] == "OK"
@@ -235,15 +239,41 @@ async def test_no_sandbox_means_the_command_does_not_run(workspace, daemons, tmp
     assert not (workspace / "ran.txt").exists()
 
 
-async def test_secrets_are_not_passed_to_commands(workspace, daemons):
+SECRETS = {
+    "GITHUB_PAT": "ghp-do-not-leak",
+    "PGPASS": "pg-do-not-leak",
+    "DATABASE_URL": "postgres://u:db-do-not-leak@h/d",
+    "HF_AUTH": "hf-do-not-leak",
+    "MY_CREDS": "creds-do-not-leak",
+    "OPENAI_API_KEY": "sk-do-not-leak",
+}
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param("workspace-write", marks=needs_sandbox), "full-access"])
+async def test_commands_get_the_allowlisted_environment_only(workspace, daemons, tmp_path, sandbox):
+    """H-5: of the daemon's environment a command sees the allowlist and what the user config's
+    [tools] env names, nothing else: not the secrets the daemon was started with, and not
+    what the workspace's own config (trusted here, even) asks to pass."""
+    home = tmp_path / "xdg"
+    (home / "dsh").mkdir(parents=True)
+    (home / "dsh" / "config.toml").write_text('[tools]\nenv = ["DSH_PERSON_CHOSE"]\n')
     tools_workspace(workspace, [calls(("run_command", {"command": "env"})), {"text": "ok"}],
-                    'sandbox = "full-access"\nnetwork = true\napprove = []')
-    client = await daemons.start(env={"OPENAI_API_KEY": "sk-do-not-leak", "MY_TOKEN": "tok-do-not-leak", "PLAIN": "fine"})
+                    f'sandbox = "{sandbox}"\nnetwork = true\napprove = []\nenv = ["MY_CREDS", "PGPASS"]')
+    env = {**SECRETS, "DSH_PERSON_CHOSE": "arrives", "LC_TIME": "C", "XDG_CONFIG_HOME": str(home)}
+    client = await daemons.start(env=env)
     sid, _ = await run_turn(client)
     [result] = results(read_log(workspace, sid))
-    assert "PLAIN=fine" in result["content"]
-    text = json.dumps(read_log(workspace, sid))
-    assert "do-not-leak" not in text
+    assert result["ok"], result
+    seen = dict(line.split("=", 1) for line in result["content"].splitlines()[1:] if "=" in line)
+    # Controls: the allowlist and the person's own name arrive.
+    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
+    assert seen["DSH_PERSON_CHOSE"] == "arrives" and seen["LC_TIME"] == "C"
+    assert not set(SECRETS) & set(seen) and "XDG_CONFIG_HOME" not in seen
+    assert "do-not-leak" not in json.dumps(read_log(workspace, sid))
+    # The workspace's [tools] env was not taken, and the person is told so.
+    got = await client.request("dsh/config/get", {})
+    assert got["effective"]["tools"]["env"] == ["DSH_PERSON_CHOSE"]
+    assert any(item["key"] == "tools.env" and item["file"].endswith(".dsh/config.toml") for item in got["ignored"])
 
 
 async def test_run_command_asks_with_the_command_and_folder(workspace, daemons):

@@ -19,6 +19,7 @@ Keys (all optional; defaults in :data:`DEFAULTS`)::
              maxRetries = 2          # real providers
     [goals]  maxTokens               # default token budget of a new goal (optional)
     [tools]  sandbox = "workspace-write", network = false, approve = ["write", "exec"]
+             env = []                # more variables for commands (user config only)
              maxWriteBytes = 8388608 # bytes write_file/edit_file may write at most
     [context] compactAt = 0.8
     [trust]  folders = []            # trusted workspaces (user config)
@@ -43,6 +44,7 @@ import msgspec
 from dshd.errors import DshError
 
 KNOWN_PLUGINS = ("plan", "goals", "tools")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 DEFAULT_PLAN_SECTION = (
     "Plan mode is on. Investigate and plan first; do not change files yet. "
@@ -89,6 +91,8 @@ class ToolsConfig(_Table):
     sandbox: Sandbox = "workspace-write"
     network: bool = False
     approve: list[Mutability] = msgspec.field(default_factory=lambda: ["write", "exec"])
+    # Names of variables passed on to commands besides the allowlist (user config only).
+    env: list[str] = msgspec.field(default_factory=list)
     maxWriteBytes: int = 8 * 1024 * 1024  # what write_file/edit_file may write at most
 
 
@@ -222,6 +226,9 @@ def _check_values(config: Config) -> None:
         raise config_error("tools.maxWriteBytes", "must be at least 1 (bytes)")
     if len(set(config.tools.approve)) != len(config.tools.approve):
         raise config_error("tools.approve", "a class is listed twice")
+    for name in config.tools.env:
+        if not ENV_NAME.fullmatch(name):
+            raise config_error("tools.env", f"{name!r} is not an environment variable name (letters, digits, _)")
     if config.agent.maxSteps < 1:
         raise config_error("agent.maxSteps", "must be at least 1")
     if config.agent.maxStepRetries < 0:

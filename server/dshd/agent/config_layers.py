@@ -20,7 +20,9 @@ it, in ``[trust] folders``). Guarded: ``[model] provider`` (any value but "scrip
 ``false``, an ``approve`` list that drops a class the layers below ask for. Values as
 tight or tighter always apply; a value equal to the layers below changes nothing and is
 not reported. ``[trust]`` is read from the user config only: in the workspace file or the
-editor's settings it is ignored. Every ignored key is kept in :attr:`LoadedConfig.ignored`
+editor's settings it is ignored; so is ``[tools] env`` (the variables commands may see:
+a repository, or editor settings a repository can ship, must not ask for the person's
+secrets). Every ignored key is kept in :attr:`LoadedConfig.ignored`
 (file, key, why) for ``dsh/config/get`` and the one notice the daemon sends.
 """
 
@@ -47,6 +49,7 @@ SANDBOX_STRICTNESS = {"read-only": 0, "workspace-write": 1, "full-access": 2}  #
 _WHERE_REQUESTS_GO = "the workspace is not trusted: only you choose where requests (and your API key) go"
 _TRUST_ONLY_FROM_USER = "only your user config may list trusted folders (a repository cannot vouch for itself)"
 _TRUST_NOT_FROM_EDITOR = "the editor says whether the workspace is trusted with initializationOptions.trusted"
+_ENV_ONLY_FROM_USER = "only your user config may pass environment variables to commands (they may hold secrets)"
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -182,7 +185,7 @@ def _guard_workspace(
 ) -> tuple[dict[str, Any], list[IgnoredKey]]:
     """The workspace layer without the keys it may not set, and what was left out."""
     layer = copy.deepcopy(layer)
-    ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER)
+    ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER) + _drop_tools_env(layer, file)
     if trusted:
         return layer, ignored
     for table in ("model", "tools"):
@@ -193,6 +196,14 @@ def _guard_workspace(
                 del values[key]
                 ignored.append(IgnoredKey(file, f"{table}.{key}", why, untrusted=True))
     return layer, ignored
+
+
+def _drop_tools_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
+    tools = layer.get("tools")
+    if not isinstance(tools, dict) or "env" not in tools:
+        return []
+    del tools["env"]
+    return [IgnoredKey(file, "tools.env", _ENV_ONLY_FROM_USER, untrusted=False)]
 
 
 def _drop_trust_table(layer: dict[str, Any], file: str, why: str) -> list[IgnoredKey]:
@@ -261,6 +272,7 @@ def load_layers(
         ignored += dropped
     if editor is not None:
         ignored += _drop_trust_table(editor, EDITOR_SETTINGS, _TRUST_NOT_FROM_EDITOR)
+        ignored += _drop_tools_env(editor, EDITOR_SETTINGS)
     editor_model = (editor or {}).get("model") or {}
     workspace_model = (from_workspace or {}).get("model") or {}
     provider = editor_model.get("provider") or workspace_model.get("provider") or merged["model"]["provider"]

@@ -60,7 +60,7 @@ def catalogue(config: Config) -> list[Tool]:
             "run_command",
             "Run a shell command in the workspace, in the sandbox; answers its exit code and output.",
             run.PARAMETERS,
-            run.RunCommand(config.model.apiKeyEnv),
+            run.RunCommand(config.tools.env),
             mutability="exec",
             preview=run.run_command_preview,
         ),

@@ -9,15 +9,25 @@ Modes:
   (``.git``, ``.dsh``: only those that exist, bubblewrap cannot bind a missing path) bound
   read-only again. Order matters: a later mount hides an earlier one, so a workspace under
   ``/tmp`` is bound after the tmpfs.
-- ``full-access``: nothing is restricted but the network: with ``network`` off the command
-  still runs in bubblewrap with the whole file system bound writable and its own network
-  namespace; with ``network`` on no sandbox is needed (:func:`bwrap_argv` returns None).
+- ``full-access``: the whole file system bound writable (``--bind / /``) and the host's
+  devices; nothing is restricted but the network (when it is off).
 
-Every sandboxed command gets its own network namespace unless ``network`` is on (only a
-loopback device of its own: connecting to the host's 127.0.0.1 is ECONNREFUSED, anything
-else ENETUNREACH). ``read-only`` and ``workspace-write`` also get their own PID namespace
-(with a fresh ``/proc``): when the command ends, or bubblewrap is killed, the kernel kills
-everything left in it. ``--die-with-parent`` ties the sandbox to the process that started it.
+Every mode runs the command in its own PID namespace with a fresh ``/proc``: when the
+command ends, or bubblewrap is killed, the kernel kills everything left in it, and the
+daemon's ``/proc/<pid>/environ`` is not there to read. ``--die-with-parent`` ties the
+sandbox to the process that started it (the daemon dying, even by SIGKILL, ends it).
+
+Network off (every mode) means no socket reaches the host:
+
+- its own network namespace (``--unshare-net``): only a loopback device of its own, so TCP
+  to the host's 127.0.0.1 is ECONNREFUSED, anything else ENETUNREACH; abstract Unix sockets
+  belong to a network namespace too, so the host's are unreachable (ECONNREFUSED);
+- Unix sockets on the file system are not covered by that: the folders where hosts keep
+  them (:attr:`SandboxPolicy.hide`: ``/tmp``, ``/run``, ``$XDG_RUNTIME_DIR``) are replaced
+  by empty tmpfs mounts (read-only ones outside full-access; ``/tmp`` stays the private
+  writable one in workspace-write), and every other listening socket the host has
+  (:attr:`SandboxPolicy.mask`) gets ``/dev/null`` bound over it (ECONNREFUSED). A workspace
+  inside a hidden folder is bound again after the tmpfs, so it stays visible.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from typing import Literal
 
 Mode = Literal["read-only", "workspace-write", "full-access"]
 MODES: tuple[str, ...] = ("read-only", "workspace-write", "full-access")
+PRIVATE_TMP = Path("/tmp")
 
 
 @dataclass(frozen=True)
@@ -37,25 +48,61 @@ class SandboxPolicy:
     workspace: Path  # absolute, resolved
     # Paths inside the workspace kept read-only in workspace-write; pass only existing ones.
     protect: tuple[Path, ...] = field(default=())
+    # With the network off: host folders that hold sockets, hidden under an empty tmpfs
+    # (resolved, existing folders; see dshd.sandbox.sockets.socket_folders).
+    hide: tuple[Path, ...] = field(default=())
+    # With the network off: host sockets outside those folders, covered with /dev/null
+    # (see dshd.sandbox.sockets.listening_sockets).
+    mask: tuple[Path, ...] = field(default=())
 
 
-def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: str = "bwrap") -> list[str] | None:
-    """The argv that runs ``command`` in ``cwd`` under ``policy``, or None when the policy
-    asks for no sandbox at all (full access with the network on)."""
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: str = "bwrap") -> list[str]:
+    """The argv that runs ``command`` in ``cwd`` under ``policy``."""
     if policy.mode not in MODES:
         raise ValueError(f"unknown sandbox mode {policy.mode!r}")
-    if policy.mode == "full-access":
-        if policy.network:
-            return None
+    workspace = policy.workspace
+    full = policy.mode == "full-access"
+    if full:
         argv = [bwrap, "--bind", "/", "/", "--dev-bind", "/dev", "/dev"]
     else:
-        argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--new-session"]
-        if policy.mode == "workspace-write":
-            workspace = str(policy.workspace)
-            argv += ["--tmpfs", "/tmp", "--bind", workspace, workspace]
-            for path in policy.protect:
-                argv += ["--ro-bind", str(path), str(path)]
+        argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+    argv += ["--proc", "/proc", "--unshare-pid", "--new-session", "--die-with-parent"]
     if not policy.network:
         argv.append("--unshare-net")
-    argv += ["--die-with-parent", "--chdir", str(cwd), "--", *command]
+
+    tmpfs: list[Path] = []
+    if policy.mode == "workspace-write":
+        tmpfs.append(PRIVATE_TMP)
+    if not policy.network:
+        tmpfs += [folder for folder in policy.hide if folder not in tmpfs]
+    # A folder inside another one is hidden with it; one inside the workspace is the
+    # workspace's own (hidden again after the workspace is bound, or the bind shows it).
+    tmpfs = [f for f in tmpfs if not any(o != f and _within(f, o) for o in tmpfs)]
+    before = [f for f in tmpfs if not _within(f, workspace) or f == workspace]
+    after = [f for f in tmpfs if f not in before]
+    for folder in before:
+        argv += ["--tmpfs", str(folder)]
+    if policy.mode == "workspace-write":
+        argv += ["--bind", str(workspace), str(workspace)]
+    elif any(_within(workspace, folder) for folder in before):
+        argv += ["--bind" if full else "--ro-bind", str(workspace), str(workspace)]
+    for folder in after:
+        argv += ["--tmpfs", str(folder)]
+    if policy.mode == "workspace-write":
+        for path in policy.protect:
+            argv += ["--ro-bind", str(path), str(path)]
+    if not policy.network:
+        for sock in policy.mask:
+            if not any(_within(sock, folder) for folder in tmpfs) and not _within(sock, workspace):
+                argv += ["--ro-bind", "/dev/null", str(sock)]
+    if not full:
+        # Last: the mount points above had to be made in them while they were writable.
+        for folder in tmpfs:
+            if not (policy.mode == "workspace-write" and folder == PRIVATE_TMP):
+                argv += ["--remount-ro", str(folder)]
+    argv += ["--chdir", str(cwd), "--", *command]
     return argv

@@ -10,9 +10,16 @@ the process table, is killed with SIGKILL when:
 - the command itself exits (whatever it left running in the background goes with it);
 - the daemon exits (:func:`kill_all`, also registered with ``atexit``).
 
-A descendant that left the group (``setsid``) and whose parent already exited cannot be
-found this way; in the sandboxed modes bubblewrap's PID namespace catches those too (the
-kernel kills the whole namespace when its first process ends).
+The command's exit is taken when the process exits, not when its output pipe closes: a
+background process that keeps the pipe open must not turn an exit 0 into a timeout. A
+process still holding the pipe after the exit (one that left the group with ``setsid``
+and whose parent is gone, so the process table no longer ties it to the command) is
+found by the pipe it holds and killed too.
+
+What none of this catches (a process that detached *and* let go of the pipe) only a
+sandbox catches: bubblewrap runs every command in its own PID namespace, and the kernel
+kills the whole namespace when its first process ends; ``--die-with-parent`` covers the
+daemon dying by SIGKILL.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-READ_CHUNK = 64 * 1024
 DRAIN_S = 1.0  # after the command exits, how long to wait for its output to end
+HOLDERS_AFTER_S = 0.05  # how long the pipe may stay open after the exit before its holders are hunted
 
 _live: set[int] = set()  # process group ids of running commands
 
@@ -35,7 +42,7 @@ _live: set[int] = set()  # process group ids of running commands
 class RunResult:
     exit_code: int | None  # None when it did not exit by itself (timed out, or a signal)
     signal: int | None  # the signal that ended it, if one did
-    timed_out: bool
+    timed_out: bool  # True only when the timeout fired while the command was still running
     output: str  # the tail of stdout+stderr, decoded (invalid UTF-8 replaced)
     output_bytes: int  # everything it wrote
     kept_bytes: int  # how much of it is in ``output``
@@ -69,6 +76,36 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def pipe_holders(inode: int) -> list[int]:
+    """Pids (other than ours) with a file descriptor on the pipe ``inode``."""
+    target = f"pipe:[{inode}]"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            fds = os.scandir(f"{entry.path}/fd")
+        except OSError:
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    if os.readlink(fd.path) == target:
+                        found.append(int(entry.name))
+                        break
+                except OSError:
+                    continue
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for victim in pids:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL the process group ``pid`` leads and every descendant of ``pid``."""
     victims = descendants(pid)
@@ -76,11 +113,7 @@ def kill_tree(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for victim in [pid, *victims]:
-        try:
-            os.kill(victim, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    _kill([pid, *victims])
 
 
 def kill_all() -> None:
@@ -90,6 +123,56 @@ def kill_all() -> None:
 
 
 atexit.register(kill_all)
+
+
+class _Command(asyncio.SubprocessProtocol):
+    """Keeps the output's tail; tells apart the process exiting and its pipe closing."""
+
+    def __init__(self, output_cap: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.output_cap = output_cap
+        self.tail = bytearray()
+        self.total = 0
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.total += len(data)
+        self.tail.extend(data)
+        if len(self.tail) > 2 * self.output_cap:
+            del self.tail[: len(self.tail) - self.output_cap]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _pipe_inode(transport: asyncio.SubprocessTransport) -> int | None:
+    pipe = transport.get_pipe_transport(1)
+    handle = pipe.get_extra_info("pipe") if pipe is not None else None
+    try:
+        return os.fstat(handle.fileno()).st_ino if handle is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+async def _drain(command: _Command, inode: int | None) -> None:
+    """Wait for the output to end; hunt down whoever still holds the pipe."""
+    try:
+        await asyncio.wait_for(asyncio.shield(command.closed), HOLDERS_AFTER_S)
+        return
+    except asyncio.TimeoutError:
+        pass
+    if inode is not None:
+        _kill(pipe_holders(inode))
+    try:
+        await asyncio.wait_for(asyncio.shield(command.closed), DRAIN_S)
+    except asyncio.TimeoutError:
+        pass  # a writer we could not find still holds the pipe: keep what we have
 
 
 async def run(
@@ -102,7 +185,9 @@ async def run(
 ) -> RunResult:
     """Run ``argv``; raises OSError when it cannot be started (no such program)."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    transport, command = await loop.subprocess_exec(
+        lambda: _Command(output_cap),
         *argv,
         cwd=str(cwd),
         env=env,
@@ -111,52 +196,45 @@ async def run(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
-    _live.add(proc.pid)
-    tail = bytearray()
-    total = 0
-
-    async def pump() -> None:
-        nonlocal total
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(READ_CHUNK):
-            total += len(chunk)
-            tail.extend(chunk)
-            if len(tail) > 2 * output_cap:
-                del tail[: len(tail) - output_cap]
-
-    reader = asyncio.ensure_future(pump())
+    pid = transport.get_pid()
+    _live.add(pid)
+    inode = _pipe_inode(transport)
     timed_out = False
     try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            timed_out = True
-        # Done, or out of time: nothing it started may outlive it.
-        kill_tree(proc.pid)
-        await proc.wait()
-        try:
-            await asyncio.wait_for(asyncio.shield(reader), DRAIN_S)
-        except asyncio.TimeoutError:
-            pass  # a writer we could not find still holds the pipe: keep what we have
+        done, _ = await asyncio.wait({command.exited}, timeout=timeout_s)
+        if not done:
+            kill_tree(pid)
+            try:
+                await asyncio.wait_for(asyncio.shield(command.exited), 5)
+            except asyncio.TimeoutError:
+                pass
+            # The timer fired while it ran; if it ended on its own in that instant, say so.
+            returncode = transport.get_returncode()
+            timed_out = returncode is None or returncode == -signal.SIGKILL
+        else:
+            kill_tree(pid)  # done: nothing it started may outlive it
+        await _drain(command, inode)
     except BaseException:
         # Cancelled (the turn, the agent, the daemon): kill, reap, re-raise.
-        kill_tree(proc.pid)
+        kill_tree(pid)
         try:
-            await asyncio.shield(asyncio.wait_for(proc.wait(), 5))
+            await asyncio.shield(asyncio.wait_for(asyncio.shield(command.exited), 5))
         except BaseException:
             pass
+        if inode is not None:
+            _kill(pipe_holders(inode))
         raise
     finally:
-        _live.discard(proc.pid)
-        reader.cancel()
-    returncode = proc.returncode
-    kept = bytes(tail[-output_cap:]) if output_cap else b""
+        _live.discard(pid)
+        transport.close()
+    returncode = transport.get_returncode()
+    kept = bytes(command.tail[-output_cap:]) if output_cap else b""
     return RunResult(
         exit_code=None if timed_out or returncode is None or returncode < 0 else returncode,
         signal=-returncode if returncode is not None and returncode < 0 and not timed_out else None,
         timed_out=timed_out,
         output=kept.decode("utf-8", errors="replace"),
-        output_bytes=total,
+        output_bytes=command.total,
         kept_bytes=len(kept),
         duration_s=time.monotonic() - started,
     )

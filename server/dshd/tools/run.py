@@ -11,20 +11,27 @@ merged) keeps its last 32 KiB; the result says how much was dropped. The timeout
 unless ``timeoutMs`` says otherwise (at most 600 s); on timeout, cancellation and shutdown
 the command is killed with everything it started.
 
-Variables whose names look like secrets (``*KEY*``, ``*SECRET*``, ``*TOKEN*``,
-``*PASSWORD*``, ``*CREDENTIAL*``, and the one ``[model] apiKeyEnv`` names) are not passed to
-commands: a command's output goes to the session log and the model.
+Commands get an allowlisted environment (:data:`ALLOWED_ENV`, ``LC_*``, and the names the
+person lists in their user config's ``[tools] env``), never the daemon's whole one: a
+command's output goes to the session log and the model, and the model may be following a
+stranger's instructions.
+
+Where bubblewrap runs, every mode (full-access too) runs the command in its own PID
+namespace, so nothing it starts outlives it and the daemon's ``/proc`` is not visible; with
+the network off the host's sockets are hidden (``dshd.sandbox.sockets``). Only full-access
+with the network on runs without bubblewrap when it cannot be built, and says so.
 """
 
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dshd.agent.tools import Change, ToolContext, ToolOutcome
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
+from dshd.sandbox.sockets import listening_sockets, socket_folders
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
 
@@ -32,7 +39,8 @@ DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
 OUTPUT_CAP = 32 * 1024  # bytes of output kept (the tail)
 SHELL = "/bin/sh"
-SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# What a command gets of the daemon's environment (plus LC_* and the user's [tools] env).
+ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
 
 PARAMETERS = {
     "type": "object",
@@ -51,10 +59,11 @@ PARAMETERS = {
 }
 
 
-def command_env(api_key_env: str | None, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment commands get: the daemon's, without anything that looks secret."""
+def command_env(extra: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment commands get: the allowlisted names of the daemon's, and ``extra``."""
     source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if not SECRET_NAME.search(k) and k != api_key_env}
+    allowed = {*ALLOWED_ENV, *extra}
+    return {k: v for k, v in source.items() if k in allowed or k.startswith("LC_")}
 
 
 def _checked(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, Path, int]:
@@ -86,8 +95,8 @@ async def run_command_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Ch
 
 
 class RunCommand:
-    def __init__(self, api_key_env: str | None) -> None:
-        self.api_key_env = api_key_env
+    def __init__(self, env_names: Iterable[str] = ()) -> None:
+        self.env_names = tuple(env_names)  # the user config's [tools] env
 
     async def __call__(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         try:
@@ -95,21 +104,29 @@ class RunCommand:
         except (Refused, PathRefused) as exc:
             return ToolOutcome.failure(f"Not run: {exc}")
         policy = ctx.policy
-        # dshd's own folder always exists, so it is always protected; .git only when present.
-        (ctx.root / ".dsh").mkdir(exist_ok=True)
-        protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
-        sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect)
-        found = await probe() if not (policy.sandbox == "full-access" and policy.network) else None
-        if found is not None and not found.ok:
+        where = f"{policy.sandbox} sandbox, network {'on' if policy.network else 'off'}"
+        found = await probe()
+        shell = [SHELL, "-c", command]
+        if found.ok:
+            # dshd's own folder always exists, so it is always protected; .git only when present.
+            (ctx.root / ".dsh").mkdir(exist_ok=True)
+            protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
+            hide = mask = ()
+            if not policy.network:
+                hide, mask = socket_folders(), listening_sockets()
+            sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask)
+            argv = bwrap_argv(sandbox, shell, cwd, bwrap=found.bwrap or "bwrap")
+        elif policy.sandbox == "full-access" and policy.network:
+            # Asked for no restriction at all: run it, and say what that costs.
+            argv = shell
+            where += f"; no sandbox ({found.reason}), so what it leaves running in the background may outlive it"
+        else:
             return ToolOutcome.failure(
                 f"Not run: no sandbox can be built here: {found.reason}. To fix it: {found.fix}."
             )
-        argv = bwrap_argv(sandbox, [SHELL, "-c", command], cwd, bwrap=found.bwrap if found else "bwrap")
-        if argv is None:
-            argv = [SHELL, "-c", command]  # full access with the network on: no sandbox asked for
         try:
             result = await run(
-                argv, cwd=cwd, env=command_env(self.api_key_env), timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP
+                argv, cwd=cwd, env=command_env(self.env_names), timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP
             )
         except OSError as exc:
             return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
@@ -119,8 +136,7 @@ class RunCommand:
             head = f"killed by signal {result.signal}"
         else:
             head = f"exit code {result.exit_code}"
-        where = f" ({policy.sandbox} sandbox, network {'on' if policy.network else 'off'})"
-        parts = [head + where]
+        parts = [f"{head} ({where})"]
         if result.output_bytes == 0:
             parts.append("(no output)")
         else:

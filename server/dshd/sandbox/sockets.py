@@ -1,0 +1,61 @@
+"""Where the host's Unix sockets are, for a sandbox with the network off to hide them.
+
+A network namespace covers TCP, UDP and abstract Unix sockets, but not a socket that is a
+file: ``connect()`` to its path reaches the host's listener from any namespace. So the
+folders that hold such sockets (``/tmp``, ``/run`` and its ``/var/run`` alias,
+``$XDG_RUNTIME_DIR``) are hidden whole, and every other socket the host is listening on
+(``/proc/net/unix``: ``~/.ssh`` control masters, a ``/dev/log`` that is a socket, ...) is
+covered one by one. Read each time a command starts: sockets come and go.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+SOCKET_FOLDERS = ("/tmp", "/run", "/var/run")
+LISTENING = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags column
+
+
+def socket_folders(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """The existing socket folders of this host, links resolved, none inside another."""
+    env = os.environ if env is None else env
+    found: set[Path] = set()
+    for name in (*SOCKET_FOLDERS, env.get("XDG_RUNTIME_DIR", "")):
+        if not name or not os.path.isabs(name):
+            continue
+        real = Path(os.path.realpath(name))
+        if real != Path("/") and real.is_dir():
+            found.add(real)
+    return tuple(sorted(f for f in found if not any(o != f and o in f.parents for o in found)))
+
+
+def listening_sockets(table: str = "/proc/net/unix") -> tuple[Path, ...]:
+    """Path sockets someone listens on in this network namespace (abstract ones left out:
+    a network namespace of its own already hides those)."""
+    try:
+        lines = Path(table).read_text(errors="replace").splitlines()[1:]
+    except OSError:
+        return ()
+    found: list[Path] = []
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue
+        try:
+            if not int(fields[3], 16) & LISTENING:
+                continue
+        except ValueError:
+            continue
+        # Links resolved (bubblewrap would follow them); the path as this mount namespace
+        # sees it must still be a socket (not a file put there since).
+        path = Path(os.path.realpath(fields[7]))
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+        except OSError:
+            continue
+        found.append(path)
+    return tuple(dict.fromkeys(found))
