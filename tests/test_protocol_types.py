@@ -61,7 +61,7 @@ def test_table_covers_spec_section_6():
         "dsh/goal/edit", "dsh/goal/pause", "dsh/goal/resume", "dsh/goal/complete",
         "dsh/goal/block", "dsh/goal/clear", "dsh/goal/disarm", "dsh/questions/ask",
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/agent/delta",
-        "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
+        "dsh/agent/activity", "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
         "dsh/chat/get", "dsh/chat/item", "dsh/config/get",
     }  # fmt: skip
     assert set(METHODS) == expected
@@ -69,6 +69,7 @@ def test_table_covers_spec_section_6():
     assert METHODS["dsh/permission/ask"].kind == "server-request"
     assert {m for m, s in METHODS.items() if s.kind == "notification"} == {
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item", "dsh/agent/delta",
+        "dsh/agent/activity",
     }  # fmt: skip
     for spec in METHODS.values():
         assert attrs.has(spec.params)

@@ -88,6 +88,10 @@ Mutability = Literal["read", "write", "exec"]
 PermissionOutcome = Literal["allow-once", "allow-session", "reject"]
 MutabilityList = Annotated[list[Mutability], Rule(unique_items=True, description="mutability classes, each at most once")]
 DeltaKind = Literal["text", "tool-arguments", "retry"]
+# What an agent does now, as a person reads it: "working" only while a turn runs and
+# nothing waits for the person; "waiting" while a plan review or an approval is open.
+ActivityKind = Literal["idle", "working", "waiting"]
+OpenQuestionKind = Literal["plan-review", "approval"]
 
 # ---- shared values --------------------------------------------------------------
 
@@ -193,6 +197,8 @@ class SessionOpenResult:
     agent_id: AgentId
     plan: PlanState
     goal: GoalView | None  # nullable: null when the session has no goal
+    activity: ActivityKind | None = None  # what the agent does now (dsh/agent/activity)
+    question: OpenQuestionKind | None = None  # present only while activity is "waiting"
 
 
 @attrs.frozen(kw_only=True)
@@ -723,6 +729,18 @@ class AgentDeltaParams:
     delay_ms: NonNegativeInt | None = None
 
 
+@attrs.frozen(kw_only=True)
+class AgentActivityParams:
+    """The agent's activity changed: ``idle`` (no turn runs), ``working`` (a turn runs: a
+    model request, a command, a tool; nothing waits for the person), ``waiting`` (a turn
+    waits for the person: ``question`` says whether a plan review or an approval)."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    activity: ActivityKind
+    question: OpenQuestionKind | None = None
+
+
 # ---- initialize -----------------------------------------------------------------------
 
 
@@ -811,6 +829,7 @@ SESSION_EVENT = "dsh/session/event"
 CHAT_GET = "dsh/chat/get"
 CHAT_ITEM = "dsh/chat/item"
 AGENT_DELTA = "dsh/agent/delta"
+AGENT_ACTIVITY = "dsh/agent/activity"
 
 OptionalGoalView = Union[GoalView, None]
 
@@ -846,6 +865,7 @@ METHODS: dict[str, MethodSpec] = {
     CHAT_GET: MethodSpec(kind="request", params=ChatGetParams, result=ChatGetResult),
     CHAT_ITEM: MethodSpec(kind="notification", params=ChatItemParams),
     AGENT_DELTA: MethodSpec(kind="notification", params=AgentDeltaParams),
+    AGENT_ACTIVITY: MethodSpec(kind="notification", params=AgentActivityParams),
 }
 
 # Named types with no method of their own that the schema still describes.

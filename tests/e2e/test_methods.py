@@ -137,7 +137,7 @@ async def test_session_open_close_reload(workspace: Path, daemons) -> None:
 
     # Open of a session this daemon holds: the live agent.
     same = await call(client, "dsh/session/open", {"sessionId": sid})
-    assert same == {"sessionId": sid, "agentId": first, "plan": {"active": False}, "goal": None}
+    assert same == {"sessionId": sid, "agentId": first, "plan": {"active": False}, "goal": None, "activity": "idle"}
 
     await call(client, "dsh/plan/set", {"agentId": first, "active": True})
     reloaded = await call(client, "dsh/session/open", {"sessionId": sid, "reload": True})

@@ -2,7 +2,7 @@
 /* eslint-disable */
 
 export const PROTOCOL_VERSION = 1;
-export const ERROR_KINDS = ["invalid-params","unknown-agent","stale-agent","stale-revision","invalid-transition","no-goal","budget-exhausted","plugin-not-loaded","invalid-config","replay-failed","session-locked","turn-open"] as const;
+export const ERROR_KINDS = ["invalid-params","unknown-agent","stale-agent","stale-revision","invalid-transition","no-goal","budget-exhausted","plugin-not-loaded","invalid-config","replay-failed","session-locked","turn-open","unsafe-path","io-error"] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
 /**
@@ -75,8 +75,36 @@ export type ErrorData =
     }
   | {
       kind: "turn-open";
+    }
+  | {
+      kind: "unsafe-path";
+      path: string;
+      reason: string;
+    }
+  | {
+      kind: "io-error";
+      path: string;
+      errno: string;
     };
 
+/**
+ * The agent's activity changed: ``idle`` (no turn runs), ``working`` (a turn runs: a model request, a command, a tool; nothing waits for the person), ``waiting`` (a turn waits for the person: ``question`` says whether a plan review or an approval).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "AgentActivityParams".
+ */
+export interface AgentActivityParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  activity: "idle" | "working" | "waiting";
+  question?: "plan-review" | "approval";
+}
 /**
  * A live piece of a model call, never durable: ``text`` (a piece of the reply), ``tool-arguments`` (a piece of a tool call's JSON arguments; callId and name say which call), ``retry`` (the call failed before any output and is tried again: attempt is the attempt about to start, delayMs the wait before it). The turn's ``assistant/message`` and ``tool/call`` events, which follow, are the truth.
  *
@@ -1213,6 +1241,24 @@ export interface SessionSummary {
    */
   updatedAt: string;
   goal?: GoalView;
+  refused?: SessionRefusal;
+}
+/**
+ * Why a listed session cannot be opened: a link, or something other than a regular file or folder, where a session file or folder belongs (kind ``unsafe-path``).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "SessionRefusal".
+ */
+export interface SessionRefusal {
+  kind: "unsafe-path";
+  /**
+   * a non-blank string
+   */
+  path: string;
+  /**
+   * a non-blank string
+   */
+  reason: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1240,6 +1286,8 @@ export interface SessionOpenResult {
   agentId: string;
   plan: PlanState;
   goal: GoalView | null;
+  activity?: "idle" | "working" | "waiting";
+  question?: "plan-review" | "approval";
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1282,5 +1330,6 @@ export interface DshMethods {
   'dsh/chat/get': { kind: 'request'; params: ChatGetParams; result: ChatGetResult };
   'dsh/chat/item': { kind: 'notification'; params: ChatItemParams };
   'dsh/agent/delta': { kind: 'notification'; params: AgentDeltaParams };
+  'dsh/agent/activity': { kind: 'notification'; params: AgentActivityParams };
 }
 export type DshRequest = { [M in keyof DshMethods]: DshMethods[M]['kind'] extends 'request' ? M : never }[keyof DshMethods];

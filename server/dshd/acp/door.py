@@ -265,7 +265,7 @@ class AcpDoor:
         agent = self._live(request.sessionId).agent
         if agent.goals is None:
             raise DshError("plugin-not-loaded", "the goals plugin is not loaded in this workspace (config: plugins)")
-        return goal_requests.run(agent.goals, request)
+        return await goal_requests.run(agent, request)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.info("extension notification _%s ignored", method)
@@ -322,6 +322,9 @@ class AcpDoor:
 
     def goal_changed(self, agent: Any, notice: Any) -> None:
         self._tell(agent, "on_goal", notice)
+
+    def activity_changed(self, agent: Any, state: Any) -> None:
+        pass  # ACP has no such update: a client sees the turn and its permission requests
 
     def chat_item(self, agent: Any, item: Any) -> None:
         """ACP has its own update kinds (updates.py); the door never subscribes to chat items."""

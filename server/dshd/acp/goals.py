@@ -23,6 +23,7 @@ import msgspec
 
 from dshd.acp.convert import goal_meta
 from dshd.errors import DshError
+from dshd.plugins.goals import pause_goal
 
 Action = Literal["set", "pause", "resume", "clear", "complete", "block", "edit"]
 
@@ -90,11 +91,15 @@ def _field(message: str) -> str:
     return prefix or "params"
 
 
-def run(goals: Any, request: GoalRequest) -> dict[str, Any]:
-    """Apply one action through the GoalService; the answer is the goal after it."""
+async def run(agent: Any, request: GoalRequest) -> dict[str, Any]:
+    """Apply one action through the agent's GoalService; the answer is the goal after it.
+    A pause first cancels the running round (plugins/goals.py)."""
+    goals = agent.goals
     ref = None if request.ref is None else {"id": request.ref.id, "revision": request.ref.revision}
     action = request.action
-    if action == "set":
+    if action == "pause":
+        view = await pause_goal(agent, ref)
+    elif action == "set":
         view = goals.create(request.objective, max_rounds=request.maxRounds, max_tokens=request.maxTokens)
     elif action == "edit":
         view = goals.edit(ref, objective=request.objective, max_rounds=request.maxRounds, max_tokens=request.maxTokens)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from dshd.agent import compaction, transcript
+from dshd.agent.activity import Activity, ActivityListener, AskingApprovals, AskingQuestions
 from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
 from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config
@@ -101,8 +102,11 @@ class Agent:
         self.store = store
         self.config = config
         self.model = model
-        self.questions: UserQuestions = questions or NoQuestions()
-        self.approvals: Approvals = approvals or NoApprovals()
+        # idle / working / waiting, as a person reads it (agent/activity.py): the seams
+        # that wait for the person are counted while they wait.
+        self.activity = Activity()
+        self.questions: UserQuestions = AskingQuestions(questions or NoQuestions(), self.activity)
+        self.approvals: Approvals = AskingApprovals(approvals or NoApprovals(), self.activity)
         # The workspace the tools work in (the log is <root>/.dsh/sessions/<id>/log.jsonl).
         self.root = (root if root is not None else store.path.parents[3]).resolve()
         # The live sandbox/approval policy: from config at every load, in process only.
@@ -157,6 +161,12 @@ class Agent:
             if fn in self._delta_listeners:
                 self._delta_listeners.remove(fn)
 
+        self._detachers.append(remove)
+        return remove
+
+    def add_activity_listener(self, fn: ActivityListener) -> Callable[[], None]:
+        """``fn(state)`` each time the agent's activity (idle/working/waiting) changes."""
+        remove = self.activity.add_listener(fn)
         self._detachers.append(remove)
         return remove
 
@@ -231,6 +241,12 @@ class Agent:
         # Disarm first, so the continuation driver sees it when the turn ends.
         if self.goals is not None:
             self.goals.disarm()
+        await self.cancel_turn()
+
+    async def cancel_turn(self) -> None:
+        """End the running turn with "cancelled" as :meth:`cancel` does, leaving the goal
+        alone (pausing a goal cancels its round this way, then writes the pause)."""
+        self._require_live()
         self._compact_asked = None
         task = self._turn_task
         if task is not None and not task.done():
@@ -315,6 +331,13 @@ class Agent:
 
     async def _run_turn(self, turn: int) -> dict[str, Any]:
         self._turn_error = None
+        self.activity.turn(True)
+        try:
+            return await self._run_turn_steps(turn)
+        finally:
+            self.activity.turn(False)
+
+    async def _run_turn_steps(self, turn: int) -> dict[str, Any]:
         try:
             reason = await self._steps(turn)
         except asyncio.CancelledError:

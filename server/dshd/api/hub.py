@@ -49,6 +49,7 @@ class Door(Protocol):
     def plan_changed(self, agent: Any, view: Any) -> None: ...
     def goal_changed(self, agent: Any, notice: Any) -> None: ...
     def chat_item(self, agent: Any, item: ChatItem) -> None: ...
+    def activity_changed(self, agent: Any, state: Any) -> None: ...
 
 
 class _Feed:
@@ -98,6 +99,9 @@ class Hub:
         feed = self._feeds[agent.agent_id] = _Feed(agent)
         agent.add_event_listener(lambda event: self._on_event(feed, event))
         agent.add_delta_listener(lambda delta: self._on_delta(feed, delta))
+        add_activity_listener = getattr(agent, "add_activity_listener", None)
+        if add_activity_listener is not None:
+            add_activity_listener(lambda state: self._call("activity_changed", agent, state))
         if agent.plan is not None:
             agent.on_close(agent.plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
         if agent.goals is not None:

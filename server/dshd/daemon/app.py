@@ -176,6 +176,9 @@ class DshDaemon(DshServer):
     def chat_item(self, agent, item) -> None:
         self._notify(agent, "dsh/chat/item", {"item": chat_item_json(item)})
 
+    def activity_changed(self, agent, state) -> None:
+        self._notify(agent, "dsh/agent/activity", state.to_dict())
+
     def plan_view(self, agent) -> Any:
         if agent.plan is None:
             return {"active": False}

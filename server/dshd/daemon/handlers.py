@@ -15,6 +15,7 @@ from dshd_protocol import InvalidParams, jsonrpc_error, parse_params, types as t
 
 from dshd.api.chat import to_json as chat_item_json
 from dshd.errors import DshError
+from dshd.plugins.goals import pause_goal
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -70,6 +71,7 @@ def session_open(d, p: t.SessionOpenParams):
         "agentId": agent.agent_id,
         "plan": d.plan_view(agent),
         "goal": d.to_json(agent.goals.get()) if agent.goals is not None else None,
+        **agent.activity.state.to_dict(),
     }
 
 
@@ -164,8 +166,11 @@ def goal_edit(d, p: t.GoalEditParams):
 
 
 @method(t.GOAL_PAUSE)
-def goal_pause(d, p: t.GoalRefParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).pause(_ref(p.ref))
+async def goal_pause(d, p: t.GoalRefParams):
+    # The running round is cancelled before the pause is written (plugins/goals.py).
+    agent = d.dsh_workspace.agent(p.agent_id)
+    _goals(agent)
+    return await pause_goal(agent, _ref(p.ref))
 
 
 @method(t.GOAL_RESUME)

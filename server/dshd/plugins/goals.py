@@ -15,6 +15,12 @@ disarmed, paused, blocked, complete or cleared, or when a budget is spent (then
 ``next_round`` blocks the goal with ``round-budget-exhausted`` or
 ``token-budget-exhausted``; it asks after every round, so a round that ends over the
 token budget is the last).
+
+Pausing (:func:`pause_goal`, what both doors call) stops the work first: the driver is
+held so it starts no round, the running round is cancelled as ``dsh/agent/cancel`` would
+(its ``turn/close`` says "cancelled", an open question is withdrawn), and only then is the
+pause written. So "paused" is never shown while a round still streams, and no model
+request starts while the goal is paused.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.tools import Tool, ToolContext, ToolOutcome
 from dshd.errors import DshError
 from dshd.folds.events import GoalRef
-from dshd.services.goals import GoalNotice, GoalService, goal_view
+from dshd.services.goals import GoalNotice, GoalService, GoalView, goal_view
 
 if TYPE_CHECKING:
     from dshd.agent.loop import Agent
@@ -48,6 +54,14 @@ BLOCK_PARAMETERS = {
     "required": ["code", "message"],
     "additionalProperties": False,
 }
+
+
+async def pause_goal(agent: "Agent", ref: Any) -> GoalView:
+    """Pause the goal ``ref`` names, after its running round (if one runs) is cancelled."""
+    plugin = agent.plugins.get("goals")
+    if not isinstance(plugin, GoalsPlugin):
+        raise DshError("plugin-not-loaded", "goals are turned off in this workspace: add \"goals\" to plugins in .dsh/config.toml")
+    return await plugin.pause(ref)
 
 
 def attach(agent: "Agent", config: Config) -> "GoalsPlugin":
@@ -81,6 +95,24 @@ class GoalsPlugin:
         agent.on_close(self.service.add_listener(self.driver.on_notice))
         agent.on_close(self.driver.stop)
         agent.on_close(self.service.detach)
+
+    async def pause(self, ref: Any) -> GoalView:
+        service = self.service
+        service.check_can("pause", ref)  # a stale ref or a goal that is not active cancels nothing
+        self.driver.hold()
+        try:
+            turn = self.agent.store.state.turn
+            if self.agent.turn_running and turn.open and turn.cause == "continuation":
+                await self.agent.cancel_turn()
+            return service.pause(ref)
+        except BaseException:
+            # Not paused (the round changed the goal, say): nothing runs now, so the goal
+            # waits for a person's resume rather than claiming to be armed.
+            if service.armed:
+                service.disarm()
+            raise
+        finally:
+            self.driver.release()
 
     # ---- section -------------------------------------------------------------------
 
@@ -141,6 +173,7 @@ class ContinuationDriver:
         self.service = service
         self.task: asyncio.Task | None = None
         self.stopped = False
+        self.held = False  # a pause is under way: start no round
 
     def on_notice(self, notice: GoalNotice) -> None:
         # Only a person's arming starts the driver: create, resume, re-arm.
@@ -157,6 +190,12 @@ class ContinuationDriver:
             return
         self.task = loop.create_task(self._run(), name=f"goal-driver-{self.agent.agent_id}")
 
+    def hold(self) -> None:
+        self.held = True
+
+    def release(self) -> None:
+        self.held = False
+
     def stop(self) -> None:
         self.stopped = True
         if self.task is not None and not self.task.done():
@@ -165,7 +204,7 @@ class ContinuationDriver:
     async def _run(self) -> None:
         while not self.stopped and not self.agent.closed:
             await self.agent.wait_idle()
-            if self.stopped or self.agent.closed or not self.service.armed:
+            if self.stopped or self.held or self.agent.closed or not self.service.armed:
                 return
             if self.agent.store.state.turn.open:
                 await asyncio.sleep(0)

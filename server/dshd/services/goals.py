@@ -237,6 +237,11 @@ class GoalService:
         self._write("edit", goal, objective=new_objective, maxRounds=new_max, maxTokens=new_tokens)
         return self._notify("edit")
 
+    def check_can(self, op: str, ref: Any) -> None:
+        """Raise what ``op`` (pause) with ``ref`` would raise now, writing nothing."""
+        self._live()
+        self._allow(op, self._current(ref), {"active"} if op == "pause" else {"active", "paused", "blocked"})
+
     def pause(self, ref: Any) -> GoalView:
         self._live()
         goal = self._current(ref)

@@ -1,0 +1,146 @@
+"""States a person sees are true (the real `dshd serve` over stdio).
+
+- Pausing a goal stops its running round: the reply stops streaming, the round's turn
+  closes "cancelled", the pause is announced only after that, and no model request starts
+  while the goal is paused (a loopback OpenAI-compatible server counts the requests).
+- ``dsh/agent/activity`` says "working" only while a turn runs and nothing waits for the
+  person, "waiting" (question "plan-review" / "approval") while a question is open, also
+  during goal rounds, and "idle" once nothing runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from loopback_models import LoopbackModelServer, Reply
+
+from tests.e2e.conftest import write_workspace
+from tests.e2e.support import of_type, read_log, ref_of, wait_idle
+from tests.e2e.test_providers import new_session, start
+
+PLAN = "# Plan: retries\n\n1. Add a policy.\n"
+
+
+def activity(client, agent: str) -> list[tuple[str, str | None]]:
+    return [
+        (n["params"]["activity"], n["params"].get("question"))
+        for n in client.notifications
+        if n["method"] == "dsh/agent/activity" and n["params"]["agentId"] == agent
+    ]
+
+
+def notification_index(client, method: str, predicate=lambda p: True) -> int:
+    for index, n in enumerate(client.notifications):
+        if n["method"] == method and predicate(n["params"]):
+            return index
+    raise AssertionError(f"no {method} notification")
+
+
+def text_deltas(client, agent: str) -> int:
+    return sum(1 for n in client.notifications if n["method"] == "dsh/agent/delta" and n["params"]["agentId"] == agent)
+
+
+async def until(predicate, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+
+
+async def test_pausing_a_goal_cancels_its_streaming_round_and_starts_no_request(daemons):
+    with LoopbackModelServer("openai") as server:
+        # A slow stream: 400 pieces 50 ms apart (20 s) that the pause must cut short.
+        server.script(Reply("word " * 400, piece=5, chunk_delay=0.05))
+        client = await start(daemons, server)
+        agent, sid = await new_session(client)
+        goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "Tidy the parser"})
+        await until(lambda: text_deltas(client, agent) >= 5)
+        assert activity(client, agent)[-1] == ("working", None)
+
+        paused = await client.request("dsh/goal/pause", {"agentId": agent, "ref": ref_of(goal)})
+        assert paused["phase"] == "paused" and paused["activation"] == "disarmed"
+
+        # By the time the pause is answered the round is over: closed "cancelled", before the pause.
+        events = read_log(daemons.root, sid)
+        closes = of_type(events, "turn/close")
+        assert [c["data"]["stopReason"] for c in closes] == ["cancelled"]
+        (pause_event,) = [e for e in of_type(events, "goal/change") if e["data"]["op"] == "pause"]
+        assert closes[0]["seq"] < pause_event["seq"]
+        # The editors heard it in that order too: idle, then "paused".
+        idle_at = max(i for i, n in enumerate(client.notifications)
+                      if n["method"] == "dsh/agent/activity" and n["params"]["activity"] == "idle")
+        paused_at = notification_index(client, "dsh/goal/changed", lambda p: p["op"] == "pause")
+        assert idle_at < paused_at
+        assert activity(client, agent)[-1] == ("idle", None)
+
+        # The stream stopped: the daemon dropped the connection and no piece arrives any more.
+        server.wait_closed(0)
+        seen = text_deltas(client, agent)
+        await asyncio.sleep(1.0)
+        assert text_deltas(client, agent) == seen
+        assert seen < 400 // 2  # far from the whole reply
+        # No model request starts while the goal is paused.
+        assert len(server.requests) == 1
+        assert of_type(read_log(daemons.root, sid), "request/header")[-1]["turn"] == 1
+        assert (await client.request("dsh/goal/get", {"agentId": agent}))["phase"] == "paused"
+
+        # Positive control: a resume starts the next round, which does reach the model.
+        server.script(Reply("done"))
+        await client.request("dsh/goal/resume", {"agentId": agent, "ref": ref_of(paused)})
+        await until(lambda: len(server.requests) >= 2)
+        await client.request("dsh/goal/pause", {"agentId": agent, "ref": ref_of(await client.request("dsh/goal/get", {"agentId": agent}))})
+
+
+async def test_pause_with_a_stale_ref_cancels_nothing(daemons):
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply("word " * 100, piece=5, chunk_delay=0.05))
+        client = await start(daemons, server)
+        agent, sid = await new_session(client)
+        goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "Tidy the parser"})
+        await until(lambda: text_deltas(client, agent) >= 3)
+        stale = {"id": goal["id"], "revision": goal["revision"] + 5}
+        try:
+            await client.request("dsh/goal/pause", {"agentId": agent, "ref": stale})
+        except Exception as exc:  # the daemon's stale-revision error
+            assert "stale" in str(exc)
+        else:
+            raise AssertionError("a stale ref paused the goal")
+        assert of_type(read_log(daemons.root, sid), "turn/close") == []  # the round still runs
+        await client.request("dsh/goal/pause", {"agentId": agent, "ref": ref_of(goal)})
+        assert [c["data"]["stopReason"] for c in of_type(read_log(daemons.root, sid), "turn/close")] == ["cancelled"]
+
+
+async def test_activity_is_waiting_while_a_plan_review_is_open_in_a_goal_round(workspace, daemons):
+    write_workspace(
+        workspace,
+        replies=[
+            {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]},
+            {"text": "Working on it."},
+            {"text": "Done.", "toolCalls": [{"name": "goal_complete", "arguments": {}}]},
+            {"text": "Goal complete."},
+        ],
+    )
+    review_open = asyncio.Event()
+    answer_now = asyncio.Event()
+
+    async def person(params):
+        review_open.set()
+        await answer_now.wait()
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+
+    client = await daemons.start(answer=person)
+    created = await client.request("dsh/session/create", {})
+    agent = created["agentId"]
+    await client.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})
+    await client.request("dsh/goal/create", {"agentId": agent, "objective": "Add retries"})
+    await asyncio.wait_for(review_open.wait(), 10)
+    await until(lambda: activity(client, agent)[-1] == ("waiting", "plan-review"))
+    # A second editor opening the session reads the same state.
+    opened = await client.request("dsh/session/open", {"sessionId": created["sessionId"]})
+    assert (opened["activity"], opened["question"]) == ("waiting", "plan-review")
+    answer_now.set()
+    await wait_idle(client, agent)
+    await until(lambda: activity(client, agent)[-1] == ("idle", None))
+    states = activity(client, agent)
+    assert states[:3] == [("working", None), ("waiting", "plan-review"), ("working", None)]
+    assert ("waiting", "plan-review") not in states[3:]
