@@ -42,6 +42,8 @@ from typing import Any, Literal
 import msgspec
 
 from dshd.errors import DshError
+from dshd.tools import safepath
+from dshd.tools.paths import PathRefused
 
 KNOWN_PLUGINS = ("plan", "goals", "tools")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -240,10 +242,22 @@ def _check_values(config: Config) -> None:
         raise config_error("plugins", "a plugin is listed twice")
 
 
-def load_script(path: Path) -> list[ScriptReply]:
-    """Read and check a scripted-model file; any fault is invalid-config ``model.script``."""
+SCRIPT_CAP = 16 * 1024 * 1024  # bytes of a scripted model's script
+
+
+def load_script(path: Path, inside: Path | None = None) -> list[ScriptReply]:
+    """Read and check a scripted-model file; any fault is invalid-config ``model.script``.
+    ``inside``: the workspace the file must be in (a relative path, or one the workspace's
+    own config names); it is then read through directory handles. Either way it must be a
+    regular file of at most :data:`SCRIPT_CAP` bytes, and no more than that is read."""
     try:
-        raw = path.read_bytes()
+        raw = safepath.read_by_name(path, SCRIPT_CAP) if inside is None else safepath.read_inside(inside, path, SCRIPT_CAP)
+    except PathRefused as exc:
+        where = " inside the workspace" if inside is not None else ""
+        raise config_error(
+            "model.script",
+            f"{path} was not read: {exc} (a script must be a regular file{where} of at most {safepath.human(SCRIPT_CAP)})",
+        ) from None
     except OSError as exc:
         raise config_error("model.script", f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
@@ -258,8 +272,11 @@ def load_script(path: Path) -> list[ScriptReply]:
     return list(script.replies)
 
 
-def parse_config(data: dict[str, Any], workspace: Path | None = None) -> Config:
-    """Check one merged config mapping (defaults already applied or not)."""
+def parse_config(data: dict[str, Any], workspace: Path | None = None, *, script_from_workspace: bool = False) -> Config:
+    """Check one merged config mapping (defaults already applied or not).
+    ``script_from_workspace``: the workspace's own config set ``[model] script``, so the
+    file must be inside the workspace even when the path is absolute (a relative one
+    always is)."""
     if not isinstance(data, dict):
         raise config_error("config", "must be a table/object")
     try:
@@ -274,9 +291,12 @@ def parse_config(data: dict[str, Any], workspace: Path | None = None) -> Config:
         if not config.model.script.strip():
             raise config_error("model.script", "must be a non-blank path")
         script_path = Path(config.model.script)
+        inside = None
         if not script_path.is_absolute():
             if workspace is None:
                 raise config_error("model.script", "a relative path needs a workspace")
-            script_path = workspace / script_path
-        config = msgspec.structs.replace(config, scriptReplies=load_script(script_path))
+            inside = workspace
+        elif script_from_workspace and workspace is not None:
+            inside = workspace
+        config = msgspec.structs.replace(config, scriptReplies=load_script(script_path, inside))
     return config

@@ -17,7 +17,8 @@ only when the workspace is trusted (the editor says so with
 it, in ``[trust] folders``). Guarded: ``[model] provider`` (any value but "scripted"),
 ``baseUrl``, ``apiKeyEnv`` (they decide where requests and the API key go) and, in
 ``[tools]``, a ``sandbox`` looser than the layers below, ``network = true`` over
-``false``, an ``approve`` list that drops a class the layers below ask for. Values as
+``false``, an ``approve`` list that drops a class the layers below ask for, a
+``maxWriteBytes`` above theirs. Values as
 tight or tighter always apply; a value equal to the layers below changes nothing and is
 not reported. ``[trust]`` is read from the user config only: in the workspace file or the
 editor's settings it is ignored; so is ``[tools] env`` (the variables commands may see:
@@ -40,6 +41,8 @@ import msgspec
 
 from dshd.agent.config import DEFAULTS, Config, check_layer, config_error, merge_tables, parse_config
 from dshd.errors import DshError
+from dshd.tools import safepath
+from dshd.tools.paths import PathRefused
 
 EDITOR_SETTINGS = "initializationOptions.config"  # the `file` of the editor's layer
 BUILT_IN = "built-in defaults"
@@ -123,12 +126,28 @@ class LoadedConfig:
 # ---- reading one layer ----------------------------------------------------------------
 
 
-def _read_file(path: Path) -> dict[str, Any] | None:
-    """A TOML config file as a mapping; None when there is no such file."""
+CONFIG_CAP = 1024 * 1024  # bytes of a config file
+
+
+def _read_file(path: Path, workspace: Path | None = None) -> dict[str, Any] | None:
+    """A TOML config file as a mapping; None when there is no such file. A regular file of
+    at most :data:`CONFIG_CAP` bytes (no more is read); ``workspace``: the file is the
+    workspace's own, read through directory handles and only from inside it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if workspace is None:
+            raw = safepath.read_by_name(path, CONFIG_CAP)
+        else:
+            raw = safepath.read_inside(workspace, path.relative_to(workspace), CONFIG_CAP)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         return None
+    except PathRefused as exc:
+        where = " inside the workspace" if workspace is not None else ""
+        raise config_error(
+            "config.toml",
+            f"not read: {exc} (a config file must be a regular file{where} of at most {safepath.human(CONFIG_CAP)})",
+            str(path),
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise config_error("config.toml", f"cannot read it: {reason}", str(path)) from None
@@ -177,6 +196,8 @@ def _looser(table: str, key: str, value: Any, below: dict[str, Any]) -> str | No
         if key == "approve" and not set(value) >= set(current):
             dropped = ", ".join(sorted(set(current) - set(value)))
             return f"the workspace is not trusted: it may add approvals, not drop {dropped}"
+        if key == "maxWriteBytes" and isinstance(value, int) and value > current:
+            return f"the workspace is not trusted: it may lower the write cap, not raise it beyond {current} bytes"
     return None
 
 
@@ -256,7 +277,7 @@ def load_layers(
     user = _read_file(user_file) if user_file is not None else None
     user_name = str(user_file)
     workspace_file = workspace / ".dsh" / "config.toml"
-    from_workspace = _read_file(workspace_file)
+    from_workspace = _read_file(workspace_file, workspace)
     if editor is not None:
         check_layer(editor, EDITOR_SETTINGS)
         editor = copy.deepcopy(editor)
@@ -292,7 +313,7 @@ def load_layers(
     if editor is not None:
         merged = _merge_noting(merged, editor, EDITOR_SETTINGS, origin)
     try:
-        config = parse_config(merged, workspace)
+        config = parse_config(merged, workspace, script_from_workspace=origin.get("model.script") == str(workspace_file))
     except DshError as exc:
         key = exc.data.get("key", "config")
         raise config_error(key, getattr(exc, "detail", exc.message), _file_of(key, origin)) from None

@@ -181,9 +181,10 @@ def lstat(root: Path, target: Path) -> os.stat_result | None:
     return st
 
 
-def read_bytes(root: Path, target: Path, cap: int) -> bytes:
-    """The bytes of the regular file ``target`` (at most ``cap``; more is :class:`TooBig`,
-    read no further than ``cap + 1``). Missing: FileNotFoundError."""
+def open_regular(root: Path, target: Path, cap: int) -> tuple[int, os.stat_result]:
+    """A handle on the regular file ``target`` of at most ``cap`` bytes, and its stat
+    (else :class:`UnsafePath`, :class:`NotRegular`, :class:`TooBig`; missing:
+    FileNotFoundError). The caller closes it."""
     shown = _shown(parts_of(root, target))
     with parent_of(root, target) as (folder, name):
         try:
@@ -193,18 +194,39 @@ def read_bytes(root: Path, target: Path, cap: int) -> bytes:
                 raise UnsafePath(shown, "this file was replaced with a symbolic link") from None
             raise
     try:
-        return read_open(fd, shown, cap)
+        return fd, check_regular(fd, shown, cap)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_regular(fd: int, shown: str, cap: int) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(shown, kind_of(st.st_mode))
+    if st.st_size > cap:
+        raise TooBig(shown, st.st_size, cap)
+    return st
+
+
+def read_bytes(root: Path, target: Path, cap: int) -> bytes:
+    """The bytes of the regular file ``target`` (at most ``cap``; more is :class:`TooBig`,
+    read no further than ``cap + 1``). Missing: FileNotFoundError."""
+    fd, _ = open_regular(root, target, cap)
+    try:
+        return read_at_most(fd, _shown(parts_of(root, target)), cap)
     finally:
         os.close(fd)
 
 
 def read_open(fd: int, shown: str, cap: int) -> bytes:
     """Read an open handle: a regular file of at most ``cap`` bytes, else refused."""
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegular(shown, kind_of(st.st_mode))
-    if st.st_size > cap:
-        raise TooBig(shown, st.st_size, cap)
+    check_regular(fd, shown, cap)
+    return read_at_most(fd, shown, cap)
+
+
+def read_at_most(fd: int, shown: str, cap: int) -> bytes:
+    """Up to ``cap`` bytes from ``fd``; :class:`TooBig` when there is more (it grew)."""
     chunks: list[bytes] = []
     left = cap + 1
     while left > 0:
@@ -217,6 +239,39 @@ def read_open(fd: int, shown: str, cap: int) -> bytes:
     if len(data) > cap:
         raise TooBig(shown, None, cap)  # it grew while being read
     return data
+
+
+def resolve_inside(root: Path, path: str | Path) -> Path:
+    """``path`` (relative to ``root``, or absolute) resolved once, links followed; refused
+    when that leads outside ``root``. For files the workspace names (its config, AGENTS.md,
+    the scripted model's script): they are then opened with :func:`read_bytes`."""
+    root = Path(root).resolve()
+    try:
+        target = (root / path).resolve()
+    except OSError as exc:
+        raise PathRefused(f"unsafe-path: {path} changed while it was being resolved ({exc.strerror or exc})") from None
+    if target == root or not target.is_relative_to(root):
+        lexical = Path(os.path.normpath(root / path))
+        how = " through a symbolic link" if lexical.is_relative_to(root) else ""
+        raise PathRefused(f"{path} is outside the workspace{how}: only a file inside the workspace is read")
+    return target
+
+
+def read_inside(root: Path, path: str | Path, cap: int) -> bytes:
+    """The bytes of a file the workspace names: resolved inside ``root``, a regular file,
+    at most ``cap`` bytes (else refused, with nothing read). Missing: FileNotFoundError."""
+    root = Path(root).resolve()
+    return read_bytes(root, resolve_inside(root, path), cap)
+
+
+def read_by_name(path: Path, cap: int) -> bytes:
+    """A file the person named (outside any workspace rule): still a regular file of at
+    most ``cap`` bytes, opened without blocking (a FIFO is refused, not waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        return read_open(fd, str(path), cap)
+    finally:
+        os.close(fd)
 
 
 def write_atomically(root: Path, target: Path, data: bytes) -> None:
