@@ -48,9 +48,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import msgspec
 
 from dshd.agent import compaction, transcript
+from dshd.agent.call_ids import CallIds, ReplyCallIds
 from dshd.agent.activity import Activity, ActivityListener, AskingApprovals, AskingQuestions
 from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
 from dshd.agent.commands import Command, CommandRegistry
@@ -61,7 +63,7 @@ from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
 from dshd.errors import DshError
-from dshd.folds.events import GoalRound
+from dshd.folds.events import GoalRound, ToolCall
 from dshd.models import (
     Message,
     ModelAdapter,
@@ -122,6 +124,7 @@ class Agent:
         self._turn_task: asyncio.Task | None = None
         self._steered: list[str] = []
         self._open_calls: list[str] = []  # tool calls of the running step without a result
+        self._call_ids = CallIds(store)  # each call's own id in the session (agent/call_ids.py)
         self._detachers: list[Callable[[], None]] = []
         self._delta_listeners: list[DeltaListener] = []
         # Built from the log on first use (a model request), not at load: opening a session
@@ -417,7 +420,8 @@ class Agent:
                 continue  # the next step is proposed (and checked) like any other
             request = self._derive_request(turn, step, rendered)
             model_steps += 1
-            reply = await self._call_model(turn, step, request)
+            reply_ids = self._call_ids.for_reply(turn, step)
+            reply = await self._call_model(turn, step, request, ids=reply_ids)
             usage = reply.usage
             # Both counts or none: a half-reported usage is not written as if it were whole.
             reported = usage.input_tokens is not None and usage.output_tokens is not None
@@ -428,11 +432,11 @@ class Agent:
                     message["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}
                 self.store.commit("assistant/message", message, turn=turn)
             for call in reply.tool_calls:
-                self.store.commit(
-                    "tool/call",
-                    {"callId": call.call_id, "name": call.name, "arguments": call.arguments},
-                    turn=turn,
-                )
+                call_data: dict[str, Any] = {"callId": call.call_id, "name": call.name, "arguments": call.arguments}
+                provider_id = reply_ids.provider_id(call.call_id)
+                if provider_id is not None:
+                    call_data["providerCallId"] = provider_id
+                self.store.commit("tool/call", call_data, turn=turn)
                 self._open_calls.append(call.call_id)
             for call in reply.tool_calls:
                 ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
@@ -480,12 +484,16 @@ class Agent:
             return "overflow"
         return "send"
 
-    async def _call_model(self, turn: int, step: int, request: ModelRequest, *, live: bool = True) -> ModelReply:
+    async def _call_model(
+        self, turn: int, step: int, request: ModelRequest, *, live: bool = True, ids: ReplyCallIds | None = None
+    ) -> ModelReply:
         """One model call, consumed event by event: text and tool-argument pieces and
         retries go to the delta listeners as they arrive; the reply is returned only
         when complete (a broken stream raises ModelError and nothing is recorded).
         ``live=False`` (a compaction's summary, which is not the assistant's reply):
-        only retries are announced."""
+        only retries are announced. With ``ids``, the reply's calls (and their live
+        pieces) carry the session's own call ids, not the provider's."""
+        ids = ids or self._call_ids.for_reply(turn, step)
         assembler = ReplyAssembler()
         stream = self.model.stream(request)
         try:
@@ -498,12 +506,20 @@ class Agent:
                         self._emit_delta(AgentDelta(turn, step, "text", text=event.text))
                 elif isinstance(event, ToolCallDelta):
                     call_id, name = assembler.call(event.index)
+                    call_id = ids.of(event.index, call_id)
                     self._emit_delta(
                         AgentDelta(turn, step, "tool-arguments", text=event.arguments_delta, call_id=call_id, name=name)
                     )
                 elif isinstance(event, Retrying):
                     self._emit_delta(AgentDelta(turn, step, "retry", attempt=event.attempt, delay_ms=event.delay_ms))
-            return assembler.reply()
+            reply = assembler.reply()
+            if not reply.tool_calls:
+                return reply
+            calls = tuple(
+                attrs.evolve(call, call_id=ids.of(index, call.call_id))
+                for index, call in zip(assembler.indices(), reply.tool_calls)
+            )
+            return attrs.evolve(reply, tool_calls=calls)
         except (ModelError, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -521,7 +537,7 @@ class Agent:
 
     def _derive_request(self, turn: int, step: int, rendered: RenderedPrompt) -> ModelRequest:
         state = self.store.state
-        messages = tuple(self._messages())
+        messages = self._built_transcript().for_model()
         # The header adds nothing to the transcript (PM-5).
         self.store.commit(
             "request/header",
@@ -619,9 +635,11 @@ class Agent:
     # ---- transcript ------------------------------------------------------------------
 
     def _follow(self, event: Any) -> None:
-        """Keep a built transcript in step with the log."""
+        """Keep a built transcript, and the session's call ids, in step with the log."""
         if self._transcript is not None:
             self._transcript.apply(event)
+        if event.__class__ is ToolCall:
+            self._call_ids.noted(event.data.callId)
 
     def _require_live(self) -> None:
         if self.closed:

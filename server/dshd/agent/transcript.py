@@ -5,7 +5,9 @@ Events become messages like this:
 * ``user/message`` -> a user message (a person's text, a plugin's narration, a goal round);
 * ``assistant/message`` -> an assistant message;
 * ``tool/call`` -> a call on the assistant message just before it (or an assistant
-  message of its own when the reply had no text);
+  message of its own when the reply had no text); its ``callId`` is the session's own id
+  of the call (agent/call_ids.py), and :meth:`Transcript.for_model` gives the model its
+  own id back where the two differ (``providerCallId``);
 * ``tool/result`` -> a tool message answering its call;
 * ``context/compact`` -> every message that came from an event at or before its
   ``throughSeq`` is replaced by one user message carrying the summary;
@@ -52,6 +54,8 @@ class Transcript:
         # the index of its message and inputTokens + outputTokens (the context it filled).
         self.usage_index: int | None = None
         self.usage_tokens = 0
+        # The session's call id -> the provider's, for the calls whose ids differ.
+        self._provider_ids: dict[str, str] = {}
 
     @classmethod
     def from_events(cls, events: Iterable[Any]) -> "Transcript":
@@ -77,6 +81,8 @@ class Transcript:
                 self.usage_tokens = usage.inputTokens + usage.outputTokens
         elif cls is ToolCall:
             call = ToolCallRequest(event.data.callId, event.data.name, dict(event.data.arguments))
+            if event.data.providerCallId is not None:
+                self._provider_ids[event.data.callId] = event.data.providerCallId
             last = self.messages[-1] if self.messages else None
             if last is not None and last.role == "assistant":
                 self.messages[-1] = Message("assistant", last.text, last.tool_calls + (call,))
@@ -99,6 +105,25 @@ class Transcript:
         self.compact_seq = seq
         # Usage reported before the compaction measured a context that is gone.
         self.usage_index, self.usage_tokens = None, 0
+
+    def for_model(self) -> tuple[Message, ...]:
+        """The messages as the model is sent them: each call and its result under the
+        provider's own call id (the session's ids are for everything else)."""
+        ids = self._provider_ids
+        if not ids:
+            return tuple(self.messages)
+        out: list[Message] = []
+        for message in self.messages:
+            if message.tool_calls and any(call.call_id in ids for call in message.tool_calls):
+                calls = tuple(
+                    ToolCallRequest(ids.get(call.call_id, call.call_id), call.name, call.arguments)
+                    for call in message.tool_calls
+                )
+                message = Message(message.role, message.text, calls, message.call_id, message.ok)
+            elif message.call_id is not None and message.call_id in ids:
+                message = Message(message.role, message.text, message.tool_calls, ids[message.call_id], message.ok)
+            out.append(message)
+        return tuple(out)
 
     def seq_of(self, index: int) -> int:
         """The seq of the event message ``index`` came from."""

@@ -101,9 +101,12 @@ class AssistantMessageData(_Data):
 
 
 class ToolCallData(_Data):
-    callId: str
+    callId: str  # the call's identity in this session (unique in it)
     name: str
     arguments: dict
+    # Our addition: the provider's own id, when it differs from callId (the provider used
+    # it before in this session); the model is sent this one back.
+    providerCallId: str | None = None
 
 
 class ToolResultData(_Data):

@@ -37,6 +37,10 @@ class ReplyAssembler:
         self._ended: set[int] = set()
         self._stop: Stop | None = None
 
+    def indices(self) -> list[int]:
+        """The indices of the calls started so far, in the order :meth:`reply` lists them."""
+        return sorted(self._calls)
+
     def call(self, index: int) -> tuple[str, str]:
         """(call id, name) of a started call."""
         call_id, name, _ = self._calls[index]

@@ -19,7 +19,7 @@ import msgspec
 
 from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
-from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
+from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, ToolCall, decode_line, encode_event
 from dshd.folds.replay import ReplayError, _reject
 from dshd.formats import utc_now
 from dshd.log import SessionLog, TornTail, find_line_start
@@ -276,6 +276,23 @@ class SessionStore:
                 if limit is not None and count >= limit:
                     break
         return count
+
+    def tool_call_ids(self) -> set[str]:
+        """The ``callId`` of every ``tool/call`` in the log (the agent keeps call ids
+        unique in a session). One pass over the bytes; only lines naming a tool call are
+        decoded, so a long log costs about what reading it costs."""
+        ids: set[str] = set()
+        with self._lock:
+            for line_no, _offset, line in self._log.records(0, 1):
+                if b"tool/call" not in line:
+                    continue
+                try:
+                    event = decode_line(line)
+                except msgspec.MsgspecError as exc:
+                    raise _reject(line_no, line, exc) from None
+                if event.__class__ is ToolCall:
+                    ids.add(event.data.callId)
+        return ids
 
     def _line_start(self, target: int) -> tuple[int, int]:
         """A (seq, offset) at or before line ``target`` to read forward from: the nearest
