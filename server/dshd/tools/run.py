@@ -119,7 +119,7 @@ class RunCommand:
         elif policy.sandbox == "full-access" and policy.network:
             # Asked for no restriction at all: run it, and say what that costs.
             argv = shell
-            where += f"; no sandbox ({found.reason}), so what it leaves running in the background may outlive it"
+            where = f"full-access, network on, not sandboxed: {found.reason}; what it leaves running in the background may outlive it"
         else:
             return ToolOutcome.failure(
                 f"Not run: no sandbox can be built here: {found.reason}. To fix it: {found.fix}."
