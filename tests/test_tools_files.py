@@ -167,3 +167,51 @@ async def test_an_edit_applies_only_the_diff_that_was_approved(ws):
     out = await files.edit_file(ctx(ws, approved=shown), args)
     assert not out.ok and "changed while the person was deciding" in out.content
     assert (ws / "src" / "app.py").read_text() == "one\ntwo\nthree\nfour\n"
+
+
+async def test_content_over_max_write_bytes_is_refused_naming_the_cap_without_copies(ws):
+    import time
+    import tracemalloc
+
+    big = "x" * (60 * 1024 * 1024)
+    tracemalloc.start()
+    started = time.monotonic()
+    out = await files.write_file(ctx(ws), {"path": "big.txt", "content": big})
+    preview = await files.write_file_preview(ctx(ws), {"path": "big.txt", "content": big})
+    elapsed = time.monotonic() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert not out.ok and "over [tools] maxWriteBytes (8 MiB)" in out.content and "big.txt" in out.content
+    assert not preview.ok and "maxWriteBytes" in preview.content
+    assert elapsed < 1 and peak < 1024 * 1024 and not (ws / "big.txt").exists()
+    # The cap counts UTF-8 bytes: 334 three-byte characters are over 1000, 333 are not.
+    assert not (await files.write_file(ctx(ws), {"path": "e.txt", "content": "€" * 334}, max_write_bytes=1000)).ok
+    assert (await files.write_file(ctx(ws), {"path": "e.txt", "content": "€" * 333}, max_write_bytes=1000)).ok
+    assert (ws / "e.txt").read_text() == "€" * 333
+
+
+async def test_an_edit_over_max_write_bytes_is_refused(ws):
+    (ws / "f.txt").write_text("a\n" * 400)  # 800 bytes
+    grows = await files.edit_file(ctx(ws), {"path": "f.txt", "oldText": "a", "newText": "bb", "replaceAll": True}, max_write_bytes=1000)
+    assert not grows.ok and "would be over [tools] maxWriteBytes (1000 bytes)" in grows.content
+    too_long = await files.edit_file(ctx(ws), {"path": "f.txt", "oldText": "a\n", "newText": "c" * 1001}, max_write_bytes=1000)
+    assert not too_long.ok and "newText for f.txt is over [tools] maxWriteBytes" in too_long.content
+    assert (ws / "f.txt").read_text() == "a\n" * 400
+    fits = await files.edit_file(ctx(ws), {"path": "f.txt", "oldText": "a", "newText": "b", "replaceAll": True}, max_write_bytes=1000)
+    assert fits.ok and (ws / "f.txt").read_text() == "b\n" * 400
+
+
+async def test_diffs_are_capped_by_lines_and_characters_and_say_so(ws):
+    many = "".join(f"{n}\n" for n in range(5000))
+    lines = await files.write_file_preview(ctx(ws), {"path": "many.txt", "content": many})
+    assert lines.diff.endswith("[diff cut at 2000 lines of 5003]\n")
+    wide = ("w" * 1000 + "\n") * 200
+    chars = await files.write_file_preview(ctx(ws), {"path": "wide.txt", "content": wide})
+    assert "[diff cut at 65536 characters of" in chars.diff and len(chars.diff) < 66 * 1024
+    # Over 1 MiB of old + new, difflib is not run: all old lines out, all new in, cut.
+    (ws / "huge.txt").write_text("old\n" * 300_000)
+    huge = await files.write_file_preview(ctx(ws), {"path": "huge.txt", "content": "new\n" * 300_000})
+    assert huge.diff.startswith("--- a/huge.txt\n+++ b/huge.txt\n@@ -1,300000 +1,300000 @@\n-old\n")
+    assert huge.diff.endswith("[diff cut at 1999 lines of 600003]\n") and len(huge.diff) < 70 * 1024
+    small = await files.write_file_preview(ctx(ws), {"path": "s.txt", "content": "s\n"})
+    assert small.diff == "--- /dev/null\n+++ b/s.txt\n@@ -0,0 +1 @@\n+s\n"  # control: whole, no note

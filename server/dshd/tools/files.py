@@ -140,15 +140,16 @@ def unified_diff(old: str, new: str, shown_path: str, *, created: bool = False) 
 
 def _whole_replacement(old: str, new: str, fromfile: str, tofile: str) -> str:
     """A unified diff removing every old line and adding every new one, made only as far
-    as the caps show (a few more characters than :data:`DIFF_CAP`)."""
+    as the caps show (its last line then says where it was cut, of how many lines)."""
     old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
     out = [f"--- {fromfile}\n", f"+++ {tofile}\n", f"@@ -{1 if old_lines else 0},{len(old_lines)} +1,{len(new_lines)} @@\n"]
+    total = len(out) + len(old_lines) + len(new_lines)
     size = sum(map(len, out))
     for sign, lines in (("-", old_lines), ("+", new_lines)):
         for line in lines:
-            if size > DIFF_CAP or len(out) > DIFF_LINES:
-                return "".join(out) + f"[diff of a {len(old) + len(new)}-character change: only its start is made]\n"
             entry = sign + (line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+            if size + len(entry) > DIFF_CAP - 100 or len(out) >= DIFF_LINES - 1:
+                return "".join(out) + f"[diff cut at {len(out)} lines of {total}]\n"
             out.append(entry)
             size += len(entry)
     return "".join(out)
