@@ -92,7 +92,7 @@ def test_checkpoint_damaged_same_result(session, damage, status):
 @pytest.mark.parametrize(
     "edit, status",
     [
-        (lambda o: o.update(version=2), "ignored: version changed"),
+        (lambda o: o.update(version=99), "ignored: version changed"),
         (lambda o: o.update(formatVersion=2), "ignored: version changed"),
         (lambda o: o.update(stateSchema="0" * 16), "ignored: version changed"),
         (lambda o: o.update(seq=o["seq"] - 1), "ignored: inconsistent seq/line"),

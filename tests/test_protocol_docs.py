@@ -19,7 +19,7 @@ SCHEMA = load_schema()
 
 HEADING = re.compile(r"^(#{2,3}) `([^`]+)`\s*$", re.MULTILINE)
 FENCE = re.compile(r"^```json (params|result|error)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-METHOD_NAME = re.compile(r"\bdsh/[a-z]+/[a-zA-Z]+\b")
+METHOD_NAME = re.compile(r"(?<!\.)\bdsh/[a-z]+/[a-zA-Z]+\b")  # not .dsh/sessions/... paths
 
 
 def sections() -> dict[str, str]:

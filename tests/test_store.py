@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 
@@ -10,6 +11,7 @@ import pytest
 from dshd.folds import FoldError, replay
 from dshd.folds.events import GoalChange, PlanMode, TurnOpen
 from dshd.services import store as store_module
+from dshd.log import SessionLog
 from dshd.services.store import SessionStore
 
 AT = "2026-11-29T18:40:18.123Z"
@@ -189,14 +191,18 @@ def test_events_after_seq_across_index_points_and_reopen(tmp_path, small_interva
         assert [e.seq for e in store.events(after_seq=-3, limit=1)] == [1]
 
 
-def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, caplog, small_intervals):
+def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, caplog, small_intervals, monkeypatch):
     CHECKPOINT_EVERY = store_module.CHECKPOINT_EVERY
     with SessionStore.create(tmp_path, "s1") as store:
         store.commit("plan/mode", {"active": True}, writer="plan")
     cp = tmp_path / "s1" / "projection.json"
     cp.unlink()
-    # A directory where the temp file must go makes every checkpoint write fail.
-    (tmp_path / "s1" / "projection.json.tmp").mkdir()
+    # (A folder where the temp file goes is refused outright now: unsafe-path.) The disk
+    # refusing the temp file makes every checkpoint write fail.
+    def no_space(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.dir / "projection.json.tmp"))
+
+    monkeypatch.setattr(SessionLog, "write_checkpoint", no_space)
     with caplog.at_level(logging.ERROR, logger="dshd"):
         with SessionStore.open(tmp_path, "s1") as store:
             assert store.checkpoint_status == "absent"
@@ -205,7 +211,7 @@ def test_checkpoint_write_failure_never_fails_open_commit_or_close(tmp_path, cap
             state = store.state
     assert "checkpoint write failed" in caplog.text
     assert not cp.exists()
-    (tmp_path / "s1" / "projection.json.tmp").rmdir()
+    monkeypatch.undo()
     with SessionStore.open(tmp_path, "s1") as store:
         assert store.state == state
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
 import secrets
 import time
@@ -38,11 +39,11 @@ from dshd.agent.instructions import ProjectInstructions
 from dshd.agent.loop import Agent
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
-from dshd.folds import replay
-from dshd.formats import rfc3339_utc
+from dshd.log import io_error
+from dshd.log.safefs import check_entries, open_dir, open_file
 from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
-from dshd.services.goals import goal_view
+from dshd.services.listing import SessionIndex
 from dshd.services.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -77,14 +78,39 @@ sessions/
 
 def write_dsh_gitignore(dsh_dir: Path) -> None:
     """``.dsh/.gitignore`` keeping the session logs out of git, unless one exists (the
-    person's own stays as it is). Failing to write it never stops a session."""
+    person's own stays as it is). Made with O_EXCL in a folder walked without links from
+    the workspace (``dsh_dir``'s parent). Failing to write it never stops a session."""
+    path = dsh_dir / ".gitignore"
     try:
-        with open(dsh_dir / ".gitignore", "x", encoding="utf-8") as out:
-            out.write(DSH_GITIGNORE)
+        dsh_fd = open_dir(dsh_dir, dsh_dir.parent)
+        try:
+            fd = open_file(dsh_fd, ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, path)
+        finally:
+            os.close(dsh_fd)
     except FileExistsError:
-        pass
-    except OSError as exc:
-        log.warning("could not write %s: %s", dsh_dir / ".gitignore", exc)
+        return
+    except (OSError, DshError) as exc:
+        log.warning("could not write %s: %s", path, exc)
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        try:
+            out.write(DSH_GITIGNORE)
+        except OSError as exc:
+            log.warning("could not write %s: %s", path, exc)
+
+
+def check_dsh_folder(root: Path) -> None:
+    """Refuse (``unsafe-path``) a ``.dsh`` that is a link or holds ``.gitignore`` as a
+    link or non-regular file: checked before a session is made there."""
+    dsh_dir = root / ".dsh"
+    try:
+        dsh_fd = open_dir(dsh_dir, root)
+    except FileNotFoundError:
+        return
+    try:
+        check_entries(dsh_fd, dsh_dir, (".gitignore",))
+    finally:
+        os.close(dsh_fd)
 
 
 class Workspace:
@@ -105,6 +131,7 @@ class Workspace:
         # every turn of every session, as one script for one demo.
         self.model = model if model is not None else model_from_config(config)
         self.sessions_dir = self.root / ".dsh" / "sessions"
+        self._index = SessionIndex(self.root, is_session_id)
         self._agents: dict[str, Agent] = {}  # live, by agentId
         self._by_session: dict[str, Agent] = {}
         self._retired: set[str] = set()  # agentIds issued and no longer live
@@ -118,10 +145,16 @@ class Workspace:
     def create_session(self, title: str | None = None) -> Agent:
         if title is not None and not isinstance(title, str):
             raise DshError("invalid-params", "title must be a string", field="title")
-        if not self.sessions_dir.is_dir():
-            self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        # Every component from the workspace down is walked without following links
+        # (unsafe-path, nothing made or written, if .dsh or .dsh/sessions is a link).
+        check_dsh_folder(self.root)
+        first = not os.path.lexists(self.sessions_dir)
+        try:
+            store = SessionStore.create(self.sessions_dir, new_session_id(), title=title, base=self.root)
+        except OSError as exc:
+            raise io_error(exc, self.sessions_dir) from None
+        if first:
             write_dsh_gitignore(self.sessions_dir.parent)
-        store = SessionStore.create(self.sessions_dir, new_session_id(), title=title)
         return self._load(store)
 
     def open_session(self, session_id: str, *, reload: bool = False) -> Agent:
@@ -131,9 +164,13 @@ class Workspace:
             if not reload:
                 return live
             self._retire(live)
-        if not (self.sessions_dir / session_id / "log.jsonl").is_file():
-            raise DshError("invalid-params", f"no session {session_id} in this workspace", field="sessionId")
-        return self._load(SessionStore.open(self.sessions_dir, session_id))
+        try:
+            store = SessionStore.open(self.sessions_dir, session_id, base=self.root)
+        except FileNotFoundError:
+            raise DshError("invalid-params", f"no session {session_id} in this workspace", field="sessionId") from None
+        except OSError as exc:
+            raise io_error(exc, self.sessions_dir) from None
+        return self._load(store)
 
     def fork(self, agent_id: str, at_seq: int | None = None) -> Agent:
         source = self.agent(agent_id)
@@ -145,12 +182,16 @@ class Workspace:
         events = source.store.events(after_seq=1, limit=at_seq - 1) if at_seq > 1 else []
         # The prefix is copied as it was written (its times, turns, data), checked by the
         # fold and made durable a batch at a time, not re-committed event by event.
-        store = SessionStore.create(
-            self.sessions_dir,
-            new_session_id(),
-            title=source.store.state.title,
-            forked_from={"sessionId": source.session_id, "seq": at_seq},
-        )
+        try:
+            store = SessionStore.create(
+                self.sessions_dir,
+                new_session_id(),
+                title=source.store.state.title,
+                forked_from={"sessionId": source.session_id, "seq": at_seq},
+                base=self.root,
+            )
+        except OSError as exc:
+            raise io_error(exc, self.sessions_dir) from None
         try:
             store.copy_events(events)
         except BaseException:
@@ -170,31 +211,18 @@ class Workspace:
         raise DshError("unknown-agent", f"no agent {agent_id!r}")
 
     def list_sessions(self) -> list[dict[str, Any]]:
-        out = []
-        if not self.sessions_dir.is_dir():
-            return out
-        for directory in sorted(self.sessions_dir.iterdir()):
-            if not is_session_id(directory.name) or not (directory / "log.jsonl").is_file():
-                continue
-            live = self._by_session.get(directory.name)
-            if live is not None:
-                state, armed = live.store.state, live.goals is not None and live.goals.armed
-            else:
-                try:
-                    state, armed = replay(directory / "log.jsonl").state, False
-                except DshError as exc:
-                    log.warning("session %s not listed: %s", directory.name, exc)
-                    continue
-            entry: dict[str, Any] = {
-                "sessionId": directory.name,
-                "title": state.title,
-                "updatedAt": state.last_at or _mtime(directory / "log.jsonl"),
-            }
-            view = goal_view(state.goal, armed)
-            if view is not None:
-                entry["goal"] = view.to_dict()
-            out.append(entry)
-        return out
+        """The rows of dsh/session/list (services.listing: kept in memory until a log changes)."""
+
+        def live(session_id: str):
+            agent = self._by_session.get(session_id)
+            if agent is None:
+                return None
+            return agent.store.state, agent.goals is not None and agent.goals.armed
+
+        try:
+            return self._index.rows(live)
+        except OSError as exc:
+            raise io_error(exc, self.sessions_dir) from None
 
     async def shutdown(self) -> None:
         agents = list(self._agents.values())
@@ -236,10 +264,6 @@ class Workspace:
             del self._by_session[agent.session_id]
         self._retired.add(agent.agent_id)
         agent.close()
-
-
-def _mtime(path: Path) -> str:
-    return rfc3339_utc(path.stat().st_mtime_ns)
 
 
 __all__ = ["Workspace", "is_session_id", "new_session_id"]

@@ -45,14 +45,18 @@ from dshd.folds.rules import (
     fold_plan_mode,
 )
 from dshd.folds.state import ContextState, PlanState, SessionState, TurnState
-from dshd.log import CHECKPOINT_NAME, SessionLog, TornTail, find_complete_end, read_line_before
+from dshd.folds.titles import title_from_prompt
+from dshd.log import SessionLog, SessionReader, TornTail, find_complete_end, read_line_before
+from dshd.log.sessionlog import open_log_file
 
 # Replay reads this much at a time and splits it into lines (bounded memory, few syscalls).
 _BLOCK = 256 * 1024
 
 # Bump when a fold's meaning changes (a checkpoint folded by older rules must not be trusted).
 # A change in the *shape* of SessionState needs no bump: STATE_SCHEMA catches it.
-CHECKPOINT_VERSION = 1
+# 2: titles are capped (TITLE_MAX) by the fold.
+# 3: a session created without a title takes its first prompt's words (folds/titles.py).
+CHECKPOINT_VERSION = 3
 _CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
 STATE_SCHEMA = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(SessionState))).hexdigest()[:16]
 
@@ -117,7 +121,7 @@ def encode_checkpoint(state: SessionState, offset: int, last_line: bytes) -> byt
     return _CHECKPOINT_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
 
-def _load_checkpoint(raw: bytes | None, log_path: Path, end: int) -> tuple[Checkpoint | None, str]:
+def _load_checkpoint(raw: bytes | None, log_path: "int | Path", end: int) -> tuple[Checkpoint | None, str]:
     """The checkpoint if it matches the log up to ``end``; else None and why not."""
     if raw is None:
         return None, "absent"
@@ -184,25 +188,40 @@ def fold_lines(
     return state, count, line, end
 
 
-def _blocks(path: Path, offset: int, end: int) -> Iterator[list[bytes]]:
-    """The lines in [offset, end) of ``path`` without their newlines, one list per ~1 MB read."""
-    with open(path, "rb", buffering=0) as f:
-        f.seek(offset)
-        remaining = end - offset
-        carry = b""
-        while remaining > 0:
-            chunk = f.read(min(_BLOCK, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            lines = (carry + chunk if carry else chunk).split(b"\n")
-            carry = lines.pop()  # b"" when the chunk ended a line
-            if lines:
-                yield lines
+def _blocks(source: "int | Path", offset: int, end: int) -> Iterator[list[bytes]]:
+    """The lines in [offset, end) of the log (an fd, read with pread, or a path) without
+    their newlines, one list per block read."""
+    if not isinstance(source, int):
+        fd = open_log_file(source)
+        try:
+            yield from _blocks(fd, offset, end)
+        finally:
+            os.close(fd)
+        return
+    pos = offset
+    carry: list[bytes] = []  # pieces of a line longer than a block (joined once: no quadratic copy)
+    while pos < end:
+        chunk = os.pread(source, min(_BLOCK, end - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        if chunk.find(b"\n") < 0:
+            carry.append(chunk)
+            continue
+        if carry:
+            carry.append(chunk)
+            chunk = b"".join(carry)
+            carry = []
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # b"" when the chunk ended a line
+        if rest:
+            carry.append(rest)
+        if lines:
+            yield lines
 
 
 def fold_file(
-    state: SessionState | None, path: Path, offset: int, line_no: int, end: int
+    state: SessionState | None, path: "int | Path", offset: int, line_no: int, end: int
 ) -> tuple[SessionState | None, int, bytes | None]:
     """Strictly fold the complete lines of ``path`` in [offset, end) after ``state``.
 
@@ -238,6 +257,7 @@ def fold_file(
     line_base = first_line_no - (state.seq + 1) + (1 if folded_first else 0)
     seq = state.seq
     plan, turn, goal = state.plan, state.turn, state.goal
+    title = state.title
     # The context fold in locals: a mutable set of calls without a result (the state's
     # frozenset is rebuilt once at the end).
     context = state.context
@@ -294,6 +314,8 @@ def fold_file(
                     elif cls is UserMessage:
                         if event.data.goalRound is not None:
                             goal = fold_goal(goal, event)
+                        if title is None and event.data.source == "user":
+                            title = title_from_prompt(event.data.text)
                     elif cls is PlanMode:
                         plan = fold_plan_mode(plan, event)
                     elif cls is ContextCompact:
@@ -312,7 +334,7 @@ def fold_file(
         raise _reject(line_base + seq + 1, line + b"\n") from None
     if event is not None:
         context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
-        state = SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at, context)
+        state = SessionState(state.session_id, seq, plan, turn, goal, title, state.forked_from, event.at, context)
     count = seq - start_seq + (1 if folded_first else 0)
     return state, count, None if last is None else last + b"\n"
 
@@ -324,39 +346,44 @@ def _seq_of(line: bytes) -> int | None:
         return None
 
 
-def replay(source: SessionLog | str | os.PathLike, *, use_checkpoint: bool = True) -> ReplayResult:
+def replay(
+    source: SessionLog | SessionReader | str | os.PathLike, *, use_checkpoint: bool = True
+) -> ReplayResult:
     """Strictly replay a session log.
 
-    ``source`` is an open :class:`SessionLog` (its torn tail is already cut) or a path to a
-    ``log.jsonl`` read without locking or modifying anything (a torn tail is reported, not
-    cut). With ``use_checkpoint`` the sibling ``projection.json`` is verified and, if it
-    matches, only the tail after it is replayed. Raises :class:`ReplayError`.
+    ``source`` is an open :class:`SessionLog` (its torn tail is already cut), a
+    :class:`SessionReader` or a path to a ``log.jsonl``; the last two are read without
+    locking or modifying anything (a torn tail is reported, not cut). With
+    ``use_checkpoint`` the sibling ``projection.json`` is verified and, if it matches,
+    only the tail after it is replayed. Raises :class:`ReplayError`; a log or checkpoint
+    that is a link is :class:`~dshd.log.UnsafePath`.
     """
+    if isinstance(source, (SessionLog, SessionReader)):
+        return _replay(source, use_checkpoint)
+    with SessionReader.open_path(source) as reader:
+        return _replay(reader, use_checkpoint)
+
+
+def _replay(source: SessionLog | SessionReader, use_checkpoint: bool) -> ReplayResult:
     if isinstance(source, SessionLog):
-        path = source.path
+        fd = source.fd
         end = source.size
         torn = source.torn_tail
-        raw = source.read_checkpoint() if use_checkpoint else None
     else:
-        path = Path(source)
-        end, size = find_complete_end(path)
+        fd = source.fd
+        end, size = find_complete_end(fd)
         torn = TornTail(end, size - end, None) if size > end else None
-        raw = None
-        if use_checkpoint:
-            try:
-                raw = (path.parent / CHECKPOINT_NAME).read_bytes()
-            except FileNotFoundError:
-                pass
+    raw = source.read_checkpoint() if use_checkpoint else None
     status = "disabled"
     start_state = None
     offset, line_no = 0, 1
     last_line = b""
     if use_checkpoint:
-        cp, status = _load_checkpoint(raw, path, end)
+        cp, status = _load_checkpoint(raw, fd, end)
         if cp is not None:
             start_state, offset, line_no = cp.state, cp.offset, cp.line + 1
-            last_line = read_line_before(path, cp.offset, cp.last.length) or b""
-    state, count, tail_last = fold_file(start_state, path, offset, line_no, end)
+            last_line = read_line_before(fd, cp.offset, cp.last.length) or b""
+    state, count, tail_last = fold_file(start_state, fd, offset, line_no, end)
     if state is None:
         raise ReplayError(None, 1, "empty log: line 1 must be session/start")
     if tail_last is not None:

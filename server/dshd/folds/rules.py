@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
+from dshd.folds.titles import title_from_prompt
 from dshd.folds.events import (
     AssistantMessage,
     ContextCompact,
@@ -23,7 +24,7 @@ from dshd.folds.events import (
     TurnOpen,
     UserMessage,
 )
-from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState
+from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState, cap_title
 from dshd.formats import is_kebab_case
 
 
@@ -378,7 +379,7 @@ def _start(event) -> SessionState:
         _INITIAL_PLAN,
         _INITIAL_TURN,
         _INITIAL_GOAL,
-        data.title,
+        cap_title(data.title),
         data.forkedFrom,
         event.at,
         _INITIAL_CONTEXT,
@@ -419,7 +420,10 @@ def apply(state: SessionState | None, event) -> SessionState:
         context = fold_context(context, event)
     if concern & _PERMISSION:
         turn = fold_permission(turn, state.context, event)
-    return SessionState(state.session_id, seq, plan, turn, goal, state.title, state.forked_from, event.at, context)
+    title = state.title
+    if title is None and event.__class__ is UserMessage and event.data.source == "user":
+        title = title_from_prompt(event.data.text)  # untitled: the first prompt's words (folds/titles.py)
+    return SessionState(state.session_id, seq, plan, turn, goal, title, state.forked_from, event.at, context)
 
 
 _TURN, _PLAN, _GOAL, _CONTEXT, _PERMISSION = 1, 2, 4, 8, 16

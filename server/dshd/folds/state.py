@@ -6,6 +6,17 @@ from msgspec import Struct
 
 from dshd.folds.events import ForkedFrom, GoalRef, GoalSnapshot
 
+# A title is for a list row: a longer one is cut when it is set and when it is read back
+# from a log written before the cap (the fold caps it, so no state holds more).
+TITLE_MAX = 200
+
+
+def cap_title(title: str | None) -> str | None:
+    """``title`` cut to TITLE_MAX characters, the last of them an ellipsis, if longer."""
+    if title is None or len(title) <= TITLE_MAX:
+        return title
+    return title[: TITLE_MAX - 1] + "\u2026"
+
 
 class PlanState(Struct, frozen=True):
     """PM-6: ``active`` is the last plan/mode's value, else False.

@@ -5,6 +5,13 @@ A session directory holds ``log.jsonl`` (append-only, one JSON object a line),
 (a checkpoint cache, opaque bytes here) and ``torn-<unix-ms>.bin`` files (copies of
 incomplete tails cut on open). This layer knows lines and byte offsets, nothing of
 events, plans or goals.
+
+Nothing here follows a link (:mod:`dshd.log.safefs`): the session folder is walked from
+a trusted base (the workspace) one component at a time, it is held by a folder handle
+while open, its files are opened relative to that handle with ``O_NOFOLLOW``, and a
+folder holding a link or a non-regular file where a session file belongs is refused
+(``unsafe-path``) before a byte is written or cut. Reads go through ``pread`` on the
+open handle, never by name again.
 """
 
 from __future__ import annotations
@@ -12,21 +19,32 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from dshd.errors import DshError
+from dshd.log.safefs import UnsafePath, check_entries, fsync_dir, open_dir, open_file
 
 LOG_NAME = "log.jsonl"
 LOCK_NAME = "log.lock"
 CHECKPOINT_NAME = "projection.json"
+CHECKPOINT_TMP = CHECKPOINT_NAME + ".tmp"
+TORN_PREFIX = "torn-"
+# Every name a session folder may hold that dshd opens, reads or writes.
+SESSION_FILES = (LOG_NAME, LOCK_NAME, CHECKPOINT_NAME, CHECKPOINT_TMP)
 
 # Tail search reads backwards in blocks this size until it finds a newline.
 _TAIL_BLOCK = 64 * 1024
-# Streaming reads: big enough that Python's line iteration is not syscall-bound.
+# Streaming reads: big enough that per-line Python work dominates, not syscalls.
 _READ_BUFFER = 1024 * 1024
+
+# A log to read: an open fd (read with pread, left open) or a path (opened without
+# following a link, closed after).
+LogSource = "Path | str | int"
 
 
 class SessionLocked(DshError):
@@ -49,14 +67,6 @@ class TornTail:
         return {"offset": self.offset, "length": self.length, "savedTo": str(self.saved_to) if self.saved_to else None}
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -64,51 +74,87 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _blocks_before(f, pos: int) -> Iterator[tuple[int, bytes]]:
-    """``(start offset, bytes)`` blocks of ``f`` before ``pos``, the last one first."""
+def open_log_file(path: Path | str) -> int:
+    """A read-only fd on the log file ``path``: not a link, a regular file."""
+    path = Path(path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_file(dir_fd, path.name, os.O_RDONLY, path)
+    finally:
+        os.close(dir_fd)
+
+
+@contextmanager
+def _reading(source: "LogSource") -> Iterator[int]:
+    if isinstance(source, int):
+        yield source
+        return
+    fd = open_log_file(source)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _blocks_before(fd: int, pos: int) -> Iterator[tuple[int, bytes]]:
+    """``(start offset, bytes)`` blocks of ``fd`` before ``pos``, the last one first."""
     while pos > 0:
         start = max(0, pos - _TAIL_BLOCK)
-        f.seek(start)
-        yield start, f.read(pos - start)
+        yield start, os.pread(fd, pos - start, start)
         pos = start
 
 
-def find_complete_end(path: Path) -> tuple[int, int]:
+def _complete_end(fd: int) -> tuple[int, int]:
+    size = os.fstat(fd).st_size
+    for start, block in _blocks_before(fd, size):
+        nl = block.rfind(b"\n")
+        if nl >= 0:
+            return start + nl + 1, size
+    return 0, size
+
+
+def find_complete_end(source: "LogSource") -> tuple[int, int]:
     """(end of the last complete line, file size). Bytes in between are a torn tail."""
-    with open(path, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        for start, block in _blocks_before(f, size):
-            nl = block.rfind(b"\n")
-            if nl >= 0:
-                return start + nl + 1, size
-        return 0, size
+    with _reading(source) as fd:
+        return _complete_end(fd)
 
 
 def iter_records(
-    path: Path, offset: int = 0, line_no: int = 1, end: int | None = None
+    source: "LogSource", offset: int = 0, line_no: int = 1, end: int | None = None
 ) -> Iterator[tuple[int, int, bytes]]:
     """Stream ``(line_no, start_offset, line)`` for complete lines (``line`` keeps its b"\\n").
 
     Reads from ``offset`` (the start of line ``line_no``) up to ``end`` (default: the
-    end of the last complete line). Never holds more than one buffer of the file.
+    end of the last complete line). Never holds more than one buffer of the file
+    (plus the line being read).
     """
-    if end is None:
-        end, _ = find_complete_end(path)
-    with open(path, "rb", buffering=_READ_BUFFER) as f:
-        f.seek(offset)
-        pos = offset
-        for line in f:
-            nxt = pos + len(line)
-            if nxt > end:
+    with _reading(source) as fd:
+        if end is None:
+            end, _ = _complete_end(fd)
+        pos = read_at = offset
+        pending: list[bytes] = []  # the pieces of a line longer than what one read got
+        while read_at < end:
+            chunk = os.pread(fd, min(_READ_BUFFER, end - read_at), read_at)
+            if not chunk:
                 break
-            yield line_no, pos, line
-            line_no += 1
-            pos = nxt
-            if pos == end:
-                break
+            read_at += len(chunk)
+            start = 0
+            find = chunk.find
+            while (nl := find(b"\n", start)) >= 0:
+                line = chunk[start : nl + 1]
+                if pending:
+                    pending.append(line)
+                    line = b"".join(pending)
+                    pending = []
+                yield line_no, pos, line
+                line_no += 1
+                pos += len(line)
+                start = nl + 1
+            if start < len(chunk):
+                pending.append(chunk[start:])
 
 
-def find_line_start(path: Path, offset: int, line_no: int, target: int) -> int:
+def find_line_start(source: "LogSource", offset: int, line_no: int, target: int) -> int:
     """The byte offset where line ``target`` starts, found by reading backwards from
     ``offset`` (the start of line ``line_no``; ``target <= line_no``). Reads only the
     bytes in between (plus at most one block): the way to reach the last lines of a long
@@ -120,8 +166,8 @@ def find_line_start(path: Path, offset: int, line_no: int, target: int) -> int:
     wanted = line_no - target + 1
     if target == 1:
         return 0
-    with open(path, "rb", buffering=0) as f:
-        for start, block in _blocks_before(f, offset):
+    with _reading(source) as fd:
+        for start, block in _blocks_before(fd, offset):
             count = block.count(b"\n")
             if count < wanted:
                 wanted -= count
@@ -133,23 +179,112 @@ def find_line_start(path: Path, offset: int, line_no: int, target: int) -> int:
     raise ValueError(f"line {target} not found before offset {offset}")
 
 
-def read_line_before(path: Path, offset: int, length: int) -> bytes | None:
+def read_line_before(source: "LogSource", offset: int, length: int) -> bytes | None:
     """The ``length`` bytes ending at ``offset`` (None if the file is shorter)."""
     if length <= 0 or offset < length:
         return None
-    with open(path, "rb", buffering=0) as f:
-        f.seek(offset - length)
-        data = f.read(length)
+    with _reading(source) as fd:
+        data = os.pread(fd, length, offset - length)
     return data if len(data) == length else None
+
+
+def _open_session_dir(directory: Path, base: Path | None, *, create: bool = False) -> int:
+    """The session folder's handle, walked from ``base`` (default: its parent) without
+    following links, after checking that none of its session files is a link."""
+    directory = Path(directory)
+    fd = open_dir(directory, directory.parent if base is None else Path(base), create=create)
+    try:
+        check_entries(fd, directory, SESSION_FILES, (TORN_PREFIX,))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_checkpoint(dir_fd: int, directory: Path, limit: int | None) -> bytes | None:
+    try:
+        fd = open_file(dir_fd, CHECKPOINT_NAME, os.O_RDONLY, directory / CHECKPOINT_NAME)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            return b""  # too big to be one of ours: read as "unknown header", i.e. ignored
+        chunks = []
+        offset = 0
+        while chunk := os.pread(fd, max(size - offset, _READ_BUFFER), offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class SessionReader:
+    """A read-only look at one log (and its sibling checkpoint): no lock, nothing
+    written, nothing cut. Opened without following links; read by its handle."""
+
+    def __init__(self, directory: Path, dir_fd: int, fd: int, name: str) -> None:
+        self.dir = directory
+        self.path = directory / name
+        self._dir_fd: int | None = dir_fd
+        self.fd = fd
+        self.stat = os.fstat(fd)
+
+    @classmethod
+    def open(cls, directory: Path, *, base: Path | None = None) -> "SessionReader":
+        """The log of session folder ``directory`` (walked from ``base``, checked as an open is)."""
+        directory = Path(directory)
+        dir_fd = _open_session_dir(directory, base)
+        try:
+            fd = open_file(dir_fd, LOG_NAME, os.O_RDONLY, directory / LOG_NAME)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return cls(directory, dir_fd, fd, LOG_NAME)
+
+    @classmethod
+    def open_path(cls, path: Path | str) -> "SessionReader":
+        """Any log file by its path (``dshd log verify``): the file itself is not followed
+        if it is a link, and must be a regular file."""
+        path = Path(path)
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = open_file(dir_fd, path.name, os.O_RDONLY, path)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return cls(path.parent, dir_fd, fd, path.name)
+
+    def read_checkpoint(self, limit: int | None = None) -> bytes | None:
+        """The checkpoint's bytes, None if there is none; b"" if larger than ``limit``."""
+        if self._dir_fd is None:
+            raise ValueError(f"{self.path} is closed")
+        return _read_checkpoint(self._dir_fd, self.dir, limit)
+
+    def close(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self.fd)
+            os.close(self._dir_fd)
+            self._dir_fd = None
+
+    def __enter__(self) -> "SessionReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SessionLog:
     """The single writer of one session's log (holds ``log.lock`` until :meth:`close`)."""
 
-    def __init__(self, directory: Path, lock_fd: int, log_fd: int, size: int, torn_tail: TornTail | None) -> None:
+    def __init__(
+        self, directory: Path, dir_fd: int, lock_fd: int, log_fd: int, size: int, torn_tail: TornTail | None
+    ) -> None:
         self.dir = directory
         self.path = directory / LOG_NAME
         self.checkpoint_path = directory / CHECKPOINT_NAME
+        self._dir_fd: int | None = dir_fd
         self._lock_fd: int | None = lock_fd
         self._fd: int | None = log_fd
         self.size = size  # bytes durable so far (always ends a complete line)
@@ -158,11 +293,11 @@ class SessionLog:
     # ---- opening ---------------------------------------------------------------
 
     @staticmethod
-    def _lock(directory: Path) -> int:
+    def _lock(dir_fd: int, directory: Path) -> int:
         # Hand-written rather than filelock: filelock cannot tell the loser who holds
         # the lock, and SPEC section 3 wants the error to name the holder's pid.
         # flock (not lockf) because POSIX record locks vanish when any fd of the file closes.
-        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_file(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT, directory / LOCK_NAME)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -173,43 +308,71 @@ class SessionLog:
             os.close(fd)
             raise SessionLocked(directory, pid) from None
         # Fixed width, so no truncate is needed (ftruncate costs ~1 ms on some filesystems).
-        os.pwrite(fd, f"{os.getpid():<15}\n".encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid():<15}\n".encode(), 0)
+        except BaseException:
+            _unlock(fd)
+            raise
         return fd
 
     @classmethod
-    def create(cls, directory: Path) -> "SessionLog":
-        """Make the directory, take the lock, create an empty log (FileExistsError if one exists)."""
+    def create(cls, directory: Path, *, base: Path | None = None) -> "SessionLog":
+        """Make the directory (every component below ``base``, default its parent, made
+        without following links), take the lock, create an empty log (FileExistsError if
+        one exists). Raises UnsafePath for a link on the way."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        lock_fd = cls._lock(directory)
+        dir_fd = _open_session_dir(directory, base, create=True)
         try:
-            fd = os.open(directory / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        except BaseException:
-            _unlock(lock_fd)
-            raise
-        _fsync_dir(directory)
-        return cls(directory, lock_fd, fd, 0, None)
-
-    @classmethod
-    def open(cls, directory: Path) -> "SessionLog":
-        """Take the lock; cut an incomplete last line (keeping a copy) and report it."""
-        directory = Path(directory)
-        path = directory / LOG_NAME
-        if not path.is_file():
-            raise FileNotFoundError(errno.ENOENT, "no session log", str(path))
-        lock_fd = cls._lock(directory)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            lock_fd = cls._lock(dir_fd, directory)
             try:
-                torn = _cut_torn_tail(directory, fd, path)
-                size = os.fstat(fd).st_size
+                fd = open_file(dir_fd, LOG_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, directory / LOG_NAME)
+                try:
+                    fsync_dir(dir_fd)
+                except BaseException:
+                    os.close(fd)
+                    raise
             except BaseException:
-                os.close(fd)
+                _unlock(lock_fd)
                 raise
         except BaseException:
-            _unlock(lock_fd)
+            os.close(dir_fd)
             raise
-        return cls(directory, lock_fd, fd, size, torn)
+        return cls(directory, dir_fd, lock_fd, fd, 0, None)
+
+    @classmethod
+    def open(cls, directory: Path, *, base: Path | None = None) -> "SessionLog":
+        """Take the lock; cut an incomplete last line (keeping a copy) and report it.
+
+        ``base`` (default: the folder's parent) is where the walk without links starts.
+        Raises FileNotFoundError (no log), UnsafePath, SessionLocked."""
+        directory = Path(directory)
+        path = directory / LOG_NAME
+        try:
+            dir_fd = _open_session_dir(directory, base)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no session log", str(path)) from None
+        try:
+            # Look for the log before the lock file is made or written.
+            try:
+                os.stat(LOG_NAME, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no session log", str(path)) from None
+            lock_fd = cls._lock(dir_fd, directory)
+            try:
+                fd = open_file(dir_fd, LOG_NAME, os.O_RDWR | os.O_APPEND, path)
+                try:
+                    torn = _cut_torn_tail(dir_fd, directory, fd)
+                    size = os.fstat(fd).st_size
+                except BaseException:
+                    os.close(fd)
+                    raise
+            except BaseException:
+                _unlock(lock_fd)
+                raise
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return cls(directory, dir_fd, lock_fd, fd, size, torn)
 
     # ---- writing ---------------------------------------------------------------
 
@@ -242,30 +405,59 @@ class SessionLog:
             raise
         self.size += len(data)
 
+    def remove_empty_log(self) -> None:
+        """Remove the (still empty) log again: a create whose first append failed."""
+        if self._dir_fd is not None and self.size == 0:
+            try:
+                os.unlink(LOG_NAME, dir_fd=self._dir_fd)
+            except FileNotFoundError:
+                pass
+
     # ---- reading ---------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The log's handle (pread only: readers never move a file offset)."""
+        return self._require_open()
 
     def records(self, offset: int = 0, line_no: int = 1) -> Iterator[tuple[int, int, bytes]]:
         """Stream (line_no, start_offset, line) of durable lines from ``offset``."""
-        return iter_records(self.path, offset, line_no, self.size)
+        return iter_records(self._require_open(), offset, line_no, self.size)
 
     def read_checkpoint(self) -> bytes | None:
-        try:
-            return self.checkpoint_path.read_bytes()
-        except FileNotFoundError:
-            return None
+        self._require_open()
+        return _read_checkpoint(self._dir_fd, self.dir, None)
 
     def write_checkpoint(self, data: bytes) -> None:
-        """Atomic replace: write a temp file, fsync, rename over, fsync the directory."""
+        """Atomic replace: write a new temp file (O_EXCL), fsync, rename over, fsync the folder."""
         self._require_open()
-        tmp = self.dir / (CHECKPOINT_NAME + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        dir_fd = self._dir_fd
+        tmp_path = self.dir / CHECKPOINT_TMP
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.checkpoint_path)
-        _fsync_dir(self.dir)
+            before = os.stat(CHECKPOINT_TMP, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            # A stale one (a crash between write and rename). unlink removes a name, never
+            # what a link points to; still, anything but our own regular file is refused.
+            if not stat.S_ISREG(before.st_mode):
+                raise UnsafePath(tmp_path, "is a symbolic link" if stat.S_ISLNK(before.st_mode) else "is not a regular file")
+            os.unlink(CHECKPOINT_TMP, dir_fd=dir_fd)
+        fd = open_file(dir_fd, CHECKPOINT_TMP, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tmp_path)
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(CHECKPOINT_TMP, CHECKPOINT_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(CHECKPOINT_TMP, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+        fsync_dir(dir_fd)
 
     # ---- closing ---------------------------------------------------------------
 
@@ -285,6 +477,9 @@ class SessionLog:
         if self._lock_fd is not None:
             _unlock(self._lock_fd)
             self._lock_fd = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
 
     def __enter__(self) -> "SessionLog":
         return self
@@ -314,17 +509,20 @@ def _unlock(lock_fd: int) -> None:
         os.close(lock_fd)
 
 
-def _cut_torn_tail(directory: Path, fd: int, path: Path) -> TornTail | None:
-    end, size = find_complete_end(path)
+def _cut_torn_tail(dir_fd: int, directory: Path, fd: int) -> TornTail | None:
+    end, size = _complete_end(fd)
     if end == size:
         return None
     tail = os.pread(fd, size - end, end)
-    saved = directory / f"torn-{time.time_ns() // 1_000_000}.bin"
+    stamp = time.time_ns() // 1_000_000
     n = 0
-    while saved.exists():  # two cuts in one millisecond: never overwrite a kept copy
-        n += 1
-        saved = directory / f"torn-{time.time_ns() // 1_000_000}-{n}.bin"
-    sfd = os.open(saved, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    while True:  # two cuts in one millisecond: never overwrite a kept copy
+        name = f"{TORN_PREFIX}{stamp}.bin" if n == 0 else f"{TORN_PREFIX}{stamp}-{n}.bin"
+        try:
+            sfd = open_file(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, directory / name)
+            break
+        except FileExistsError:
+            n += 1
     try:
         _write_all(sfd, tail)
         os.fsync(sfd)
@@ -332,5 +530,5 @@ def _cut_torn_tail(directory: Path, fd: int, path: Path) -> TornTail | None:
         os.close(sfd)
     os.ftruncate(fd, end)
     os.fsync(fd)
-    _fsync_dir(directory)
-    return TornTail(end, size - end, saved)
+    fsync_dir(dir_fd)
+    return TornTail(end, size - end, directory / name)

@@ -21,8 +21,9 @@ from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
 from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, ToolCall, decode_line, encode_event
 from dshd.folds.replay import ReplayError, _reject
+from dshd.folds.state import TITLE_MAX, cap_title  # noqa: F401  (TITLE_MAX: for callers)
 from dshd.formats import utc_now
-from dshd.log import SessionLog, TornTail, find_line_start
+from dshd.log import SessionLog, TornTail, find_line_start, io_error
 
 log = logging.getLogger("dshd")
 
@@ -84,42 +85,54 @@ class SessionStore:
 
     @classmethod
     def create(
-        cls, sessions_dir: Path, session_id: str, *, title: str | None = None, forked_from: dict | None = None
+        cls,
+        sessions_dir: Path,
+        session_id: str,
+        *,
+        title: str | None = None,
+        forked_from: dict | None = None,
+        base: Path | None = None,
     ) -> "SessionStore":
         """A new session directory with its log and session/start (FileExistsError if it exists).
 
-        A bad title or forked_from raises ValueError before anything is created; if the
-        first append fails, the empty log is removed again so the id stays usable.
+        ``base`` (default: ``sessions_dir``) is where the walk without links starts: the
+        workspace, so ``.dsh`` and ``.dsh/sessions`` are checked too (UnsafePath).
+        A title longer than TITLE_MAX (200) characters is cut (with an ellipsis). A bad title or
+        forked_from raises ValueError before anything is created; if the first append
+        fails, the empty log is removed again so the id stays usable.
         """
         check_session_id(session_id)
         data: dict[str, Any] = {"sessionId": session_id, "formatVersion": 1}
         if forked_from is not None:
             data["forkedFrom"] = forked_from
         if title is not None:
-            data["title"] = title
+            data["title"] = cap_title(title) if isinstance(title, str) else title
         try:
             start = msgspec.convert(data, DATA_CLASSES["session/start"])
         except msgspec.MsgspecError as exc:
             raise ValueError(f"invalid session/start: {exc}") from None
-        session_log = SessionLog.create(Path(sessions_dir) / session_id)
+        sessions_dir = Path(sessions_dir)
+        session_log = SessionLog.create(sessions_dir / session_id, base=sessions_dir if base is None else base)
         store = cls(session_log, None, b"")
         try:
             store.commit("session/start", start)
         except BaseException:
             if session_log.size == 0:
-                session_log.path.unlink(missing_ok=True)
+                session_log.remove_empty_log()
             session_log.close()
             raise
         return store
 
     @classmethod
-    def open(cls, sessions_dir: Path, session_id: str) -> "SessionStore":
+    def open(cls, sessions_dir: Path, session_id: str, *, base: Path | None = None) -> "SessionStore":
         """Lock the session, cut a torn tail, strictly replay (checkpoint + tail).
 
-        Raises SessionLocked, ReplayError, FileNotFoundError (no such session).
+        ``base`` (default: ``sessions_dir``) is where the walk without links starts.
+        Raises SessionLocked, ReplayError, UnsafePath, FileNotFoundError (no such session).
         """
         check_session_id(session_id)
-        session_log = SessionLog.open(Path(sessions_dir) / session_id)
+        sessions_dir = Path(sessions_dir)
+        session_log = SessionLog.open(sessions_dir / session_id, base=sessions_dir if base is None else base)
         try:
             result = replay(session_log)
             if result.state.session_id != session_id:
@@ -165,7 +178,10 @@ class SessionStore:
                 raise ValueError(f"invalid {type} event: {exc}") from None
             new_state = apply(self.state, event)  # FoldError: nothing written
             offset = self._log.size
-            self._log.append(line)
+            try:
+                self._log.append(line)
+            except OSError as exc:  # disk full, read-only: nothing of it stays (append cuts back)
+                raise io_error(exc, self._log.path) from None
             self._after_append([(event, line, offset)], new_state)
             return event
 
@@ -201,7 +217,10 @@ class SessionStore:
                 state = apply(state, event)  # FoldError: nothing of this batch written
                 prepared.append((event, line, offset))
                 offset += len(line)
-            self._log.append_many([line for _event, line, _offset in prepared])
+            try:
+                self._log.append_many([line for _event, line, _offset in prepared])
+            except OSError as exc:
+                raise io_error(exc, self._log.path) from None
             self._after_append(prepared, state)
             return len(prepared)
 
@@ -304,7 +323,7 @@ class SessionStore:
         end_seq = self.state.seq + 1 if self.state is not None else 1
         if target <= below_seq or target > end_seq or end_seq - target >= target - below_seq:
             return below_seq, below_offset
-        offset = find_line_start(self._log.path, self._log.size, end_seq, target)
+        offset = find_line_start(self._log.fd, self._log.size, end_seq, target)
         self._index_seqs.insert(i + 1, target)
         self._index_offsets.insert(i + 1, offset)
         return target, offset
