@@ -152,7 +152,8 @@ def test_goal_completion_offers_only_what_the_phase_allows(editor):
     editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(9, 40, "complete", "disarmed"))
     assert editor.lua("return vim.fn.getcompletion('Dsh goal ', 'cmdline')") == ["create", "clear"]
     detail = editor.lua("return require('dsh.commands').describe_goal(...)", goal_view(9, 40, "complete", "disarmed"))
-    assert "resume" not in detail and "Revision 1" in detail and "Rounds: 9 of 40 used, 31 left" in detail
+    assert "resume" not in detail and "Rounds: 9 of 40 used, 31 left" in detail
+    assert "evision" not in detail  # no internal words (U-6)
 
 
 @pytest.mark.parametrize(
@@ -308,7 +309,7 @@ def test_parse_bang_reloads(editor):
         ("prompt", "usage: :Dsh prompt {text}"),
         ("steer   ", "usage: :Dsh steer {text}"),
         ("plan maybe", "usage: :Dsh plan"),
-        ("goal create", "usage: :Dsh goal create"),
+        ("goal create x 0k tokens", "the token budget must be a positive whole number"),
         ("goal create 0", None),  # "0" alone is an objective, not a budget
         ("goal create fix 0", "rounds must be a positive whole number"),
         ("goal edit 0", "rounds must be a positive whole number"),
@@ -349,8 +350,8 @@ def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
 @pytest.mark.parametrize(
     ("cmdline", "arglead", "expected"),
     [
-        ("Dsh ", "", ["approve", "cancel", "chat", "config", "goal", "plan", "prompt", "restart", "sandbox", "session",
-                      "steer", "stop", "transcript", "trust"]),
+        ("Dsh ", "", ["answer", "approve", "cancel", "chat", "config", "goal", "messages", "plan", "prompt", "restart",
+                      "sandbox", "session", "steer", "stop", "transcript", "trust"]),
         ("Dsh s", "s", ["sandbox", "session", "steer", "stop"]),
         ("Dsh chat ", "", ["split", "tab", "here"]),
         ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
@@ -399,7 +400,7 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
     assert cfg["root"] == "/tmp/ws"
     assert cfg["init"] == {"config": {"plan": {"section": "x"}}, "trusted": False}
     assert cfg["name"] == "dsh"
-    assert cfg["handlers"] == ["dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask",
+    assert cfg["handlers"] == ["dsh/agent/activity", "dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask",
                                "dsh/plan/changed", "dsh/questions/ask", "dsh/session/event", "window/showMessage"]
 
 
@@ -437,7 +438,7 @@ def test_missing_dshd_is_reported_with_what_to_do(editor, tmp_path):
 @pytest.mark.parametrize(
     ("data", "needles"),
     [
-        ({"kind": "stale-revision", "current": 7}, ["revision 7", "re-reading"]),
+        ({"kind": "stale-revision", "current": 7}, ["changed meanwhile", "retry"]),
         ({"kind": "stale-agent"}, [":Dsh session open"]),
         ({"kind": "unknown-agent"}, [":Dsh session open"]),
         ({"kind": "invalid-transition", "phase": "complete"}, ["cannot pause the goal", "complete"]),
@@ -448,7 +449,7 @@ def test_missing_dshd_is_reported_with_what_to_do(editor, tmp_path):
         ({"kind": "replay-failed", "seq": 12, "line": 12, "reason": "seq gap"}, ["line 12", "seq gap", "dshd log verify"]),
         ({"kind": "invalid-config", "key": "plan.section"}, ["plan.section", ".dsh/config.toml", ":Dsh config"]),
         ({"kind": "plugin-not-loaded"}, ["plugins", ".dsh/config.toml"]),
-        ({"kind": "invalid-params", "field": "maxRounds"}, ["maxRounds"]),
+        ({"kind": "invalid-params", "field": "maxRounds"}, ["refused", "Check what you typed"]),
     ],
 )
 def test_error_messages_say_what_to_do(editor, data, needles):
@@ -509,8 +510,11 @@ return coroutine.status(co)
 """
 
 
-def open_review(editor):
-    assert editor.lua(START_ASK, ASK) == "suspended"
+def open_review(editor, ask=ASK):
+    """The review float, taken as the person would after it showed: keys answer at once
+    (the 500 ms guard against keys in flight is tested on its own below)."""
+    editor.lua("require('dsh.float').guard_ms = 0")
+    assert editor.lua(START_ASK, ask) == "suspended"
     editor.wait_for("#require('dsh.review').list() == 1", what="the review float")
     return editor.lua(
         """
@@ -520,6 +524,11 @@ def open_review(editor):
                  ft = vim.bo.filetype, modifiable = vim.bo.modifiable }
         """
     )
+
+
+def review_shown(editor) -> bool:
+    return editor.lua("local r = require('dsh.review').list()[1]; return r ~= nil and r.win ~= nil"
+                      " and vim.api.nvim_win_is_valid(r.win)")
 
 
 def test_review_float_shows_the_plan_and_a_approves(editor):
@@ -588,25 +597,43 @@ def test_review_cancelled_feedback_keeps_the_review_open(editor):
     editor.wait_for("vim.fn.mode() == 'n'")
     assert editor.lua("return _G.review_result") is None
     assert editor.lua("return #require('dsh.review').list()") == 1
-    editor.feed("q")
-    assert editor.wait_for("_G.review_result") == {"answers": []}
+    editor.feed("a")
+    assert editor.wait_for("_G.review_result") == {"answers": [{"id": "q-1", "choice": "approve"}]}
 
 
-def test_review_q_closes_without_approving(editor):
+def test_review_q_decides_nothing_and_answer_brings_it_back(editor):
     open_review(editor)
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
     editor.feed("q")
-    assert editor.wait_for("_G.review_result") == {"answers": []}
-    assert editor.lua("return #require('dsh.review').list()") == 0
+    editor.wait_for("not (function() local r = require('dsh.review').list()[1]; return vim.api.nvim_win_is_valid(r.win) end)()",
+                    what="the float to close")
+    import time
+    time.sleep(0.3)
+    # Still open: nothing was answered, and the statusline says it waits for you.
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    assert editor.lua("return require('dsh').statusline()") == "◎ waiting for you · no goal"
+    editor.typed("Dsh answer")
+    editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win", what="the float back, focused")
+    editor.feed("a")
+    assert editor.wait_for("_G.review_result") == {"answers": [{"id": "q-1", "choice": "approve"}]}
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
 
 
-def test_review_closed_any_other_way_is_not_approved(editor):
+def test_review_closed_any_other_way_decides_nothing(editor):
     open_review(editor)
     editor.cmd("close")
-    assert editor.wait_for("_G.review_result") == {"answers": []}
+    import time
+    time.sleep(0.3)
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.lua("require('dsh.asks').show_next()")
+    assert review_shown(editor)
 
 
 def test_review_withdrawn_when_the_turn_closes(editor):
     open_review(editor)
+    editor.feed("q")  # hidden, still open: the daemon's end of the turn still closes it
     editor.lua(
         "require('dsh.handlers').table()['dsh/session/event'](nil, ...)",
         {"agentId": "a-1", "sessionId": SID, "event": {
@@ -615,6 +642,7 @@ def test_review_withdrawn_when_the_turn_closes(editor):
     )
     assert editor.wait_for("_G.review_result") == {"answers": []}
     assert any("plan review closed" in m for m in editor.messages())
+    assert editor.lua("return #require('dsh.asks').waiting()") == 0
 
 
 def test_review_float_numbers_wraps_and_says_it_scrolls(editor):
@@ -622,8 +650,7 @@ def test_review_float_numbers_wraps_and_says_it_scrolls(editor):
         f"{i}. step {i}: " + "a reasonably long sentence that has to wrap at a word boundary " * 2 for i in range(1, 60)
     ) + "\n"
     ask = {**ASK, "questions": [{**ASK["questions"][0], "plan": long_plan}]}
-    assert editor.lua(START_ASK, ask) == "suspended"
-    editor.wait_for("#require('dsh.review').list() == 1")
+    open_review(editor, ask)
     shown = editor.lua(
         """
         local win = vim.api.nvim_get_current_win()
@@ -639,8 +666,8 @@ def test_review_float_numbers_wraps_and_says_it_scrolls(editor):
     assert "↓" in shown["footer"] and "of 61" in shown["footer"], shown["footer"]
     editor.feed("G")
     editor.wait_for("(function() local c = vim.api.nvim_win_get_config(0).footer; return c[#c][1]:find('↑', 1, true) end)()")
-    editor.feed("q")
-    assert editor.wait_for("_G.review_result") == {"answers": []}
+    editor.feed("a")
+    assert editor.wait_for("_G.review_result") == {"answers": [{"id": "q-1", "choice": "approve"}]}
 
 
 def test_review_scroll_text(editor):
@@ -657,47 +684,21 @@ def comment_line_3(editor, text="read it twice"):
     editor.wait_for("require('dsh.review').list()[1].comments[3] ~= nil")
 
 
-def test_review_q_with_a_comment_asks_and_defaults_to_keep_reviewing(editor):
+def test_review_closed_with_a_comment_keeps_it_for_later(editor):
     open_review(editor)
     comment_line_3(editor)
     editor.feed("q")
-    editor.feed("<CR>")  # no choice typed: the safe one, keep reviewing
-    editor.wait_for("vim.fn.mode() == 'n'")
-    assert editor.asked()[-1] == "This review has 1 comment not sent yet. Close it?"
+    editor.wait_for("not " + "(function() local r = require('dsh.review').list()[1]; return vim.api.nvim_win_is_valid(r.win) end)()")
     assert editor.lua("return _G.review_result") is None
-    assert editor.lua("return #require('dsh.review').list()") == 1
-    editor.feed("q")
-    editor.feed("<Esc>")  # <Esc> is the safe choice too
-    editor.wait_for("vim.fn.mode() == 'n'")
-    assert editor.lua("return #require('dsh.review').list()") == 1
-    editor.feed("q")
-    editor.feed("2<CR>")  # send back with them
+    editor.typed("Dsh answer")
+    editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
+    # The comment is still there, on screen and in the answer.
+    marks = editor.lua("return #vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace('dsh.review'), 0, -1, {})")
+    assert marks == 1
+    editor.feed("r")
+    editor.feed("<CR>")
     assert editor.wait_for("_G.review_result") == {"answers": [{
         "id": "q-1", "choice": "revise", "comments": [{"line": 3, "text": "read it twice"}]}]}
-
-
-def test_review_q_with_a_comment_can_discard(editor):
-    open_review(editor)
-    comment_line_3(editor)
-    editor.feed("q")
-    editor.feed("3<CR>")
-    assert editor.wait_for("_G.review_result") == {"answers": []}
-
-
-def test_review_window_closed_with_a_comment_comes_back_and_asks(editor):
-    open_review(editor)
-    comment_line_3(editor)
-    editor.typed("close")
-    editor.wait_for("require('dsh.review').list()[1] and vim.api.nvim_win_is_valid(require('dsh.review').list()[1].win)",
-                    what="the float to come back")
-    editor.feed("1<CR>")
-    editor.wait_for("vim.fn.mode() == 'n'")
-    assert editor.asked()[-1] == "This review has 1 comment not sent yet. Close it?"
-    review = editor.lua("local r = require('dsh.review').list()[1]; return { win = vim.api.nvim_win_is_valid(r.win),"
-                        " current = vim.api.nvim_get_current_win() == r.win, comments = r.comments }")
-    assert review["win"] and review["current"]
-    assert editor.lua("return require('dsh.review').list()[1].comments[3]") == "read it twice"
-    assert editor.lua("return _G.review_result") is None
 
 
 def test_review_approve_with_a_comment_asks(editor):
@@ -719,12 +720,10 @@ def test_review_feedback_abandoned_with_esc_is_kept_as_a_draft(editor):
     editor.feed("split step 2")
     editor.feed("<Esc>")
     editor.wait_for("require('dsh.review').list()[1].feedback == 'split step 2'")
-    editor.feed("q")  # the draft makes q ask
-    editor.feed("<CR>")
+    editor.feed("q")  # closed: the draft stays with the review
     editor.wait_for("vim.fn.mode() == 'n'")
-    assert editor.asked()[-1] == "This review has feedback not sent yet. Close it?"
-    editor.wait_for("vim.fn.mode() == 'n'")
-    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.typed("Dsh answer")
+    editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
     editor.feed("r")  # the prompt starts with the draft
     editor.feed(" first<CR>")
     assert editor.wait_for("_G.review_result") == {"answers": [{
@@ -734,8 +733,7 @@ def test_review_feedback_abandoned_with_esc_is_kept_as_a_draft(editor):
 def test_review_withdrawn_keeps_drafts_in_the_message(editor):
     # The daemon's question for tool call c-7 is "plan-review-c-7".
     ask = {**ASK, "questions": [{**ASK["questions"][0], "id": "plan-review-c-7"}]}
-    assert editor.lua(START_ASK, ask) == "suspended"
-    editor.wait_for("#require('dsh.review').list() == 1")
+    open_review(editor, ask)
     comment_line_3(editor, "read it twice")
     result = {"agentId": "a-1", "sessionId": SID, "event": {
         "seq": 9, "type": "tool/result", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
@@ -746,7 +744,60 @@ def test_review_withdrawn_keeps_drafts_in_the_message(editor):
     editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", result)
     assert editor.wait_for("_G.review_result") == {"answers": []}
     message = [m for m in editor.messages() if "plan review closed" in m][0]
-    assert "line 3: read it twice" in message
+    assert "line 3: read it twice" in message or "(:Dsh messages)" in message
+    full = editor.lua("return require('dsh.errors').history[#require('dsh.errors').history].text")
+    assert "line 3: read it twice" in full
+
+
+# ---- U-1: a question that opens while the person types ---------------------------------
+
+
+def test_a_review_that_opens_while_typing_takes_no_keys(editor):
+    """Typing in a buffer in Insert mode when the review arrives: the float shows beside
+    the cursor without the focus, the person keeps typing there, and they are told."""
+    editor.cmd("enew")
+    editor.feed("ifirst words a")
+    editor.wait_for("vim.fn.mode() == 'i'")
+    assert editor.lua(START_ASK, ASK) == "suspended"
+    editor.wait_for("#require('dsh.review').list() == 1")
+    editor.feed("s r q and more")  # answer letters among them
+    editor.wait_for("vim.api.nvim_get_current_line() == 'first words as r q and more'")
+    state = editor.lua("""
+        local r = require('dsh.review').list()[1]
+        return { mode = vim.fn.mode(), current = vim.api.nvim_get_current_win() == r.win,
+                 shown = vim.api.nvim_win_is_valid(r.win), result = _G.review_result or vim.NIL }
+    """)
+    assert state == {"mode": "i", "current": False, "shown": True, "result": None}
+    assert any("waits for you: :Dsh answer" in m for m in editor.messages()), editor.messages()
+    # The float keeps clear of the row the person types on.
+    rows = editor.lua("""
+        local r = require('dsh.review').list()[1]
+        local cfg = vim.api.nvim_win_get_config(r.win)
+        return { top = cfg.row, height = cfg.height, cursor = vim.fn.screenrow() }
+    """)
+    assert not (rows["top"] <= rows["cursor"] - 1 <= rows["top"] + rows["height"] + 1), rows
+
+
+def test_keys_in_the_first_500_ms_answer_nothing(editor):
+    assert editor.lua(START_ASK, ASK) == "suspended"  # the person is idle: the float takes the focus
+    editor.wait_for("#require('dsh.review').list() == 1")
+    assert editor.lua("return vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
+    editor.feed("a")
+    import time
+    time.sleep(0.2)
+    assert editor.lua("return _G.review_result") is None  # too soon: a key in flight
+    time.sleep(0.5)
+    editor.feed("a")
+    assert editor.wait_for("_G.review_result") == {"answers": [{"id": "q-1", "choice": "approve"}]}
+
+
+def test_other_letters_answer_nothing(editor):
+    open_review(editor)
+    editor.feed("xyzbnmeiop")
+    import time
+    time.sleep(0.3)
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 1
 
 
 def test_previous_plan_and_diff(editor):

@@ -1,8 +1,9 @@
 -- Approvals: answers dsh/permission/ask in a float that shows the edit's diff or the
 -- command and its folder. `a` allows once, `s` allows this tool for the session, `r`
--- rejects with feedback for the agent; closing the float any other way rejects
--- (fail-closed). A request the daemon withdraws (the turn ended, its timeout) closes
--- its float.
+-- rejects (with feedback for the agent, when given). Closing the float (`q` or any
+-- other way) decides nothing: the approval stays open, shown in the chat and the
+-- statusline, and :Dsh answer brings it back. A request the daemon withdraws (the turn
+-- ended, its timeout) closes it, fail-closed.
 local float = require('dsh.float')
 
 local M = {}
@@ -47,7 +48,7 @@ end
 
 local function key_help(tool)
   local k = M.keys
-  return ('%s allow · %s allow %s for this session · %s reject with feedback · %s reject'):format(
+  return ('%s allow · %s allow %s for this session · %s reject · %s later (stays open)'):format(
     k.allow,
     k.session,
     tostring(tool or 'it'),
@@ -56,31 +57,64 @@ local function key_help(tool)
   )
 end
 
+--- The one-line notice for an approval that opened without the focus (pure).
+function M.waiting_notice(title)
+  return ('%s waits for you: :Dsh answer (ga in the chat)'):format(title)
+end
+
 --- Open the float for `params`; `finish(result)` is called exactly once.
 function M.open(params, finish)
   local lines, filetype = M.body(params)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].bufhidden = 'hide' -- survives its window: a closed float comes back
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = filetype
   pcall(vim.api.nvim_buf_set_name, buf, 'dsh://approve/' .. tostring(params.callId))
-  local approval = { buf = buf, params = params, done = false, feedback = nil }
-  approval.win = float.open(buf, {
-    title = ('%s · allow?'):format(tostring(params.title or params.tool)),
-    keys = key_help(params.tool),
-    number = false,
-  })
+  local title = ('%s · allow?'):format(tostring(params.title or params.tool))
+  local approval = { buf = buf, params = params, done = false, title = title }
+  local ready = function()
+    return false
+  end
+
+  --- Show the float (again); `focus` takes the focus whatever the person is doing.
+  function approval.show(focus)
+    if approval.done then
+      return
+    end
+    if approval.win and vim.api.nvim_win_is_valid(approval.win) then
+      vim.api.nvim_set_current_win(approval.win)
+      return
+    end
+    local opts = { title = title, keys = key_help(params.tool), number = false }
+    local entered
+    if focus then
+      approval.win = float.open(buf, opts)
+      entered = true
+      local shown_at = vim.uv.now()
+      ready = function()
+        return vim.uv.now() - shown_at >= float.guard_ms or float.guard_ms <= 0
+      end
+    else
+      approval.win, ready, entered = float.open_question(buf, opts)
+    end
+    approval.shown = true
+    if not entered then
+      require('dsh.errors').notify(M.waiting_notice(title), vim.log.levels.WARN)
+    end
+  end
 
   local unregister = require('dsh.asks').add(params.agentId, params.callId, function(reason)
     approval.decide(M.answer('reject'))
     if reason then
-      require('dsh.errors').notify(
-        ('approval of %s closed: %s.'):format(tostring(params.title or params.tool), reason),
-        vim.log.levels.WARN
-      )
+      require('dsh.errors').notify(('approval of %s closed: %s.'):format(tostring(params.title or params.tool), reason), vim.log.levels.WARN)
     end
-  end)
+  end, {
+    title = title,
+    show = function()
+      approval.show(true)
+    end,
+  })
 
   function approval.decide(result)
     if approval.done then
@@ -89,15 +123,22 @@ function M.open(params, finish)
     approval.done = true
     unregister()
     open[buf] = nil
-    if vim.api.nvim_win_is_valid(approval.win) then
+    if approval.win and vim.api.nvim_win_is_valid(approval.win) then
       vim.api.nvim_win_close(approval.win, true)
+    end
+    if vim.api.nvim_buf_is_valid(buf) then
+      vim.api.nvim_buf_delete(buf, { force = true })
     end
     finish(result)
   end
   open[buf] = approval
 
   local function map(lhs, fn, desc)
-    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = desc })
+    vim.keymap.set('n', lhs, function()
+      if ready() then
+        fn()
+      end
+    end, { buffer = buf, nowait = true, desc = desc })
   end
   map(M.keys.allow, function()
     approval.decide(M.answer('allow-once'))
@@ -106,26 +147,20 @@ function M.open(params, finish)
     approval.decide(M.answer('allow-session'))
   end, 'dsh: allow this tool for the session')
   map(M.keys.reject, function()
-    vim.ui.input({ prompt = 'Reject. What should the agent do instead? ', default = approval.feedback }, function(text)
+    vim.ui.input({ prompt = 'Reject. What should the agent do instead? (Enter: just reject) ', default = approval.feedback }, function(text)
       if text == nil then
         return -- cancelled: still asking
       end
       approval.decide(M.answer('reject', text))
     end)
   end, 'dsh: reject, with feedback for the agent')
-  map(M.keys.close, function()
-    approval.decide(M.answer('reject'))
-  end, 'dsh: reject')
-  -- Closing the window any other way rejects too (fail-closed).
-  vim.api.nvim_create_autocmd('WinClosed', {
-    pattern = tostring(approval.win),
-    once = true,
-    callback = function()
-      vim.schedule(function()
-        approval.decide(M.answer('reject'))
-      end)
-    end,
-  })
+  -- Closing decides nothing: the approval waits, in the chat and the statusline.
+  vim.keymap.set('n', M.keys.close, function()
+    if approval.win and vim.api.nvim_win_is_valid(approval.win) then
+      vim.api.nvim_win_close(approval.win, true)
+    end
+  end, { buffer = buf, nowait = true, desc = 'dsh: close; the approval stays open (:Dsh answer)' })
+  approval.show(false)
   return approval
 end
 

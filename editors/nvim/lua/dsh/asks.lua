@@ -3,17 +3,35 @@
 -- the turn ends, the daemon exits), and its window closes with it.
 local M = {}
 
--- entry -> true; an entry is { agent_id, call_id, close = fun(reason) }.
+-- entry -> true; an entry is { agent_id, call_id, close = fun(reason), show = fun(),
+-- title, at } (see M.add).
 local open = {}
+local opened = 0 -- entries ever added: their order
+
+-- What shows that a question waits: the statusline, the chat line under its tool call.
+local function changed(entry, waiting)
+  require('dsh.state').refresh_waiting(entry.agent_id)
+  if package.loaded['dsh.chat'] and entry.call_id then
+    require('dsh.chat').mark_waiting(entry.agent_id, entry.call_id, waiting and entry.title or nil)
+  end
+end
 
 --- Register a window that answers a request about tool call `call_id` of `agent_id`;
---- `close(reason)` ends it unanswered (fail-closed). Returns the function that
+--- `close(reason)` ends it unanswered (fail-closed); `opts.show()` brings its window
+--- back and into focus (:Dsh answer); `opts.title` names it. Returns the function that
 --- unregisters it (call it once the person answered).
-function M.add(agent_id, call_id, close)
-  local entry = { agent_id = agent_id, call_id = call_id, close = close }
+---@param opts {show: fun(), title: string}?
+function M.add(agent_id, call_id, close, opts)
+  opts = opts or {}
+  opened = opened + 1
+  local entry = { agent_id = agent_id, call_id = call_id, close = close, show = opts.show, title = opts.title, at = opened }
   open[entry] = true
+  changed(entry, true)
   return function()
-    open[entry] = nil
+    if open[entry] then
+      open[entry] = nil
+      changed(entry, false)
+    end
   end
 end
 
@@ -21,9 +39,33 @@ local function close_where(match, reason)
   for _, entry in ipairs(vim.tbl_keys(open)) do
     if open[entry] and match(entry) then
       open[entry] = nil
+      changed(entry, false)
       entry.close(reason)
     end
   end
+end
+
+--- The questions open (of `agent_id`, when given), oldest first.
+function M.waiting(agent_id)
+  local out = vim.tbl_filter(function(entry)
+    return agent_id == nil or entry.agent_id == agent_id
+  end, vim.tbl_keys(open))
+  table.sort(out, function(a, b)
+    return a.at < b.at
+  end)
+  return out
+end
+
+--- :Dsh answer: bring the oldest open question (of the current agent first) into view
+--- and focus. Returns false when none is open.
+function M.show_next()
+  local current = require('dsh.state').agent_id
+  local entry = M.waiting(current)[1] or M.waiting()[1]
+  if not entry or not entry.show then
+    return false
+  end
+  entry.show()
+  return true
 end
 
 --- Close everything open (of `agent_id`, when given) unanswered.

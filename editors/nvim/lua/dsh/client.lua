@@ -48,9 +48,7 @@ function M.start(path)
   local exe = type(cfg.cmd) == 'table' and cfg.cmd[1] or nil
   if exe and vim.fn.executable(exe) ~= 1 then
     return nil,
-      ('dshd not found (%q is not executable). Install dshd or set cmd in require("dsh").setup(); run :checkhealth dsh'):format(
-        exe
-      )
+      ('dshd not found: put it on PATH or set cmd in setup() (:checkhealth dsh); tried %s'):format(exe)
   end
   local argv = cfg.cmd
   cfg.cmd = M.guard_initialize(argv, cfg)

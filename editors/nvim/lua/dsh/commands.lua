@@ -17,6 +17,8 @@ M.tree = {
   approve = { 'none', 'write', 'exec', 'read' },
   trust = {},
   stop = {},
+  answer = {},
+  messages = {},
   transcript = {},
   restart = {},
 }
@@ -137,7 +139,7 @@ function M.parse(args, bang)
       return nil, 'usage: :Dsh stop (no arguments)'
     end
     return { action = 'cancel' }
-  elseif sub == 'cancel' or sub == 'transcript' or sub == 'restart' or sub == 'config' or sub == 'trust' then
+  elseif vim.tbl_contains({ 'cancel', 'transcript', 'restart', 'config', 'trust', 'answer', 'messages' }, sub) then
     if rest ~= '' then
       return nil, ('usage: :Dsh %s (no arguments)'):format(sub)
     end
@@ -158,11 +160,14 @@ function M.parse(args, bang)
       if terr then
         return nil, terr
       end
+      if rest == '' and not tokens then
+        return { action = 'goal.create' } -- asks for the objective and the budgets
+      end
       local objective, rounds, err = objective_and_rounds(rest)
       if err then
         return nil, err
       elseif objective == '' then
-        return nil, 'usage: :Dsh goal create {objective} [rounds] [{n} tokens]'
+        return nil, 'usage: :Dsh goal create [{objective} [rounds] [{n} tokens]]'
       end
       return { action = 'goal.create', objective = objective, max_rounds = rounds, max_tokens = tokens }
     elseif verb == 'edit' then
@@ -204,7 +209,7 @@ function M.parse(args, bang)
       end
       return { action = 'goal.' .. verb }
     end
-    return nil, 'usage: :Dsh goal [create {objective} [rounds] [{n} tokens] | edit [{objective}] [rounds] [{n} tokens] | pause | resume | complete | clear | disarm | block {code} {message}]'
+    return nil, 'usage: :Dsh goal [create [{objective} [rounds] [{n} tokens]] | edit [{objective}] [rounds] [{n} tokens] | pause | resume | complete | clear | disarm | block {code} {message}]'
   end
   return nil, ('unknown subcommand %q; try :Dsh <Tab> or :help dsh-commands'):format(sub)
 end
@@ -245,7 +250,7 @@ local function request(...)
   return require('dsh.client').request(...)
 end
 local function notify(message, level)
-  vim.notify('dsh: ' .. message, level or levels.INFO, { title = 'dsh' })
+  require('dsh.errors').notify(message, level or levels.INFO)
 end
 local function fail(message)
   require('dsh.errors').notify(message)
@@ -255,21 +260,113 @@ local function become(agent_id, session_id)
   require('dsh.state').set_current(agent_id, session_id)
 end
 
---- Call `fn(agent_id)` with the current agent; `create` starts a session when none.
+--- Seconds since 1970 of an ISO 8601 time in UTC or with an offset
+--- (`2026-12-01T14:05:00.123Z`, `…+02:00`), or nil (pure; no time zone of this machine).
+function M.epoch(iso)
+  if type(iso) ~= 'string' then
+    return nil
+  end
+  local y, mo, d, h, mi, sec, rest = iso:match('^(%d%d%d%d)%-(%d%d)%-(%d%d)[T ](%d%d):(%d%d):(%d%d)(.*)$')
+  if not y then
+    return nil
+  end
+  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+  -- Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
+  local yy = mo <= 2 and y - 1 or y
+  local era = math.floor(yy / 400)
+  local yoe = yy - era * 400
+  local doy = math.floor((153 * (mo + (mo > 2 and -3 or 9)) + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  local days = era * 146097 + doe - 719468
+  local offset = 0
+  local sign, oh, om = rest:match('([+-])(%d%d):?(%d%d)$')
+  if sign then
+    offset = (tonumber(oh) * 3600 + tonumber(om) * 60) * (sign == '+' and 1 or -1)
+  end
+  return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec) - offset
+end
+
+--- How long ago `iso` was, in a person's words: "just now", "5 min ago", "2 h ago",
+--- "3 days ago", else the date (pure; `now` in seconds since 1970).
+function M.ago(iso, now)
+  local at = M.epoch(iso)
+  if not at then
+    return ''
+  end
+  local s = math.max(0, now - at)
+  if s < 60 then
+    return 'just now'
+  elseif s < 3600 then
+    return ('%d min ago'):format(math.floor(s / 60))
+  elseif s < 86400 then
+    return ('%d h ago'):format(math.floor(s / 3600))
+  elseif s < 2 * 86400 then
+    return 'yesterday'
+  elseif s < 30 * 86400 then
+    return ('%d days ago'):format(math.floor(s / 86400))
+  end
+  return 'on ' .. iso:sub(1, 10)
+end
+
+--- A session as the pickers show it: title, when, the goal's status (pure).
+function M.session_label(s, now)
+  local title = (type(s.title) == 'string' and s.title ~= '') and s.title or 'Untitled session'
+  local parts = { title, M.ago(s.updatedAt, now) }
+  if type(s.goal) == 'table' then
+    table.insert(parts, 'goal ' .. require('dsh.statusline').goal_text(s.goal))
+  end
+  return table.concat(vim.tbl_filter(function(p)
+    return p ~= ''
+  end, parts), '  ·  ')
+end
+
+--- The sessions newest first (pure).
+function M.newest_first(sessions)
+  local out = vim.list_extend({}, sessions or {})
+  table.sort(out, function(a, b)
+    local ea, eb = M.epoch(a.updatedAt) or 0, M.epoch(b.updatedAt) or 0
+    if ea ~= eb then
+      return ea > eb
+    end
+    return tostring(a.sessionId) > tostring(b.sessionId)
+  end)
+  return out
+end
+
+--- Make the workspace's last session current (the one changed most lately), or a new one
+--- when it has none; then `fn(agent_id)`. Neovim takes up where it was left.
+function M.reopen_last(fn, create)
+  request(requests().session_list, vim.empty_dict(), function(result)
+    local state = require('dsh.state')
+    if state.agent_id then
+      return fn and fn(state.agent_id) -- another command chose a session meanwhile
+    end
+    local sessions = M.newest_first(result and result.sessions or {})
+    state.sessions = sessions
+    if sessions[1] then
+      return M.open_session(sessions[1].sessionId, false, 'last', fn)
+    elseif create == false then
+      return fail('no session yet. Start one: :Dsh session new, or :Dsh chat')
+    end
+    request(requests().session_create, vim.empty_dict(), function(created)
+      local st = require('dsh.state')
+      st.goals[created.agentId] = false
+      become(created.agentId, created.sessionId)
+      if fn then
+        fn(created.agentId)
+      end
+    end, 'create a session')
+  end, 'list sessions')
+end
+
+--- Call `fn(agent_id)` with the current agent. When none is current, the workspace's
+--- last session becomes current; without any, `create` starts one.
 function M.with_agent(fn, create)
   local state = require('dsh.state')
   if state.agent_id then
     return fn(state.agent_id)
   end
-  if not create then
-    return fail('no session. Start one: :Dsh session new, or :Dsh session open')
-  end
-  request(requests().session_create, vim.empty_dict(), function(result)
-    local st = require('dsh.state')
-    st.goals[result.agentId] = false
-    become(result.agentId, result.sessionId)
-    fn(result.agentId)
-  end, 'create a session')
+  M.reopen_last(fn, create == true)
 end
 local with_agent = M.with_agent
 
@@ -292,14 +389,12 @@ local function with_goal(fn)
 end
 
 --- The goal in detail (for :Dsh goal): the status tooltip's lines (objective, state,
---- rounds, tokens, actions) and, for detail, the revision.
+--- rounds, tokens, actions).
 local function describe_goal(view)
   if not view or view == vim.NIL then
     return 'no goal. Create one: :Dsh goal create {objective} [rounds]'
   end
-  local lines = vim.deepcopy(require('dsh.statusline').status(view).tooltip)
-  table.insert(lines, ('Revision %d'):format(view.revision or 0))
-  return table.concat(lines, '\n')
+  return table.concat(require('dsh.statusline').status(view).tooltip, '\n')
 end
 M.describe_goal = describe_goal
 
@@ -320,9 +415,10 @@ local function short_goal(view)
   return require('dsh.statusline').usage(view)
 end
 
---- Open (or reopen) a session and make it current. `how` words the notice:
---- 'open' by default, 'reopened' after the daemon restarted.
-function M.open_session(session_id, reload, how)
+--- Open (or reopen) a session and make it current, then `fn(agent_id)`. `how` words
+--- the notice: 'open' by default, 'reopened' after the daemon restarted, 'last' for the
+--- workspace's last session taken up at start.
+function M.open_session(session_id, reload, how, fn)
   local params = { sessionId = session_id }
   if reload then
     params.reload = true
@@ -342,32 +438,35 @@ function M.open_session(session_id, reload, how)
     if type(result.plan) == 'table' then
       state.plans[result.agentId] = { active = result.plan.active == true, pending = result.plan.pending }
     end
+    if type(result.activity) == 'string' then
+      state.activities[result.agentId] = { activity = result.activity, question = result.question ~= vim.NIL and result.question or nil }
+    end
     become(result.agentId, result.sessionId)
     -- The id only on a plain open (the one chosen); one line either way.
+    local label = ({ reopened = 'reopened', last = 'continued (the last one of this workspace)' })[how]
     notify(('session %s · %s'):format(
-      how == 'reopened' and 'reopened' or (result.sessionId .. ' open'),
+      label or (result.sessionId .. ' open'),
       require('dsh.statusline').describe(result.goal ~= vim.NIL and result.goal or nil)
     ))
+    if fn then
+      fn(result.agentId)
+    end
   end, (how == 'reopened' and 'reopen' or 'open') .. ' the session')
 end
 local open_session = M.open_session
 
 local function pick_session(prompt, on_choice)
   request(requests().session_list, vim.empty_dict(), function(result)
-    local sessions = result and result.sessions or {}
+    local sessions = M.newest_first(result and result.sessions or {})
     require('dsh.state').sessions = sessions
     if #sessions == 0 then
       return notify('no sessions in this workspace yet: :Dsh session new')
     end
+    local now = os.time()
     vim.ui.select(sessions, {
       prompt = prompt,
       format_item = function(s)
-        return ('%s  ·  %s%s  ·  %s'):format(
-          (type(s.title) == 'string' and s.title ~= '') and s.title or '(untitled)',
-          s.updatedAt or '',
-          type(s.goal) == 'table' and ('  ·  ' .. require('dsh.statusline').goal_text(s.goal)) or '',
-          s.sessionId
-        )
+        return M.session_label(s, now)
       end,
     }, function(choice)
       if choice then
@@ -403,11 +502,12 @@ M.actions = {
       return notify('no session. :Dsh session new, :Dsh session open')
     end
     local plan = state.plan() or {}
+    local activity = require('dsh.statusline').activity_words[state.activity() or '']
     notify(('session %s · plan mode %s%s%s · %s'):format(
       state.session_id,
       plan.active and 'on' or 'off',
       plan.pending ~= nil and (' (pending ' .. (plan.pending and 'on' or 'off') .. ')') or '',
-      state.busy() and ' · working' or '',
+      activity and (' · ' .. activity) or '',
       describe_goal(state.goal())
     ))
   end,
@@ -537,6 +637,11 @@ M.actions = {
     end)
   end,
   ['goal.create'] = function(a)
+    if not a.objective then
+      return M.ask_goal(function(asked)
+        M.actions['goal.create'](asked)
+      end)
+    end
     with_agent(function(agent_id)
       request(
         requests().goal_create,
@@ -614,6 +719,14 @@ M.actions = {
   transcript = function()
     require('dsh.transcript').open()
   end,
+  answer = function()
+    if not require('dsh.asks').show_next() then
+      notify('nothing waits for your answer')
+    end
+  end,
+  messages = function()
+    require('dsh.errors').show_history()
+  end,
   chat = function(a)
     require('dsh.chat').open(a.where)
   end,
@@ -667,6 +780,50 @@ M.actions = {
     end))
   end,
 }
+
+--- A token budget typed by a person: "200k", "1.5M", "50000", "200k tokens" -> the
+--- number; '' -> false (no budget); anything else -> nil (pure).
+function M.parse_tokens(text)
+  text = trim(text or '')
+  if text == '' then
+    return false
+  end
+  local _, tokens = token_budget('x ' .. (text:find('tok') and text or (text .. ' tokens')))
+  return tokens
+end
+
+--- :Dsh goal create without arguments: ask for the objective, the round budget (your
+--- config's default offered) and a token budget (none unless given); then `done(action)`.
+function M.ask_goal(done)
+  request(requests().config_get, vim.empty_dict(), function(config)
+    local goals = type(config) == 'table' and type(config.effective) == 'table' and config.effective.goals or {}
+    local default_rounds = type(goals) == 'table' and goals.maxRounds or nil
+    vim.ui.input({ prompt = 'Goal objective: ' }, function(objective)
+      if objective == nil or trim(objective) == '' then
+        return
+      end
+      vim.ui.input({ prompt = 'Round budget: ', default = default_rounds and tostring(default_rounds) or nil }, function(rounds)
+        if rounds == nil then
+          return
+        end
+        local max_rounds = tonumber(rounds)
+        if not max_rounds or max_rounds < 1 or max_rounds ~= math.floor(max_rounds) then
+          return fail(('%q is not a positive whole number of rounds'):format(rounds))
+        end
+        vim.ui.input({ prompt = 'Token budget (like 200k; empty: none): ' }, function(tokens)
+          if tokens == nil then
+            return
+          end
+          local max_tokens = M.parse_tokens(tokens)
+          if max_tokens == nil then
+            return fail(('%q is not a token budget; write it like 200k or 1.5M'):format(tokens))
+          end
+          done({ action = 'goal.create', objective = trim(objective), max_rounds = max_rounds, max_tokens = max_tokens or nil })
+        end)
+      end)
+    end)
+  end, 'read the default round budget')
+end
 
 --- "commands run in workspace-write, network off; asks before write, exec" (pure).
 function M.describe_policy(policy)

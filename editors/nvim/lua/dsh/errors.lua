@@ -1,16 +1,93 @@
 -- Daemon errors as messages that say what to do next (the protocol's error kinds).
 local M = {}
 
+-- Every notice in full, newest last (:Dsh messages shows them): what is shown is cut to
+-- one line, since a message wider than the screen stops work with "Press ENTER".
+M.history = {} ---@type {at: string, level: integer, text: string}[]
+M.history_max = 200
+-- A notice still shown this long after it was given is cleared: it is stale by then
+-- (the chat and the statusline say what is true now).
+M.clear_after_ms = 10000
+
+--- `text` cut to `width` display cells, ending with "…" when cut (pure).
+function M.fit(text, width)
+  if vim.fn.strdisplaywidth(text) <= width then
+    return text
+  end
+  local out = text
+  local chars = vim.fn.strchars(text)
+  while chars > 0 and vim.fn.strdisplaywidth(out) > width - 1 do
+    chars = chars - 1
+    out = vim.fn.strcharpart(text, 0, chars)
+  end
+  return out .. '…'
+end
+
+local function echo_width()
+  local space = tonumber(vim.v.echospace) or 0
+  return math.max(20, space > 0 and space or (vim.o.columns - 12))
+end
+
+local last_shown -- the text of the last notice shown
+
+--- Tell the person `message` (one line: cut to fit, kept in full for :Dsh messages).
+--- Text with several lines (a command's answer, like :Dsh goal) is shown as it is.
 function M.notify(message, level)
-  vim.notify('dsh: ' .. message, level or vim.log.levels.ERROR, { title = 'dsh' })
+  level = level or vim.log.levels.ERROR
+  local text = 'dsh: ' .. message
+  table.insert(M.history, { at = os.date('%H:%M:%S'), level = level, text = text })
+  if #M.history > M.history_max then
+    table.remove(M.history, 1)
+  end
+  if not text:find('\n') then
+    local full = text
+    text = M.fit(text, echo_width())
+    if text ~= full then
+      text = M.fit(full, echo_width() - #' (:Dsh messages)') .. ' (:Dsh messages)'
+    end
+  end
+  vim.notify(text, level, { title = 'dsh' })
+  last_shown = text
+  local shown = text
+  vim.defer_fn(function()
+    -- Only when it is still the last message and nothing else is going on.
+    if last_shown ~= shown or vim.api.nvim_get_mode().mode ~= 'n' then
+      return
+    end
+    local ok, last = pcall(vim.fn.execute, '1messages')
+    if ok and vim.trim(last) == shown then
+      vim.api.nvim_echo({ { '' } }, false, {})
+    end
+  end, M.clear_after_ms)
+end
+
+--- :Dsh messages: every notice of this Neovim in full, in a scratch buffer.
+function M.show_history()
+  local lines = {}
+  for _, entry in ipairs(M.history) do
+    for i, line in ipairs(vim.split(entry.text, '\n', { plain = true })) do
+      table.insert(lines, (i == 1 and (entry.at .. '  ') or '          ') .. line)
+    end
+  end
+  if #lines == 0 then
+    lines = { 'no notices yet' }
+  end
+  vim.cmd('botright 12split')
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].modifiable = false
+  pcall(vim.api.nvim_buf_set_name, buf, 'dsh://messages')
+  vim.api.nvim_win_set_buf(0, buf)
+  vim.wo.wrap = true
+  vim.api.nvim_win_set_cursor(0, { #lines, 0 })
 end
 
 local function goal_line(view)
   if not view or view == vim.NIL then
     return 'the session now has no goal'
   end
-  return ('it is now revision %d, %s, %d/%d rounds: %q'):format(
-    view.revision or 0,
+  return ('it is now %s, %d/%d rounds: %q'):format(
     view.phase or '?',
     view.roundsStarted or 0,
     view.maxRounds or 0,
@@ -22,10 +99,7 @@ end
 -- person asked for ("pause the goal").
 local explain = {
   ['invalid-params'] = function(data, err)
-    return ('the daemon rejected %s: %s. Check the arguments (:help dsh-commands).'):format(
-      data.field and ('the field ' .. tostring(data.field)) or 'the request',
-      err.message or 'invalid params'
-    )
+    return ('dshd could not take that: %s. Check what you typed (:help dsh-commands).'):format(err.message or 'a value is not valid')
   end,
   ['unknown-agent'] = function()
     return 'this agent is unknown to the daemon (it may have restarted). Open the session again: :Dsh session open'
@@ -33,10 +107,8 @@ local explain = {
   ['stale-agent'] = function()
     return 'this session was reloaded elsewhere and this agent is stale. Open it again: :Dsh session open'
   end,
-  ['stale-revision'] = function(data)
-    return ('the goal changed since it was read (current revision %s); re-reading it, please check and retry.'):format(
-      tostring(data.current or '?')
-    )
+  ['stale-revision'] = function()
+    return 'the goal changed meanwhile (another editor or the agent); read it again: check and retry.'
   end,
   ['invalid-transition'] = function(data, _, ctx)
     return ('cannot %s while the goal is %s. See :help dsh-goal for what each phase allows.'):format(
@@ -51,8 +123,9 @@ local explain = {
     return 'the goal has spent its round budget. Raise it with :Dsh goal edit {rounds}, or :Dsh goal complete.'
   end,
   ['plugin-not-loaded'] = function(data, err)
-    return ('%s. Add the plugin to `plugins` in .dsh/config.toml and restart the daemon (:Dsh restart).'):format(
-      err.message or ('the ' .. tostring(data.plugin or 'needed') .. ' plugin is not loaded')
+    return ('%s is off in this workspace. Add "%s" to `plugins` in .dsh/config.toml, then :Dsh restart.'):format(
+      ({ plan = 'plan mode', goals = 'goals', tools = 'the workspace tools' })[data.plugin] or tostring(data.plugin or 'that feature'),
+      tostring(data.plugin or '?')
     )
   end,
   ['invalid-config'] = function(data, err)
@@ -75,6 +148,15 @@ local explain = {
     return ('another dshd (pid %s) holds this session. Close the editor that runs it, then open the session again.'):format(
       tostring(data.pid or '?')
     )
+  end,
+  ['unsafe-path'] = function(data, err)
+    return ('dshd refused %s: %s. It never follows links under .dsh/; replace it with a plain file or folder.'):format(
+      vim.fn.fnamemodify(tostring(data.path or '?'), ':~:.'),
+      tostring(data.reason or err.message or 'not a plain file')
+    )
+  end,
+  ['io-error'] = function(data, err)
+    return ('%s. Nothing you were told was saved is lost.'):format(tostring(err.message or ('could not read or write ' .. tostring(data.path or 'a file'))))
   end,
   ['turn-open'] = function()
     return 'a turn is running. Add to it with :Dsh steer {text}, or stop it with :Dsh cancel.'

@@ -1,7 +1,30 @@
--- Centred floating windows for the things that ask a person (plan review, approvals):
--- line numbers, wrapping at word boundaries, and a footer that says when there is
--- more to scroll to.
+-- Floating windows for the things that ask a person (plan review, approvals): line
+-- numbers, wrapping at word boundaries, and a footer that says when there is more to
+-- scroll to. A question that opens by itself never takes keys meant for something else:
+-- while the person is typing it opens beside what they type, without the focus (see
+-- M.open_question), and no key answers it before it has been visible for M.guard_ms.
 local M = {}
+
+-- A question shown for less than this long takes no answer: keys already in flight
+-- when it appeared were meant for something else.
+M.guard_ms = 500
+-- Keys typed this recently (or any mode but Normal) mean the person is typing.
+M.typing_ms = 1000
+
+local last_key_at = 0
+vim.on_key(function()
+  last_key_at = vim.uv.now()
+end, vim.api.nvim_create_namespace('dsh.float.keys'))
+
+--- Whether the person is typing now: in Insert, Replace, the command line, a terminal,
+--- or a key typed within M.typing_ms.
+function M.typing()
+  local mode = vim.api.nvim_get_mode()
+  if mode.mode ~= 'n' or mode.blocking then
+    return true -- Insert, the command line, a pending operator, a prompt waiting
+  end
+  return vim.uv.now() - last_key_at < M.typing_ms
+end
 
 --- ` 1-20 of 45 ↓ ` while lines are out of view, else '' (pure).
 ---@param first integer first line shown
@@ -39,18 +62,46 @@ function M.refresh_footer(win, keys)
   pcall(vim.api.nvim_win_set_config, win, cfg)
 end
 
---- Open `buf` in a centred float: `opts.title`, `opts.keys` (the footer's key help),
---- `opts.width` (max), `opts.number` (show line numbers). The float takes the focus.
+--- The rows a float may use (pure): the whole screen (centred) when it takes the focus,
+--- else the larger part above or below the cursor's screen row, so what the person
+--- types stays in view. Returns top row and the number of rows.
+---@param lines integer screen lines (vim.o.lines)
+---@param cursor_row integer? 1-based screen row of the cursor; nil: centred
+---@return integer top, integer rows
+function M.region(lines, cursor_row)
+  local usable = lines - 2 -- the statusline and the command line
+  if not cursor_row then
+    return 0, usable
+  end
+  local above = cursor_row - 2 -- rows above the cursor's row, less one for the border gap
+  local below = usable - cursor_row - 1
+  if above >= below then
+    return 0, math.max(3, above)
+  end
+  return cursor_row + 1, math.max(3, below)
+end
+
+--- Open `buf` in a float: `opts.title`, `opts.keys` (the footer's key help),
+--- `opts.width` (max), `opts.number` (show line numbers), `opts.enter` (take the focus;
+--- default true; without it the float keeps clear of the cursor's row).
 --- Returns the window. Its footer follows scrolling.
 function M.open(buf, opts)
+  local enter = opts.enter ~= false
+  local top, rows = M.region(vim.o.lines, not enter and vim.fn.screenrow() or nil)
   local max_width = opts.width or 100
   local width = math.min(max_width, math.max(40, vim.o.columns - 8))
-  local max_height = math.max(5, vim.o.lines - 8)
+  local max_height = math.max(1, enter and math.max(5, vim.o.lines - 8) or rows - 2)
   local lines = vim.api.nvim_buf_line_count(buf)
   local height = math.max(1, math.min(lines, max_height))
+  local function row_for(h)
+    if enter then
+      return math.max(0, math.floor((vim.o.lines - h) / 2) - 1)
+    end
+    return top + math.max(0, math.floor((rows - h - 2) / 2))
+  end
   local win_opts = {
     relative = 'editor',
-    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
+    row = row_for(height),
     col = math.floor((vim.o.columns - width) / 2),
     width = width,
     height = height,
@@ -61,11 +112,7 @@ function M.open(buf, opts)
     footer = footer_chunks(opts.keys or '', ''),
     footer_pos = 'center',
   }
-  -- The float takes the focus; leave insert mode so keys typed next reach it.
-  if vim.fn.mode():find('^[iR]') then
-    vim.cmd('stopinsert')
-  end
-  local win = vim.api.nvim_open_win(buf, true, win_opts)
+  local win = vim.api.nvim_open_win(buf, enter, win_opts)
   -- `minimal` turns these off; a plan is read by its line numbers and in whole words.
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
@@ -81,7 +128,7 @@ function M.open(buf, opts)
     if fit ~= height then
       vim.api.nvim_win_set_config(win, {
         relative = 'editor',
-        row = math.max(0, math.floor((vim.o.lines - fit) / 2) - 1),
+        row = row_for(fit),
         col = win_opts.col,
         height = fit,
       })
@@ -105,6 +152,26 @@ function M.open(buf, opts)
     end,
   })
   return win
+end
+
+--- Open a question's float (`opts` as for M.open) the way a question that arrives by
+--- itself must: with the focus only when the person is not typing (then they are told
+--- where it is), and answerable only once visible for M.guard_ms. Returns the window
+--- and `ready()`: whether an answer key may act now (it says "wait" when not).
+---@return integer win
+---@return fun(): boolean ready
+function M.open_question(buf, opts)
+  local enter = not M.typing()
+  local win = M.open(buf, vim.tbl_extend('force', opts, { enter = enter }))
+  local shown_at = vim.uv.now()
+  local function ready()
+    if vim.uv.now() - shown_at >= M.guard_ms then
+      return true
+    end
+    vim.api.nvim_echo({ { 'dsh: just opened; press the key again to answer', 'WarningMsg' } }, false, {})
+    return false
+  end
+  return win, ready, enter
 end
 
 --- Ask which of `choices` (labels) to take, with vim.ui.select (the person's own picker,

@@ -34,6 +34,7 @@ local function session_event(_, params)
   require('dsh.notices').on_event(params)
   require('dsh.transcript').on_event(params)
   require('dsh.asks').on_event(params)
+  require('dsh.reload').on_event(params)
 end
 
 local function chat_item(_, params)
@@ -43,6 +44,14 @@ end
 -- items (a streaming reply is an item upserted as it grows), so nothing reads the raw
 -- deltas here.
 local function agent_delta(_, _) end
+
+-- What the agent does now (idle | working | waiting), as the daemon tells it.
+local function agent_activity(_, params)
+  if type(params) ~= 'table' or not params.agentId then
+    return
+  end
+  require('dsh.state').set_activity(params.agentId, params.activity, params.question)
+end
 
 local function questions_ask(_, params)
   -- Yields until the person answers (see dsh.review); the return value is the result.
@@ -62,6 +71,7 @@ function M.table()
     [protocol.notifications.session_event] = session_event,
     [protocol.notifications.chat_item] = chat_item,
     [protocol.notifications.agent_delta] = agent_delta,
+    [protocol.notifications.agent_activity] = agent_activity,
     [protocol.server_requests.questions_ask] = questions_ask,
     [protocol.server_requests.permission_ask] = permission_ask,
     -- Not a dsh method: the daemon's one notice (keys it ignored) in Neovim's words.

@@ -8,8 +8,13 @@ function M.setup(opts)
     local function autostart()
       local cfg = require('dsh.config')
       local root = cfg.find_root(cfg.start_path())
-      if root and vim.uv.fs_stat(root .. '/.dsh') then
-        M.start()
+      if root and vim.uv.fs_stat(root .. '/.dsh') and M.start() then
+        -- Take up the workspace's last session (a new one only when it has none).
+        require('dsh.client').with_client(function()
+          if not require('dsh.state').agent_id then
+            require('dsh.commands').reopen_last(nil, true)
+          end
+        end)
       end
     end
     if vim.v.vim_did_enter == 1 then

@@ -38,6 +38,7 @@ M.notifications = {
   session_event = 'dsh/session/event',
   chat_item = 'dsh/chat/item',
   agent_delta = 'dsh/agent/delta',
+  agent_activity = 'dsh/agent/activity',
 }
 
 --- Requests the daemon sends to the editor (answered by a person).

@@ -4,8 +4,11 @@
 -- requests in: the handler opens the float and yields; the key the person presses
 -- resumes it with the answer. Nothing polls and the editor stays usable meanwhile.
 --
--- What the person wrote (line comments, feedback) is a draft until it is sent: closing
--- the float, approving instead, or the review ending elsewhere never drops it silently.
+-- A review that opens while the person types does not take their keys (dsh.float's
+-- open_question). Closing its window (`q` or any other way) decides nothing: the review
+-- stays open, with whatever the person wrote (line comments, feedback) kept as a draft,
+-- shown in the chat and the statusline; :Dsh answer brings it back. A draft is never
+-- dropped silently: approving instead asks, and a review that ends elsewhere repeats it.
 local float = require('dsh.float')
 
 local M = {}
@@ -95,7 +98,7 @@ end
 
 local function key_help()
   local k = M.keys
-  return ('%s approve · %s keep planning · %s comment on line · %s changes · %s close'):format(
+  return ('%s approve · %s keep planning · %s comment on line · %s changes · %s later (stays open)'):format(
     k.approve,
     k.revise,
     k.comment,
@@ -104,31 +107,36 @@ local function key_help()
   )
 end
 
-local function show(review)
-  review.win = float.open(review.buf, {
-    title = review.question.title or 'Plan review',
-    keys = key_help(),
-    conceal = 2,
-  })
-  local win = review.win
-  -- Closing the window any other way (:q, <C-w>c) is the same as q: not approved,
-  -- and drafts are not dropped without asking.
-  vim.api.nvim_create_autocmd('WinClosed', {
-    pattern = tostring(win),
-    once = true,
-    callback = function()
-      vim.schedule(function()
-        if review.done or review.win ~= win then
-          return
-        end
-        if vim.v.exiting ~= vim.NIL or not M.describe_drafts(review.comments, review.feedback) then
-          return review.decide(nil)
-        end
-        show(review)
-        review.ask_close()
-      end)
-    end,
-  })
+--- The one-line notice for a review that opened without the focus (pure).
+function M.waiting_notice(title)
+  return ('plan review "%s" waits for you: :Dsh answer (ga in the chat)'):format(title)
+end
+
+--- Show the review's float (again). `focus`: take the focus whatever the person does
+--- (:Dsh answer); else as a question that arrives by itself (dsh.float.open_question).
+local function show(review, focus)
+  if review.done then
+    return
+  end
+  if review.win and vim.api.nvim_win_is_valid(review.win) then
+    vim.api.nvim_set_current_win(review.win)
+    return
+  end
+  local title = review.question.title or 'Plan review'
+  local opts = { title = title, keys = key_help(), conceal = 2 }
+  local entered = true
+  if focus then
+    review.win = float.open(review.buf, opts)
+    local shown_at = vim.uv.now()
+    review.ready = function()
+      return vim.uv.now() - shown_at >= float.guard_ms
+    end
+  else
+    review.win, review.ready, entered = float.open_question(review.buf, opts)
+  end
+  if not entered then
+    require('dsh.errors').notify(M.waiting_notice(title), vim.log.levels.WARN)
+  end
 end
 
 --- Open the float for `question`; `finish(answer)` is called exactly once, with nil
@@ -156,7 +164,12 @@ function M.open(question, meta, finish)
   -- The question reviews tool call <callId> (its id is "plan-review-<callId>").
   local unregister = require('dsh.asks').add(review.meta.agentId, tostring(question.id):match('^plan%-review%-(.+)$'), function(reason)
     review.close(reason)
-  end)
+  end, {
+    title = 'plan review "' .. tostring(question.title or 'Plan') .. '"',
+    show = function()
+      show(review, true)
+    end,
+  })
 
   function review.decide(answer)
     if review.done then
@@ -194,29 +207,15 @@ function M.open(question, meta, finish)
     review.decide(M.build_answer(question.id, 'revise', review.feedback, review.comments))
   end
 
-  function review.ask_close()
-    local drafts = M.describe_drafts(review.comments, review.feedback)
-    if not drafts then
-      return review.decide(nil)
-    end
-    float.choose(
-      ('This review has %s not sent yet. Close it?'):format(drafts),
-      { 'Keep reviewing', 'Send back with them', 'Discard them and close' },
-      function(choice)
-        if choice == 2 then
-          send_back()
-        elseif choice == 3 then
-          review.decide(nil)
-        end
-      end
-    )
-  end
-
   open_reviews[buf] = review
-  show(review)
+  show(review, false)
 
   local function map(lhs, fn, desc)
-    vim.keymap.set('n', lhs, fn, { buffer = buf, nowait = true, desc = desc })
+    vim.keymap.set('n', lhs, function()
+      if review.ready() then
+        fn()
+      end
+    end, { buffer = buf, nowait = true, desc = desc })
   end
   map(M.keys.approve, function()
     local drafts = M.describe_drafts(review.comments, review.feedback)
@@ -277,9 +276,12 @@ function M.open(question, meta, finish)
   map(M.keys.diff, function()
     M.show_changes(review)
   end, 'dsh: compare with the previous plan')
-  map(M.keys.close, function()
-    review.ask_close()
-  end, 'dsh: close without approving')
+  -- Closing decides nothing: the review waits, drafts and all (:Dsh answer).
+  vim.keymap.set('n', M.keys.close, function()
+    if review.win and vim.api.nvim_win_is_valid(review.win) then
+      vim.api.nvim_win_close(review.win, true)
+    end
+  end, { buffer = buf, nowait = true, desc = 'dsh: close; the review stays open (:Dsh answer)' })
   return buf
 end
 

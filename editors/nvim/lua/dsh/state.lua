@@ -16,6 +16,8 @@ M.sessions = {} ---@type table[] the last dsh/session/list answer (for completio
 M.prompts = {} ---@type table<string, integer> agentId -> prompts in flight
 M.session_of = {} ---@type table<string, string> agentId -> sessionId
 M.turns = {} ---@type table<string, boolean> agentId -> a turn is open (turn/open .. turn/close)
+-- agentId -> what the daemon last said the agent does (dsh/agent/activity).
+M.activities = {} ---@type table<string, {activity: string, question: string?}>
 
 local function announce(pattern, data)
   vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
@@ -31,6 +33,39 @@ function M.busy(agent_id)
   return agent_id ~= nil and (M.turns[agent_id] == true or (M.prompts[agent_id] or 0) > 0)
 end
 
+--- Whether a question of `agent_id` (an approval, a plan review) waits for the person.
+function M.waiting(agent_id)
+  agent_id = agent_id or M.agent_id
+  return agent_id ~= nil and package.loaded['dsh.asks'] ~= nil and #require('dsh.asks').waiting(agent_id) > 0
+end
+
+--- What `agent_id` is doing, as people are told: 'waiting' (a question is open: nothing
+--- runs until it is answered), 'working' (a model request or a tool runs), 'paused'
+--- (its goal is paused and nothing runs), or nil.
+---@return 'waiting'|'working'|'paused'|nil
+function M.activity(agent_id)
+  agent_id = agent_id or M.agent_id
+  if agent_id == nil then
+    return nil
+  end
+  local told = M.activities[agent_id]
+  if M.waiting(agent_id) or (told and told.activity == 'waiting') then
+    return 'waiting'
+  elseif told then
+    -- The daemon knows: an open turn alone (waiting between steps) is not "working".
+    if told.activity == 'working' then
+      return 'working'
+    end
+  elseif M.busy(agent_id) then
+    return 'working' -- a daemon that does not tell: a turn is open or a prompt on its way
+  end
+  local goal = M.goals[agent_id]
+  if goal and goal.phase == 'paused' then
+    return 'paused'
+  end
+  return nil
+end
+
 local function render()
   if not M.agent_id then
     status_text = ''
@@ -38,7 +73,7 @@ local function render()
     local plan = M.plans[M.agent_id]
     status_text = statusline.format(M.goals[M.agent_id] or nil, {
       plan = plan ~= nil and plan.active == true,
-      busy = M.busy(M.agent_id),
+      activity = M.activity(M.agent_id),
     })
   end
 end
@@ -76,6 +111,20 @@ end
 --- A turn opened or closed for `agent_id` (from its committed events).
 function M.set_turn_open(agent_id, open)
   M.turns[agent_id] = open or nil
+  refresh(agent_id)
+end
+
+--- dsh/agent/activity (also in dsh/session/open's result): what `agent_id` does now.
+function M.set_activity(agent_id, activity, question)
+  if type(activity) ~= 'string' then
+    return
+  end
+  M.activities[agent_id] = { activity = activity, question = type(question) == 'string' and question or nil }
+  refresh(agent_id)
+end
+
+--- A question of `agent_id` opened or was answered (see dsh.asks).
+function M.refresh_waiting(agent_id)
   refresh(agent_id)
 end
 
@@ -129,6 +178,7 @@ function M.forget(agent_id)
   M.plans[agent_id] = nil
   M.prompts[agent_id] = nil
   M.turns[agent_id] = nil
+  M.activities[agent_id] = nil
   M.session_of[agent_id] = nil
   require('dsh.asks').close_all('the session was closed or reloaded', agent_id)
   if agent_id == M.agent_id then
@@ -143,6 +193,7 @@ function M.reset()
   M.plans = {}
   M.prompts = {}
   M.turns = {}
+  M.activities = {}
   M.session_of = {}
   M.set_current(nil, nil)
 end

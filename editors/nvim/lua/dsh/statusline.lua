@@ -138,15 +138,25 @@ function M.goal_text(view)
   return M.status(view).text
 end
 
---- The statusline text: `◎ 3/40 · active`, with `plan` while plan mode is on and a
---- busy mark while a turn (a prompt or a goal round) runs:
---- `◎ ⟳ plan · 3/40 · 12.4k tok · active`. `%` is escaped for 'statusline'.
+M.activity_words = { working = 'working…', waiting = 'waiting for you', paused = 'paused' }
+
+--- The statusline text: `◎ 3/40 · active`, with `plan` while plan mode is on, a busy
+--- mark while a model request or a tool runs, and `waiting for you` while a question
+--- (an approval, a plan review) is open:
+--- `◎ ⟳ plan · 3/40 · 12.4k tok · active`, `◎ waiting for you · plan · no goal`.
+--- `%` is escaped for 'statusline'.
 ---@param view table? GoalView
----@param opts table? {plan: boolean, busy: boolean}
+---@param opts table? {plan: boolean, activity: 'working'|'waiting'|'paused'|nil, busy: boolean}
 ---@return string
 function M.format(view, opts)
   opts = opts or {}
-  local head = M.icon .. (opts.busy and (' ' .. M.busy_mark) or '')
+  local activity = opts.activity or (opts.busy and 'working' or nil)
+  local head = M.icon
+  if activity == 'working' then
+    head = head .. ' ' .. M.busy_mark
+  elseif activity == 'waiting' then
+    head = head .. ' ' .. M.activity_words.waiting .. ' ·'
+  end
   local text = head .. ' ' .. (opts.plan and 'plan · ' or '') .. M.goal_text(view)
   return (text:gsub('%%', '%%%%'))
 end

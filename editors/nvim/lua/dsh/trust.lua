@@ -66,20 +66,37 @@ function M.ask()
   require('dsh.commands').run({ args = 'restart' })
 end
 
+--- Whether the daemon left `item` out because the workspace is not trusted (its own
+--- reason says so), not for another reason (a script the chosen provider never reads).
+local function for_trust(item)
+  return type(item.why) == 'string' and item.why:find('not trusted', 1, true) ~= nil
+end
+
 --- The notice for keys the daemon left out (pure): one short line (a wider one waits for
---- Enter) naming the first key and how to use them; nil when nothing was left out.
---- :checkhealth dsh lists them all.
+--- Enter) naming the first key and why, with what to do; nil when nothing was left out.
+--- Trust is named only for keys the daemon left out for want of it. :checkhealth dsh
+--- lists them all.
 ---@param ignored {file: string, key: string, why: string}[]
 ---@return string?
 function M.notice(ignored)
   if type(ignored) ~= 'table' or #ignored == 0 then
     return nil
   end
-  local what = tostring(ignored[1].key)
-  if #ignored > 1 then
-    what = ('%s and %d more setting%s'):format(what, #ignored - 1, #ignored > 2 and 's' or '')
+  local untrusted = vim.tbl_filter(for_trust, ignored)
+  local others = vim.tbl_filter(function(item)
+    return not for_trust(item)
+  end, ignored)
+  local function keys(items)
+    local what = tostring(items[1].key)
+    if #items > 1 then
+      what = ('%s and %d more setting%s'):format(what, #items - 1, #items > 2 and 's' or '')
+    end
+    return what
   end
-  return ('untrusted workspace: %s ignored; :Dsh trust uses them'):format(what)
+  if #untrusted > 0 then
+    return ('untrusted workspace: %s ignored; :Dsh trust uses them'):format(keys(untrusted))
+  end
+  return ('%s ignored: %s'):format(keys(others), tostring(others[1].why))
 end
 
 --- window/showMessage from the daemon. The one it sends about keys it ignored (once per

@@ -6,6 +6,8 @@ local store_mod = require('dsh.chat.store')
 
 local M = {}
 
+M.keys = { answer = 'ga' }
+
 -- sessionId -> { buf, agent_id, session_id, store, builder, loading, pending }
 local views = {}
 
@@ -22,8 +24,17 @@ function M.views()
   return views
 end
 
+-- Questions open now, by agent and tool call: what the chat says under the call
+-- ("waiting for you"). Kept here, not in the item: the daemon's upserts replace items.
+local waiting = {} ---@type table<string, table<string, string>>
+
 --- Apply one upsert to `view` (its store and its buffer).
 function M.show(view, item)
+  local note = item.callId and (waiting[view.agent_id] or {})[item.callId]
+  if note ~= item.waitingFor then
+    item = vim.tbl_extend('force', {}, item)
+    item.waitingFor = note
+  end
   local at = view.store:upsert(item)
   -- The formatter continues the item shown before it (same turn: no new heading).
   local prev = view.store:before(at)
@@ -100,6 +111,11 @@ local function new_view(agent_id, session_id)
   require('dsh.chat.input').attach(buf, function()
     M.send(view)
   end)
+  vim.keymap.set('n', M.keys.answer, function()
+    if not require('dsh.asks').show_next() then
+      require('dsh.errors').notify('nothing waits for your answer', vim.log.levels.INFO)
+    end
+  end, { buffer = buf, desc = 'dsh: go to the approval or plan review that waits for you' })
   vim.api.nvim_create_autocmd('BufWinEnter', {
     buffer = buf,
     callback = function()
@@ -140,6 +156,22 @@ function M.open(where)
   end, true)
 end
 
+--- A question about tool call `call_id` of `agent_id` opened (`title`) or ended (nil):
+--- its chat item says so, in every open chat of that agent.
+function M.mark_waiting(agent_id, call_id, title)
+  waiting[agent_id] = waiting[agent_id] or {}
+  waiting[agent_id][call_id] = title
+  for _, view in pairs(views) do
+    if view.agent_id == agent_id and view.store and not view.loading then
+      for _, item in ipairs(view.store:items()) do
+        if item.callId == call_id then
+          M.show(view, item)
+        end
+      end
+    end
+  end
+end
+
 --- dsh/chat/item: an upsert for the chat of that session, if one is open.
 function M.on_item(params)
   if type(params) ~= 'table' or type(params.item) ~= 'table' or type(params.item.id) ~= 'string' then
@@ -156,13 +188,28 @@ function M.on_item(params)
   end
 end
 
---- Another agent became current for a session with an open chat (reopened after a
---- restart, reloaded): read its items under the same ids.
+--- Another session became current: chat windows that show another session's chat
+--- show this one's now (:Dsh session open switches the chat). Another agent became
+--- current for a session with an open chat (reopened after a restart, reloaded): read
+--- its items under the same ids.
 function M.on_session_changed(agent_id, session_id)
-  local view = session_id and views[session_id]
-  if view and agent_id and view.agent_id ~= agent_id then
+  if not (agent_id and session_id) then
+    return
+  end
+  local view = views[session_id]
+  if view and view.agent_id ~= agent_id then
     view.agent_id = agent_id
     load(view)
+  end
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    local shown = M.view_of_buf(vim.api.nvim_win_get_buf(win))
+    if shown and shown.session_id ~= session_id then
+      view = view or new_view(agent_id, session_id)
+      vim.api.nvim_win_set_buf(win, view.buf)
+      set_window_options(win)
+      local last = vim.api.nvim_buf_line_count(view.buf)
+      vim.api.nvim_win_set_cursor(win, { last, 0 })
+    end
   end
 end
 
@@ -193,13 +240,15 @@ function M.winbar()
     return ''
   end
   local state = require('dsh.state')
-  local status = view.agent_id == state.agent_id and state.statusline() or ''
+  local current = view.agent_id == state.agent_id
+  local status = current and state.statusline() or ''
   local title = view.session_id
   local first = view.store and view.store:items()[1]
   if first and first.kind == 'session' and type(first.title) == 'string' and first.title ~= '' then
     title = first.title
   end
-  return (' dsh · %s%%=%s '):format((title:gsub('%%', '%%%%')), status)
+  local activity = require('dsh.statusline').activity_words[state.activity(view.agent_id) or '']
+  return (' dsh · %s%s%%=%s '):format((title:gsub('%%', '%%%%')), activity and (' · ' .. activity) or '', status)
 end
 
 return M

@@ -16,7 +16,9 @@ function M.format(item, prev)
   if not text.continues(item, prev) then
     table.insert(lines, text.reply_heading)
   end
-  table.insert(lines, ('### %s · %s'):format(tostring(item.title or 'Plan'), tostring(item.outcomeText or item.outcome or '')))
+  -- While the plan is still arriving nobody can review it yet.
+  local outcome = item.partial and 'being written…' or tostring(item.outcomeText or item.outcome or '')
+  table.insert(lines, ('### %s · %s'):format(tostring(item.title or 'Plan'), outcome))
   hl[#lines] = outcome_hl[item.outcome]
   local first = #lines + 1
   for _, line in ipairs(text.split(item.plan)) do
@@ -37,7 +39,7 @@ function M.format(item, prev)
     hl[#lines] = 'Comment'
   end
   if item.outcome == 'pending' and not item.partial then
-    table.insert(lines, '_(review it in the plan window: a approve · r keep planning · d changes)_')
+    table.insert(lines, '_(waiting for your review: ga or :Dsh answer opens it · a approve · r keep planning)_')
     hl[#lines] = 'Comment'
   end
   local fold = (item.outcome ~= 'pending' and not item.partial and last >= first) and { first, last } or nil

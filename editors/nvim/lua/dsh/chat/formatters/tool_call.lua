@@ -44,6 +44,11 @@ function M.format(item, prev)
   end
   table.insert(lines, head)
   hl[#lines] = item.discarded and 'Comment' or status_hl[item.status]
+  if type(item.waitingFor) == 'string' then
+    -- Not folded: the person must see it. The float may have been closed (q).
+    table.insert(lines, ('  ⏸ waiting for you: %s · ga or :Dsh answer opens it'):format(item.waitingFor))
+    hl[#lines] = 'DiagnosticWarn'
+  end
   local head_at = #lines
   if type(item.arguments) == 'table' and next(item.arguments) ~= nil then
     vim.list_extend(lines, argument_lines(item.arguments))
