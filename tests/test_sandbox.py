@@ -229,6 +229,25 @@ async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
         assert connect_results(on.content.split("\n", 1)[1]) == expected, on.content
 
 
+@needs_sandbox
+async def test_a_tmpdir_the_sandbox_emptied_is_not_passed(ws, monkeypatch, tmp_path):
+    """TMPDIR is on the allowlist, but one under a folder the sandbox replaced (here /tmp)
+    would name a folder that is not there: it is left out, so programs use /tmp. Kept
+    when the command can see it: inside the workspace, or nothing replaced."""
+    outside = tmp_path / "tmpdir"
+    outside.mkdir()
+    show = 'echo "${TMPDIR-unset}"'
+    monkeypatch.setenv("TMPDIR", str(outside))
+    for mode, network in (("workspace-write", True), ("read-only", False), ("full-access", False)):
+        result = await run_tool(ws, mode, network, show)
+        assert result.content.splitlines()[1] == "unset", (mode, result.content)
+    kept = await run_tool(ws, "full-access", True, show)
+    assert kept.content.splitlines()[1] == str(outside)
+    monkeypatch.setenv("TMPDIR", str(ws / "tmp"))
+    inside = await run_tool(ws, "workspace-write", False, show)
+    assert inside.content.splitlines()[1] == str(ws / "tmp")
+
+
 # ---- nothing left behind -------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from typing import Literal
 Mode = Literal["read-only", "workspace-write", "full-access"]
 MODES: tuple[str, ...] = ("read-only", "workspace-write", "full-access")
 PRIVATE_TMP = Path("/tmp")
+DEV = Path("/dev")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,16 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def replaced_folders(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """The host folders the command sees empty (its own tmpfs in their place), the
+    workspace aside: workspace-write's private /tmp, and with the network off the socket
+    folders."""
+    folders = [PRIVATE_TMP] if policy.mode == "workspace-write" else []
+    if not policy.network:
+        folders += [folder for folder in policy.hide if folder not in folders]
+    return tuple(f for f in folders if not any(o != f and _within(f, o) for o in folders))
+
+
 def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: str = "bwrap") -> list[str]:
     """The argv that runs ``command`` in ``cwd`` under ``policy``."""
     if policy.mode not in MODES:
@@ -74,14 +85,9 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
     if not policy.network:
         argv.append("--unshare-net")
 
-    tmpfs: list[Path] = []
-    if policy.mode == "workspace-write":
-        tmpfs.append(PRIVATE_TMP)
-    if not policy.network:
-        tmpfs += [folder for folder in policy.hide if folder not in tmpfs]
-    # A folder inside another one is hidden with it; one inside the workspace is the
-    # workspace's own (hidden again after the workspace is bound, or the bind shows it).
-    tmpfs = [f for f in tmpfs if not any(o != f and _within(f, o) for o in tmpfs)]
+    tmpfs = replaced_folders(policy)
+    # One inside the workspace is hidden again after the workspace is bound (the bind
+    # would show it again).
     before = [f for f in tmpfs if not _within(f, workspace) or f == workspace]
     after = [f for f in tmpfs if f not in before]
     for folder in before:
@@ -97,8 +103,11 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
             argv += ["--ro-bind", str(path), str(path)]
     if not policy.network:
         for sock in policy.mask:
-            if not any(_within(sock, folder) for folder in tmpfs) and not _within(sock, workspace):
-                argv += ["--ro-bind", "/dev/null", str(sock)]
+            if any(_within(sock, folder) for folder in tmpfs) or _within(sock, workspace):
+                continue  # hidden with its folder, or the workspace's own
+            if not full and _within(sock, DEV):
+                continue  # a fresh /dev holds no socket of the host's
+            argv += ["--ro-bind", "/dev/null", str(sock)]
     if not full:
         # Last: the mount points above had to be made in them while they were writable.
         for folder in tmpfs:

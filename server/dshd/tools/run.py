@@ -31,6 +31,7 @@ from typing import Any
 
 from dshd.agent.tools import Change, ToolContext, ToolOutcome
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
+from dshd.sandbox.policy import replaced_folders
 from dshd.sandbox.sockets import listening_sockets, socket_folders
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
@@ -64,6 +65,17 @@ def command_env(extra: Iterable[str] = (), base: Mapping[str, str] | None = None
     source = os.environ if base is None else base
     allowed = {*ALLOWED_ENV, *extra}
     return {k: v for k, v in source.items() if k in allowed or k.startswith("LC_")}
+
+
+def sandboxed_env(env: dict[str, str], replaced: tuple[Path, ...], workspace: Path) -> dict[str, str]:
+    """``env`` without a TMPDIR the sandbox has emptied (so programs fall back to /tmp)."""
+    tmpdir = env.get("TMPDIR")
+    if tmpdir and os.path.isabs(tmpdir):
+        real = Path(os.path.realpath(tmpdir))
+        inside = lambda folder: real == folder or folder in real.parents  # noqa: E731
+        if any(inside(folder) for folder in replaced) and not inside(workspace):
+            return {k: v for k, v in env.items() if k != "TMPDIR"}
+    return env
 
 
 def _checked(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, Path, int]:
@@ -107,6 +119,7 @@ class RunCommand:
         where = f"{policy.sandbox} sandbox, network {'on' if policy.network else 'off'}"
         found = await probe()
         shell = [SHELL, "-c", command]
+        replaced: tuple[Path, ...] = ()
         if found.ok:
             # dshd's own folder always exists, so it is always protected; .git only when present.
             (ctx.root / ".dsh").mkdir(exist_ok=True)
@@ -116,6 +129,7 @@ class RunCommand:
                 hide, mask = socket_folders(), listening_sockets()
             sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask)
             argv = bwrap_argv(sandbox, shell, cwd, bwrap=found.bwrap or "bwrap")
+            replaced = replaced_folders(sandbox)
         elif policy.sandbox == "full-access" and policy.network:
             # Asked for no restriction at all: run it, and say what that costs.
             argv = shell
@@ -126,7 +140,8 @@ class RunCommand:
             )
         try:
             result = await run(
-                argv, cwd=cwd, env=command_env(self.env_names), timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP
+                argv, cwd=cwd, env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
+                timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP,
             )
         except OSError as exc:
             return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
