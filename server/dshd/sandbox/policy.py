@@ -25,9 +25,10 @@ Network off (every mode) means no socket reaches the host:
 - Unix sockets on the file system are not covered by that: the folders where hosts keep
   them (:attr:`SandboxPolicy.hide`: ``/tmp``, ``/run``, ``$XDG_RUNTIME_DIR``) are replaced
   by empty tmpfs mounts (read-only ones outside full-access; ``/tmp`` stays the private
-  writable one in workspace-write), and every other listening socket the host has
-  (:attr:`SandboxPolicy.mask`) gets ``/dev/null`` bound over it (ECONNREFUSED). A workspace
-  inside a hidden folder is bound again after the tmpfs, so it stays visible.
+  writable one in workspace-write), and outside full-access every other listening socket
+  the host has (:attr:`SandboxPolicy.mask`) gets ``/dev/null`` bound over it
+  (ECONNREFUSED). A workspace inside a hidden folder is bound again after the tmpfs, so it
+  stays visible.
 """
 
 from __future__ import annotations
@@ -101,11 +102,14 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
     if policy.mode == "workspace-write":
         for path in policy.protect:
             argv += ["--ro-bind", str(path), str(path)]
-    if not policy.network:
+    if not policy.network and not full:
+        # Not in full access: there the root is the host's, writable, and a socket removed
+        # before bubblewrap binds over it would come back as an empty file on the host.
+        # Under a read-only root that race only makes bubblewrap fail, before the command.
         for sock in policy.mask:
             if any(_within(sock, folder) for folder in tmpfs) or _within(sock, workspace):
                 continue  # hidden with its folder, or the workspace's own
-            if not full and _within(sock, DEV):
+            if _within(sock, DEV):
                 continue  # a fresh /dev holds no socket of the host's
             argv += ["--ro-bind", "/dev/null", str(sock)]
     if not full:
