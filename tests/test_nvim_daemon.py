@@ -96,6 +96,18 @@ def new_session(editor: Editor) -> str:
     return editor.lua("return select(2, require('dsh').current())")
 
 
+def go_answer(editor: Editor, module: str = "review") -> None:
+    """Go to the question that waits (it opens without the focus while the person types,
+    as they just did), then let its 500 ms guard pass, as a person reading it would."""
+    import time
+
+    editor.typed("Dsh answer")
+    editor.wait_for(f"(function() local x = require('dsh.{module}').list()[1]; "
+                    "return x ~= nil and vim.api.nvim_get_current_win() == x.win end)()",
+                    what=f"the {module} float, focused")
+    time.sleep(0.6)
+
+
 def plan_review_setup(tmp_path: Path, editors: list[Editor], replies: list[dict]):
     workspace, editor = started(tmp_path, editors, replies)
     session_id = new_session(editor)
@@ -103,6 +115,7 @@ def plan_review_setup(tmp_path: Path, editors: list[Editor], replies: list[dict]
     editor.wait_for("require('dsh').plan_active()", what="plan mode on (dsh/plan/changed)")
     editor.typed("Dsh prompt make the parser strict")
     editor.wait_for("#require('dsh.review').list() == 1", timeout=30, what="the plan review float")
+    go_answer(editor)
     return workspace, editor, session_id
 
 
@@ -271,15 +284,26 @@ def test_plan_review_revise_with_comment_keeps_planning(tmp_path, editors):
     assert "3" in content
 
 
-def test_plan_review_q_keeps_plan_mode(tmp_path, editors):
-    workspace, editor, session_id = plan_review_setup(tmp_path, editors, [EXIT_WITH_PLAN, {"text": "waiting"}])
+def test_plan_review_q_decides_nothing(tmp_path, editors):
+    import time
+
+    workspace, editor, session_id = plan_review_setup(tmp_path, editors, [EXIT_WITH_PLAN, {"text": "approved, going on"}])
     editor.feed("q")
-    editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
-    assert editor.lua("return require('dsh').plan_active()") is True
+    editor.wait_for("not vim.api.nvim_win_is_valid(require('dsh.review').list()[1].win)", what="the float to close")
+    time.sleep(1.0)
+    # The daemon still waits: no result for the plan, the turn open, and people are told.
     events = log_events(workspace, session_id)
-    assert plan_modes(events) == [True]
-    [result] = tool_results(events, "exit_plan_mode")
-    assert result["ok"] is False
+    assert tool_results(events, "exit_plan_mode") == [] and "turn/close" not in [e["type"] for e in events]
+    assert editor.lua("return require('dsh').statusline()") == "◎ waiting for you · plan · no goal"
+    editor.typed("Dsh chat")
+    lines = wait_for_chat(editor, "ga or :Dsh answer opens it")
+    assert "### Plan: make the parser strict · waiting for your review" in "\n".join(lines)
+    # Answerable again.
+    go_answer(editor)
+    editor.feed("a")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+    [result] = tool_results(log_events(workspace, session_id), "exit_plan_mode")
+    assert result["ok"] is True
 
 
 def test_transcript_follows_the_session(tmp_path, editors):
@@ -412,6 +436,7 @@ class Tmux:
 def test_tui_plan_review_and_statusline_on_screen(tmp_path):
     import os
     import shutil
+    import time
 
 
     if shutil.which("tmux") is None:
@@ -441,7 +466,11 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         tui.wait_for("plan mode on")
         tui.wait_for("◎ plan · no goal")
         tui.keys(":Dsh prompt make the parser strict", "Enter")
-        tui.wait_for("keep planning")
+        # (It takes the focus only when the person is not typing: see test_tui_typing_...)
+        screen = tui.wait_for("keep planning")
+        tui.wait_for("◎ waiting for you · plan · no goal")
+        tui.keys(":Dsh answer", "Enter")
+        time.sleep(0.7)
         tui.keys("3G")
         tui.keys("c")
         tui.wait_for("Comment on line 3")
@@ -449,17 +478,16 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         screen = tui.wait_for("« cite the section")
         write_artifact("tui-plan-review.txt", screen)
         assert "Plan: make the parser strict" in screen
-        assert "a approve · r keep planning · c comment on line · d changes · q close" in screen
-        # Closing with an unsent comment asks; the first (default) choice keeps reviewing.
+        assert "a approve · r keep planning · c comment on line · d changes · q later (stays open)" in screen
+        # Closing decides nothing and keeps the comment: the review comes back with it.
         tui.keys("q")
-        screen = tui.wait_for("Close it?")
-        write_artifact("tui-plan-review-close-asks.txt", screen)
-        assert "1: Keep reviewing" in screen and "3: Discard them and close" in screen
-        tui.keys("Enter")
-        tui.wait_gone("Close it?")  # the comment stays on screen behind the question
+        screen = tui.wait_gone("keep planning")
+        write_artifact("tui-plan-review-closed-still-waiting.txt", screen)
+        assert "◎ waiting for you · plan · no goal" in screen
+        tui.keys(":Dsh answer", "Enter")
         screen = tui.wait_for("« cite the section")
-        assert "Close it?" not in screen
-        # Approving would drop the comment: asked again; this time approve anyway.
+        time.sleep(0.7)
+        # Approving would drop the comment: asked; approve anyway.
         tui.keys("a")
         tui.wait_for("would be dropped")
         tui.keys("3", "Enter")
@@ -810,6 +838,8 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
 
 
 def test_tui_chat_with_a_plan_review(tmp_path):
+    import time
+
     workspace = make_workspace(tmp_path / "ws", [
         {"text": "I read the grammar first; here is my plan.", "toolCalls": EXIT_WITH_PLAN["toolCalls"]},
         {"text": "Plan approved. I start with the failing test for trailing commas."},
@@ -821,8 +851,12 @@ def test_tui_chat_with_a_plan_review(tmp_path):
         tui.wait_for("your message")
         tui.keys("i", "/plan make the parser strict", "Escape", "Enter")
         screen = tui.wait_for("keep planning")
+        screen = tui.wait_for("◎ waiting for you · plan · no goal")
         write_artifact("tui-chat-plan-review.txt", screen)
-        assert "Plan: make the parser strict" in screen and "◎ ⟳ plan · no goal" in screen
+        assert "Plan: make the parser strict" in screen
+        assert "· waiting for you" in screen.splitlines()[0]  # the chat's bar says so too
+        tui.keys("ga")  # the chat's key to the question that waits
+        time.sleep(0.7)
         tui.keys("a")
         screen = tui.wait_for("Turn 1 finished")
         write_artifact("tui-chat.txt", screen)
@@ -878,7 +912,8 @@ def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path
     shot = approval_snapshot(editor)
     write_artifact("approval-edit-float.txt", shot)
     assert "Edit notes.txt" in shot and "-hello" in shot and "+hello world" in shot
-    assert "a allow · s allow edit_file for this session · r reject with feedback · q reject" in shot
+    assert "a allow · s allow edit_file for this session · r reject · q later (stays open)" in shot
+    go_answer(editor, "approvals")
     assert editor.lua("return vim.bo.filetype") == "diff"
     editor.feed("a")
     editor.wait_for("#require('dsh.approvals').list() == 0 or require('dsh.approvals').list()[1].params.tool ~= 'edit_file'")
@@ -886,6 +921,7 @@ def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path
     # 2. The rewrite: `r` rejects it with feedback for the agent.
     editor.wait_for("#require('dsh.approvals').list() == 1 and require('dsh.approvals').list()[1].params.tool == 'write_file'",
                     what="the write's approval")
+    go_answer(editor, "approvals")
     editor.feed("r")
     editor.feed("edit the line, do not rewrite the file<CR>")
 
@@ -895,6 +931,7 @@ def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path
     shot = approval_snapshot(editor)
     write_artifact("approval-command-float.txt", shot)
     assert "$ cat notes.txt > copy.txt" in shot and f"in {workspace}" in shot
+    go_answer(editor, "approvals")
     editor.feed("a")
     lines = wait_for_chat(editor, "─── Turn 1 finished ───")
     write_artifact("chat-approvals.txt", "\n".join(lines) + "\n")
@@ -913,16 +950,30 @@ def test_approve_an_edit_reject_one_with_feedback_and_approve_a_command(tmp_path
     assert results[0]["ok"] is False and "edit the line, do not rewrite the file" in json.dumps(results[0]["content"])
 
 
-def test_closing_an_approval_rejects_and_a_withdrawn_one_closes(tmp_path, editors):
+def test_closing_an_approval_decides_nothing_and_a_withdrawn_one_closes(tmp_path, editors):
+    import time
+
     workspace, editor = started(tmp_path, editors, [
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x\n"}}]},
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "b.txt", "content": "y\n"}}]},
         {"text": "ok"},
     ], TOOLS_CONFIG)
     session_id = new_session(editor)
+    editor.typed("Dsh chat")
     editor.typed("Dsh prompt write two files")
     editor.wait_for("#require('dsh.approvals').list() == 1", what="the first approval")
-    editor.typed("close")  # closing the float is a no
+    go_answer(editor, "approvals")
+    editor.typed("close")  # closing the float decides nothing
+    editor.wait_for("not vim.api.nvim_win_is_valid(require('dsh.approvals').list()[1].win)", what="the float to close")
+    time.sleep(1.0)
+    assert [e for e in log_events(workspace, session_id) if e["type"] == "permission/decision"] == []
+    assert editor.lua("return require('dsh').statusline()") == "◎ waiting for you · no goal"
+    lines = wait_for_chat(editor, "⏸ waiting for you: Create a.txt · allow? · ga or :Dsh answer opens it")
+    write_artifact("chat-approval-waiting.txt", "\n".join(lines) + "\n")
+    # Back with :Dsh answer; `r` and an empty reason rejects.
+    go_answer(editor, "approvals")
+    editor.feed("r")
+    editor.feed("<CR>")
     editor.wait_for("require('dsh.approvals').list()[1] and require('dsh.approvals').list()[1].params.title:find('b.txt', 1, true)",
                     what="the second approval")
     # The turn is stopped while it asks: the float goes and says why.
@@ -931,10 +982,13 @@ def test_closing_an_approval_rejects_and_a_withdrawn_one_closes(tmp_path, editor
     assert any("approval of" in m and "b.txt closed" in m for m in editor.messages()), editor.messages()
     assert not (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
     decisions = [e["data"] for e in log_events(workspace, session_id) if e["type"] == "permission/decision"]
-    assert decisions[0]["outcome"] == "reject"
+    assert decisions[0]["outcome"] == "reject" and "feedback" not in decisions[0]
+    editor.wait_for("require('dsh').statusline() == '◎ no goal'", what="no longer waiting")
 
 
 def test_tui_approvals_in_the_chat(tmp_path):
+    import time
+
     workspace = make_workspace(tmp_path / "ws", [
         {"text": "I will fix the greeting.",
          "toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}]},
@@ -953,14 +1007,20 @@ def test_tui_approvals_in_the_chat(tmp_path):
         screen = tui.wait_for("allow edit_file for this session")
         write_artifact("tui-approval-edit.txt", screen)
         assert "Edit notes.txt · allow?" in screen and "+hello world" in screen
+        tui.keys("ga")
+        time.sleep(0.7)
         tui.keys("a")
         tui.wait_for("allow write_file for this session")
+        tui.keys(":Dsh answer", "Enter")
+        time.sleep(0.7)
         tui.keys("r")
         tui.wait_for("What should the agent do instead?")
         tui.keys("edit the line, do not rewrite the file", "Enter")
         screen = tui.wait_for("Run `cat notes.txt > copy.txt` · allow?")
         write_artifact("tui-approval-command.txt", screen)
         assert "$ cat notes.txt > copy.txt" in screen and "in " + str(workspace)[:40] in screen
+        tui.keys(":Dsh answer", "Enter")
+        time.sleep(0.7)
         tui.keys("a")
         screen = tui.wait_for("Turn 1 finished")
         write_artifact("tui-chat-approvals.txt", screen)
