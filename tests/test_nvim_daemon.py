@@ -812,7 +812,8 @@ def test_chat_stop_ends_the_running_turn(tmp_path, editors):
     assert "## You\nlong job" in "\n".join(lines)
 
 
-def tui_editor(tmp_path: Path, workspace: Path, name: str, extra: str = "", env: dict[str, str] | None = None) -> Tmux:
+def tui_editor(tmp_path: Path, workspace: Path, name: str, extra: str = "", env: dict[str, str] | None = None,
+               args: list[str] | None = None) -> Tmux:
     """Neovim's TUI in tmux on `workspace`. `env` is passed on the command line: a tmux
     server that already runs gives new panes its own environment, not the test's."""
     import os
@@ -833,7 +834,7 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
     )
     settings = [f"{k}={v}" for k, v in (env or {}).items()]
     return Tmux(f"dsh-{name}-{os.getpid()}", workspace,
-                ["env", "TERM=xterm-256color", *settings, nvim_binary(), "-n", "-i", "NONE", "-u", str(init)],
+                ["env", "TERM=xterm-256color", *settings, nvim_binary(), "-n", "-i", "NONE", "-u", str(init), *(args or [])],
                 width=110, height=40)
 
 
@@ -1030,6 +1031,92 @@ def test_tui_approvals_in_the_chat(tmp_path):
     finally:
         tui.kill()
     assert (workspace / "copy.txt").read_text(encoding="utf-8") == "hello world\n"
+
+
+def test_tui_typing_in_the_prompt_while_an_approval_opens_answers_nothing(tmp_path):
+    """U-1, measured the way it failed: the person types into the chat's prompt without
+    a pause (tmux sends key after key) while the agent's edit asks for approval. No key
+    may answer it, and every key typed must land in the prompt, in order."""
+    import time
+
+    import pynvim
+
+    workspace = make_workspace(tmp_path / "ws", [
+        {"toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}],
+         "delayMs": 1500},
+        {"text": "Done."},
+    ], TOOLS_CONFIG)
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    sock = str(tmp_path / "nvim.sock")
+    tui = tui_editor(tmp_path, workspace, "typing", args=["--listen", sock])
+    nvim = None
+    try:
+        tui.wait_for("~")
+        tui.keys(":Dsh chat here", "Enter")
+        tui.wait_for("your message")
+        tui.keys("i", "fix the greeting", "C-s")
+        tui.wait_for("## You")
+        tui.keys("i")  # and on with the next message, while the agent works
+        # Answer letters (a, s, r, q) all through it; typed until well after the float showed.
+        sentence = "as soon as this is ready, run the tests and report quickly, "  # (a lone ; is tmux's separator)
+        typed = ""
+        opened_at = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            char = sentence[len(typed) % len(sentence)]
+            tui.subprocess.run([tui.tmux, "send-keys", "-t", tui.name, "-l", char], check=True)
+            typed += char
+            time.sleep(0.03)
+            if len(typed) % 10 == 0 and opened_at is None and "· allow?" in tui.screen():
+                opened_at = time.monotonic()
+                write_artifact("tui-typing-approval-opened.txt", tui.screen())
+            if opened_at is not None and time.monotonic() - opened_at > 2.0:
+                break
+        assert opened_at is not None, "the approval never opened while typing"
+        time.sleep(0.5)
+        screen = tui.screen()
+        write_artifact("tui-typing-after.txt", screen)
+        # The float shows, clear of the line being typed; the chat and statusline say it waits.
+        assert "Edit notes.txt · allow?" in screen and "+hello world" in screen
+        assert "◎ waiting for you · no goal" in screen
+        assert "⏸ waiting for you: Edit notes.txt · allow? · ga or :Dsh answer opens it" in screen
+
+        nvim = pynvim.attach("socket", path=sock)
+        seen = nvim.exec_lua("""
+            local view = require('dsh.chat').view_of_buf(vim.api.nvim_get_current_buf())
+            local win = vim.api.nvim_get_current_win()
+            return { mode = vim.api.nvim_get_mode().mode, in_chat = view ~= nil,
+                     float = vim.api.nvim_win_get_config(win).relative ~= '',
+                     prompt = view and view.builder:prompt_lines() or {},
+                     session = select(2, require('dsh').current()) }
+        """, [])
+        # The person was told (the notice; in Insert mode "-- INSERT --" covers it, so read it back).
+        notices = nvim.exec_lua("return vim.tbl_map(function(e) return e.text end, require('dsh.errors').history)", [])
+        assert "dsh: Edit notes.txt · allow? waits for you: :Dsh answer (ga in the chat)" in notices, notices
+        # Every key reached the prompt, in order; the person is still typing there.
+        assert seen["prompt"] == [typed], (seen["prompt"], typed)
+        assert seen["mode"] == "i" and seen["in_chat"] and not seen["float"], seen
+        # No answer was given: the daemon still waits, and the file is as it was.
+        events = log_events(workspace, seen["session"])
+        assert [e for e in events if e["type"] == "permission/decision"] == []
+        assert any(e["type"] == "tool/call" and e["data"]["name"] == "edit_file" for e in events)
+        assert (workspace / "notes.txt").read_text(encoding="utf-8") == "hello\n"
+
+        # A deliberate answer still works: go to it, wait past its guard, allow.
+        tui.keys("Escape", ":Dsh answer", "Enter")
+        time.sleep(0.8)
+        tui.keys("a")
+        wait_for_log(workspace, seen["session"],
+                     lambda evs: any(e["type"] == "permission/decision" for e in evs))
+        decisions = [e["data"] for e in log_events(workspace, seen["session"]) if e["type"] == "permission/decision"]
+        assert [(d["tool"], d["outcome"]) for d in decisions] == [("edit_file", "allow-once")]
+        screen = tui.wait_for("You allowed edit_file once")
+        write_artifact("tui-typing-answered.txt", screen)
+        assert nvim.exec_lua("return require('dsh.chat').view_of_buf(vim.api.nvim_get_current_buf()).builder:prompt_lines()", []) == [typed]
+    finally:
+        if nvim is not None:
+            nvim.close()
+        tui.kill()
 
 
 def test_tui_a_blocked_goal_and_a_crash(tmp_path):
