@@ -76,8 +76,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def _writes(fdinfo: str) -> bool:
+    """Whether /proc/<pid>/fdinfo/<fd> is open for writing (the pipe's write end; a process
+    that forked off the daemon a moment ago may hold the daemon's read end)."""
+    for line in Path(fdinfo).read_text().splitlines():
+        if line.startswith("flags:"):
+            return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
+    return False
+
+
 def pipe_holders(inode: int) -> list[int]:
-    """Pids (other than ours) with a file descriptor on the pipe ``inode``."""
+    """Pids (other than ours) holding the write end of the pipe ``inode``."""
     target = f"pipe:[{inode}]"
     found = []
     for entry in os.scandir("/proc"):
@@ -90,10 +99,10 @@ def pipe_holders(inode: int) -> list[int]:
         with fds:
             for fd in fds:
                 try:
-                    if os.readlink(fd.path) == target:
+                    if os.readlink(fd.path) == target and _writes(f"{entry.path}/fdinfo/{fd.name}"):
                         found.append(int(entry.name))
                         break
-                except OSError:
+                except (OSError, ValueError):
                     continue
     return found
 
