@@ -99,7 +99,9 @@ def open_root(root: Path) -> int:
 def open_folder(root_fd: int, parts: tuple[str, ...], *, create: bool = False, shown_parts: tuple[str, ...] | None = None) -> int:
     """A handle on the folder ``parts`` below ``root_fd``, walked without following links
     (``create``: missing folders are made, as ``mkdir -p`` would). The caller closes it."""
-    fd = os.dup(root_fd)
+    if not parts:
+        return os.dup(root_fd)
+    fd = root_fd  # not ours to close: every later one is
     walked: list[str] = []
     try:
         for part in parts:
@@ -116,11 +118,13 @@ def open_folder(root_fd: int, parts: tuple[str, ...], *, create: bool = False, s
                 child = _open_dir_or_refuse(fd, part, tuple(walked))
             except OSError as exc:
                 child = _refuse(fd, part, tuple(walked), exc)
-            os.close(fd)
+            if fd != root_fd:
+                os.close(fd)
             fd = child
         return fd
     except BaseException:
-        os.close(fd)
+        if fd != root_fd:
+            os.close(fd)
         raise
 
 
@@ -185,57 +189,69 @@ def open_regular(root: Path, target: Path, cap: int) -> tuple[int, os.stat_resul
     """A handle on the regular file ``target`` of at most ``cap`` bytes, and its stat
     (else :class:`UnsafePath`, :class:`NotRegular`, :class:`TooBig`; missing:
     FileNotFoundError). The caller closes it."""
-    shown = _shown(parts_of(root, target))
-    with parent_of(root, target) as (folder, name):
-        try:
-            fd = os.open(name, READ_FLAGS, dir_fd=folder)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # with O_NOFOLLOW: a link is there
-                raise UnsafePath(shown, "this file was replaced with a symbolic link") from None
-            raise
+    parts = parts_of(root, target)
+    if not parts:
+        raise PathRefused(". is the workspace root itself, not a file")
+    root_fd = open_root(root)
     try:
-        return fd, check_regular(fd, shown, cap)
+        folder = open_folder(root_fd, parts[:-1])
+    finally:
+        os.close(root_fd)
+    try:
+        fd = os.open(parts[-1], READ_FLAGS, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # with O_NOFOLLOW: a link is there
+            raise UnsafePath(_shown(parts), "this file was replaced with a symbolic link") from None
+        raise
+    finally:
+        os.close(folder)
+    try:
+        return fd, check_regular(fd, parts, cap)
     except BaseException:
         os.close(fd)
         raise
 
 
-def check_regular(fd: int, shown: str, cap: int) -> os.stat_result:
+def check_regular(fd: int, shown: str | tuple[str, ...], cap: int) -> os.stat_result:
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegular(shown, kind_of(st.st_mode))
-    if st.st_size > cap:
-        raise TooBig(shown, st.st_size, cap)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+        name = shown if isinstance(shown, str) else _shown(shown)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(name, kind_of(st.st_mode))
+        raise TooBig(name, st.st_size, cap)
     return st
 
 
 def read_bytes(root: Path, target: Path, cap: int) -> bytes:
     """The bytes of the regular file ``target`` (at most ``cap``; more is :class:`TooBig`,
     read no further than ``cap + 1``). Missing: FileNotFoundError."""
-    fd, _ = open_regular(root, target, cap)
+    fd, st = open_regular(root, target, cap)
     try:
-        return read_at_most(fd, _shown(parts_of(root, target)), cap)
+        return read_at_most(fd, target.name, cap, st.st_size)
     finally:
         os.close(fd)
 
 
 def read_open(fd: int, shown: str, cap: int) -> bytes:
     """Read an open handle: a regular file of at most ``cap`` bytes, else refused."""
-    check_regular(fd, shown, cap)
-    return read_at_most(fd, shown, cap)
+    st = check_regular(fd, shown, cap)
+    return read_at_most(fd, shown, cap, st.st_size)
 
 
-def read_at_most(fd: int, shown: str, cap: int) -> bytes:
-    """Up to ``cap`` bytes from ``fd``; :class:`TooBig` when there is more (it grew)."""
+def read_at_most(fd: int, shown: str, cap: int, size: int = CHUNK) -> bytes:
+    """Up to ``cap`` bytes from ``fd``; :class:`TooBig` when there is more (it grew).
+    ``size``: the file's size when opened (the first read asks for one byte more)."""
     chunks: list[bytes] = []
     left = cap + 1
+    ask = min(size + 1, CHUNK)
     while left > 0:
-        chunk = os.read(fd, min(left, CHUNK))
+        chunk = os.read(fd, min(left, ask))
+        ask = CHUNK
         if not chunk:
             break
         chunks.append(chunk)
         left -= len(chunk)
-    data = b"".join(chunks)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > cap:
         raise TooBig(shown, None, cap)  # it grew while being read
     return data
