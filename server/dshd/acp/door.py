@@ -58,6 +58,7 @@ from dshd.acp.permissions import AcpApprovals
 from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
 from dshd.agent.config_layers import load_layers, user_config_path
+from dshd.api.escape import shown
 from dshd.api.hub import Hub
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
@@ -199,7 +200,7 @@ class AcpDoor:
             SessionInfo(
                 session_id=entry["sessionId"],
                 cwd=str(self.root),
-                title=entry.get("title"),
+                title=shown(entry["title"]) if isinstance(entry.get("title"), str) else None,
                 updated_at=entry.get("updatedAt"),
                 field_meta={"goal": entry.get("goal")},
             )
@@ -325,6 +326,9 @@ class AcpDoor:
 
     def activity_changed(self, agent: Any, state: Any) -> None:
         pass  # ACP has no such update: a client sees the turn and its permission requests
+
+    def tool_started(self, agent: Any, call_id: str) -> None:
+        self._tell(agent, "on_tool_started", call_id)
 
     def chat_item(self, agent: Any, item: Any) -> None:
         """ACP has its own update kinds (updates.py); the door never subscribes to chat items."""

@@ -27,6 +27,7 @@ from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpd
 
 from dshd.acp.convert import goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text
+from dshd.api.escape import shown
 
 if TYPE_CHECKING:
     from dshd.acp.peer import Peer
@@ -69,7 +70,7 @@ class LiveSession:
         goals = self.agent.goals
         update = SessionInfoUpdate(
             session_update="session_info_update",
-            title=state.title,
+            title=shown(state.title) if state.title is not None else None,
             updated_at=state.last_at,
             field_meta={"goal": goal_meta(goals.get()) if goals is not None else None},
         )
@@ -130,6 +131,9 @@ class LiveSession:
 
     def on_delta(self, delta: Any) -> None:
         self._send(self.translator.delta(delta))
+
+    def on_tool_started(self, call_id: str) -> None:
+        self._send(self.translator.tool_started(call_id))
 
     def on_plan(self, view: Any) -> None:
         if view.active != self.mode:

@@ -17,8 +17,9 @@ from __future__ import annotations
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from dshd.acp.asking import PermissionAsk
-from dshd.acp.updates import TOOL_KINDS
+from dshd.acp.updates import TOOL_KINDS, text
 from dshd.agent.approvals import ApprovalAnswer, ApprovalRequest, ApprovalsUnavailable
+from dshd.api.escape import shown
 
 APPROVAL_OPTIONS = [
     PermissionOption(option_id="allow-once", name="Allow", kind="allow_once"),
@@ -34,7 +35,9 @@ class AcpApprovals(PermissionAsk):
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         tool_call = ToolCallUpdate(
             tool_call_id=request.call_id,
-            title=request.title,
+            title=shown(request.title),  # escaped: what the person approves is what runs
+            # A command in full (a title may show only its first line), escaped likewise.
+            content=[text(shown(request.command))] if request.command is not None else None,
             kind=TOOL_KINDS.get(request.tool, "other"),
             status="pending",
         )

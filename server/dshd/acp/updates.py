@@ -40,6 +40,7 @@ from acp.schema import (
 )
 
 from dshd.agent.deltas import AgentDelta
+from dshd.api.escape import shown, shown_lines
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 from dshd.plugins.plan import first_heading
 
@@ -72,6 +73,12 @@ def _str(arguments: dict[str, Any], key: str) -> str | None:
 
 
 def tool_title(name: str, arguments: dict[str, Any]) -> str:
+    """The call's title as the client shows it: names and commands escaped (api/escape.py),
+    so what the person approves is what runs."""
+    return shown(_title(name, arguments))
+
+
+def _title(name: str, arguments: dict[str, Any]) -> str:
     path = _str(arguments, "path")
     if name == "read_file" and path:
         return f"Read {path}"
@@ -136,7 +143,7 @@ def tool_call_content(root: Path, name: str, arguments: dict[str, Any]) -> list[
         diff = _edit_diff(root, name, arguments)
         return [diff] if diff is not None else None
     if name == EXIT_PLAN_MODE and _str(arguments, "plan"):
-        return [text(arguments["plan"])]
+        return [text(shown_lines(arguments["plan"]))]
     return None
 
 
@@ -162,7 +169,9 @@ def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, 
 
 
 def tool_result_update(root: Path, call_id: str, name: str | None, arguments: dict[str, Any], ok: bool, content: str) -> ToolCallProgress:
-    shown: list[Any] = [text(content)] if content else []
+    # What the client shows is escaped (a listing's names, a command's output: api/escape.py);
+    # raw_output keeps the text as the tool gave it.
+    shown: list[Any] = [text(shown_lines(content))] if content else []
     if ok and name in _EDITS:
         # The diff says it better than the result's unified-diff text.
         diff = _edit_diff(root, name, arguments)

@@ -31,6 +31,7 @@ from msgspec import Struct
 
 from dshd.agent.deltas import AgentDelta
 from dshd.api import words
+from dshd.api.escape import shown, shown_lines
 from dshd.plugins import plan as plan_plugin
 
 
@@ -408,7 +409,7 @@ class ChatProjection:
 
     # session/start
     def _session(self, seq, at, turn, data, changed) -> None:
-        title = data.get("title") if isinstance(data.get("title"), str) else None
+        title = shown(data["title"]) if isinstance(data.get("title"), str) else None
         forked = _dict(data.get("forkedFrom"))
         forked_from = None
         text = f'Session "{title}"' if title else "Session started"
@@ -493,8 +494,8 @@ class ChatProjection:
         return PlanReviewItem(
             **common,
             question_id=plan_plugin.question_id(common["call_id"]),
-            title=plan_plugin.first_heading(plan) or "Plan",
-            plan=plan,
+            title=shown(plan_plugin.first_heading(plan) or "Plan"),
+            plan=shown_lines(plan),
             outcome="pending",
             outcome_text=words.PLAN_OUTCOMES["pending"],
             previous_id=self._reviewed_plan_id,
@@ -508,7 +509,7 @@ class ChatProjection:
         if item is None:
             return
         ok = data.get("ok") is True
-        content = _str(data.get("content"))
+        content = shown_lines(_str(data.get("content")))  # a listing's names, a command's output
         if isinstance(item, PlanReviewItem):
             outcome, feedback, detail = _review_outcome(ok, content)
             if outcome != "not-reviewed":

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dshd.api.escape import shown
+
 # ---- numbers -----------------------------------------------------------------------------
 
 
@@ -112,7 +114,9 @@ def tool_title(name: str, arguments: dict[str, Any] | None) -> str:
 
     def arg(key: str) -> str | None:
         value = args.get(key)
-        return clip(value, 60) if isinstance(value, str) and value.strip() else None
+        # Escaped before it is clipped (clip joins lines with spaces, which would show
+        # "a\nb" as "a b"): a name or a command reads as what it is (api/escape.py).
+        return clip(shown(value), 60) if isinstance(value, str) and value.strip() else None
 
     path = arg("path")
     if name == "read_file":

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 from dshd_protocol import InvalidParams, jsonrpc_error, parse_params, types as t
 
 from dshd.api.chat import to_json as chat_item_json
+from dshd.api.escape import shown
 from dshd.errors import DshError
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
@@ -60,7 +61,16 @@ def session_create(d, p: t.SessionCreateParams):
 
 @method(t.SESSION_LIST)
 def session_list(d, p: t.SessionListParams):
-    return {"sessions": d.dsh_workspace.list_sessions()}
+    return {"sessions": [_titled(row) for row in d.dsh_workspace.list_sessions()]}
+
+
+def _titled(row: dict) -> dict:
+    """A session row with its title as a person may read it (api/escape.py); rows are
+    shared with the listing cache, so a changed one is a copy."""
+    title = row.get("title")
+    if not isinstance(title, str) or shown(title) == title:
+        return row
+    return {**row, "title": shown(title)}
 
 
 @method(t.SESSION_OPEN)

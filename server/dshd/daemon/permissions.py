@@ -14,6 +14,7 @@ from typing import Any
 from dshd_protocol import InvalidMessage, from_wire, types as t
 
 from dshd.agent.approvals import ApprovalAnswer, ApprovalRequest, ApprovalsUnavailable
+from dshd.api.escape import shown, shown_lines
 from dshd.daemon.asking import ClientAsk
 
 ASK_METHOD = "dsh/permission/ask"
@@ -26,12 +27,13 @@ def request_params(request: ApprovalRequest) -> dict[str, Any]:
         "callId": request.call_id,
         "tool": request.tool,
         "mutability": request.mutability,
-        "title": request.title,
+        # What the person reads: escaped, so what they approve is what runs (api/escape.py).
+        "title": shown(request.title),
     }
-    for key in ("diff", "command", "cwd"):
+    for key, escape in (("diff", shown_lines), ("command", shown), ("cwd", shown)):
         value = getattr(request, key)
         if value is not None:
-            params[key] = value
+            params[key] = escape(value)
     return params
 
 

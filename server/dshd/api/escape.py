@@ -1,0 +1,46 @@
+"""Text a person reads, made safe to read: what they approve is what runs.
+
+A file name, a command or a title comes from the model (or from a cloned repository's
+file names) and may hold characters that change how it looks: bidirectional controls
+(``rtl\\u202etxt.exe`` reads "rtlexe.txt"), C0/C1 controls, and line breaks (a command
+with a newline hides its second line; a name with one lists as two files). Both doors
+show people only the escaped form; the model and the tools always get the raw text.
+
+- :func:`shown`: one line: every such character escaped, newlines included
+  (``\\n``, ``\\r``, ``\\t``, otherwise ``\\uXXXX``, lowercase hex, e.g. ``\\u202e``).
+- :func:`shown_lines`: text whose lines are meant (a diff, a tool's output): the same,
+  but ``\\n`` and ``\\t`` stay as they are.
+
+Escaped: U+0000-U+001F, U+007F-U+009F, U+061C, U+200E, U+200F, U+202A-U+202E,
+U+2066-U+2069, and the line and paragraph separators U+2028, U+2029 (which break lines
+too). A backslash is left alone (commands are full of them), so ``\\u202e`` typed as six
+characters looks the same as an escaped U+202E: either way, nothing is hidden.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BIDI_AND_BREAKS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")
+_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")  # \t and \n kept
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or f"\\u{ord(char):04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as one line a person can trust: control, bidi and line-break characters escaped."""
+    if _ONE_LINE.search(text) is None:
+        return text
+    return _ONE_LINE.sub(_escape, text)
+
+
+def shown_lines(text: str) -> str:
+    """``text`` with its lines and tabs kept, every other such character escaped."""
+    if _LINES.search(text) is None:
+        return text
+    return _LINES.sub(_escape, text)
