@@ -1406,3 +1406,83 @@ def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
         editor.typed("Dsh goal edit 20k tokens")
         raised = editor.wait_for("require('dsh.state').goal().maxTokens == 20000 and require('dsh').statusline()")
         assert raised == "◎ 1/5 · 4.6k/20k tok · blocked: token-budget-exhausted"
+
+
+# ---- U-4: files the agent changed come back into their buffers ---------------------------
+
+
+def test_a_file_the_agent_edits_is_reloaded_and_unsaved_edits_are_kept(tmp_path, editors):
+    workspace, editor = started(tmp_path, editors, [
+        {"toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}]},
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "draft.txt", "content": "agent's draft\n"}}]},
+        {"text": "done"},
+    ], TOOLS_CONFIG)
+    # Nothing asks first (the person's own setting: a workspace may not drop approvals).
+    editor.lua("require('dsh').setup({ cmd = { ..., 'serve' }, config = { tools = { approve = {} } } })", dshd_binary())
+    (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
+    (workspace / "draft.txt").write_text("first draft\n", encoding="utf-8")
+    editor.cmd(f"edit {workspace / 'notes.txt'}")
+    notes = editor.lua("return vim.api.nvim_get_current_buf()")
+    editor.cmd(f"edit {workspace / 'draft.txt'}")
+    draft = editor.lua("return vim.api.nvim_get_current_buf()")
+    editor.feed("A and mine<Esc>")  # the person's own unsaved change
+    editor.wait_for("vim.bo.modified")
+    editor.cmd("buffer " + str(notes))
+    session_id = new_session(editor)
+    editor.typed("Dsh prompt fix the greeting and rewrite the draft")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30, what="the turn to end")
+    # The unmodified buffer shows the agent's edit.
+    editor.wait_for(f"vim.api.nvim_buf_get_lines({notes}, 0, -1, false)[1] == 'hello world'", what="notes.txt reloaded")
+    assert editor.lua(f"return vim.bo[{notes}].modified") is False
+    # The modified one keeps the person's text, and they are told.
+    assert editor.lua(f"return vim.api.nvim_buf_get_lines({draft}, 0, -1, false)") == ["first draft and mine"]
+    assert (workspace / "draft.txt").read_text(encoding="utf-8") == "agent's draft\n"
+    assert any("the agent changed draft.txt; your unsaved edits there are kept" in m for m in editor.messages()), editor.messages()
+    results = tool_results(log_events(workspace, session_id), "edit_file")
+    assert results and results[0]["ok"] is True
+    # A :w now would not silently undo the edit: the reloaded buffer holds it.
+    editor.cmd("write")
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "hello world\n"
+
+
+# ---- U-5: sessions come back ----------------------------------------------------------------
+
+
+def test_the_last_session_comes_back_and_open_switches_the_chat(tmp_path, editors):
+    workspace, editor = started(tmp_path, editors, [{"text": "first answer"}, {"text": "second answer"}])
+    first = new_session(editor)
+    editor.typed("Dsh prompt /plan tidy the parser")
+    editor.wait_for("_G.dsh_test.turns[1]", timeout=30)
+    editor.typed("Dsh session new")
+    editor.wait_for(f"select(2, require('dsh').current()) ~= '{first}'")
+    second = editor.lua("return select(2, require('dsh').current())")
+    editor.typed("Dsh prompt write the docs")
+    editor.wait_for("_G.dsh_test.turns[2]", timeout=30)
+    editor.close()
+    editors.remove(editor)
+
+    # A new Neovim: :Dsh chat takes up the last session (no new empty one).
+    editor = open_editor(workspace)
+    editors.append(editor)
+    editor.typed("Dsh chat")
+    editor.wait_for(f"select(2, require('dsh').current()) == '{second}'", what="the last session")
+    lines = wait_for_chat(editor, "write the docs")
+    assert any("continued" in m for m in editor.messages()), editor.messages()
+    sessions = sorted(p.name for p in (workspace / ".dsh" / "sessions").iterdir())
+    assert sessions == sorted([first, second])  # nothing new was made
+
+    # The picker: titles, the time in words, newest first.
+    labels = editor.lua("""
+        local cmds = require('dsh.commands')
+        return vim.tbl_map(function(s) return cmds.session_label(s, os.time()) end, require('dsh.state').sessions)
+    """)
+    write_artifact("session-picker.txt", "\n".join(labels) + "\n")
+    assert labels[0].startswith("write the docs  ·  just now"), labels
+    assert labels[1].startswith("tidy the parser  ·  just now"), labels  # /plan stripped by the daemon
+    # :Dsh session open switches the chat window to the opened session.
+    chat_win = editor.lua("return vim.api.nvim_get_current_win()")
+    editor.typed(f"Dsh session open {first}")
+    editor.wait_for(f"select(2, require('dsh').current()) == '{first}'")
+    editor.wait_for(f"vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf({chat_win})):find('{first}', 1, true)",
+                    what="the chat window to show the opened session")
+    wait_for_chat(editor, "tidy the parser")
