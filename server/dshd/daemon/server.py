@@ -126,6 +126,16 @@ class DshProtocol(LanguageServerProtocol):
         # at INFO (per-message logging halves throughput, NOTES.md).
         if not data or self.writer is None:
             return
+        if type(data) is JsonRPCResponseMessage:
+            # A dsh/* result is plain JSON: msgspec encodes it directly (a list of 1,000
+            # sessions: ~0.2 ms, against ~10-20 ms through the converter's unstructure).
+            try:
+                body = _encode({"jsonrpc": data.jsonrpc, "id": data.id, "result": data.result})
+            except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
+                pass  # a value only pygls's hook knows, or a lone surrogate: the general path
+            else:
+                self._write_frame(body)
+                return
         try:
             body = json.dumps(data, default=self._serialize_message, separators=(",", ":")).encode()
             self._write_frame(body)

@@ -244,6 +244,24 @@ class SessionReader:
         return cls(directory, dir_fd, fd, LOG_NAME)
 
     @classmethod
+    def open_at(cls, parent_fd: int, name: str, directory: Path) -> "SessionReader":
+        """The log of session folder ``name`` inside the folder handle ``parent_fd`` (whose
+        path is ``directory.parent``), checked as :meth:`open` checks it."""
+        try:
+            dir_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePath(directory, "is a symbolic link or not a folder") from None
+            raise type(exc)(exc.errno, exc.strerror, str(directory)) from None
+        try:
+            check_entries(dir_fd, directory, SESSION_FILES, (TORN_PREFIX,))
+            fd = open_file(dir_fd, LOG_NAME, os.O_RDONLY, directory / LOG_NAME)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return cls(directory, dir_fd, fd, LOG_NAME)
+
+    @classmethod
     def open_path(cls, path: Path | str) -> "SessionReader":
         """Any log file by its path (``dshd log verify``): the file itself is not followed
         if it is a link, and must be a regular file."""

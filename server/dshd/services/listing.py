@@ -16,16 +16,22 @@ file belongs, is listed as refused with the reason, never opened.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
+
 from dshd.errors import DshError
-from dshd.folds import replay
-from dshd.folds.state import SessionState
+from dshd.folds import apply
+from dshd.folds.events import decode_line
+from dshd.folds.replay import ReplayError, _load_checkpoint, fold_file
+from dshd.folds.state import TITLE_MAX, SessionState
 from dshd.formats import rfc3339_utc
-from dshd.log import LOG_NAME, SessionReader, UnsafePath
+from dshd.log import LOG_NAME, SessionReader, UnsafePath, find_complete_end
 from dshd.log.safefs import open_dir
 from dshd.services.goals import goal_view
 
@@ -33,6 +39,16 @@ log = logging.getLogger("dshd")
 
 # (folder inode, folder mtime, log inode, log size, log mtime)
 _Key = tuple[int, int, int, int, int]
+
+# A row reads a checkpoint of at most this size (ours are small: titles are capped) and,
+# without one, line 1 in full only up to this size; a longer line 1 (a huge title in a
+# log written before the cap) is read as its first HEAD_BYTES and its last bytes.
+CHECKPOINT_LIMIT = 4 * 1024 * 1024
+HEAD_BYTES = 64 * 1024
+_LOG_IN_FOLDER = "/" + LOG_NAME
+_TITLE_KEY = re.compile(rb'"title"\s*:\s*"')
+# After the title's closing quote our writer ends line 1 with the data and envelope braces.
+_START_END = re.compile(rb'"\s*\}\s*\}\s*$')
 
 
 class SessionIndex:
@@ -68,20 +84,19 @@ class SessionIndex:
         return out
 
     def _row(self, sessions_fd: int, name: str, live: tuple[SessionState, bool] | None) -> dict[str, Any] | None:
-        directory = self.sessions_dir / name
         try:
             dir_st = os.stat(name, dir_fd=sessions_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
         if not stat.S_ISDIR(dir_st.st_mode):
             why = "is a symbolic link" if stat.S_ISLNK(dir_st.st_mode) else "is not a folder"
-            return _refused(name, UnsafePath(directory, why), dir_st)
+            return _refused(name, UnsafePath(self.sessions_dir / name, why), dir_st)
         if live is not None:
             state, armed = live
             return _summary(name, state, armed, None)
         try:
             # The folder is a real folder (just checked): these look inside it, read only.
-            log_st = os.stat(f"{name}/{LOG_NAME}", dir_fd=sessions_fd, follow_symlinks=False)
+            log_st = os.stat(name + _LOG_IN_FOLDER, dir_fd=sessions_fd, follow_symlinks=False)
         except FileNotFoundError:
             return None  # not a session (yet): nothing to list
         except OSError as exc:
@@ -91,14 +106,14 @@ class SessionIndex:
         kept = self._rows.get(name)
         if kept is not None and kept[0] == key:
             return kept[1]
-        row = self._fold_row(name, directory, dir_st, log_st)
+        row = self._fold_row(sessions_fd, name, dir_st, log_st)
         self._rows[name] = (key, row)
         return row
 
-    def _fold_row(self, name: str, directory: Path, dir_st: os.stat_result, log_st: os.stat_result) -> dict | None:
+    def _fold_row(self, sessions_fd: int, name: str, dir_st: os.stat_result, log_st: os.stat_result) -> dict | None:
         try:
-            with SessionReader.open(directory, base=self.root) as reader:
-                state = replay(reader).state
+            with SessionReader.open_at(sessions_fd, name, self.sessions_dir / name) as reader:
+                state = fold_for_list(reader)
         except UnsafePath as exc:
             return _refused(name, exc, dir_st)
         except DshError as exc:
@@ -108,6 +123,70 @@ class SessionIndex:
             log.warning("session %s not listed: %s", name, exc)
             return None
         return _summary(name, state, False, log_st)
+
+
+def fold_for_list(reader: SessionReader) -> SessionState:
+    """The folded state of a log for its list row, reading a bounded amount: the
+    checkpoint and the tail after it; without a usable checkpoint the whole log, except
+    that an oversized line 1 is read only at its ends (its title is cut to TITLE_MAX
+    anyway). Lines after line 1 are folded strictly, as replay folds them; the skipped
+    middle of an oversized title is checked when the session is opened."""
+    fd = reader.fd
+    end, _size = find_complete_end(fd)
+    raw = reader.read_checkpoint(limit=CHECKPOINT_LIMIT)
+    cp, _status = _load_checkpoint(raw, fd, end)
+    if cp is not None:
+        state, _n, _last = fold_file(cp.state, fd, cp.offset, cp.line + 1, end)
+        return state
+    head = os.pread(fd, HEAD_BYTES, 0)
+    if b"\n" not in head and len(head) == HEAD_BYTES:
+        started = _start_from_ends(fd, head, end)
+        if started is not None:
+            state, line2 = started
+            state, _n, _last = fold_file(state, fd, line2, 2, end)
+            return state
+    state, _n, _last = fold_file(None, fd, 0, 1, end)
+    if state is None:
+        raise ReplayError(None, 1, "empty log: line 1 must be session/start")
+    return state
+
+
+def _start_from_ends(fd: int, head: bytes, end: int) -> tuple[SessionState, int] | None:
+    """(state after line 1, offset of line 2) for an oversized line 1 whose title is its
+    last field, built from the title's first characters; None for any other shape."""
+    key = _TITLE_KEY.search(head)
+    if key is None or end == 0:
+        return None
+    with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mapped:
+        line_end = mapped.find(b"\n")  # memchr over the mapping: no copy of the line
+        if line_end < 0:
+            return None
+        tail = mapped[max(line_end - 64, key.end()) : line_end]
+    closing = _START_END.search(tail)
+    if closing is None:
+        return None
+    title = _string_prefix(head[key.end() :])
+    if title is None:
+        return None
+    # The same line with the title cut: what it folds to equals the full line's fold.
+    line = head[: key.end() - 1] + msgspec.json.encode(title) + tail[closing.start() + 1 :]
+    try:
+        return apply(None, decode_line(line + b"\n")), line_end + 1
+    except (msgspec.MsgspecError, DshError):
+        return None
+
+
+def _string_prefix(body: bytes) -> str | None:
+    """The first characters (at least TITLE_MAX, when there are that many) of the JSON
+    string whose body (after the opening quote) starts ``body``."""
+    piece = body[: TITLE_MAX * 12]  # room for TITLE_MAX characters written as \\uXXXX pairs
+    for cut in range(len(piece), max(len(piece) - 13, 0), -1):
+        try:
+            text = msgspec.json.decode(b'"' + piece[:cut] + b'"')
+        except msgspec.DecodeError:
+            continue  # cut inside an escape or a UTF-8 sequence: one byte shorter
+        return text if isinstance(text, str) else None
+    return None
 
 
 def _summary(name: str, state: SessionState, armed: bool, log_st: os.stat_result | None) -> dict[str, Any]:
