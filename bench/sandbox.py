@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from dshd.agent.tools import Policy, ToolContext  # noqa: E402
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run  # noqa: E402
-from dshd.sandbox.sockets import listening_sockets, socket_folders  # noqa: E402
+from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders  # noqa: E402
 from dshd.tools.run import RunCommand, command_env  # noqa: E402
 
 COMMAND = ["/bin/sh", "-c", "true"]
@@ -56,7 +56,7 @@ def previous_argv(bwrap: str, mode: str, network: bool, workspace: Path, protect
 def current_argv(bwrap: str, mode: str, network: bool, workspace: Path, protect: tuple[Path, ...]) -> list[str]:
     """What run_command builds now, socket look-ups included."""
     hide, mask = (socket_folders(), listening_sockets()) if not network else ((), ())
-    policy = SandboxPolicy(mode, network, workspace, protect, hide, mask)  # type: ignore[arg-type]
+    policy = SandboxPolicy(mode, network, workspace, protect, hide, mask, kept_links(hide))  # type: ignore[arg-type]
     return bwrap_argv(policy, COMMAND, workspace, bwrap=bwrap)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.runner import kill_all
-from dshd.sandbox.sockets import listening_sockets, socket_folders
+from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
 from dshd.agent.tools import Policy, ToolContext
 from dshd.tools.run import RunCommand
 from tests.sandbox_support import (
@@ -37,7 +37,7 @@ def policy(ws: Path, mode: str, network: bool = False) -> SandboxPolicy:
     hidden when the network is off."""
     protect = tuple(ws / name for name in (".git", ".dsh") if (ws / name).exists())
     hide, mask = (socket_folders(), listening_sockets()) if not network else ((), ())
-    return SandboxPolicy(mode, network, ws, protect, hide, mask)  # type: ignore[arg-type]
+    return SandboxPolicy(mode, network, ws, protect, hide, mask, kept_links(hide))  # type: ignore[arg-type]
 
 
 async def sandboxed(ws: Path, mode: str, argv: list[str], network: bool = False, timeout: float = 30):
@@ -102,6 +102,13 @@ def test_network_off_hides_the_socket_folders_but_not_the_workspace_in_them():
         else:  # outside full access the hidden folders are read-only, after the binds into them
             assert joined.index(bind) < joined.index("--remount-ro /run")
             assert ("--remount-ro /tmp" in joined) is (mode == "read-only")  # workspace-write: private, writable
+    # A link right inside a hidden folder is made again there (after the tmpfs, before it
+    # turns read-only); one elsewhere is not the sandbox's business.
+    linked = bwrap_argv(SandboxPolicy("read-only", False, ws, (), hide, (), (("/nix/store/x-system", Path("/run/current-system")),
+                                                                             ("/y", Path("/home/me/link")))), ["true"], ws)
+    joined = " ".join(linked)
+    assert joined.index("--tmpfs /run ") < joined.index("--symlink /nix/store/x-system /run/current-system") < joined.index("--remount-ro /run")
+    assert "/home/me/link" not in joined
     # Network on: nothing hidden (the docs say the host's sockets are then reachable).
     on = bwrap_argv(SandboxPolicy("read-only", True, ws, (), hide, mask), ["true"], ws)
     assert "--tmpfs" not in on and "/dev/null" not in on
@@ -248,6 +255,34 @@ async def test_a_tmpdir_the_sandbox_emptied_is_not_passed(ws, monkeypatch, tmp_p
     monkeypatch.setenv("TMPDIR", str(ws / "tmp"))
     inside = await run_tool(ws, "workspace-write", False, show)
     assert inside.content.splitlines()[1] == str(ws / "tmp")
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["read-only", "full-access"])
+async def test_links_in_a_hidden_folder_that_lead_elsewhere_stay(ws, mode):
+    """/run emptied, its links that lead out of the hidden folders are made again (NixOS
+    finds its programs through /run/current-system); one that leads to a socket is not.
+    Control: without a sandbox both links work."""
+    tag = f"dsh-links-{os.getpid()}-{mode}"
+    target = Path("/var/tmp") / tag
+    target.mkdir()
+    (target / "tool").write_text("found\n")
+    program_link, socket_link = Path("/run") / f"{tag}-system", Path("/run") / f"{tag}-agent"
+    try:
+        program_link.symlink_to(target)
+        with UnixListeners(agent=str(target / "agent.sock")):
+            socket_link.symlink_to(target / "agent.sock")
+            (ws / "probe.py").write_text(UNIX_CONNECT)
+            command = f"cat {program_link}/tool; {PYTHON} probe.py {socket_link}"
+            plain = await run(["/bin/sh", "-c", command], cwd=ws, env=dict(os.environ), timeout_s=30, output_cap=4096)
+            assert plain.output == f"found\n{socket_link} OK\n"
+            result = await run_tool(ws, mode, False, command)
+            assert result.content.split("\n", 1)[1] == f"found\n{socket_link} ENOENT", result.content
+    finally:
+        for link in (program_link, socket_link):
+            link.unlink(missing_ok=True)
+        (target / "tool").unlink()
+        target.rmdir()
 
 
 # ---- nothing left behind -------------------------------------------------------------------

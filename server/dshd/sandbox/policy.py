@@ -28,7 +28,8 @@ Network off (every mode) means no socket reaches the host:
   writable one in workspace-write), and outside full-access every other listening socket
   the host has (:attr:`SandboxPolicy.mask`) gets ``/dev/null`` bound over it
   (ECONNREFUSED). A workspace inside a hidden folder is bound again after the tmpfs, so it
-  stays visible.
+  stays visible, and so do the links right inside a hidden folder that lead elsewhere
+  (:attr:`SandboxPolicy.links`: NixOS's ``/run/current-system``, ``/run/shm``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class SandboxPolicy:
     # With the network off: host sockets outside those folders, covered with /dev/null
     # (see dshd.sandbox.sockets.listening_sockets).
     mask: tuple[Path, ...] = field(default=())
+    # With the network off: links inside hidden folders made again there, as (target, link)
+    # (see dshd.sandbox.sockets.kept_links).
+    links: tuple[tuple[str, Path], ...] = field(default=())
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -99,6 +103,9 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
         argv += ["--bind" if full else "--ro-bind", str(workspace), str(workspace)]
     for folder in after:
         argv += ["--tmpfs", str(folder)]
+    for target, link in policy.links:
+        if any(link.parent == folder for folder in tmpfs) and not _within(link, workspace):
+            argv += ["--symlink", target, str(link)]
     if policy.mode == "workspace-write":
         for path in policy.protect:
             argv += ["--ro-bind", str(path), str(path)]

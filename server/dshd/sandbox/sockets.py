@@ -32,6 +32,31 @@ def socket_folders(env: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     return tuple(sorted(f for f in found if not any(o != f and o in f.parents for o in found)))
 
 
+def kept_links(folders: tuple[Path, ...]) -> tuple[tuple[str, Path], ...]:
+    """(target, link) for each symbolic link right inside a hidden folder that leads out
+    of them all to something that is not a socket: made again in the empty folder, so that
+    what lives elsewhere stays reachable by its usual name (NixOS keeps its programs
+    behind /run/current-system and /run/wrappers; /run/shm leads to /dev/shm)."""
+    kept: list[tuple[str, Path]] = []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_symlink():
+                    continue
+                target = os.readlink(entry.path)
+                real = Path(os.path.realpath(entry.path))
+                if any(real == f or f in real.parents for f in folders) or stat.S_ISSOCK(os.stat(real).st_mode):
+                    continue
+            except OSError:
+                continue  # dangling, or gone meanwhile
+            kept.append((target, Path(entry.path)))
+    return tuple(kept)
+
+
 def listening_sockets(table: str = "/proc/net/unix") -> tuple[Path, ...]:
     """Path sockets someone listens on in this network namespace (abstract ones left out:
     a network namespace of its own already hides those)."""

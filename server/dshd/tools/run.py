@@ -32,7 +32,7 @@ from typing import Any
 from dshd.agent.tools import Change, ToolContext, ToolOutcome
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.policy import replaced_folders
-from dshd.sandbox.sockets import listening_sockets, socket_folders
+from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
 
@@ -124,10 +124,13 @@ class RunCommand:
             # dshd's own folder always exists, so it is always protected; .git only when present.
             (ctx.root / ".dsh").mkdir(exist_ok=True)
             protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
-            hide = mask = ()
+            hide: tuple[Path, ...] = ()
+            mask: tuple[Path, ...] = ()
+            links: tuple[tuple[str, Path], ...] = ()
             if not policy.network:
                 hide, mask = socket_folders(), listening_sockets()
-            sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask)
+                links = kept_links(hide)
+            sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask, links)
             argv = bwrap_argv(sandbox, shell, cwd, bwrap=found.bwrap or "bwrap")
             replaced = replaced_folders(sandbox)
         elif policy.sandbox == "full-access" and policy.network:
