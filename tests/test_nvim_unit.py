@@ -97,6 +97,99 @@ def test_goal_status_is_the_shared_words(editor):
         assert editor.lua("return require('dsh.statusline').highlight(...)", case["goal"]) == group
 
 
+def test_statusline_says_working_only_while_something_runs_and_waiting_while_asked(editor):
+    fmt = "return require('dsh.statusline').format(...)"
+    assert editor.lua(fmt, None, {"activity": "waiting", "plan": True}) == "◎ waiting for you · plan · no goal"
+    assert editor.lua(fmt, goal_view(3, 40), {"activity": "working"}) == "◎ ⟳ 3/40 · active"
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    handlers = "require('dsh.handlers').table()"
+    at = "2026-11-29T18:40:18.123Z"
+    editor.lua(f"{handlers}['dsh/session/event'](nil, ...)", {"agentId": "a-1", "sessionId": SID, "event": {
+        "seq": 3, "type": "turn/open", "at": at, "turn": 1, "data": {"turn": 1, "cause": "prompt"}}})
+    activity = f"{handlers}['dsh/agent/activity'](nil, ...)"
+    editor.lua(activity, {"agentId": "a-1", "sessionId": SID, "activity": "working"})
+    assert editor.lua("return require('dsh').statusline()") == "◎ ⟳ no goal"
+    # The turn is still open, but it waits for the person: not "working".
+    editor.lua(activity, {"agentId": "a-1", "sessionId": SID, "activity": "waiting", "question": "approval"})
+    assert editor.lua("return require('dsh').statusline()") == "◎ waiting for you · no goal"
+    assert editor.lua("return require('dsh.state').activity()") == "waiting"
+    editor.lua(activity, {"agentId": "a-1", "sessionId": SID, "activity": "idle"})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"  # told idle: the open turn is not work
+    # Paused only once nothing runs.
+    editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(3, 40, "paused", "disarmed"))
+    assert editor.lua("return require('dsh.state').activity()") == "paused"
+    editor.lua(activity, {"agentId": "a-1", "sessionId": SID, "activity": "working"})
+    assert editor.lua("return require('dsh.state').activity()") == "working"
+
+
+def test_times_in_words_and_session_labels(editor):
+    ago = "return require('dsh.commands').ago(...)"
+    now = editor.lua("return require('dsh.commands').epoch('2026-12-01T14:00:00Z')")
+    assert now == 1796133600
+    assert editor.lua("return require('dsh.commands').epoch('2026-12-01T16:00:00+02:00')") == now
+    assert editor.lua(ago, "2026-12-01T13:59:30.5Z", now) == "just now"
+    assert editor.lua(ago, "2026-12-01T13:55:00Z", now) == "5 min ago"
+    assert editor.lua(ago, "2026-12-01T12:00:00Z", now) == "2 h ago"
+    assert editor.lua(ago, "2026-11-30T10:00:00Z", now) == "yesterday"
+    assert editor.lua(ago, "2026-11-26T14:00:00Z", now) == "5 days ago"
+    assert editor.lua(ago, "2026-09-01T14:00:00Z", now) == "on 2026-09-01"
+    label = editor.lua("return require('dsh.commands').session_label(...)", {
+        "sessionId": SID, "title": "add retries", "updatedAt": "2026-12-01T12:00:00Z",
+        "goal": goal_view(3, 40, "paused", "disarmed")}, now)
+    assert label == "add retries  ·  2 h ago  ·  goal 3/40 · paused"
+    assert editor.lua("return require('dsh.commands').session_label(...)", {"sessionId": SID}, now) == "Untitled session"
+    newest = editor.lua("return vim.tbl_map(function(s) return s.sessionId end, require('dsh.commands').newest_first(...))",
+                        [{"sessionId": "a", "updatedAt": "2026-12-01T10:00:00Z"},
+                         {"sessionId": "b", "updatedAt": "2026-12-01T12:00:00Z"}])
+    assert newest == ["b", "a"]
+
+
+def test_a_long_notice_is_one_line_and_kept_whole(editor):
+    editor.nvim.options["columns"] = 60
+    long = "the model server answered 500 Internal Server Error: " + "details " * 40
+    editor.lua("require('dsh.errors').notify(...)", long)
+    shown = editor.messages()[-1]
+    width = editor.lua("return vim.fn.strdisplaywidth(...)", shown)
+    assert width <= 60 - 12 and shown.endswith("… (:Dsh messages)"), shown
+    assert editor.lua("return require('dsh.errors').history[#require('dsh.errors').history].text") == "dsh: " + long
+    editor.typed("Dsh messages")
+    editor.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://messages', 1, true)")
+    assert long.strip() in " ".join(editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    assert editor.lua("return require('dsh.errors').fit('short', 40)") == "short"
+
+
+def test_a_stale_notice_is_cleared(editor):
+    editor.lua("require('dsh.errors').clear_after_ms = 200")
+    editor.lua("require('dsh.errors').notify('approval of Edit a.txt closed: the turn ended.', vim.log.levels.WARN)")
+    assert "approval of Edit a.txt closed" in editor.lua("return require('dsh.errors').showing()")
+    # Cleared from the screen once stale (it stays in :messages and :Dsh messages).
+    editor.wait_for("require('dsh.errors').showing() == nil", timeout=5, what="the notice to be cleared")
+    assert "approval of Edit a.txt closed" in editor.lua("return vim.fn.execute('messages')")
+    # A notice that something else replaced is left alone (it is not on screen any more).
+    editor.lua("require('dsh.errors').clear_after_ms = 300")
+    editor.lua("require('dsh.errors').notify('first', vim.log.levels.INFO)")
+    editor.lua("vim.api.nvim_echo({ { 'the person\\'s own message' } }, true, {})")
+    import time
+    time.sleep(0.6)
+    assert editor.lua("return require('dsh.errors').showing()") == "dsh: first"
+
+
+def test_partial_plan_and_waiting_tool_call_words(editor):
+    fmt = "return require('dsh.chat.formatters').format(...).lines"
+    plan = {"id": "tool-1.1.c1", "kind": "plan-review", "turn": 1, "callId": "c1", "questionId": "plan-review-c1",
+            "title": "Plan: x", "plan": "# Plan: x\n1. one", "outcome": "pending",
+            "outcomeText": "waiting for your review", "partial": True}
+    lines = editor.lua(fmt, plan)
+    assert lines[1] == "### Plan: x · being written…" and not any("waiting for your review" in l for l in lines)
+    done = editor.lua(fmt, {**plan, "partial": False})
+    assert done[1] == "### Plan: x · waiting for your review" and not any("▍" in l for l in done)
+    call = {"id": "tool-1.1.c2", "kind": "tool-call", "turn": 1, "callId": "c2", "name": "edit_file",
+            "title": "Edit a.txt", "status": "running", "partial": False, "arguments": {"path": "a.txt"}}
+    assert editor.lua(fmt, {**call, "waitingFor": "Edit a.txt · allow?"})[2] == \
+        "  ⏸ waiting for you: Edit a.txt · allow? · ga or :Dsh answer opens it"
+    assert not any("waiting" in l for l in editor.lua(fmt, call))
+
+
 def test_statusline_shows_plan_mode_and_a_busy_mark(editor):
     fmt = "return require('dsh.statusline').format(...)"
     assert editor.lua(fmt, goal_view(3, 40), {"plan": True}) == "◎ plan · 3/40 · active"
@@ -864,6 +957,11 @@ def test_help_file_has_tags_and_every_link_resolves(editor, tmp_path):
         editor.cmd(f"help {link}")  # raises E149 when a link goes nowhere
     editor.cmd("help :Dsh-goal-create")
     assert editor.lua("return vim.fn.expand('%:t')") == "dsh.txt"
+    # :help dsh lands on the guide's start, not in the Lua API section.
+    editor.cmd("help dsh")
+    landed = editor.lua("return { file = vim.fn.expand('%:t'), line = vim.api.nvim_get_current_line() }")
+    assert landed["file"] == "dsh.txt" and "*dsh*" in landed["line"], landed
+    assert "LUA API" not in landed["line"]
 
 
 # ---- a lint: no stray globals ---------------------------------------------------------------
@@ -1014,6 +1112,18 @@ def test_trust_reads_neovims_trust_database(editor, tmp_path):
     editor.cmd(f"noautocmd edit {ws}")  # the folder as a buffer, then :trust
     editor.cmd("trust")
     assert editor.lua(trusted, str(ws)) is True  # the folder itself is trusted
+
+
+def test_an_ignored_script_is_not_blamed_on_trust(editor):
+    # The daemon's own reason: a script the chosen provider never reads (not trust).
+    notice = "return require('dsh.trust').notice(...)"
+    script = {"file": "/w/.dsh/config.toml", "key": "model.script",
+              "why": "the provider is openai: only the scripted provider reads a script"}
+    assert editor.lua(notice, [script]) == \
+        "model.script ignored: the provider is openai: only the scripted provider reads a script"
+    untrusted = {"file": "/w/.dsh/config.toml", "key": "model.baseUrl",
+                 "why": "the workspace is not trusted: only you choose where requests (and your API key) go"}
+    assert editor.lua(notice, [script, untrusted]) == "untrusted workspace: model.baseUrl ignored; :Dsh trust uses them"
 
 
 def test_the_ignored_keys_notice_is_one_short_line(editor):

@@ -57,8 +57,14 @@ function M.notify(message, level)
     local ok, last = pcall(vim.fn.execute, '1messages')
     if ok and vim.trim(last) == shown then
       vim.api.nvim_echo({ { '' } }, false, {})
+      last_shown = nil
     end
   end, M.clear_after_ms)
+end
+
+--- The notice on screen now, as far as this plugin knows (nil once it was cleared).
+function M.showing()
+  return last_shown
 end
 
 --- :Dsh messages: every notice of this Neovim in full, in a scratch buffer.
