@@ -407,6 +407,51 @@ async def test_replay_failed_for_logs_that_never_started(workspace: Path, daemon
     assert sid not in {s["sessionId"] for s in listed["sessions"]}
 
 
+async def test_unsafe_path_for_a_session_whose_lock_file_is_a_link(workspace: Path, daemons, tmp_path: Path) -> None:
+    """More cases (every session file, .dsh, .dsh/sessions, the list) in test_unsafe_sessions.py."""
+    from tests.e2e.test_unsafe_sessions import seed_session
+
+    target = tmp_path / "bashrc"
+    target.write_bytes(b"original\n")
+    good, bad = seed_session(workspace), seed_session(workspace)
+    lock = workspace / ".dsh" / "sessions" / bad / "log.lock"
+    lock.unlink()
+    lock.symlink_to(target)
+    client = await daemons.start()
+    data = await rpc_error(client, "dsh/session/open", {"sessionId": bad}, "unsafe-path")
+    assert data == {"kind": "unsafe-path", "path": str(lock), "reason": "is a symbolic link"}
+    assert target.read_bytes() == b"original\n"
+    assert (await client.request("dsh/session/open", {"sessionId": good}))["agentId"]  # the control
+
+
+async def test_io_error_for_a_read_only_workspace(workspace: Path, daemons, tmp_path: Path) -> None:
+    """Disk full and recovery: test_io_errors.py. Here: a read-only bind mount of .dsh/sessions."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting needs root")
+    from tests.e2e.test_unsafe_sessions import seed_session
+
+    session_id = seed_session(workspace)
+    sessions = workspace / ".dsh" / "sessions"
+    try:
+        subprocess.run(["mount", "--bind", str(sessions), str(sessions)], check=True, capture_output=True)
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        pytest.skip(f"cannot bind-mount here: {exc}")
+    try:
+        client = await daemons.start()
+        assert (await client.request("dsh/session/open", {"sessionId": session_id}))["agentId"]  # the control
+        await client.stop()
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(sessions)], check=True, capture_output=True)
+        client = await daemons.start()
+        data = await rpc_error(client, "dsh/session/open", {"sessionId": session_id}, "io-error")
+        assert data["errno"] == "EROFS" and data["path"] == str(sessions / session_id / "log.lock")
+    finally:
+        await daemons.stop_all()
+        subprocess.run(["umount", "-l", str(sessions)], check=False)
+
+
 def test_every_error_kind_is_provoked_here() -> None:
     """A new error kind needs a wire test in this file."""
     from dshd_protocol import ERROR_KINDS

@@ -283,8 +283,12 @@ class Agent:
 
     def _open_turn(self, cause: str) -> int:
         self._require_live()
-        if self.turn_running or self.store.state.turn.open:
+        if self.turn_running:
             raise DshError("turn-open", "a turn is running: use steer, or cancel it first")
+        if self.store.state.turn.open:
+            # Open with nothing running: its turn/close could not be written (disk full,
+            # read-only; io-error was answered). Close it now, before the new turn.
+            self._close_left_open_turn("error")
         turn = self.store.state.turn.last_turn + 1
         self.store.commit("turn/open", {"turn": turn, "cause": cause}, turn=turn)
         return turn
@@ -350,6 +354,9 @@ class Agent:
         except ModelError as exc:
             log.warning("turn %d of session %s: model error (%s): %s", turn, self.session_id, exc.kind, exc.message)
             reason, self._turn_error = "model-error", exc.to_dict()
+        except DshError as exc:  # e.g. io-error (disk full): said to the client, no traceback here
+            log.warning("turn %d of session %s stopped: %s", turn, self.session_id, exc.message)
+            reason = "error"
         except Exception:
             log.exception("turn %d of session %s failed", turn, self.session_id)
             reason = "error"

@@ -152,7 +152,7 @@ class Workspace:
         try:
             store = SessionStore.create(self.sessions_dir, new_session_id(), title=title, base=self.root)
         except OSError as exc:
-            raise io_error(exc, self.sessions_dir) from None
+            raise io_error(exc, self.sessions_dir, "create") from None
         if first:
             write_dsh_gitignore(self.sessions_dir.parent)
         return self._load(store)
@@ -169,7 +169,7 @@ class Workspace:
         except FileNotFoundError:
             raise DshError("invalid-params", f"no session {session_id} in this workspace", field="sessionId") from None
         except OSError as exc:
-            raise io_error(exc, self.sessions_dir) from None
+            raise io_error(exc, self.sessions_dir, "open") from None
         return self._load(store)
 
     def fork(self, agent_id: str, at_seq: int | None = None) -> Agent:
@@ -191,7 +191,7 @@ class Workspace:
                 base=self.root,
             )
         except OSError as exc:
-            raise io_error(exc, self.sessions_dir) from None
+            raise io_error(exc, self.sessions_dir, "create") from None
         try:
             store.copy_events(events)
         except BaseException:
@@ -222,7 +222,7 @@ class Workspace:
         try:
             return self._index.rows(live)
         except OSError as exc:
-            raise io_error(exc, self.sessions_dir) from None
+            raise io_error(exc, self.sessions_dir, "list") from None
 
     async def shutdown(self) -> None:
         agents = list(self._agents.values())

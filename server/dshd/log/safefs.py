@@ -31,14 +31,14 @@ class UnsafePath(DshError):
         self.reason = reason
 
 
-def io_error(exc: OSError, path: Path | str | None = None) -> DshError:
-    """``io-error`` for an OS failure: the path (the one the OS error names, else
-    ``path``), the OS error's name and its words."""
+def io_error(exc: OSError, path: Path | str | None = None, action: str = "use") -> DshError:
+    """``io-error`` for an OS failure: what failed (``could not <action>``), the path (the
+    one the OS error names, else ``path``), the OS error's name and its words."""
     where = exc.filename if exc.filename is not None else (str(path) if path is not None else "(unknown path)")
     name = errno.errorcode.get(exc.errno, "EIO") if exc.errno else "EIO"
     words = exc.strerror or str(exc)
     hint = _IO_HINTS.get(exc.errno, "")
-    return DshError("io-error", f"cannot write or read {where}: {words} ({name}){hint}", path=str(where), errno=name)
+    return DshError("io-error", f"could not {action} {where}: {words} ({name}){hint}", path=str(where), errno=name)
 
 
 _IO_HINTS = {

@@ -181,7 +181,7 @@ class SessionStore:
             try:
                 self._log.append(line)
             except OSError as exc:  # disk full, read-only: nothing of it stays (append cuts back)
-                raise io_error(exc, self._log.path) from None
+                raise io_error(exc, self._log.path, "write") from None
             self._after_append([(event, line, offset)], new_state)
             return event
 
@@ -220,7 +220,7 @@ class SessionStore:
             try:
                 self._log.append_many([line for _event, line, _offset in prepared])
             except OSError as exc:
-                raise io_error(exc, self._log.path) from None
+                raise io_error(exc, self._log.path, "write") from None
             self._after_append(prepared, state)
             return len(prepared)
 
