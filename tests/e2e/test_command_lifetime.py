@@ -65,8 +65,9 @@ async def test_the_timeout_holds_in_full_access(workspace, daemons):
 
 
 @pytest.mark.parametrize("sandbox", ["workspace-write", "full-access"])
-async def test_nothing_a_command_started_outlives_the_daemon_killed(workspace, daemons, sandbox):
-    marker = f"dsh-e2e-sigkill-{sandbox}-{os.getpid()}"
+@pytest.mark.parametrize("end", ["cancel", "sigkill"])
+async def test_nothing_a_command_started_outlives_a_cancel_or_the_daemon_killed(workspace, daemons, sandbox, end):
+    marker = f"dsh-e2e-{end}-{sandbox}-{os.getpid()}"
     command = leavers(marker) + f"; {sleeper(marker)}"
     tools_workspace(workspace, [calls(("run_command", {"command": command})), {"text": "never"}],
                     f'sandbox = "{sandbox}"\nnetwork = true\napprove = []')
@@ -77,8 +78,12 @@ async def test_nothing_a_command_started_outlives_the_daemon_killed(workspace, d
     while len(processes_with(marker)) < 5:
         assert asyncio.get_running_loop().time() < deadline, processes_with(marker)
         await asyncio.sleep(0.05)
-    os.kill(client.lsp._server.pid, signal.SIGKILL)  # no atexit, no cleanup: only the kernel acts
-    await asyncio.gather(prompt, return_exceptions=True)
+    if end == "cancel":
+        await client.request("dsh/agent/cancel", {"agentId": created["agentId"]})
+        assert (await asyncio.wait_for(prompt, 10))["stopReason"] == "cancelled"
+    else:
+        os.kill(client.lsp._server.pid, signal.SIGKILL)  # no atexit, no cleanup: only the kernel acts
+        await asyncio.gather(prompt, return_exceptions=True)
     assert await gone(marker) == []
 
 
