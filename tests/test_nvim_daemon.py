@@ -593,6 +593,27 @@ def test_goal_edit_asks_for_the_new_values(tmp_path, editors):
     assert editor.lua("return require('dsh').statusline()") == "◎ 5/9 · blocked: round-budget-exhausted"
 
 
+def test_goal_create_asks_with_the_configured_round_budget_and_a_token_budget(tmp_path, editors):
+    # The config says 40 rounds (not the built-in 256): that is what the question offers.
+    workspace, editor = started(tmp_path, editors, [{"text": "round", "delayMs": 20000}],
+                                CONFIG + "\n[goals]\nmaxRounds = 40\n")
+    new_session(editor)
+    editor.typed("Dsh goal create")
+    editor.wait_for("#_G.dsh_test.asked >= 1 and _G.dsh_test.asked[#_G.dsh_test.asked] == 'Goal objective: '")
+    editor.feed("ship the retries<CR>")
+    editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked] == 'Round budget: '")
+    assert editor.lua("return vim.fn.getcmdline()") == "40"
+    editor.feed("<CR>")
+    editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked]:find('Token budget', 1, true) ~= nil")
+    editor.feed("200k<CR>")
+    editor.wait_for("require('dsh.state').goal() ~= nil", what="the goal")
+    goal = editor.lua("local g = require('dsh.state').goal(); return { g.objective, g.maxRounds, g.maxTokens }")
+    assert goal == ["ship the retries", 40, 200000]
+    editor.wait_for("require('dsh').statusline():find('/40 · 0/200k tok', 1, true)", what="the budgets in the statusline")
+    editor.typed("Dsh goal pause")
+    editor.wait_for("require('dsh').goal_phase() == 'paused'")
+
+
 def test_autostart_and_restart(tmp_path, editors):
 
     workspace = make_workspace(tmp_path / "ws", [])
@@ -855,7 +876,7 @@ def test_tui_chat_with_a_plan_review(tmp_path):
         screen = tui.wait_for("◎ waiting for you · plan · no goal")
         write_artifact("tui-chat-plan-review.txt", screen)
         assert "Plan: make the parser strict" in screen
-        assert "· waiting for you" in screen.splitlines()[0]  # the chat's bar says so too
+        assert screen.splitlines()[0].startswith(" waiting for you · ")  # the chat's bar says so too
         tui.keys("ga")  # the chat's key to the question that waits
         time.sleep(0.7)
         tui.keys("a")

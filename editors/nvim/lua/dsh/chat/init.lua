@@ -233,22 +233,42 @@ function M.send(view)
   end
 end
 
---- The chat window's bar: the session title (or id) and the statusline text.
+--- The chat window's bar: what the agent does ("working…", "waiting for you",
+--- "paused"), the session's title, and on the right the goal as the statusline shows it.
 function M.winbar()
   local view = M.view_of_buf(vim.api.nvim_get_current_buf())
   if not view then
     return ''
   end
   local state = require('dsh.state')
-  local current = view.agent_id == state.agent_id
-  local status = current and state.statusline() or ''
-  local title = view.session_id
+  local statusline = require('dsh.statusline')
+  local title
   local first = view.store and view.store:items()[1]
   if first and first.kind == 'session' and type(first.title) == 'string' and first.title ~= '' then
     title = first.title
   end
-  local activity = require('dsh.statusline').activity_words[state.activity(view.agent_id) or '']
-  return (' dsh · %s%s%%=%s '):format((title:gsub('%%', '%%%%')), activity and (' · ' .. activity) or '', status)
+  for _, s in ipairs(state.sessions or {}) do
+    if not title and s.sessionId == view.session_id and type(s.title) == 'string' and s.title ~= '' then
+      title = s.title
+    end
+  end
+  if not title and view.store then
+    -- As the daemon titles a session: the words of its first prompt.
+    for _, item in ipairs(view.store:items()) do
+      if item.kind == 'user-message' and item.sender == 'person' and type(item.text) == 'string' then
+        title = require('dsh.errors').fit(vim.trim((item.text:gsub('%s+', ' '))), 50)
+        break
+      end
+    end
+  end
+  local goal = ''
+  if view.agent_id == state.agent_id then
+    local plan = state.plan()
+    goal = statusline.format(state.goal(), { plan = plan ~= nil and plan.active == true })
+  end
+  local activity = statusline.activity_words[state.activity(view.agent_id) or '']
+  local left = (activity and (activity .. ' · ') or '') .. (title or 'new session')
+  return (' %s%%<%%=%s '):format((left:gsub('%%', '%%%%')), goal)
 end
 
 return M
