@@ -116,7 +116,7 @@ class Hub:
         self.attach(agent)
         feed = self._feeds[agent.agent_id]
         if feed.chat is None:
-            feed.chat = ChatProjection.replayed(read_log_events(agent.store.path), feed.running)
+            feed.chat = ChatProjection.replayed(read_log_events(agent.store.log_fd), feed.running)
             feed.running = []
         return feed.chat.page(after_seq, limit)
 

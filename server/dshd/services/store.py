@@ -81,6 +81,12 @@ class SessionStore:
     def path(self) -> Path:
         return self._log.path
 
+    @property
+    def log_fd(self) -> int:
+        """The open log's handle, for readers of its lines (``dshd.log.iter_records``):
+        reading by it never follows a link that replaced the folder since it was opened."""
+        return self._log.fd
+
     # ---- opening -------------------------------------------------------------------
 
     @classmethod
