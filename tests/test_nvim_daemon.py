@@ -1507,3 +1507,38 @@ def test_the_last_session_comes_back_and_open_switches_the_chat(tmp_path, editor
     editor.wait_for(f"vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf({chat_win})):find('{first}', 1, true)",
                     what="the chat window to show the opened session")
     wait_for_chat(editor, "tidy the parser")
+
+
+def test_tui_a_long_notice_does_not_stop_work_and_a_stale_one_goes(tmp_path):
+    import time
+
+    workspace = make_workspace(tmp_path / "ws", [])
+    long = "the model server answered 500 Internal Server Error and said " + "more words " * 30
+    # A short command to give it: a command line longer than the screen would wait for Enter itself.
+    tui = tui_editor(tmp_path, workspace, "notices", extra=f"""
+require('dsh.errors').clear_after_ms = 1500
+function _G.long_notice() require('dsh.errors').notify({json.dumps(long)}, vim.log.levels.WARN) end
+function _G.short_notice() require('dsh.errors').notify('approval of Edit a.txt closed: the turn ended.', vim.log.levels.WARN) end
+""")
+    try:
+        tui.wait_for("~")
+        tui.keys(":lua long_notice()", "Enter")
+        screen = tui.wait_for("(:Dsh messages)")
+        write_artifact("tui-long-notice.txt", screen)
+        assert "Press ENTER" not in screen
+        last = screen.rstrip("\n").splitlines()[-1]
+        assert last.startswith("dsh: the model server answered 500") and len(last) <= 110, last
+        # Work goes on at once: the next key is a command, not the answer to a prompt.
+        tui.keys("ihello", "Escape")
+        tui.wait_for("hello")
+        # Stale: cleared from the screen; :Dsh messages has it whole.
+        tui.keys(":lua short_notice()", "Enter")
+        tui.wait_for("approval of Edit a.txt closed")
+        screen = tui.wait_gone("approval of Edit a.txt closed", timeout=10)
+        write_artifact("tui-stale-notice-cleared.txt", screen)
+        tui.keys(":Dsh messages", "Enter")
+        screen = tui.wait_for("dsh://messages")
+        write_artifact("tui-dsh-messages.txt", screen)
+        assert "more words more words" in screen and "approval of Edit a.txt closed" in screen
+    finally:
+        tui.kill()
