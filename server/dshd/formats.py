@@ -6,6 +6,9 @@ nothing of dshd):
 - lowercase-kebab-case codes (``round-budget-exhausted``): blocked reasons, error kinds.
   The wire package states the same rule as a JSON Schema pattern
   (``dshd_protocol.types.KEBAB_CASE``); a test checks the two agree.
+- text a person reads (:func:`shown`, :func:`shown_lines`): control, bidirectional and
+  line-break characters escaped, so what a person approves is what runs. Here (layer 0)
+  so that the tools' listings use it as well as both doors; ``dshd.api.escape`` says more.
 """
 
 from __future__ import annotations
@@ -30,3 +33,30 @@ def rfc3339_utc(ns: int) -> str:
 def utc_now() -> str:
     """The current time as RFC 3339 UTC with milliseconds and ``Z``."""
     return rfc3339_utc(time.time_ns())
+
+
+# ---- text people read (api/escape.py has the why) ---------------------------------------
+
+_BIDI_AND_BREAKS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")
+_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")  # \t and \n kept
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or f"\\u{ord(char):04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as one line a person can trust: control, bidi and line-break characters escaped."""
+    if _ONE_LINE.search(text) is None:
+        return text
+    return _ONE_LINE.sub(_escape, text)
+
+
+def shown_lines(text: str) -> str:
+    """``text`` with its lines and tabs kept, every other such character escaped."""
+    if _LINES.search(text) is None:
+        return text
+    return _LINES.sub(_escape, text)

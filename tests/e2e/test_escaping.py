@@ -81,3 +81,38 @@ async def test_approvals_chat_and_list_show_escapes_and_plain_names_pass(workspa
     listed = {s["sessionId"]: s["title"] for s in (await client.request("dsh/session/list", {}))["sessions"]}
     assert listed[sid] == "fix \\u202eevil\\ntitle"
     assert listed[plain["sessionId"]] == "a plain title"
+
+
+async def test_a_listing_shows_a_name_with_a_newline_as_one_escaped_name(workspace, daemons):
+    newline_name = "a\nb.txt"
+    write_workspace(
+        workspace,
+        [
+            {"toolCalls": [{"name": "list_files", "arguments": {"path": "files"}}]},
+            {"toolCalls": [{"name": "read_file", "arguments": {"path": "files/" + newline_name}}]},
+            {"text": "done"},
+        ],
+        plugins=["plan", "goals", "tools"],
+    )
+    files = workspace / "files"
+    files.mkdir()
+    for name in (newline_name, RTL_NAME, "plain.txt", "a", "b.txt"):
+        (files / name).write_text(f"this is {name!r}\n")
+    client = await daemons.start()
+    created = await client.request("dsh/session/create", {})
+    agent, sid = created["agentId"], created["sessionId"]
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "list"}))["stopReason"] == "end-turn"
+
+    listing, read = (e["data"] for e in of_type(read_log(workspace, sid), "tool/result"))
+    assert listing["ok"] is True, listing
+    names = listing["content"].splitlines()[1:]
+    # One line per file: the name with a newline is one escaped name, not "a" and "b.txt"
+    # twice over; the plain names (the control) read as they are.
+    assert sorted(names) == sorted(["files/a", "files/a\\nb.txt", "files/b.txt", "files/plain.txt", "files/rtl\\u202etxt.exe"])
+    assert listing["content"].splitlines()[0].startswith("5 files")
+    # The name as the model writes it back in JSON reaches the raw file.
+    assert read["ok"] is True and "this is 'a\\nb.txt'" in read["content"]
+
+    chat = (await client.request("dsh/chat/get", {"agentId": agent, "afterSeq": 0, "limit": 200}))["items"]
+    shown_listing = next(i for i in chat if i["kind"] == "tool-call" and i["name"] == "list_files")["result"]
+    assert "files/a\\nb.txt" in shown_listing.splitlines() and raw_controls(shown_listing.replace("\n", "")) == []

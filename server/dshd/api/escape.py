@@ -19,28 +19,8 @@ characters looks the same as an escaped U+202E: either way, nothing is hidden.
 
 from __future__ import annotations
 
-import re
+# Defined once, in layer 0 (dshd.formats), so that the tools' own listings escape names
+# with the same function the doors use.
+from dshd.formats import shown, shown_lines
 
-_BIDI_AND_BREAKS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
-_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")
-_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_AND_BREAKS}]")  # \t and \n kept
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    return _NAMED.get(char) or f"\\u{ord(char):04x}"
-
-
-def shown(text: str) -> str:
-    """``text`` as one line a person can trust: control, bidi and line-break characters escaped."""
-    if _ONE_LINE.search(text) is None:
-        return text
-    return _ONE_LINE.sub(_escape, text)
-
-
-def shown_lines(text: str) -> str:
-    """``text`` with its lines and tabs kept, every other such character escaped."""
-    if _LINES.search(text) is None:
-        return text
-    return _LINES.sub(_escape, text)
+__all__ = ["shown", "shown_lines"]

@@ -37,6 +37,7 @@ import pathspec
 from dshd.agent.tools import ToolContext, ToolOutcome
 from dshd.tools import safepath
 from dshd.tools.files import READ_FILE_CAP, Refused, check_arguments
+from dshd.formats import shown as escaped
 from dshd.tools.paths import PathRefused, resolve, shown
 
 LIST_CAP = 1000  # paths listed
@@ -111,6 +112,23 @@ async def _rg(args: list[str], cwd: Path, line_limit: int | None = None) -> tupl
     return lines, stderr, proc.returncode or 0, stopped
 
 
+async def _rg_paths(args: list[str], cwd: Path) -> tuple[list[bytes], bytes, int]:
+    """Run rg printing NUL-terminated paths (``--null``): a file name may hold a newline,
+    so lines would split it in two. (paths, stderr, exit status); killed if cancelled."""
+    proc = await asyncio.create_subprocess_exec(
+        rg_binary(), "--null", *args, cwd=str(cwd),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await proc.communicate()
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
+    return [path for path in out.split(b"\0") if path], err, proc.returncode or 0
+
+
 def _spec(glob: str, field: str) -> pathspec.PathSpec:
     if not glob.strip():
         raise Refused(f"{field} is empty")
@@ -125,7 +143,7 @@ async def matching_files(root: Path, base: Path, glob: str | None, field: str) -
     ``glob`` (relative to ``base``); sorted."""
     spec = _spec(glob, field) if glob is not None else None
     rel = shown(root, base)
-    lines, stderr, status, _ = await _rg(["--files", *COMMON, "--", rel], root)
+    lines, stderr, status = await _rg_paths(["--files", *COMMON, "--", rel], root)
     if status == 2 and not lines:
         raise Refused(f"listing failed: {stderr.decode(errors='replace').strip()}")
     paths = sorted(line.decode("utf-8", errors="surrogateescape") for line in lines)
@@ -178,7 +196,9 @@ async def list_files(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome
         header += f" (the first {LIST_CAP} in path order are listed; narrow with path or pattern)"
     if dropped:
         header += _dropped_note(dropped, "paths")
-    return ToolOutcome.success(header + "\n" + "\n".join(shown_paths))
+    # One name a line: a name holding a newline (or a bidi control) is escaped, so it reads
+    # as one name (dshd.formats.shown) and the model can name it back in JSON as it reads.
+    return ToolOutcome.success(header + "\n" + "\n".join(escaped(path) for path in shown_paths))
 
 
 def _chunks(paths: list[str]) -> list[list[str]]:
