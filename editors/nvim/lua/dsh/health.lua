@@ -131,9 +131,9 @@ local function check_workspace(cmd)
   end
   local outcome = validate_config(cmd, root)
   if not outcome then
-    health.error('dshd did not answer initialize within 15 s', { 'run `dshd serve` in a terminal to see why' })
+    health.error('dshd did not start on this workspace within 15 s', { 'run `dshd serve` in a terminal to see why' })
   elseif outcome.result then
-    health.ok('workspace config valid (dshd initialized on it)')
+    health.ok('workspace config valid (dshd started on it)')
     for _, item in ipairs(type(outcome.config) == 'table' and outcome.config.ignored or {}) do
       health.warn(('ignored %s from %s: %s'):format(item.key, item.file, item.why))
     end
@@ -145,10 +145,10 @@ local function check_workspace(cmd)
         ('fix %s in %s (or in setup({ config = ... }))'):format(data.key and ('the key ' .. data.key) or 'it', toml),
       })
     else
-      health.error('dshd refused to initialize: ' .. require('dsh.errors').describe(err, { context = 'initialize' }))
+      health.error('dshd refused to start: ' .. require('dsh.errors').describe(err, { context = 'start dshd' }))
     end
   else
-    health.error(('dshd exited (code %s) before answering initialize'):format(tostring(outcome.exited)), {
+    health.error(('dshd exited (code %s) before it started'):format(tostring(outcome.exited)), {
       'run `dshd serve` in a terminal to see why',
     })
   end

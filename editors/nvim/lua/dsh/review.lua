@@ -403,7 +403,7 @@ function M.ask(params)
       end
     else
       require('dsh.errors').notify(
-        ('the daemon asked a %q question this plugin does not know; it was not answered.'):format(
+        ('dshd asked a %q question this version of dsh.nvim cannot show; it was not answered (update dsh.nvim).'):format(
           tostring(question.kind)
         ),
         vim.log.levels.WARN
