@@ -163,3 +163,14 @@ class UnixListeners:
 def connect_results(output: str) -> dict[str, str]:
     """UNIX_CONNECT's output as target -> OK or the errno name."""
     return dict(line.rsplit(" ", 1) for line in output.strip().splitlines())
+
+
+def run_folder() -> Path:
+    """A folder under /run a test may make sockets and links in: /run itself (root), else
+    the $XDG_RUNTIME_DIR under it that a login session has; the test is skipped, saying
+    why, when there is neither."""
+    candidates = [Path("/run"), Path(os.environ.get("XDG_RUNTIME_DIR") or "/nonexistent")]
+    for folder in candidates:
+        if folder.is_dir() and (folder == Path("/run") or Path("/run") in folder.parents) and os.access(folder, os.W_OK):
+            return folder
+    pytest.skip("no writable folder under /run here (not root, no $XDG_RUNTIME_DIR)")

@@ -14,7 +14,7 @@ import pytest
 from dshd.sandbox import run
 from tests.e2e.support import read_log
 from tests.e2e.test_tools import calls, results, run_turn, tools_workspace
-from tests.sandbox_support import PYTHON, UNIX_CONNECT, UnixListeners, connect_results, needs_sandbox
+from tests.sandbox_support import PYTHON, UNIX_CONNECT, UnixListeners, connect_results, needs_sandbox, run_folder
 
 pytestmark = needs_sandbox
 
@@ -31,7 +31,7 @@ async def test_a_command_reaches_no_host_unix_socket_with_the_network_off(worksp
     runtime = Path("/var/tmp") / f"{tag}-xdg"
     where = {
         "tmp": f"/tmp/{tag}.sock",
-        "run": f"/run/{tag}/daemon.sock",
+        "run": f"{run_folder()}/{tag}/daemon.sock",
         "xdg": f"{runtime}/agent.sock",
         "abstract": f"@{tag}",
     }
