@@ -180,6 +180,56 @@ def test_real_vscode_model_provider(built, tmp_path: Path) -> None:
         assert all(r.headers.get("authorization") == f"Bearer {key}" for r in server.requests)
 
 
+PLAN_RETRIES = "# Plan: retries\n\n1. Add a RetryPolicy.\n2. Wrap send() in it.\n3. Retry on every exception.\n4. Add tests for the policy.\n"
+PLAN_RETRIES_REVISED = "# Plan: retries (revised)\n\n1. Add a RetryPolicy with backoff capped at 30 seconds.\n2. Retry only connection errors and 502/503/504.\n"
+PLAN_CACHE = "# Plan: a cache\n\n1. Measure first.\n2. Add an LRU cache.\n"
+PLAN_DOCS = "# Plan: docs\n\n1. Document the retry policy.\n"
+# A sentence that takes about three seconds to stream before its tool call: the question opens
+# while the test is typing.
+SLOW = {"piece": 3, "chunk_delay": 0.1}
+
+
+def test_real_vscode_hands(built, tmp_path: Path) -> None:
+    """A person's hands (issue 16) against the real dshd and a real HTTP model peer: a plan review,
+    a command approval and an edit approval each open while the person is typing (in the chat's box,
+    in an editor) and take none of the keys: no answer is given, the typed text is intact; closing a
+    plan's tabs decides nothing; the header says "waiting for you" while a question is open; plan
+    mode before a session; titles without `/plan`; the newest session reopens; the goal's round
+    budget default, token budget and token figures."""
+    from loopback_models import Call, LoopbackModelServer, Reply
+
+    key = "sk-vscode-" + secrets.token_hex(16)
+    with LoopbackModelServer("openai") as server:
+        server.script(
+            Reply(text="Here is my plan.", tool_calls=[Call("exit_plan_mode", {"plan": PLAN_RETRIES})], piece=5, chunk_delay=0.12),
+            Reply(tool_calls=[Call("exit_plan_mode", {"plan": PLAN_RETRIES_REVISED})]),
+            Reply(text="Plan approved: starting with the RetryPolicy."),
+            Reply(text="Let me think about the cache first.", tool_calls=[Call("exit_plan_mode", {"plan": PLAN_CACHE})], **SLOW),
+            Reply(text="Approved: measuring first."),
+            Reply(text="I will write the marker file now.", tool_calls=[Call("run_command", {"command": "echo hi > marker.txt"})], **SLOW),
+            Reply(text="Wrote marker.txt."),
+            Reply(text="I will raise the timeout to thirty.", tool_calls=[Call("edit_file", {"path": "http/client.py", "oldText": "TIMEOUT = 10", "newText": "TIMEOUT = 30"})], **SLOW),
+            Reply(text="Raised the timeout to 30 seconds."),
+            Reply(text="Let me plan the docs before I write.", tool_calls=[Call("exit_plan_mode", {"plan": PLAN_DOCS})], **SLOW),
+            Reply(text="Approved: writing the docs."),
+            Reply(text="Documented it.", tool_calls=[Call("goal_complete", {})], usage=(1200, 40)),
+            Reply(text="The retry policy is documented.", usage=(1300, 20)),
+        )
+        (tmp_path / ".dsh").mkdir()
+        (tmp_path / ".dsh" / "config.toml").write_text(
+            'plugins = ["plan", "goals", "tools"]\n\n[goals]\nmaxRounds = 40\n\n[tools]\napprove = ["write", "exec"]\n'
+        )
+        write_settings(tmp_path, **{
+            "dsh.server.command": str(Path(sys.executable).with_name("dshd")),
+            "dsh.model.provider": "openai", "dsh.model.name": "loopback-model",
+            "dsh.model.baseUrl": server.base_url, "dsh.model.apiKeyEnv": MODEL_KEY_ENV,
+            # What the person types into an editor stays exactly what they typed.
+            "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+            "editor.wordBasedSuggestions": "off", "editor.suggestOnTriggerCharacters": False,
+        })
+        run_real_vscode(tmp_path, "out/integration/hands.js", ARTIFACTS / "hands", 420, env={MODEL_KEY_ENV: key})
+
+
 def test_real_vscode_untrusted_folder(built, tmp_path: Path) -> None:
     """A cloned repository the person has not trusted: its .vscode/settings.json names another
     dshd and bad arguments, its .dsh/config.toml another model server; VS Code ignores the first,

@@ -137,14 +137,17 @@ try {
           await target().hover({ timeout: 10000 });
         } else if (req.action === 'type') {
           // With a selector: wait until that input is on screen and type into it, not into whatever has focus.
+          // `delay`: ms between keys (a person typing; the suite acts while it goes on).
           if (req.selector) await target().focus({ timeout: 15000 });
-          await page.keyboard.type(req.text, { delay: 5 });
+          await page.keyboard.type(req.text, { delay: req.delay ?? 5 });
         } else if (req.action === 'press') {
           await page.keyboard.press(req.key);
         } else if (req.action === 'dump') {
           // The page's (or one element's) HTML, for finding selectors when writing tests.
           const html = req.selector ? await target().evaluate((e) => e.outerHTML) : await page.content();
           fs.writeFileSync(path.join(artifacts, `${req.name}.html`), html);
+        } else if (req.action === 'value') {
+          // nothing to do: the reply carries the input's value and whether it has the focus below
         } else if (req.action === 'html') {
           // nothing to do: the reply carries the element's outerHTML below
         } else if (req.action === 'count' || req.action === 'texts') {
@@ -156,7 +159,10 @@ try {
         const count = req.selector ? await scope.locator(req.selector).count() : undefined;
         const texts = req.action === 'texts' ? await scope.locator(req.selector).allInnerTexts() : undefined;
         const html = req.action === 'html' ? await target().evaluate((e) => e.outerHTML) : undefined;
-        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count, texts, html });
+        const input = req.action === 'value'
+          ? await target().evaluate((e) => ({ value: e.value, focused: e.ownerDocument.activeElement === e && e.ownerDocument.hasFocus() }))
+          : undefined;
+        reply({ ok: true, statusTexts: statusTexts.filter((t) => t.trim()), count, texts, html, ...(input ?? {}) });
       } catch (e) {
         reply({ ok: false, error: String(e) });
       }

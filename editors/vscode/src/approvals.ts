@@ -1,15 +1,18 @@
 // Approvals: `dsh/permission/ask` asks the person before a tool changes a file or runs a
-// command. An edit opens in VS Code's diff editor (the file as it is ↔ as the edit leaves it)
-// with Allow / Allow for This Session / Reject on its title bar (and a notification saying so);
-// a command shows with its folder in a notification-sized picker; both are also cards in the
-// chat view. Reject asks why (the
-// reason reaches the model). Fail closed: a closed picker, a withdrawn request
+// command. Both are cards in the chat view (Allow / Allow for this session / Reject) and a
+// notification; an edit also opens in VS Code's diff editor (the file as it is ↔ as the edit
+// leaves it) with the same answers on its title bar. Nothing that opens by itself takes the
+// keyboard: the diff opens without focus, beside the person's own editor, and a command opens
+// no picker (a picker takes the keys being typed and Enter would answer it); the person opens
+// one on purpose, and its first, preselected item is "Decide later". Reject asks why (the
+// reason reaches the model). Closing any of these windows decides nothing: the request stays
+// in the chat and the status until it is answered. Fail closed: a withdrawn request
 // (`$/cancelRequest`: timeout, cancel) or a lost daemon never allow, and every window of a
 // request closes when it ends, however it ends.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { closeTabsShowing, notifyUntil } from './askWindows';
+import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
 import type { PendingPermission } from './chat/messages';
 import { diffTarget, previewEdit } from './editPreview';
 import type { PermissionAskParams, PermissionAskResult } from './protocol';
@@ -27,7 +30,7 @@ export class PermissionRequest {
   settled = false;
   /** The documents of its diff (before, after; or the diff itself when it does not apply). */
   uris: vscode.Uri[] = [];
-  picker: vscode.QuickPick<vscode.QuickPickItem & { outcome: PermissionOutcome }> | undefined;
+  picker: vscode.QuickPick<PickItem> | undefined;
 
   constructor(readonly params: PermissionAsk, n: number) {
     this.id = `${params.callId}#${n}`;
@@ -41,11 +44,17 @@ export class PermissionRequest {
   }
 }
 
-const LABELS: Record<PermissionOutcome, string> = {
+type PickItem = vscode.QuickPickItem & { outcome: PermissionOutcome | 'later' };
+
+const LABELS: Record<PermissionOutcome | 'later', string> = {
+  later: '$(clock) Decide later',
   'allow-once': '$(check) Allow',
   'allow-session': '$(check-all) Allow for This Session',
   reject: '$(close) Reject…',
 };
+
+/** A picker ignores Enter (and clicks) this long after it opens: keys already in flight answer nothing. */
+export const PICKER_GRACE_MS = 500;
 
 export class Approvals implements vscode.Disposable {
   private readonly open = new Map<string, PermissionRequest>();
@@ -53,11 +62,15 @@ export class Approvals implements vscode.Disposable {
   private count = 0;
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChange = this.changed.event;
+  private readonly asked = new vscode.EventEmitter<PermissionRequest>();
+  /** A new request arrived (the chat view shows itself, without taking the focus). */
+  readonly onDidAsk = this.asked.event;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(private readonly root: () => string | undefined) {
     this.disposables.push(
       this.changed,
+      this.asked,
       vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, {
         provideTextDocumentContent: (uri) => this.docs.get(uri.toString()) ?? '(this request was answered or withdrawn)',
       }),
@@ -93,13 +106,15 @@ export class Approvals implements vscode.Disposable {
     try {
       await this.setContext();
       this.changed.fire();
+      this.asked.fire(request);
       if (params.diff) {
-        await this.showDiff(request);
+        await this.showDiff(request, true);
         this.changed.fire(); // the chat card can offer the diff now
-        // The diff's title bar holds the answers; this says so, and goes when the request ends.
-        notifyUntil(`dsh asks: ${params.title}`, 'Allow, Allow for This Session or Reject on the diff\'s title bar or in the dsh chat view.', request.answer);
+        // The diff's title bar and the chat card hold the answers; this says so, and goes when the request ends.
+        notifyUntil(`dsh asks: ${params.title}`, 'Answer on the diff\'s title bar or in the dsh chat view. [Show the change](command:dsh.permission.show)', request.answer);
       } else {
-        this.showPicker(request);
+        const what = params.command !== undefined ? `Run \`${params.command}\` in ${params.cwd ?? 'the workspace folder'}?` : `Allow ${params.tool}?`;
+        notifyUntil(`dsh asks: ${what}`, 'Answer with the buttons in the dsh chat view. [Answer here…](command:dsh.permission.show)', request.answer);
       }
       return await request.answer;
     } finally {
@@ -108,8 +123,11 @@ export class Approvals implements vscode.Disposable {
     }
   }
 
-  /** Opens the edit in the diff editor: the file as it is on the left, as the edit leaves it on the right. */
-  private async showDiff(r: PermissionRequest): Promise<void> {
+  /**
+   * Opens the edit in the diff editor: the file as it is on the left, as the edit leaves it on the
+   * right. `byItself`: the person did not ask for it, so it takes no focus and leaves their editor in place.
+   */
+  private async showDiff(r: PermissionRequest, byItself: boolean): Promise<void> {
     const diff = r.params.diff!;
     const base = `/${r.params.sessionId}/${r.id.replace(/[^A-Za-z0-9_.-]/g, '_')}`;
     // The file as it is now, read from the workspace (a path outside it is never read).
@@ -127,7 +145,7 @@ export class Approvals implements vscode.Disposable {
       this.docs.set(left.toString(), preview.created ? '' : before);
       this.docs.set(right.toString(), preview.after);
       r.uris = [left, right];
-      await vscode.commands.executeCommand('vscode.diff', left, right, `${r.params.title} (dsh asks)`, { preview: false, viewColumn: vscode.ViewColumn.One });
+      await vscode.commands.executeCommand('vscode.diff', left, right, `${r.params.title} (dsh asks)`, this.placement(byItself));
     } else {
       // The edit no longer applies to the file as it is (or the diff was cut): show the diff itself.
       const uri = vscode.Uri.from({ scheme: APPROVAL_SCHEME, path: `${base}/edit.diff` });
@@ -135,13 +153,21 @@ export class Approvals implements vscode.Disposable {
       r.uris = [uri];
       const doc = await vscode.workspace.openTextDocument(uri);
       await vscode.languages.setTextDocumentLanguage(doc, 'diff');
-      await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
+      await vscode.window.showTextDocument(doc, this.placement(byItself));
     }
   }
 
-  /** The notification-sized choice: what, where, and the three answers. Closing it decides nothing. */
+  private placement(byItself: boolean): vscode.TextDocumentShowOptions {
+    return byItself ? { preview: false, preserveFocus: true, viewColumn: quietColumn() } : { preview: false, viewColumn: vscode.ViewColumn.One };
+  }
+
+  /**
+   * The notification-sized choice, opened only when the person asks for it: what, where, and the
+   * answers. Its first, preselected item decides nothing, and for its first moments it takes no
+   * answer at all. Closing it decides nothing.
+   */
   private showPicker(r: PermissionRequest): void {
-    const picker = vscode.window.createQuickPick<vscode.QuickPickItem & { outcome: PermissionOutcome }>();
+    const picker = vscode.window.createQuickPick<PickItem>();
     r.picker = picker;
     const p = r.params;
     picker.title = `dsh asks: ${p.title}`;
@@ -149,26 +175,36 @@ export class Approvals implements vscode.Disposable {
       ? `Run \`${p.command}\` in ${p.cwd ?? 'the workspace folder'}?`
       : p.diff ? 'The change is open in the diff editor. Allow it?' : `Allow ${p.tool}?`;
     picker.ignoreFocusOut = true; // the person reads the diff meanwhile
-    picker.items = (['allow-once', 'allow-session', 'reject'] as const).map((outcome) => ({
+    picker.items = (['later', 'allow-once', 'allow-session', 'reject'] as const).map((outcome) => ({
       label: LABELS[outcome], outcome,
-      description: outcome === 'allow-session' ? `${p.tool} runs without asking until dshd restarts` : outcome === 'reject' ? 'say why: the agent reads it' : undefined,
+      description: outcome === 'later' ? 'the question stays in the dsh chat view' : outcome === 'allow-session' ? `${p.tool} runs without asking until dshd restarts` : outcome === 'reject' ? 'say why: the agent reads it' : undefined,
       detail: outcome === 'allow-once' && p.command !== undefined ? `${p.command}    (in ${p.cwd ?? 'the workspace folder'})` : undefined,
     }));
+    const shownAt = Date.now();
     picker.onDidAccept(() => {
       const pick = picker.selectedItems[0];
-      if (pick) void this.decide(r, pick.outcome);
+      if (!pick || Date.now() - shownAt < PICKER_GRACE_MS) return;
+      if (pick.outcome === 'later') { picker.hide(); return; }
+      void this.decide(r, pick.outcome);
     });
-    picker.onDidHide(() => { if (r.picker === picker) r.picker = undefined; });
+    picker.onDidHide(() => { if (r.picker === picker) { r.picker = undefined; picker.dispose(); } });
     picker.show();
   }
 
-  /** Opens the request's diff (or picker) again. */
-  async show(requestId: string): Promise<void> {
-    const r = this.open.get(requestId);
+  /** The person asked to see a request: its diff (with the focus), or the picker. */
+  async show(requestId?: string): Promise<void> {
+    const r = requestId ? this.open.get(requestId) : this.current();
     if (!r || r.settled) return;
-    if (r.uris.length === 2) await vscode.commands.executeCommand('vscode.diff', r.uris[0], r.uris[1], `${r.params.title} (dsh asks)`, { preview: false });
-    else if (r.uris.length === 1) await vscode.window.showTextDocument(r.uris[0], { preview: false });
-    if (!r.picker && r.uris.length === 0) this.showPicker(r);
+    // In the group where it is open already (not a second copy in front of the person's file).
+    const shownIn = vscode.window.tabGroups.all.find((g) => g.tabs.some((t) => {
+      const input = t.input;
+      return input instanceof vscode.TabInputTextDiff ? input.modified.toString() === r.uris[1]?.toString()
+        : input instanceof vscode.TabInputText && input.uri.toString() === r.uris[0]?.toString();
+    }))?.viewColumn;
+    const options = { preview: false, ...(shownIn ? { viewColumn: shownIn } : {}) };
+    if (r.uris.length === 2) await vscode.commands.executeCommand('vscode.diff', r.uris[0], r.uris[1], `${r.params.title} (dsh asks)`, options);
+    else if (r.uris.length === 1) await vscode.window.showTextDocument(r.uris[0], options);
+    else if (!r.picker) this.showPicker(r);
   }
 
   /** An answer from the picker, the diff's title bar or a chat card. Reject asks why unless told. */
@@ -181,7 +217,7 @@ export class Approvals implements vscode.Disposable {
       why = await vscode.window.showInputBox({
         title: `Reject: ${r.params.title}`, prompt: 'Why? The agent reads this (empty: just no).', ignoreFocusOut: true,
       });
-      if (why === undefined) { if (!r.settled && !r.picker && r.uris.length === 0) this.showPicker(r); return false; } // escaped: still undecided
+      if (why === undefined) return false; // escaped: still undecided, still in the chat
     }
     if (r.settled) return false;
     r.finish(why.trim() ? { outcome: 'reject', feedback: why.trim() } : { outcome: 'reject' });

@@ -9,6 +9,19 @@ function tabUris(tab: vscode.Tab): vscode.Uri[] {
     : input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : [];
 }
 
+/** The documents this extension shows (plans, approvals, transcripts): not the person's own work. */
+const OWN_SCHEMES = new Set(['dsh-plan', 'dsh-approval', 'dsh-transcript']);
+
+/**
+ * Where a window that opens by itself goes: beside the person's own editor (which stays in view and
+ * keeps the keyboard: opening over it in its group would hide it mid-word), else the first column.
+ * Opened with preserveFocus, so keys being typed reach what the person is typing in.
+ */
+export function quietColumn(): vscode.ViewColumn {
+  const active = vscode.window.activeTextEditor;
+  return active && !OWN_SCHEMES.has(active.document.uri.scheme) ? vscode.ViewColumn.Beside : vscode.ViewColumn.One;
+}
+
 /** Closes every tab that shows one of these documents (a tab already gone is no error). */
 export async function closeTabsShowing(uris: readonly vscode.Uri[]): Promise<void> {
   const mine = new Set(uris.map((u) => u.toString()));

@@ -9,18 +9,21 @@ import { ChatFeed } from './chat/feed';
 import { ChatPanel } from './chat/panel';
 import { goalNotice, turnNotice, type Notice } from './notices';
 import type {
-  DshRequest, GoalChangedParams, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
+  AgentActivityParams, ConfigGetResult, DshRequest, GoalChangedParams, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
   PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
-import { applyGoalChanged, goalStatus, planStatusText, planTooltip, statusModel, type Connection } from './status';
+import { activityOf, applyGoalChanged, goalStatus, planStatusText, planTooltip, statusModel, type Activity, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
 import { timeAgo } from './timeAgo';
 import { describeExit } from './startup';
 import { GoalCommands } from './goalCommands';
 import { Transcripts } from './transcript';
+import { titleFromPrompt } from './titles';
 
 const REMEMBERED_KEY = 'dsh.session';
+const WORKING_MARK = '$(sync~spin)';
+const WAITING_MARK = '$(bell) waiting for you';
 /** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
 const AUTO_RESTART_INTERVAL_MS = 60_000;
 
@@ -52,6 +55,11 @@ export class Controller implements vscode.Disposable {
   private remembered: { sessionId: string; title?: string } | undefined;
   private memento: vscode.Memento | undefined;
   private lastAutoRestart = 0;
+  /** What the daemon last said the agent does (`dsh/agent/activity`, or at open); older daemons say nothing. */
+  private daemonActivity: { agentId: string; activity: Activity } | undefined;
+  /** A goal notice waiting for its round to end (its token figure is final then). */
+  private heldGoalNotice: GoalChangedParams | undefined;
+  private readonly goalNoticeKeys = new Set<string>();
 
   constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
     this.feed = new ChatFeed(daemon);
@@ -62,6 +70,10 @@ export class Controller implements vscode.Disposable {
     this.feed.onItem(({ item, isNew }) => {
       const notice = isNew ? turnNotice(item) : undefined;
       if (notice) void this.notify(notice);
+      // The daemon titles a session from its first prompt's words.
+      const s = this.session;
+      if (isNew && item.kind === 'user-message' && s && !s.title) void this.refreshTitle(s).catch(() => undefined);
+      if (item.kind === 'turn-end') this.releaseGoalNotice();
       this.render(); // a turn that opens or ends moves the busy mark
     });
     this.feed.onReset(() => this.render());
@@ -77,11 +89,18 @@ export class Controller implements vscode.Disposable {
     daemon.install((client) => {
       client.onNotification('dsh/goal/changed', (p: GoalChangedParams) => this.onGoalChanged(p));
       client.onNotification('dsh/plan/changed', (p: PlanChangedParams) => this.onPlanChanged(p));
+      client.onNotification('dsh/agent/activity', (p: AgentActivityParams) => { this.daemonActivity = { agentId: p.agentId, activity: p.activity }; this.render(); });
       client.onRequest('dsh/questions/ask', (p: QuestionsAskParams, token: vscode.CancellationToken) => this.reviews.ask(p, token));
       client.onRequest('dsh/permission/ask', (p: PermissionAskParams, token: vscode.CancellationToken) => this.approvals.ask(p, token));
     });
     daemon.onUnexpectedExit((exit) => void this.recover(exit));
     this.reviews.previousPlan = (sessionId, questionId) => this.previousPlan(sessionId, questionId);
+    // A question that opens or ends moves "waiting for you"; one that opens brings the chat into
+    // sight (never the focus: the person may be typing).
+    this.approvals.onDidChange(() => this.render());
+    this.reviews.onDidChange(() => this.render());
+    this.approvals.onDidAsk(() => this.chat?.view.showQuietly());
+    this.reviews.onDidAsk(() => this.chat?.view.showQuietly());
     this.render();
   }
 
@@ -112,8 +131,8 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.plan.on', () => this.setPlan(true));
     cmd('dsh.plan.off', () => this.setPlan(false));
     cmd('dsh.plan.toggle', () => this.togglePlan());
-    cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number }) => this.goals.create(a));
-    cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number }) => this.goals.edit(a));
+    cmd('dsh.goal.create', (a?: { objective?: string; maxRounds?: number; maxTokens?: number }) => this.goals.create(a));
+    cmd('dsh.goal.edit', (a?: { objective?: string; maxRounds?: number; maxTokens?: number }) => this.goals.edit(a));
     cmd('dsh.goal.pause', () => this.goals.write('pause', (ref) => this.req('dsh/goal/pause', { ref })));
     cmd('dsh.goal.resume', () => this.goals.write('resume', (ref) => this.req('dsh/goal/resume', { ref })));
     cmd('dsh.goal.complete', () => this.goals.write('complete', (ref) => this.req('dsh/goal/complete', { ref })));
@@ -127,6 +146,8 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.permission.allowSession', decide('allow-session'));
     cmd('dsh.permission.reject', decide('reject'));
     cmd('dsh.permission.policy', () => this.pickPolicy());
+    cmd('dsh.permission.show', (a?: { requestId?: string }) => this.approvals.show(a?.requestId));
+    cmd('dsh.review.show', () => this.reviews.focus());
     cmd('dsh.review.approve', () => this.reviews.approve());
     cmd('dsh.review.compare', () => this.reviews.compare());
     cmd('dsh.review.keepPlanning', (a?: { feedback?: string } | vscode.Uri) => this.reviews.keepPlanning(undefined, a && !(a instanceof vscode.Uri) ? a.feedback : undefined));
@@ -135,8 +156,11 @@ export class Controller implements vscode.Disposable {
     context.subscriptions.push(this);
   }
 
-  /** Starts (or restarts) the daemon and opens again the session this window had, if any. */
-  async startDaemon(): Promise<boolean> {
+  /**
+   * Starts (or restarts) the daemon and opens again the session this window had, if any; when the
+   * window starts (`atWindowStart`) and remembers none, the workspace's newest session.
+   */
+  async startDaemon(atWindowStart = false): Promise<boolean> {
     this.setSession(undefined, false);
     if (!this.folder) {
       this.connection = 'failed';
@@ -146,7 +170,20 @@ export class Controller implements vscode.Disposable {
     }
     if (!(await this.daemon.start(this.folder))) return false;
     await this.reopenRemembered();
+    if (atWindowStart && !this.session) await this.openNewest();
     return true;
+  }
+
+  /** The session of this workspace changed last (made here, in another editor, or before a reload). */
+  private async openNewest(): Promise<Session | undefined> {
+    try {
+      const { sessions } = await this.daemon.request('dsh/session/list', {});
+      const newest = [...sessions].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt))[0];
+      return newest ? await this.openSession(newest.sessionId, false, newest.title ?? undefined) : undefined;
+    } catch (e) {
+      this.daemon.log(`could not reopen the newest session: ${asDaemonError(e).message}`);
+      return undefined;
+    }
   }
 
   /** The session this window had before the daemon went away; a session gone from disk is forgotten. */
@@ -220,7 +257,24 @@ export class Controller implements vscode.Disposable {
     if (!this.session || p.agentId !== this.session.agentId) return;
     this.session.goal = applyGoalChanged(this.session.goal, p);
     this.render();
-    const notice = goalNotice(p, this.goals.isOwn(p.op));
+    if (!goalNotice(p, this.goals.isOwn(p.op))) return;
+    // One notice per change of the goal, however often it is told.
+    const key = `${p.goal?.id}:${p.op}:${p.goal?.revision}`;
+    if (this.goalNoticeKeys.has(key)) return;
+    this.goalNoticeKeys.add(key);
+    // The round that completed (or blocked) the goal still counts its last reply's tokens: the
+    // notice waits for the round to end and then says the figure the status bar shows.
+    if (this.feed.store?.turnRunning) this.heldGoalNotice = p;
+    else void this.notify(goalNotice(p, false)!);
+  }
+
+  /** A round ended: the goal notice it held back, with the goal as it is now. */
+  private releaseGoalNotice(): void {
+    const held = this.heldGoalNotice;
+    if (!held) return;
+    this.heldGoalNotice = undefined;
+    const goal = this.session?.agentId === held.agentId && this.session.goal?.id === held.goal?.id ? this.session.goal : held.goal;
+    const notice = goalNotice({ ...held, goal: goal ?? held.goal }, false);
     if (notice) void this.notify(notice);
   }
 
@@ -235,16 +289,19 @@ export class Controller implements vscode.Disposable {
   render(): void {
     const s = this.session;
     const model = statusModel(this.connection, !!s, s?.goal ?? null);
-    this.goalItem.text = this.busy ? `${model.text} $(sync~spin)` : model.text;
+    const activity = this.activity;
+    this.goalItem.text = activity === 'waiting' ? `${model.text} ${WAITING_MARK}` : activity === 'working' ? `${model.text} ${WORKING_MARK}` : model.text;
     this.goalItem.tooltip = new vscode.MarkdownString(model.tooltip, true);
     this.statusWarning = model.warning;
     this.goalItem.backgroundColor = model.warning ? new vscode.ThemeColor('statusBarItem.warningBackground')
       : model.hint ? new vscode.ThemeColor('statusBarItem.prominentBackground') : undefined;
     this.goalItem.command = this.connection === 'running' ? 'dsh.goal.actions' : 'dsh.server.restart';
     this.goalItem.show();
-    if (s) {
-      this.planItem.text = planStatusText(s.plan);
-      this.planItem.tooltip = planTooltip(s.plan);
+    if (s || this.connection === 'running') {
+      // Without a session too: turning plan mode on then starts one, in plan mode.
+      const plan = s?.plan ?? { active: false };
+      this.planItem.text = planStatusText(plan);
+      this.planItem.tooltip = s ? planTooltip(plan) : 'Plan mode is off. Click to turn it on: a new session starts in plan mode.';
       this.planItem.show();
     } else {
       this.planItem.hide();
@@ -271,11 +328,28 @@ export class Controller implements vscode.Disposable {
   /** A turn runs: the person's prompt, or a goal round (from the chat items), or one this window just sent. */
   get busy(): boolean { return this.busyTurns > 0 || !!this.feed.store?.turnRunning; }
 
+  /** Questions to the person open in this window (plan reviews, approvals), answered or not elsewhere. */
+  get questionsOpen(): number {
+    return this.reviews.all().filter((r) => !r.settled).length + this.approvals.pending().length;
+  }
+
+  /**
+   * What the header and the status bar say runs: the daemon's word (`dsh/agent/activity`: an open
+   * turn alone is not "working"); a question open in this window is "waiting" in any case; without
+   * the daemon's word, an open turn is "working".
+   */
+  get activity(): Activity {
+    const said = this.daemonActivity?.agentId === this.session?.agentId ? this.daemonActivity?.activity : undefined;
+    if (this.questionsOpen > 0 || said === 'waiting') return 'waiting';
+    return said ?? activityOf(0, this.busy);
+  }
+
   /** The status bar as text, for tests and the log. */
-  statusText(): { goal: string; plan: string | undefined; warning: boolean; busy: boolean } {
+  statusText(): { goal: string; plan: string | undefined; warning: boolean; busy: boolean; waiting: boolean } {
+    const text = this.goalItem.text;
     return {
-      goal: this.goalItem.text.replace(/ \$\(sync~spin\)$/, ''), plan: this.session ? this.planItem.text : undefined,
-      warning: this.statusWarning, busy: this.goalItem.text.endsWith('$(sync~spin)'),
+      goal: text.replace(` ${WORKING_MARK}`, '').replace(` ${WAITING_MARK}`, ''), plan: this.session ? this.planItem.text : undefined,
+      warning: this.statusWarning, busy: text.endsWith(WORKING_MARK), waiting: text.endsWith(WAITING_MARK),
     };
   }
 
@@ -339,6 +413,7 @@ export class Controller implements vscode.Disposable {
     const r = await this.daemon.request('dsh/session/open', reload ? { sessionId, reload } : { sessionId });
     title ??= (await this.daemon.request('dsh/session/list', {})).sessions.find((x) => x.sessionId === r.sessionId)?.title ?? undefined;
     const s: Session = { sessionId: r.sessionId, agentId: r.agentId, title, goal: r.goal, plan: r.plan };
+    if (r.activity) this.daemonActivity = { agentId: r.agentId, activity: r.activity };
     this.setSession(s);
     return s;
   }
@@ -356,16 +431,27 @@ export class Controller implements vscode.Disposable {
     return s;
   }
 
+  async readConfig(): Promise<ConfigGetResult> {
+    await this.requireRunning();
+    return this.daemon.request('dsh/config/get', {});
+  }
+
   async closeSession(): Promise<void> {
     await this.req('dsh/session/close', {});
     this.setSession(undefined);
   }
 
-  /** A session to talk in; a new one is titled after the first thing said in it. */
+  /** A session to talk in; a new one is titled after the first thing said in it (`/plan` and other commands stripped). */
   async ensureSession(firstWords?: string): Promise<void> {
     if (this.session) return;
-    const line = firstWords?.split('\n').find((l) => l.trim())?.trim();
-    await this.newSession(line && !line.startsWith('/') ? (line.length > 60 ? `${line.slice(0, 59)}…` : line) : undefined);
+    await this.newSession(titleFromPrompt(firstWords));
+  }
+
+  /** A session still without a title takes the one the daemon gave it (after its first real prompt). */
+  private async refreshTitle(s: Session): Promise<void> {
+    if (s.title) return;
+    const title = (await this.daemon.request('dsh/session/list', {})).sessions.find((x) => x.sessionId === s.sessionId)?.title ?? undefined;
+    if (title && this.session === s && !s.title) { s.title = title; this.remember(s); this.render(); }
   }
 
   // ---- agent ----------------------------------------------------------------------------------
@@ -400,7 +486,9 @@ export class Controller implements vscode.Disposable {
 
   // ---- plan mode ------------------------------------------------------------------------------
 
+  /** Plan mode before any session exists starts one (in plan mode): nothing to remember on the side. */
   async setPlan(active: boolean): Promise<PlanSetResult> {
+    await this.ensureSession();
     const r = await this.req('dsh/plan/set', { active });
     if (r.outcome === 'queued') void vscode.window.setStatusBarMessage(`Plan mode turns ${active ? 'on' : 'off'} at the agent's next step`, 4000);
     return r;
@@ -408,6 +496,7 @@ export class Controller implements vscode.Disposable {
 
   /** Reads the daemon's state first: the editor keeps no copy of plan mode to decide from (PM-6). */
   async togglePlan(): Promise<PlanSetResult> {
+    await this.ensureSession();
     const state = await this.req('dsh/plan/get', {});
     return this.setPlan(!(state.pending ?? state.active));
   }
@@ -439,10 +528,10 @@ export class Controller implements vscode.Disposable {
   private showError(e: unknown): void {
     const err = asDaemonError(e);
     const hint: Record<string, string> = {
-      'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')})`,
-      'stale-agent': '(the session was reloaded: open it again)',
-      'plugin-not-loaded': '(enable the plugin in .dsh/config.toml: plugins = ["plan", "goals"])',
-      'session-locked': `(another dshd, pid ${String(err.data.pid)}, holds it)`,
+      'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')}: pick an action the goal menu offers)`,
+      'stale-agent': '(the session was reloaded: open it again with "DSH: Open Session…")',
+      'plugin-not-loaded': '(plan mode, goals or the tools are turned off for this workspace: list them in .dsh/config.toml, plugins = ["plan", "goals", "tools"], then run "DSH: Restart the Daemon")',
+      'session-locked': `(another dshd, pid ${String(err.data.pid)}, has it open: close it there, or stop that process)`,
     };
     void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);
   }

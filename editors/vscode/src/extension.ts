@@ -13,7 +13,7 @@ export function activate(context: vscode.ExtensionContext): DshApi {
   const controller = new Controller(daemon, vscode.workspace.workspaceFolders?.[0]);
   controller.register(context);
   context.subscriptions.push(output, daemon);
-  const ready = controller.startDaemon();
+  const ready = controller.startDaemon(true);
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
     if (!['dsh.server', 'dsh.config', 'dsh.model'].some((k) => e.affectsConfiguration(k))) return;
     const pick = await vscode.window.showInformationMessage('The dshd settings changed. Restart dshd to use them? (Open reviews end unanswered.)', 'Restart dshd');

@@ -72,3 +72,20 @@ export function checkMaxRounds(text: string, roundsStarted = 0): string | undefi
   if (n < roundsStarted) return `At least ${roundsStarted}: that many rounds have already started`;
   return undefined;
 }
+
+/** A token budget typed by the person: `200000`, `200k`, `1.5M`; undefined when empty or not one. */
+export function parseTokens(text: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)\s*([kKmM]?)$/.exec(text.trim().replace(/[,_ ]/g, ''));
+  if (!m) return undefined;
+  const n = Math.round(Number(m[1]) * (m[2].toLowerCase() === 'k' ? 1000 : m[2].toLowerCase() === 'm' ? 1_000_000 : 1));
+  return Number.isSafeInteger(n) && n >= 1 ? n : undefined;
+}
+
+/** Validation of a token budget typed by the person (empty: none); returns the problem, or undefined. */
+export function checkMaxTokens(text: string, tokensUsed = 0): string | undefined {
+  if (text.trim() === '') return undefined;
+  const n = parseTokens(text);
+  if (n === undefined) return 'A number of tokens, e.g. 200000 or 200k';
+  if (n <= tokensUsed) return `More than ${tokensUsed}: that many tokens are already used`;
+  return undefined;
+}

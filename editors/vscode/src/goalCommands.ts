@@ -3,8 +3,8 @@
 import * as vscode from 'vscode';
 import type { Session } from './controller';
 import { asDaemonError, DaemonError, type ParamsOf, type ResultOf } from './daemon';
-import { checkBlockCode, checkMaxRounds, GOAL_ACTION_LABELS, staleDecision, validGoalActions, type GoalActionId } from './goalActions';
-import type { DshRequest, GoalClearResult, GoalRef, GoalView } from './protocol';
+import { checkBlockCode, checkMaxRounds, checkMaxTokens, GOAL_ACTION_LABELS, parseTokens, staleDecision, validGoalActions, type GoalActionId } from './goalActions';
+import type { ConfigGetResult, DshRequest, GoalClearResult, GoalRef, GoalView } from './protocol';
 
 /** What the goal commands need of the controller. */
 export interface GoalHost {
@@ -13,6 +13,8 @@ export interface GoalHost {
   ensureSession(): Promise<void>;
   newSession(): Promise<Session>;
   openSession(): Promise<Session | undefined>;
+  /** The configuration in force (`dsh/config/get`). */
+  readConfig(): Promise<ConfigGetResult>;
 }
 
 export class GoalCommands {
@@ -29,7 +31,7 @@ export class GoalCommands {
    */
   async write<R>(action: GoalActionId, send: (ref: GoalRef) => Promise<R>): Promise<R | undefined> {
     const seen = this.host.session?.goal ?? null;
-    if (!seen) throw new DaemonError('This session has no goal.', 'no-goal', {});
+    if (!seen) throw new DaemonError('This session has no goal: create one first ("DSH: Goal: Create…").', 'no-goal', {});
     return this.ownGoalOp(action, () => this.writeSeen(action, seen, send));
   }
 
@@ -58,32 +60,63 @@ export class GoalCommands {
     }
   }
 
-  async create(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+  /** The round budget a new goal gets when none is given: the workspace's `[goals] maxRounds`. */
+  private async defaultRounds(): Promise<number | undefined> {
+    const effective = await this.host.readConfig().then((r) => r.effective as { goals?: { maxRounds?: unknown } }).catch(() => undefined);
+    const n = effective?.goals?.maxRounds;
+    return typeof n === 'number' ? n : undefined;
+  }
+
+  async create(a?: { objective?: string; maxRounds?: number; maxTokens?: number }): Promise<GoalView | undefined> {
     await this.host.ensureSession();
     let objective = a?.objective;
     let maxRounds = a?.maxRounds;
+    let maxTokens = a?.maxTokens;
     if (objective === undefined) {
-      objective = await vscode.window.showInputBox({ title: 'New goal (1/2): objective', prompt: 'What should the agent achieve?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+      objective = await vscode.window.showInputBox({ title: 'New goal (1/3): objective', prompt: 'What should the agent achieve?', ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
       if (objective === undefined) return undefined;
-      const rounds = await vscode.window.showInputBox({ title: 'New goal (2/2): round budget', prompt: 'Continuation rounds at most (empty: the daemon default, 256)', ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v) });
+      const fallback = await this.defaultRounds();
+      const rounds = await vscode.window.showInputBox({
+        title: 'New goal (2/3): round budget',
+        prompt: `Rounds the agent may run on its own at most (empty: ${fallback ?? 'the workspace default'}, from .dsh/config.toml)`,
+        placeHolder: fallback !== undefined ? String(fallback) : undefined,
+        ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v),
+      });
       if (rounds === undefined) return undefined;
       maxRounds = rounds.trim() ? Number(rounds) : undefined;
+      const tokens = await vscode.window.showInputBox({
+        title: 'New goal (3/3): token budget',
+        prompt: 'Tokens the rounds may use at most, e.g. 200000 or 200k (empty: no token budget)',
+        ignoreFocusOut: true, validateInput: (v) => checkMaxTokens(v),
+      });
+      if (tokens === undefined) return undefined;
+      maxTokens = parseTokens(tokens);
     }
-    return this.ownGoalOp('create', () => this.host.req('dsh/goal/create', maxRounds === undefined ? { objective } : { objective, maxRounds }));
+    const params = { objective, ...(maxRounds !== undefined ? { maxRounds } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}) };
+    return this.ownGoalOp('create', () => this.host.req('dsh/goal/create', params));
   }
 
-  async edit(a?: { objective?: string; maxRounds?: number }): Promise<GoalView | undefined> {
+  async edit(a?: { objective?: string; maxRounds?: number; maxTokens?: number }): Promise<GoalView | undefined> {
     const goal = this.host.session?.goal;
-    if (!goal) throw new DaemonError('This session has no goal.', 'no-goal', {});
-    let changes: { objective?: string; maxRounds?: number } = { ...a };
-    if (a?.objective === undefined && a?.maxRounds === undefined) {
-      const objective = await vscode.window.showInputBox({ title: 'Edit goal (1/2): objective', value: goal.objective, ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
+    if (!goal) throw new DaemonError('This session has no goal: create one first ("DSH: Goal: Create…").', 'no-goal', {});
+    let changes: { objective?: string; maxRounds?: number; maxTokens?: number } = { ...a };
+    if (a?.objective === undefined && a?.maxRounds === undefined && a?.maxTokens === undefined) {
+      const objective = await vscode.window.showInputBox({ title: 'Edit goal (1/3): objective', value: goal.objective, ignoreFocusOut: true, validateInput: (v) => (v.trim() ? undefined : 'The objective cannot be blank') });
       if (objective === undefined) return undefined;
-      const rounds = await vscode.window.showInputBox({ title: 'Edit goal (2/2): round budget', value: String(goal.maxRounds), ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v, goal.roundsStarted) });
+      const rounds = await vscode.window.showInputBox({ title: 'Edit goal (2/3): round budget', value: String(goal.maxRounds), ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v, goal.roundsStarted) });
       if (rounds === undefined) return undefined;
+      const used = goal.tokensUsed ?? 0;
+      const tokens = await vscode.window.showInputBox({
+        title: 'Edit goal (3/3): token budget', value: goal.maxTokens !== undefined ? String(goal.maxTokens) : '',
+        prompt: `Tokens the rounds may use at most (${used} used so far; empty: ${goal.maxTokens !== undefined ? 'keep it' : 'no token budget'})`,
+        ignoreFocusOut: true, validateInput: (v) => checkMaxTokens(v, used),
+      });
+      if (tokens === undefined) return undefined;
       changes = {};
       if (objective.trim() !== goal.objective) changes.objective = objective.trim();
       if (rounds.trim() && Number(rounds) !== goal.maxRounds) changes.maxRounds = Number(rounds);
+      const maxTokens = parseTokens(tokens);
+      if (maxTokens !== undefined && maxTokens !== goal.maxTokens) changes.maxTokens = maxTokens;
       if (!Object.keys(changes).length) return goal;
     }
     return this.write('edit', (ref) => this.host.req('dsh/goal/edit', { ref, ...changes }));

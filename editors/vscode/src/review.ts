@@ -1,14 +1,17 @@
 // Plan review (PM-18..PM-20): `dsh/questions/ask` opens the plan as a read-only markdown document
-// in the editor area (with its rendered preview beside it). Approve and Keep Planning are buttons on
-// the editor's title bar, keybindings, and buttons on the chat view's card; the person comments on
-// lines of the plan with the Comments API. Closing the plan, a withdrawn question or a lost daemon
-// answer nothing: never approval. A review that ends, however it ends, closes every place it was
-// shown (its tabs, its notification, the diff against the previous plan).
+// in the editor area (with its rendered preview beside it, in a tab of its own name). Approve and
+// Keep Planning are buttons on the editor's title bar, keybindings, and buttons on the chat view's
+// card; the person comments on lines of the plan with the Comments API. A review that opens by
+// itself takes no focus (keys being typed stay where they were typed). Closing its tabs decides
+// nothing: the question stays open in the chat and the status, and the card opens it again; a
+// withdrawn question or a lost daemon answer nothing: never approval. A review that ends, however
+// it ends, closes every place it was shown (its tabs, its notification, the diff against the
+// previous plan).
 import * as vscode from 'vscode';
-import { closeTabsShowing, notifyUntil } from './askWindows';
+import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
 import type { PlanReviewQuestion, QuestionsAskParams, QuestionsAskResult } from './protocol';
-import { unsentSummary } from './reviewWords';
+import { planFileName, unsentSummary } from './reviewWords';
 
 export const PLAN_SCHEME = 'dsh-plan';
 const CONTROLLER_ID = 'dsh-plan-review';
@@ -21,23 +24,24 @@ class ReviewComment implements vscode.Comment {
 }
 
 export class PlanReview {
+  /** The plan's text, where lines are commented on. */
   readonly uri: vscode.Uri;
+  /** The same plan rendered (the markdown preview), a document of its own so that its tab has its own title. */
+  readonly previewUri: vscode.Uri;
   readonly threads: vscode.CommentThread[] = [];
   private settle!: (outcome: ReviewOutcome) => void;
   readonly outcome: Promise<ReviewOutcome>;
   settled = false;
-  /** Its editor has been opened (before that, no tab of it can have been closed). */
-  shown = false;
-  /** Feedback typed in the chat view's card and not sent yet (kept so that closing asks first). */
+  /** Feedback typed in the chat view's card and not sent yet (kept while the review is open, whatever is closed). */
   draftFeedback = '';
   /** The plan this one revises (the session's previous review), shown side by side on request. */
   previous: { uri: vscode.Uri; plan: string } | undefined;
-  /** A "close without sending?" question is on screen: the tab watcher must not ask twice. */
-  confirming = false;
 
   constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion) {
     // One document per question; the name ends in .md so the editor treats it as markdown.
-    this.uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${params.sessionId}/${question.id}/plan.md` });
+    const name = planFileName(question.title);
+    this.uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${params.sessionId}/${question.id}/${name}.md` });
+    this.previewUri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${params.sessionId}/${question.id}/preview/${name} (rendered).md` });
     this.outcome = new Promise((resolve) => { this.settle = resolve; });
   }
 
@@ -66,6 +70,8 @@ export type PreviousPlanLookup = (sessionId: string, questionId: string) => Prom
 export class PlanReviews implements vscode.Disposable {
   readonly controller: vscode.CommentController;
   private readonly open = new Map<string, PlanReview>();
+  /** The rendered documents of the open reviews. */
+  private readonly previews = new Map<string, PlanReview>();
   /** Read-only documents that are not open reviews: the previous plans of the compare view. */
   private readonly previousDocs = new Map<string, string>();
   /** The last plan reviewed per session in this window. */
@@ -74,6 +80,9 @@ export class PlanReviews implements vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();
   /** Fires when a review opens, ends, or its unsent state changes (the chat view's cards follow it). */
   readonly onDidChange = this.changed.event;
+  private readonly asked = new vscode.EventEmitter<PlanReview>();
+  /** A review opened (the chat view shows itself, without taking the focus). */
+  readonly onDidAsk = this.asked.event;
   previousPlan: PreviousPlanLookup | undefined;
 
   constructor() {
@@ -85,11 +94,11 @@ export class PlanReviews implements vscode.Disposable {
     this.disposables.push(
       this.controller,
       this.changed,
+      this.asked,
       vscode.workspace.registerTextDocumentContentProvider(PLAN_SCHEME, {
-        provideTextDocumentContent: (uri) => this.open.get(uri.toString())?.question.plan
+        provideTextDocumentContent: (uri) => (this.open.get(uri.toString()) ?? this.previews.get(uri.toString()))?.question.plan
           ?? this.previousDocs.get(uri.toString()) ?? '(this plan review is closed)',
       }),
-      vscode.window.tabGroups.onDidChangeTabs((e) => { if (e.closed.length) void this.dismissClosed(); }),
     );
   }
 
@@ -136,24 +145,31 @@ export class PlanReviews implements vscode.Disposable {
     }
     this.lastPlan.set(sessionId, review.question.plan);
     this.open.set(review.uri.toString(), review);
+    this.previews.set(review.previewUri.toString(), review);
     await this.setContext();
     this.changed.fire();
-    await this.reveal(review);
-    // The rendered plan beside it (the built-in markdown preview editor); the focus stays on the
-    // source, where line comments are made.
-    await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.uri, 'vscode.markdown.preview.editor',
-      { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false })).catch(() => undefined);
-    notifyUntil(`Plan review: ${review.question.title}`, 'Approve or keep planning from the plan\'s title bar or the dsh chat view.', review.outcome);
+    this.asked.fire(review);
+    await this.reveal(review, true);
+    notifyUntil(`Plan review: ${review.question.title}`, 'Approve or keep planning from the plan\'s title bar or the dsh chat view. [Show the plan](command:dsh.review.show)', review.outcome);
   }
 
-  /** Brings the review's plan to the front (where its lines are commented on). */
-  async focus(review: PlanReview): Promise<void> { if (!review.settled) await this.reveal(review); }
+  /** Brings the review's plan to the front, with the focus (where its lines are commented on). */
+  async focus(review = this.current()): Promise<void> { if (review && !review.settled) await this.reveal(review, false); }
 
-  private async reveal(review: PlanReview): Promise<void> {
+  /**
+   * The plan, and its rendered preview beside it (the built-in markdown preview editor). `byItself`:
+   * the person did not ask for it, so nothing takes the focus or covers their editor.
+   */
+  private async reveal(review: PlanReview, byItself: boolean): Promise<void> {
     const doc = await vscode.workspace.openTextDocument(review.uri);
     await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
-    await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.One });
-    review.shown = true;
+    const shown = await vscode.window.showTextDocument(doc, { preview: false, preserveFocus: byItself, viewColumn: byItself ? quietColumn() : vscode.ViewColumn.One });
+    const column = shown.viewColumn ?? vscode.ViewColumn.One;
+    await Promise.resolve(vscode.commands.executeCommand('vscode.openWith', review.previewUri, 'vscode.markdown.preview.editor',
+      { viewColumn: column + 1, preserveFocus: true, preview: false })).catch(() => undefined);
+    // Opening the preview makes its group the active one: asked for, the plan's text is where the
+    // person comments, so it is made active again.
+    if (!byItself) await vscode.window.showTextDocument(doc, { preview: false, viewColumn: column });
   }
 
   private async setContext(): Promise<void> {
@@ -165,45 +181,12 @@ export class PlanReviews implements vscode.Disposable {
   private async close(review: PlanReview): Promise<void> {
     review.finish({ kind: 'dismissed' });
     this.open.delete(review.uri.toString());
+    this.previews.delete(review.previewUri.toString());
     for (const t of review.threads) t.dispose();
     await this.setContext();
     this.changed.fire();
-    await closeTabsShowing([review.uri]);
+    await closeTabsShowing([review.uri, review.previewUri]);
     if (review.previous) this.previousDocs.delete(review.previous.uri.toString());
-  }
-
-  /**
-   * A plan whose source tab the person closed is dismissed (keeps plan mode); one with unsent
-   * comments or feedback asks first, and whatever the answer nothing is dropped without a yes.
-   */
-  private async dismissClosed(): Promise<void> {
-    const openUris = new Set(vscode.window.tabGroups.all.flatMap((g) => g.tabs)
-      .map((t) => (t.input instanceof vscode.TabInputText ? t.input.uri.toString() : '')));
-    for (const [uri, review] of this.open) {
-      if (!review.shown || review.settled || review.confirming || openUris.has(uri)) continue;
-      const unsent = review.unsent;
-      if (unsent.comments === 0 && !unsent.feedback) { review.finish({ kind: 'dismissed' }); continue; }
-      await this.confirmClose(review);
-    }
-  }
-
-  private async confirmClose(review: PlanReview): Promise<void> {
-    review.confirming = true;
-    try {
-      // The first button is the default (Enter): the safe one, which keeps everything as it was.
-      const keep = 'Keep Reviewing';
-      const send = 'Send with Keep Planning';
-      const discard = 'Discard and Close';
-      const pick = await vscode.window.showWarningMessage(`${unsentSummary(review.unsent)} Close the plan review without sending?`,
-        { modal: true, detail: 'Keep Reviewing reopens the plan with everything you wrote. Send with Keep Planning sends it to the agent now.' },
-        keep, send, discard);
-      if (review.settled) return;
-      if (pick === discard) { review.finish({ kind: 'dismissed' }); return; }
-      if (pick === send) { review.finish({ kind: 'revise', feedback: review.draftFeedback, comments: review.comments }); return; }
-      await this.reveal(review); // Keep Reviewing, Escape or a closed dialog: nothing is lost
-    } finally {
-      review.confirming = false;
-    }
   }
 
   /** Called when the daemon goes away: every open review ends without an answer. */

@@ -15,6 +15,19 @@ export interface StatusModel {
 
 export type Connection = 'starting' | 'running' | 'stopped' | 'failed';
 
+/**
+ * What runs, as the header and the status bar say it: `waiting` while a question to the person is
+ * open (a plan review, an approval; also in a goal round), else `working` while a turn runs (a
+ * model request or a command), else `idle`. Paused is the goal's own status beside it.
+ */
+export type Activity = 'waiting' | 'working' | 'idle';
+
+export function activityOf(questionsOpen: number, turnRunning: boolean): Activity {
+  return questionsOpen > 0 ? 'waiting' : turnRunning ? 'working' : 'idle';
+}
+
+export const ACTIVITY_WORDS: Record<Activity, string> = { waiting: 'waiting for you', working: 'working…', idle: '' };
+
 const GOAL_ICON = '$(target)';
 
 /**

@@ -57,10 +57,14 @@ function renderHeader(h: ChatHeader): void {
   plan.textContent = h.plan ? h.plan.text : '';
   plan.className = h.plan?.active ? 'plan on' : 'plan';
   document.body.classList.toggle('no-session', !h.session);
+  const activity = $('busy');
+  activity.hidden = h.activity.kind === 'idle';
+  activity.textContent = h.activity.text;
+  activity.className = `activity ${h.activity.kind}`;
 }
 
 function renderBusy(): void {
-  $('busy').hidden = !busy;
+  document.body.classList.toggle('busy', busy);
   send.textContent = busy ? 'Steer' : 'Send';
   send.title = busy ? 'Send this to the running turn (Enter)' : 'Send (Enter; Shift+Enter for a new line)';
   stop.hidden = !busy;
@@ -122,7 +126,9 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
 function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTMLElement {
   const e = el('div', `item plan-review outcome-${item.outcome}${item.partial ? ' streaming' : ''}`);
   const head = el('div', 'card-head');
-  head.append(el('span', 'card-title', `Plan review: ${item.title}`), el('span', `badge outcome-${item.outcome}`, item.outcomeText));
+  // A plan still arriving is not waiting for anyone yet: it says so until the question is asked.
+  const badge = item.partial ? 'the plan is arriving…' : item.outcomeText;
+  head.append(el('span', 'card-title', `Plan review: ${item.title}`), el('span', `badge outcome-${item.partial ? 'arriving' : item.outcome}`, badge));
   // The card's title is the plan's heading: the body starts after it rather than saying it twice.
   const lines = item.plan.split('\n');
   const first = lines.findIndex((l) => l.trim() !== '');
@@ -131,10 +137,10 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
   if (item.feedback) e.append(el('div', 'section-label', 'Sent back with'), el('pre', 'feedback', item.feedback));
   if (item.detail) e.append(el('div', 'note', item.detail));
   const review = reviews.get(item.questionId);
-  if (item.outcome === 'pending' && review) {
+  if (item.outcome === 'pending' && review && !item.partial) {
     const box = el('textarea', 'feedback-box') as HTMLTextAreaElement;
     box.rows = 2;
-    box.placeholder = 'What should change? (sent with Keep planning, with your line comments)';
+    box.placeholder = 'What should change?';
     box.value = review.draftFeedback;
     box.setAttribute('aria-label', `Feedback on ${item.title}`);
     box.addEventListener('input', () => post({ type: 'draft', questionId: item.questionId, feedback: box.value }));
@@ -144,8 +150,8 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
       button('Keep planning', 'secondary keep-planning', () => post({ type: 'keepPlanning', questionId: item.questionId, feedback: box.value }), 'Send the feedback and your line comments; the agent keeps planning (Ctrl+Alt+K)'),
       button('Comment on lines…', 'link open-plan', () => post({ type: 'openPlan', questionId: item.questionId }), 'Open the plan in the editor to comment on its lines'),
     );
-    e.append(box, actions);
-    if (review.comments) e.append(el('div', 'note', `${review.comments} line comment${review.comments > 1 ? 's' : ''} will be sent with Keep planning.`));
+    const comments = review.comments ? `, with your ${review.comments} line comment${review.comments > 1 ? 's' : ''}` : '';
+    e.append(box, el('div', 'note feedback-note', `Keep planning sends this${comments}.`), actions);
   }
   return e;
 }
@@ -159,7 +165,7 @@ function renderPermissions(): void {
     else if (p.hasDiff) e.append(el('div', 'note', 'The change is open in the diff editor.'));
     const feedback = el('textarea', 'feedback-box') as HTMLTextAreaElement;
     feedback.rows = 2;
-    feedback.placeholder = 'Why not? (sent to the agent with Reject)';
+    feedback.placeholder = 'Why not? (optional)';
     feedback.setAttribute('aria-label', 'Reason for rejecting');
     const actions = el('div', 'actions');
     actions.append(
@@ -168,7 +174,7 @@ function renderPermissions(): void {
       button('Reject', 'secondary reject', () => post({ type: 'permission', requestId: p.requestId, outcome: 'reject', feedback: feedback.value })),
     );
     if (p.hasDiff) actions.append(button('Show the diff', 'link show-diff', () => post({ type: 'showPermission', requestId: p.requestId })));
-    e.append(feedback, actions);
+    e.append(feedback, el('div', 'note', 'Reject sends your reason to the agent.'), actions);
     return e;
   }));
 }

@@ -8,6 +8,8 @@ export interface ChatHeader {
   session?: { title: string; sessionId: string };
   goal?: { text: string; tooltip: string; severity: 'none' | 'hint' | 'warning' };
   plan?: { text: string; active: boolean };
+  /** What runs: `waiting` (a question to the person is open) beats `working` (a turn runs). */
+  activity: { kind: 'waiting' | 'working' | 'idle'; text: string };
 }
 
 /** A plan review this window can answer, keyed by the question id its chat card carries. */

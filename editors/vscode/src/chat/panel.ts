@@ -3,7 +3,7 @@
 // action is the same command the palette runs.
 import * as vscode from 'vscode';
 import type { Controller } from '../controller';
-import { goalStatus, planStateWords } from '../status';
+import { ACTIVITY_WORDS, goalStatus, planStateWords } from '../status';
 import type { AnswerableReview, ChatHeader, HostToView, ViewToHost } from './messages';
 import { ChatView, type ChatHost } from './view';
 
@@ -32,10 +32,13 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
   private header(): ChatHeader {
     const c = this.c;
     const s = c.session;
-    if (!s) return { connection: c.connection };
+    const kind = c.activity;
+    const activity = { kind, text: ACTIVITY_WORDS[kind] };
+    if (!s) return { connection: c.connection, activity };
     const status = goalStatus(s.goal);
     return {
       connection: c.connection,
+      activity,
       session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
       goal: { text: status.text, tooltip: status.tooltip.join('\n'), severity: status.severity },
       plan: { text: `plan mode: ${planStateWords(s.plan)}`, active: s.plan.pending ?? s.plan.active },

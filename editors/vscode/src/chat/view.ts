@@ -95,6 +95,12 @@ export class ChatView implements vscode.WebviewViewProvider, vscode.Disposable {
 
   post(m: HostToView): void { if (this.view) void this.view.webview.postMessage(m); }
 
+  /**
+   * Brings the view into sight without taking the focus (a question arrived while the person may be
+   * typing elsewhere). A view never opened in this window stays closed: the notification points at it.
+   */
+  showQuietly(): void { if (this.view && !this.view.visible) this.view.show(true); }
+
   /** Shows the view (and focuses its prompt box). */
   async reveal(): Promise<void> {
     await vscode.commands.executeCommand(`${ChatView.viewId}.focus`);

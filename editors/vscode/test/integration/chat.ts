@@ -191,9 +191,15 @@ test('Reject asks why; the file stays as it was and the agent reads the reason',
   assert.ok(failed.some((t) => t.includes('Keep 30: the staging server is slow.')), JSON.stringify(failed));
 });
 
-test('a command shows with its folder; Allow in the picker runs it', async () => {
+test('a command shows with its folder in the chat and a notification (no picker by itself); Allow in the picker its link opens runs it', async () => {
   await chatType('#prompt', 'Write a marker file.');
   await driver({ action: 'press', key: 'Enter' });
+  await waitFor('the card', async () => (await chatCount('#permissions .permission-request')) === 1, 30000);
+  assert.equal((await driver({ action: 'count', selector: picker, settleMs: 500 })).count, 0, 'a picker opened by itself');
+  await waitFor('the notification', async () => (await notificationTexts()).some((t) => t.startsWith('dsh asks: Run `echo hi > marker.txt`')));
+  await showNotifications();
+  await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("dsh asks") a:has-text("Answer here")' });
+  await vscode.commands.executeCommand('notifications.hideList');
   const rows = await waitFor('the command picker', async () => {
     const t = (await driver({ action: 'texts', selector: `${picker} .monaco-list-row`, settleMs: 300 })).texts;
     return t?.length ? t : undefined;
@@ -202,6 +208,9 @@ test('a command shows with its folder; Allow in the picker runs it', async () =>
   assert.ok(rows.some((r) => r.includes('echo hi > marker.txt') && r.includes(root)), JSON.stringify(rows));
   assert.ok((await chatTexts('#permissions .command')).includes('echo hi > marker.txt'));
   await screenshot('approval-command');
+  // The picker opens from the notification's link, never by itself; its first item decides nothing.
+  assert.equal(rows.length, 4, JSON.stringify(rows));
+  assert.match(rows[0], /Decide later/);
   await driver({ action: 'click', selector: `${picker} .monaco-list-row:has-text("Allow"):not(:has-text("Session"))` });
   await turnEnds(8);
   assert.equal(fs.readFileSync(path.join(root, 'marker.txt'), 'utf8').trim(), 'hi');

@@ -42,11 +42,15 @@ export async function runAll(): Promise<TestResult[]> {
 
 export type DriverAction = (
   | { action: 'screenshot' | 'dump'; name: string; selector?: string }
-  | { action: 'click' | 'hover' | 'count' | 'texts' | 'html'; selector: string }
-  | { action: 'type'; text: string; selector?: string }
+  | { action: 'click' | 'hover' | 'count' | 'texts' | 'html' | 'value'; selector: string }
+  | { action: 'type'; text: string; selector?: string; /** ms between keys (default 5) */ delay?: number }
   | { action: 'press'; key: string }
 ) & { /** Inside the chat view's webview instead of the workbench. */ frame?: 'chat' };
-export interface DriverReply { statusTexts: string[]; count?: number; texts?: string[]; html?: string }
+export interface DriverReply {
+  statusTexts: string[]; count?: number; texts?: string[]; html?: string;
+  /** `value`: the input's text, and whether it has the keyboard focus (its page focused too). */
+  value?: string; focused?: boolean;
+}
 
 let requests = 0;
 /**
@@ -60,7 +64,9 @@ export async function driver(req: DriverAction & { settleMs?: number }): Promise
   const done = path.join(control, `${name}.done`);
   fs.writeFileSync(path.join(control, `${name}.req.tmp`), JSON.stringify(req));
   fs.renameSync(path.join(control, `${name}.req.tmp`), path.join(control, `${name}.req`)); // never read half-written
-  for (let i = 0; i < 300; i++) {
+  // Long enough for the slowest action (a person typing for several seconds).
+  const tries = 300 + Math.ceil(('delay' in req && req.delay ? req.delay * req.text.length : 0) / 100);
+  for (let i = 0; i < tries; i++) {
     if (fs.existsSync(done)) {
       const r = JSON.parse(fs.readFileSync(done, 'utf8'));
       if (!r.ok) throw new Error(`driver ${JSON.stringify(req)} failed: ${r.error}`);
