@@ -206,3 +206,16 @@ def test_console_script_is_installed():
     exe = Path(sys.executable).with_name("dshd")
     proc = subprocess.run([str(exe), "log", "verify", str(SAMPLE), "--json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True
+
+
+def test_verify_follows_a_link_the_person_names_and_refuses_a_fifo(sample, tmp_path):
+    link = tmp_path / "named.jsonl"
+    link.symlink_to(sample)
+    proc = run("log", "verify", str(link))
+    assert proc.returncode == 0 and "sound: 52 events" in proc.stdout
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for command in ("verify", "show"):
+        proc = run("log", command, str(fifo), timeout=20)  # never blocks on the FIFO
+        assert proc.returncode == 1 and "is not a regular file" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr

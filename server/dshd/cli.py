@@ -87,6 +87,7 @@ def goal_summary(goal_state) -> dict[str, Any] | None:
 
 
 def _verify(path: Path, as_json: bool) -> int:
+    from dshd.errors import DshError
     from dshd.folds import ReplayError, replay
 
     problem = _check_path(path)
@@ -95,11 +96,15 @@ def _verify(path: Path, as_json: bool) -> int:
     if problem is None:
         try:
             # A full strict replay: verify trusts no checkpoint, takes no lock, changes nothing.
-            result = replay(path, use_checkpoint=False)
+            # The person named this file: a link they made is followed (resolve), and
+            # the file it leads to must still be a regular file.
+            result = replay(path.resolve(), use_checkpoint=False)
         except ReplayError as exc:
             error = exc
         except OSError as exc:
             problem = f"cannot read {path}: {exc.strerror or exc}"
+        except DshError as exc:  # unsafe-path: not a regular file (a FIFO, a device)
+            problem = f"cannot read {path}: {exc.message}"
     if problem is not None:
         if as_json:
             print(json.dumps({"ok": False, "reason": problem}))
@@ -218,6 +223,7 @@ def describe_event(event) -> str:
 def _show(path: Path, chat: bool = False) -> int:
     import msgspec
 
+    from dshd.errors import DshError
     from dshd.folds import ReplayError, replay
     from dshd.folds.events import decode_line
     from dshd.log import iter_records
@@ -228,11 +234,12 @@ def _show(path: Path, chat: bool = False) -> int:
         return EXIT_FAIL
     error: ReplayError | None = None
     try:
+        path = path.resolve()  # a link the person named is theirs to follow
         result = replay(path, use_checkpoint=False)
     except ReplayError as exc:
         error, result = exc, None
-    except OSError as exc:
-        print(f"dshd: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, DshError) as exc:
+        print(f"dshd: cannot read {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return EXIT_FAIL
     out = sys.stdout
     if result is not None:

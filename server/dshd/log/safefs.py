@@ -25,8 +25,8 @@ class UnsafePath(DshError):
     """A session folder or file that is a link, or not a regular file or folder."""
 
     def __init__(self, path: Path | str, reason: str) -> None:
-        super().__init__("unsafe-path", f"refused {path}: {reason} (dshd never follows links under .dsh)",
-                         path=str(path), reason=reason)
+        message = f"refused {path}: {reason}; dshd opens only regular files and folders there, never through a link"
+        super().__init__("unsafe-path", message, path=str(path), reason=reason)
         self.path = str(path)
         self.reason = reason
 
