@@ -116,3 +116,18 @@ async def test_a_listing_and_a_search_show_only_what_is_really_inside(ws):
     long_line = b"x" * 600
     assert search._is_there([long_line], 1, b"x" * 500 + search.PREVIEW_MARK)
     assert not search._is_there([b"y" * 600], 1, b"x" * 500 + search.PREVIEW_MARK)
+
+
+async def test_search_keeps_real_matches_long_lines_and_crlf_included(ws):
+    """The check on ripgrep's output must not drop what is really there."""
+    (ws / "sub" / "long.txt").write_text("y" * 700 + " needle\n")
+    (ws / "sub" / "crlf.txt").write_bytes(b"first\r\nneedle here\r\n")
+    (ws / "sub" / "plain.txt").write_text("a\nneedle\n")
+    out = await search.search(ctx(ws), {"pattern": "needle"})
+    assert out.ok and "left out" not in out.content, out.content
+    lines = out.content.splitlines()
+    assert lines[0].startswith("3 matches")
+    assert lines[1].startswith("sub/crlf.txt:2:needle here") and lines[3] == "sub/plain.txt:2:needle"
+    assert lines[2].startswith("sub/long.txt:1:yyyy") and "omitted end of long line" in lines[2]
+    listed = await search.list_files(ctx(ws), {"path": "sub", "pattern": "*.txt"})
+    assert listed.ok and "left out" not in listed.content and len(listed.content.splitlines()) == 5

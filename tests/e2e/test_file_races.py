@@ -110,6 +110,20 @@ def naive_write_lands_outside(root: Path, outside: Path, seconds: float = 10.0) 
     return sum(1 for p in outside.iterdir() if p.name.startswith("naive-"))
 
 
+def naive_search_reads_outside(root: Path, seconds: float = 10.0) -> bool:
+    """ripgrep as the tools run it, given the folder by name, against the running racer:
+    whether it ever reported a line of the outside folder (what the tools' check drops)."""
+    from dshd.tools.search import COMMON, rg_binary
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        out = subprocess.run([rg_binary(), *COMMON, "--no-heading", "SECRET", "--", "sub"], cwd=root,
+                             capture_output=True, text=True)
+        if SECRET in out.stdout:
+            return True
+    return False
+
+
 async def test_a_racing_swap_never_lets_a_file_tool_reach_outside(tmp_path, daemons):
     root = daemons.root.resolve()
     outside = tmp_path / "outside"
@@ -134,10 +148,12 @@ async def test_a_racing_swap_never_lets_a_file_tool_reach_outside(tmp_path, daem
         raced_session, raced = await run_rounds(daemons)
         # (b) The racer is effective: the by-name way lands outside while it runs.
         naive_outside = naive_write_lands_outside(root, outside)
+        naive_search = naive_search_reads_outside(root)
     finally:
         swaps = stop_racer(racer, count_file)
     assert swaps > 1000, swaps
     assert naive_outside >= 1, "the racer never made a by-name write land outside: the probe proves nothing"
+    assert naive_search, "ripgrep never read outside during the race: the search probe proves nothing"
     for p in outside.iterdir():
         if p.name.startswith("naive-"):
             p.unlink()
@@ -158,8 +174,9 @@ async def test_a_racing_swap_never_lets_a_file_tool_reach_outside(tmp_path, daem
         name = r["content"].split(" ", 1)[0].removeprefix("sub/")
         assert (root / "sub" / name).read_text().startswith("inside ")
     assert not [p for p in root.rglob("*.dsh-tmp")]
+    dropped = sum("left out" in r["content"] for r in raced if r["ok"])
     print(f"race: {swaps} swaps, {len(written)} writes ok, {len(failed)} refused as unsafe-path, "
-          f"{naive_outside} by-name writes outside")
+          f"{dropped} listings/searches with entries dropped, {naive_outside} by-name writes outside")
 
 
 async def test_racer_leaves_the_folder_in_place(tmp_path):
