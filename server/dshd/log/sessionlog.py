@@ -210,9 +210,13 @@ def _read_checkpoint(dir_fd: int, directory: Path, limit: int | None) -> bytes |
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             return b""  # too big to be one of ours: read as "unknown header", i.e. ignored
-        chunks = []
-        offset = 0
-        while chunk := os.pread(fd, max(size - offset, _READ_BUFFER), offset):
+        # One read of one byte more than its size: a short read is the whole file.
+        data = os.pread(fd, size + 1, 0)
+        if len(data) <= size:
+            return data
+        chunks = [data]
+        offset = len(data)
+        while chunk := os.pread(fd, _READ_BUFFER, offset):  # it grew meanwhile
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)

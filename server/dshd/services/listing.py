@@ -132,9 +132,17 @@ def fold_for_list(reader: SessionReader) -> SessionState:
     anyway). Lines after line 1 are folded strictly, as replay folds them; the skipped
     middle of an oversized title is checked when the session is opened."""
     fd = reader.fd
-    end, _size = find_complete_end(fd)
+    size = reader.stat.st_size
     raw = reader.read_checkpoint(limit=CHECKPOINT_LIMIT)
-    cp, _status = _load_checkpoint(raw, fd, end)
+    # A checkpoint is checked against the log's complete lines. When it covers the whole
+    # file, its last covered line (fingerprinted, ending in a newline) proves the file
+    # ends a line there: no need to look for a torn tail first.
+    cp, _status = _load_checkpoint(raw, fd, size) if raw else (None, "absent")
+    end = size
+    if cp is None or cp.offset != size:
+        end, _size = find_complete_end(fd)
+        if cp is not None and cp.offset > end:
+            cp = None
     if cp is not None:
         state, _n, _last = fold_file(cp.state, fd, cp.offset, cp.line + 1, end)
         return state
@@ -177,15 +185,21 @@ def _start_from_ends(fd: int, head: bytes, end: int) -> tuple[SessionState, int]
 
 
 def _string_prefix(body: bytes) -> str | None:
-    """The first characters (at least TITLE_MAX, when there are that many) of the JSON
-    string whose body (after the opening quote) starts ``body``."""
-    piece = body[: TITLE_MAX * 12]  # room for TITLE_MAX characters written as \\uXXXX pairs
+    """A stand-in for the JSON string whose body (after the opening quote) starts
+    ``body`` and runs on past it: its first TITLE_MAX - 1 characters, then filler, so it
+    is cut (cap_title) exactly as the whole string would be. None if ``body`` does not
+    hold that many characters."""
+    piece = body[: (TITLE_MAX + 2) * 12]  # room for every character written as a \\uXXXX pair
     for cut in range(len(piece), max(len(piece) - 13, 0), -1):
         try:
             text = msgspec.json.decode(b'"' + piece[:cut] + b'"')
         except msgspec.DecodeError:
             continue  # cut inside an escape or a UTF-8 sequence: one byte shorter
-        return text if isinstance(text, str) else None
+        if not isinstance(text, str) or len(text) <= TITLE_MAX:
+            return None
+        # Past TITLE_MAX - 1 the characters are cut anyway (and the last one read may be
+        # half a surrogate pair): filler keeps the length over the cap.
+        return text[: TITLE_MAX - 1] + "__"
     return None
 
 
