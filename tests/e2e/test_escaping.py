@@ -116,3 +116,26 @@ async def test_a_listing_shows_a_name_with_a_newline_as_one_escaped_name(workspa
     chat = (await client.request("dsh/chat/get", {"agentId": agent, "afterSeq": 0, "limit": 200}))["items"]
     shown_listing = next(i for i in chat if i["kind"] == "tool-call" and i["name"] == "list_files")["result"]
     assert "files/a\\nb.txt" in shown_listing.splitlines() and raw_controls(shown_listing.replace("\n", "")) == []
+
+
+async def test_a_plan_review_shows_the_plan_escaped_with_its_lines(workspace, daemons):
+    plan = "# Plan: rename \u202eevil.py\n\n1. Move\u2066 it\n2. Fix the imports\n"
+    write_workspace(workspace, [{"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": plan}}]}, {"text": "ok"}])
+    asked: list[dict] = []
+
+    def person(params: dict) -> dict:
+        asked.extend(params["questions"])
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+
+    client = await daemons.start(answer=person)
+    created = await client.request("dsh/session/create", {})
+    agent = created["agentId"]
+    await client.request("dsh/plan/set", {"agentId": agent, "active": True})
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "plan it"}))["stopReason"] == "end-turn"
+    [question] = asked
+    assert question["title"] == "Plan: rename \\u202eevil.py"
+    assert question["plan"].splitlines() == ["# Plan: rename \\u202eevil.py", "", "1. Move\\u2066 it", "2. Fix the imports"]
+    assert raw_controls(question["plan"].replace("\n", "")) == []
+    # The control: the plain line of the plan reads as written; the plan approved is the raw one.
+    calls = of_type(read_log(workspace, created["sessionId"]), "tool/call")
+    assert calls[0]["data"]["arguments"]["plan"] == plan

@@ -20,6 +20,7 @@ from acp.schema import PermissionOption, ToolCallUpdate
 from dshd.acp.asking import PermissionAsk
 from dshd.acp.updates import text, tool_title
 from dshd.agent.questions import AgentRef, QuestionsUnavailable
+from dshd.api.escape import shown_lines
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 
 APPROVE = "approve"
@@ -47,7 +48,7 @@ class AcpQuestions(PermissionAsk):
             kind="switch_mode",
             title=tool_title(EXIT_PLAN_MODE, {"plan": plan}),
             status="pending",
-            content=[text(plan)],
+            content=[text(shown_lines(plan))],  # escaped for reading; raw_input keeps it as written
             raw_input={"plan": plan},
         )
         option = await self.choose(agent.session_id, tool_call, PLAN_OPTIONS, what="plan review")

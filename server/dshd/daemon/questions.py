@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dshd.agent.questions import QuestionsUnavailable
+from dshd.api.escape import shown, shown_lines
 from dshd.daemon.asking import ClientAsk
 
 ASK_METHOD = "dsh/questions/ask"
@@ -18,12 +19,23 @@ ASK_METHOD = "dsh/questions/ask"
 __all__ = ["ASK_METHOD", "WireQuestions"]
 
 
+def _shown(question: dict[str, Any]) -> dict[str, Any]:
+    """A question as the person reads it: a plan review's title and plan escaped (the plan
+    keeps its lines, so a comment's line number still names the plan's line)."""
+    out = dict(question)
+    if isinstance(out.get("title"), str):
+        out["title"] = shown(out["title"])
+    if isinstance(out.get("plan"), str):
+        out["plan"] = shown_lines(out["plan"])
+    return out
+
+
 class WireQuestions(ClientAsk):
     def __init__(self, server) -> None:
         super().__init__(server, ASK_METHOD, "questions", QuestionsUnavailable, "q")
 
     async def ask(self, agent, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        params = {"agentId": agent.agent_id, "sessionId": agent.session_id, "questions": questions}
+        params = {"agentId": agent.agent_id, "sessionId": agent.session_id, "questions": [_shown(q) for q in questions]}
         reply = await self.request(params)
         if not isinstance(reply, dict) or not isinstance(reply.get("answers"), list):
             raise QuestionsUnavailable("the editor sent a malformed reply: expected {\"answers\": [...]}")
