@@ -226,7 +226,10 @@ def _readable(path: str) -> str:
 
 
 def _lines_of(folders: safepath.Folders, path: str, cache: dict[str, list[bytes] | None]) -> list[bytes] | None:
+    """The lines of ``path`` read through handles; ``cache`` holds one file at a time
+    (matches come sorted by path)."""
     if path not in cache:
+        cache.clear()
         data = folders.read(path, READ_FILE_CAP)
         cache[path] = None if data is None else data.split(b"\n")
     return cache[path]
