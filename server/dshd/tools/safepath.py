@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -325,7 +324,7 @@ def write_atomically(root: Path, target: Path, data: bytes) -> None:
 
 def _temp_file(folder: int, name: str) -> tuple[str, int]:
     for _ in range(16):
-        temp = f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+        temp = f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
         try:
             return temp, os.open(temp, TEMP_FLAGS, 0o666, dir_fd=folder)
         except FileExistsError:
