@@ -72,6 +72,11 @@ def editors():
     assert not problems, problems
 
 
+def notices(editor: Editor) -> list[str]:
+    """Every notice whole (what is shown is cut to one line; :Dsh messages shows these)."""
+    return editor.lua("return vim.tbl_map(function(e) return e.text end, require('dsh.errors').history)")
+
+
 def log_events(workspace: Path, session_id: str) -> list[dict]:
     path = workspace / ".dsh" / "sessions" / session_id / "log.jsonl"
     text = path.read_text(encoding="utf-8")  # complete lines only: one may be mid-append
@@ -219,9 +224,10 @@ def test_goal_pause_and_stale_revision(tmp_path, editors):
     # plugin re-reads the goal and says what happened.
     editor.lua("require('dsh.state').goals[require('dsh').current()].revision = 1")
     editor.typed("Dsh goal resume")
-    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('changed since it was read', 1, true) end)")
-    message = [m for m in editor.messages() if "changed since it was read" in m]
-    assert message and "paused" in message[0], editor.messages()
+    editor.wait_for("vim.iter(require('dsh.errors').history):any(function(m) return m.text:find('changed meanwhile', 1, true) end)")
+    message = [m for m in notices(editor) if "changed meanwhile" in m]
+    assert message and "paused" in message[0], notices(editor)
+    assert "revision" not in message[0]
     assert editor.lua("return require('dsh.state').goal().revision") > 1
     assert editor.lua("return require('dsh').goal_phase()") == "paused"
     # With the fresh revision the same command works.
@@ -1250,7 +1256,9 @@ def test_chat_streams_the_reply_and_a_model_error_is_told(tmp_path, editors, mon
             what="the model error notification",
         )
         assert message["msg"].startswith("dsh: model error (auth): ")
-        assert "DSH_LOOPBACK_KEY" in message["msg"]
+        whole = [m for m in notices(editor) if "model error" in m][0]
+        assert "DSH_LOOPBACK_KEY" in whole  # shown whole in the notice float and :Dsh messages
+        assert editor.lua("return require('dsh.errors').notice_window() ~= nil") or "DSH_LOOPBACK_KEY" in message["msg"]
         assert message["level"] == editor.lua("return vim.log.levels.ERROR")
         lines = wait_for_chat(editor, "Turn 2 stopped: model error")
         write_artifact("chat-model-error.txt", "\n".join(lines) + "\n" + "\n".join(editor.messages()) + "\n")

@@ -29,8 +29,54 @@ local function echo_width()
 end
 
 local last_shown -- the text of the last notice shown
+local notice_win -- the float that shows a notice too long for one line
 
---- Tell the person `message` (one line: cut to fit, kept in full for :Dsh messages).
+local function close_notice_win()
+  if notice_win and vim.api.nvim_win_is_valid(notice_win) then
+    pcall(vim.api.nvim_win_close, notice_win, true)
+  end
+  notice_win = nil
+end
+
+--- A notice too long for the echo area, whole, in a small float at the bottom right that
+--- takes no focus and no keys, gone after M.clear_after_ms (or when the next one comes).
+local function show_whole(text, level)
+  close_notice_win()
+  local width = math.max(20, math.min(vim.o.columns - 4, 80))
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, '\n', { plain = true }))
+  vim.bo[buf].bufhidden = 'wipe'
+  local ok, win = pcall(vim.api.nvim_open_win, buf, false, {
+    relative = 'editor',
+    width = width,
+    height = 1,
+    row = math.max(0, vim.o.lines - 4),
+    col = math.max(0, vim.o.columns - width - 2),
+    anchor = 'SW',
+    style = 'minimal',
+    border = 'rounded',
+    focusable = false,
+    zindex = 250,
+    noautocmd = true,
+  })
+  if not ok then
+    return
+  end
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
+  vim.wo[win].winhighlight = 'Normal:' .. (level >= vim.log.levels.ERROR and 'ErrorMsg' or level >= vim.log.levels.WARN and 'WarningMsg' or 'NormalFloat')
+  local fits, height = pcall(vim.api.nvim_win_text_height, win, {})
+  vim.api.nvim_win_set_config(win, { height = math.max(1, math.min(fits and height.all or 3, 8)) })
+  notice_win = win
+  vim.defer_fn(function()
+    if notice_win == win then
+      close_notice_win()
+    end
+  end, M.clear_after_ms)
+end
+
+--- Tell the person `message` in one line (cut to fit; then shown whole for a while in a
+--- float that takes no keys, and always kept whole for :Dsh messages).
 --- Text with several lines (a command's answer, like :Dsh goal) is shown as it is.
 function M.notify(message, level)
   level = level or vim.log.levels.ERROR
@@ -44,6 +90,7 @@ function M.notify(message, level)
     text = M.fit(text, echo_width())
     if text ~= full then
       text = M.fit(full, echo_width() - #' (:Dsh messages)') .. ' (:Dsh messages)'
+      show_whole(full, level)
     end
   end
   vim.notify(text, level, { title = 'dsh' })
@@ -65,6 +112,11 @@ end
 --- The notice on screen now, as far as this plugin knows (nil once it was cleared).
 function M.showing()
   return last_shown
+end
+
+--- The float showing a long notice whole, while it is shown.
+function M.notice_window()
+  return notice_win and vim.api.nvim_win_is_valid(notice_win) and notice_win or nil
 end
 
 --- :Dsh messages: every notice of this Neovim in full, in a scratch buffer.
@@ -135,13 +187,18 @@ local explain = {
     )
   end,
   ['invalid-config'] = function(data, err)
-    local what = err.message or ''
-    if data.key and not what:find(data.key, 1, true) then
-      what = ('key %s: %s'):format(tostring(data.key), what)
-    end
+    -- What to do first: a long reason would push it past the end of the line.
     local file = data.file and vim.fn.fnamemodify(tostring(data.file), ':~:.') or '.dsh/config.toml'
     require('dsh.configfile').last_error = { file = data.file, key = data.key }
-    return ('invalid config (%s). :Dsh config opens %s at that key; fix it, then :Dsh restart.'):format(what, file)
+    local why = tostring(err.message or ''):gsub('^invalid config:?%s*', '')
+    if data.key then
+      why = why:gsub('^' .. vim.pesc(tostring(data.key)) .. ':?%s*', '')
+    end
+    return ('invalid config: %s in %s; :Dsh config opens it there, then :Dsh restart (%s)'):format(
+      tostring(data.key or 'a key'),
+      file,
+      why
+    )
   end,
   ['replay-failed'] = function(data, err)
     return ('the session log is damaged at line %s (seq %s): %s. Nothing was changed; inspect it with `dshd log verify`.'):format(
