@@ -27,6 +27,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from dshd.tools.paths import PathRefused
 
@@ -95,7 +96,7 @@ def open_root(root: Path) -> int:
     return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def open_folder(root_fd: int, parts: tuple[str, ...], *, create: bool = False, shown_parts: tuple[str, ...] | None = None) -> int:
+def open_folder(root_fd: int, parts: tuple[str, ...], *, create: bool = False) -> int:
     """A handle on the folder ``parts`` below ``root_fd``, walked without following links
     (``create``: missing folders are made, as ``mkdir -p`` would). The caller closes it."""
     if not parts:
@@ -134,7 +135,7 @@ def _open_dir_or_refuse(fd: int, part: str, walked: tuple[str, ...]) -> int:
         return _refuse(fd, part, walked, exc)
 
 
-def _refuse(fd: int, part: str, walked: tuple[str, ...], exc: OSError) -> int:
+def _refuse(fd: int, part: str, walked: tuple[str, ...], exc: OSError) -> NoReturn:
     """Why a folder of the path did not open. ELOOP is a link there; ENOTDIR with a link
     or a folder there now is one that was swapped in or out meanwhile."""
     if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and _mode(fd, part) in ("link", "folder"):
