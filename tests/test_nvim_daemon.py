@@ -1534,6 +1534,7 @@ function _G.short_notice() require('dsh.errors').notify('approval of Edit a.txt 
         screen = tui.wait_for("(:Dsh messages)")
         write_artifact("tui-long-notice.txt", screen)
         assert "Press ENTER" not in screen
+        assert screen.count("more words") > 20  # whole, for a while, in a float that takes no keys
         last = screen.rstrip("\n").splitlines()[-1]
         assert last.startswith("dsh: the model server answered 500") and len(last) <= 110, last
         # Work goes on at once: the next key is a command, not the answer to a prompt.
