@@ -131,3 +131,10 @@ async def test_search_keeps_real_matches_long_lines_and_crlf_included(ws):
     assert lines[2].startswith("sub/long.txt:1:yyyy") and "omitted end of long line" in lines[2]
     listed = await search.list_files(ctx(ws), {"path": "sub", "pattern": "*.txt"})
     assert listed.ok and "left out" not in listed.content and len(listed.content.splitlines()) == 5
+
+
+async def test_a_file_where_a_folder_should_be_is_named_plainly(ws):
+    out = await files.write_file(ctx(ws), {"path": "sub/data.txt/inner.txt", "content": "x"})
+    assert not out.ok and out.content == "sub/data.txt: not a folder", out.content
+    assert (ws / "sub" / "data.txt").read_text() == "inside\n"
+    assert (await files.write_file(ctx(ws), {"path": "sub/fresh/inner.txt", "content": "x"})).ok

@@ -173,6 +173,10 @@ def capped_diff(diff: str) -> str:
 
 
 def _refusal(exc: Exception) -> ToolOutcome:
+    if isinstance(exc, OSError) and exc.strerror:
+        # The OS's words, without Python's "[Errno n]" ("src/a.py: not a folder").
+        where = f"{exc.filename}: " if exc.filename else ""
+        return ToolOutcome.failure(f"{where}{exc.strerror}")
     return ToolOutcome.failure(str(exc))
 
 
