@@ -1551,3 +1551,62 @@ function _G.short_notice() require('dsh.errors').notify('approval of Edit a.txt 
         assert "more words more words" in screen and "approval of Edit a.txt closed" in screen
     finally:
         tui.kill()
+
+
+def test_tui_the_readme_walk_with_a_real_provider(tmp_path, monkeypatch):
+    """The README's steps as a new user takes them, on the example workspace, with the
+    README's own settings pointing at a real OpenAI-compatible server (a loopback one)."""
+    import shutil
+    import time
+
+    from tests.loopback_models import Call, LoopbackModelServer, Reply
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(PLUGIN_DIR.parents[1] / "examples" / "workspace", workspace,
+                    ignore=shutil.ignore_patterns("sessions"))
+    with LoopbackModelServer("openai") as server:
+        server.script(
+            Reply(text="I read http/client.py; here is my plan.", tool_calls=[Call("exit_plan_mode", {"plan": PLAN})]),
+            Reply(text="Plan approved: I start with the failing test."),
+        )
+        init = tmp_path / "init-readme.lua"
+        # As README.md writes it (steps 2 and 3), with this machine's paths.
+        init.write_text(f"""
+vim.opt.rtp:prepend({json.dumps(str(PLUGIN_DIR))})
+require('dsh').setup({{
+  cmd = {{ {json.dumps(dshd_binary())}, 'serve' }},
+  model = {{ provider = 'openai', model = 'loopback-1', baseUrl = {json.dumps(server.base_url)}, apiKeyEnv = 'DSH_LOOPBACK_KEY' }},
+}})
+vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
+""", encoding="utf-8")
+        import os
+        tui = Tmux(f"dsh-readme-{os.getpid()}", workspace,
+                   ["env", "TERM=xterm-256color", f"DSH_LOOPBACK_KEY={KEY}", "PATH=/usr/bin:/bin",
+                    nvim_binary(), "-n", "-i", "NONE", "-u", str(init), "http/client.py"], width=110, height=40)
+        started_at = time.monotonic()
+        try:
+            tui.wait_for("client.py")
+            tui.keys(":Dsh chat", "Enter")
+            tui.wait_for("your message")
+            tui.keys("i", "/plan Add retries to the HTTP client", "Escape", "Enter")
+            screen = tui.wait_for("keep planning", timeout=60)
+            tui.wait_for("waiting for you")
+            tui.keys(":Dsh answer", "Enter")
+            time.sleep(0.7)
+            screen = tui.wait_for("Plan: make the parser strict")
+            write_artifact("tui-readme-walk-review.txt", screen)
+            tui.keys("a")
+            screen = tui.wait_for("Plan approved: I start with the failing test.", timeout=60)
+            write_artifact("tui-readme-walk-approved.txt", screen)
+            took = time.monotonic() - started_at
+            assert "### Plan: make the parser strict · approved" in screen
+            # The example's script is ignored for a reason that is not trust, and said so.
+            tui.keys(":Dsh messages", "Enter")
+            screen = tui.wait_for("dsh://messages")
+            write_artifact("tui-readme-walk-messages.txt", screen + f"\n(walk took {took:.1f} s)\n")
+            assert "model.script ignored: the provider is openai" in screen
+            assert "untrusted workspace: model.script" not in screen
+        finally:
+            tui.kill()
+    assert len(server.requests) == 2  # the plan, then the approved step: a real server answered both
+    assert {k.lower(): v for k, v in server.requests[0].headers.items()}.get("authorization") == f"Bearer {KEY}"
