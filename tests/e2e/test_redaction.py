@@ -77,3 +77,28 @@ def test_no_piece_of_the_key_reaches_the_log_a_notification_or_stderr(tmp_path) 
     for notification in notifications:
         assert leaks(json.dumps(notification)) == [], notification
     assert leaks(json.dumps(chat)) == []
+
+
+def test_a_key_pasted_as_apiKeyEnv_is_never_repeated(tmp_path) -> None:
+    """A person who puts the key itself in `[model] apiKeyEnv` is told what to fix, and the
+    key shows in no error, notification, log line or stderr (it used to be quoted as
+    "<key> is not set")."""
+    root = write_workspace(tmp_path / "ws")
+    (root / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n')
+    with LoopbackModelServer("openai") as server:
+        config = {"model": {"provider": "openai", "model": "m", "baseUrl": "https://api.example.invalid/v1",
+                            "apiKeyEnv": KEY, "maxRetries": 0}}  # fmt: skip
+        with RawDaemon(root, env={"DSHD_LOG_LEVEL": "INFO"}, log_level="INFO") as d:
+            assert "result" in d.initialize(options={"config": config})
+            created = d.request("dsh/session/create", {})
+            result = d.request("dsh/agent/prompt", {"agentId": created["agentId"], "text": "hi"}, timeout=30)
+            assert d.shutdown_and_exit() == 0
+        assert server.requests == []  # nothing was sent anywhere
+    assert result["stopReason"] == "model-error"
+    [close] = [e for e in log_events(root, created["sessionId"]) if e["type"] == "turn/close"]
+    # Positive control: the error is there and says what to do.
+    assert close["data"]["error"]["kind"] == "auth" and "apiKeyEnv must be the name" in close["data"]["error"]["message"]
+    log_text = (root / ".dsh" / "sessions" / created["sessionId"] / "log.jsonl").read_text()
+    assert leaks(log_text) == []
+    assert leaks(d.stderr_bytes.decode("utf-8", "replace")) == [], [l for l in d.stderr_bytes.decode().splitlines() if leaks(l)]
+    assert leaks(json.dumps(d.notifications)) == []

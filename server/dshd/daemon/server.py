@@ -38,6 +38,7 @@ from pygls.protocol.json_rpc import (
 from dshd import __version__
 from dshd.api import stdio
 from dshd.daemon import transport
+from dshd.models import errors
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -45,6 +46,15 @@ DSH_PREFIX = "dsh/"
 ALREADY_INITIALIZED = "Invalid Request: already initialized (initialize was already answered)"
 
 _encode = msgspec.json.Encoder().encode
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    """``value[k1][k2]...`` through dicts only; None where a step is missing."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def _is_lsp_notification(method: str) -> bool:
@@ -202,6 +212,9 @@ class DshServer(LanguageServer):
 
     def _on_message(self, message: dict[str, Any]) -> None:
         method = message.get("method")
+        if method == types.INITIALIZE:
+            # pygls logs the params (at INFO): a key pasted as apiKeyEnv is scrubbed from then on.
+            errors.remember_pasted_key(_dig(message, "params", "initializationOptions", "config", "model", "apiKeyEnv"))
         if self.initialized and method == types.INITIALIZE and "id" in message:
             # Before its params are read: whatever they hold (odd ones fail to structure
             # and would be -32602), a second initialize would replace the workspace under

@@ -13,6 +13,7 @@ import functools
 import ipaddress
 import logging
 import os
+import re
 import time
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -80,6 +81,13 @@ def remember_secret(secret: str) -> None:
     _known_secrets.add(secret)
 
 
+def remember_pasted_key(env_name: object) -> None:
+    """An ``apiKeyEnv`` that is no variable name is likely the key itself, pasted in the
+    wrong place: scrub it from every log line, from the moment the setting arrives."""
+    if isinstance(env_name, str) and len(env_name.strip()) >= 4 and not _ENV_NAME.fullmatch(env_name):
+        remember_secret(env_name.strip())
+
+
 def redact_known(text: str) -> str:
     """``text`` scrubbed of every key this process has read, and of their pieces."""
     for secret in _known_secrets:
@@ -106,9 +114,20 @@ def is_loopback(base_url: str | None) -> bool:
         return False
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def api_key(env_name: str, base_url: str | None, label: str) -> str | None:
     """The key from the environment at call time; None for a keyless server on this
     machine. A key that is needed and missing is an auth error naming the variable."""
+    if not _ENV_NAME.fullmatch(env_name):
+        # Likely the key itself pasted in the wrong place: never repeat it.
+        remember_pasted_key(env_name)
+        raise ModelError(
+            "auth",
+            "[model] apiKeyEnv must be the name of an environment variable (letters, digits and _), "
+            "not the key itself: put the key in a variable and name that variable here",
+        )
     value = os.environ.get(env_name, "").strip()
     if value:
         remember_secret(value)
