@@ -19,7 +19,7 @@ import msgspec
 
 from dshd.errors import DshError
 from dshd.folds import SessionState, apply, encode_checkpoint, replay
-from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, ToolCall, decode_line, encode_event
+from dshd.folds.events import DATA_CLASSES, EVENT_CLASSES, Event, SessionStart, decode_line, encode_event
 from dshd.folds.replay import ReplayError, _reject
 from dshd.folds.state import TITLE_MAX, cap_title  # noqa: F401  (TITLE_MAX: for callers)
 from dshd.formats import utc_now
@@ -43,6 +43,20 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _INDEX_EVERY = 1024
 
 Listener = Callable[[Event], None]
+
+
+class _CallIdOnly(msgspec.Struct):
+    callId: str = ""
+
+
+class _CallLine(msgspec.Struct):
+    """Just what tool_call_ids reads of a line (the rest was checked by replay)."""
+
+    type: str
+    data: _CallIdOnly
+
+
+_decode_call_line = msgspec.json.Decoder(_CallLine).decode
 
 
 def check_session_id(session_id: object) -> str:
@@ -312,11 +326,11 @@ class SessionStore:
                 if b"tool/call" not in line:
                     continue
                 try:
-                    event = decode_line(line)
+                    call = _decode_call_line(line)
                 except msgspec.MsgspecError as exc:
                     raise _reject(line_no, line, exc) from None
-                if event.__class__ is ToolCall:
-                    ids.add(event.data.callId)
+                if call.type == "tool/call":
+                    ids.add(call.data.callId)
         return ids
 
     def _line_start(self, target: int) -> tuple[int, int]:
