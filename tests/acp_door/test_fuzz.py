@@ -4,7 +4,10 @@ replaced, the method renamed), sent to one live process. Every request is answer
 a result or an error that is not an internal error (-32603 would be a bug), the process
 never dies, and stdout carries nothing but JSON-RPC lines.
 
-``DSHD_ACP_FUZZ_EXAMPLES`` sets the number of requests (default 1500).
+``DSHD_ACP_FUZZ_EXAMPLES`` sets the number of requests (default 1500). A long run by
+hand (``DSHD_ACP_FUZZ_EXAMPLES=10000 pytest --timeout=0 tests/acp_door/test_fuzz.py``) needs
+``--timeout=0``: 10,000 requests take 3-5 minutes on a busy machine, past the 300 s
+pytest-timeout gives a test.
 """
 
 from __future__ import annotations

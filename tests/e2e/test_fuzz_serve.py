@@ -6,7 +6,10 @@ live process. Every request is answered, with a result or an error that is not a
 internal error (-32603 would be a bug), the process never dies, and stdout carries only
 framed JSON-RPC.
 
-``DSHD_SERVE_FUZZ_EXAMPLES`` sets the number of requests (default 1500).
+``DSHD_SERVE_FUZZ_EXAMPLES`` sets the number of requests (default 1500). A long run by
+hand (``DSHD_SERVE_FUZZ_EXAMPLES=10000 pytest --timeout=0 tests/e2e/test_fuzz_serve.py``) needs
+``--timeout=0``: 10,000 requests take 3-5 minutes on a busy machine, past the 300 s
+pytest-timeout gives a test.
 """
 
 from __future__ import annotations
