@@ -25,10 +25,10 @@ def answers(*replies: dict):
 
 
 def before_it_ran(client, call_id: str) -> dict:
-    """The call as the client knew it while it waited (every update before its result)."""
+    """The call as the client knew it while it waited (every update before it ran)."""
     known: dict = {}
     for update in client.call_updates(call_id):
-        if update.get("status") in ("completed", "failed"):
+        if update.get("status") in ("in_progress", "completed", "failed"):
             break
         known.update(update)
     return known

@@ -30,10 +30,13 @@ async def test_serve_then_acp_then_serve(clients):
     assert (goal["objective"], goal["phase"], goal["revision"], goal["roundsStarted"]) == ("Ship both doors", "blocked", 2, 1)
     assert goal["blockedReason"]["code"] == "round-budget-exhausted"
     users = client.of_kind("user_message_chunk", sid)
-    assert users[0]["content"]["text"] == "first, through serve"
-    # Plugins' messages carry who wrote them: the plan narration, then goal round 1.
-    assert [u["_meta"]["dsh"]["plugin"] for u in users[1:]] == ["plan", "goals"]
-    assert users[2]["_meta"]["dsh"]["goalRound"]["round"] == 1
+    assert [u["content"]["text"] for u in users] == ["first, through serve"]  # only what the person said
+    # dshd's own notes come back as agent messages of their own, saying who wrote them:
+    # the plan narration, then goal round 1.
+    notes = [u for u in client.of_kind("agent_message_chunk", sid) if (u.get("_meta") or {}).get("dsh")]
+    assert [u["_meta"]["dsh"]["plugin"] for u in notes] == ["plan", "goals"]
+    assert notes[1]["_meta"]["dsh"]["goalRound"]["round"] == 1
+    assert len({u["messageId"] for u in notes} | {users[0]["messageId"]}) == 3
     [info] = client.of_kind("session_info_update", sid)
     assert info["title"] == "two doors" and info["_meta"]["goal"] == goal
 

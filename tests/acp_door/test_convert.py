@@ -77,7 +77,7 @@ def test_a_tool_call_announced_by_its_arguments_is_completed_by_its_event():
         ("search", {"pattern": "TODO", "path": "src"}, "search", "Search `TODO` in src"),
         ("write_file", {"path": "new.txt", "content": "hi"}, "edit", "Write new.txt"),
         ("run_command", {"command": "make test"}, "execute", "Run `make test`"),
-        ("exit_plan_mode", {"plan": "# Plan: x\n1. y"}, "switch_mode", "Ready to code? Plan: x"),
+        ("exit_plan_mode", {"plan": "# Plan: x\n1. y"}, "switch_mode", "Plan: x"),
         ("goal_block", {"code": "stuck", "message": "m"}, "other", "Report the goal blocked: stuck"),
         ("mystery_tool", {"path": 5}, "other", "mystery_tool"),
     ],

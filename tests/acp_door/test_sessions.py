@@ -126,7 +126,7 @@ async def test_load_replays_the_history_before_it_answers(clients):
     assert second.agent_text(sid) == live_text == "first answerlet me checksecond answer"
     assert second.tool_calls(sid) == live_calls
     [call] = live_calls
-    assert (call["kind"], call["title"], call["status"]) == ("switch_mode", "Ready to code? Plan", "failed")
+    assert (call["kind"], call["title"], call["status"]) == ("switch_mode", "Plan", "failed")
     assert "Plan mode is off" in call["content"][0]["content"]["text"]
     info = replay[7]
     assert info["_meta"] == {"goal": None} and info["updatedAt"]

@@ -150,11 +150,23 @@ def prompt_text(blocks: list[Any], root: Path) -> str:
                 f"{kind} content is not supported (see promptCapabilities): send text or resources",
                 field=f"prompt[{i}]",
             )
-    text = "".join(parts)
+    text = join_blocks(parts)
     if contexts:
         text = (text + "\n\n" if text.strip() else "") + "\n\n".join(contexts)
     if not text.strip():
         raise DshError("invalid-params", "the prompt has no text", field="prompt")
+    return text
+
+
+def join_blocks(parts: list[str]) -> str:
+    """Adjacent blocks joined so their words never run together: a line break between two
+    blocks unless one of them already has white space at the seam ("Look at " + a link
+    stays one line; a link + "file ..." does not become "...client.pyfile ...")."""
+    text = ""
+    for part in parts:
+        if text and part and not text[-1].isspace() and not part[0].isspace():
+            text += "\n"
+        text += part
     return text
 
 

@@ -327,6 +327,9 @@ class AcpDoor:
     def activity_changed(self, agent: Any, state: Any) -> None:
         pass  # ACP has no such update: a client sees the turn and its permission requests
 
+    def tool_started(self, agent: Any, call_id: str) -> None:
+        self._tell(agent, "on_tool_started", call_id)
+
     def chat_item(self, agent: Any, item: Any) -> None:
         """ACP has its own update kinds (updates.py); the door never subscribes to chat items."""
 

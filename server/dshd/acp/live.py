@@ -132,6 +132,9 @@ class LiveSession:
     def on_delta(self, delta: Any) -> None:
         self._send(self.translator.delta(delta))
 
+    def on_tool_started(self, call_id: str) -> None:
+        self._send(self.translator.tool_started(call_id))
+
     def on_plan(self, view: Any) -> None:
         if view.active != self.mode:
             self.mode = view.active

@@ -6,13 +6,19 @@ arguments of each tool call (for its result) and the text already streamed in th
 current step (so the durable ``assistant/message`` adds only what the deltas had not
 sent).
 
-    user/message        user_message_chunk (live: only the plugins' messages; the
-                        client already shows what its person typed)
+    user/message        the person's: user_message_chunk (replay only: the client already
+                        shows what its person typed); dshd's own notes (source "plugin":
+                        a goal round's "continue", plan narration): agent_message_chunk,
+                        quoted and labelled, with ``_meta.dsh`` saying who wrote it.
+                        Every message has its own messageId (user-<seq>, assistant-<turn>.<step>)
     assistant/message   agent_message_chunk (what deltas had not streamed yet); with the
                         provider's usage and ``[model] contextWindow`` known, also
                         usage_update {used: input + output tokens, size: the window}
-    tool/call           tool_call: kind, title, locations, rawInput, diff for edits,
-                        the plan for exit_plan_mode; status pending
+    tool/call           tool_call: kind, title, locations, rawInput, diff for edits (a
+                        live write_file's old side is the file as it is before it runs),
+                        the plan for exit_plan_mode (titled "Plan: <heading>"); status pending
+    tool start          tool_call_update in_progress, when the call really runs (after its
+                        approval); a call refused or rejected first goes pending -> failed
     tool/result         tool_call_update: completed | failed, the result as content
     delta text          agent_message_chunk
     delta tool-arguments  tool_call (pending, title from the name) once per call
@@ -43,6 +49,9 @@ from dshd.agent.deltas import AgentDelta
 from dshd.api.escape import shown, shown_lines
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 from dshd.plugins.plan import first_heading
+from dshd.tools.files import read_text
+from dshd.tools.paths import resolve as resolve_path
+from dshd.tools.paths import shown as shown_path
 
 log = logging.getLogger("dshd.acp")
 
@@ -63,8 +72,10 @@ def text(value: str) -> ContentToolCallContent:
     return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=value))
 
 
-def agent_text(value: str) -> AgentMessageChunk:
-    return AgentMessageChunk(session_update="agent_message_chunk", content=TextContentBlock(type="text", text=value))
+def agent_text(value: str, message_id: str | None = None) -> AgentMessageChunk:
+    return AgentMessageChunk(
+        session_update="agent_message_chunk", content=TextContentBlock(type="text", text=value), message_id=message_id
+    )
 
 
 def _str(arguments: dict[str, Any], key: str) -> str | None:
@@ -94,8 +105,7 @@ def _title(name: str, arguments: dict[str, Any]) -> str:
     if name == "run_command" and _str(arguments, "command"):
         return f"Run `{arguments['command']}`"
     if name == EXIT_PLAN_MODE:
-        heading = first_heading(_str(arguments, "plan") or "")
-        return f"Ready to code? {heading}" if heading else "Ready to code?"
+        return plan_title(_str(arguments, "plan") or "")
     if name == "goal_complete":
         return "Report the goal complete"
     if name == "goal_block":
@@ -114,6 +124,30 @@ _EARLY_TITLES = {
 }
 
 
+def plan_title(plan: str) -> str:
+    """A plan under review titled by its own heading, "Plan: <heading>" (a heading that
+    already starts with "Plan" is not said twice), so a client that shows only a
+    permission's title still tells the person what they approve."""
+    heading = first_heading(plan)
+    if not heading:
+        return "Plan"
+    if heading.lower() == "plan" or heading.lower().startswith(("plan:", "plan -", "plan —")):
+        return heading
+    return f"Plan: {heading}"
+
+
+def current_text(root: Path, path: Any) -> str | None:
+    """The workspace file's text now (for the old side of a write_file diff), read as the
+    file tools read (inside the workspace, regular files, links only while inside), or
+    None when there is none to show (no such file, refused, not text)."""
+    try:
+        root = root.resolve()
+        target = resolve_path(root, path, write=True)
+        return read_text(root, target, shown_path(root, target))
+    except Exception:  # a new file, or one the tools would refuse: no old side
+        return None
+
+
 def tool_locations(root: Path, name: str, arguments: dict[str, Any]) -> list[ToolCallLocation] | None:
     path = _str(arguments, "path") or (_str(arguments, "cwd") if name == "run_command" else None)
     if path is None:
@@ -124,7 +158,7 @@ def tool_locations(root: Path, name: str, arguments: dict[str, Any]) -> list[Too
     return [ToolCallLocation(path=str(root / path), line=line)]
 
 
-def _edit_diff(root: Path, name: str, arguments: dict[str, Any]) -> FileEditToolCallContent | None:
+def _edit_diff(root: Path, name: str, arguments: dict[str, Any], old_text: str | None = None) -> FileEditToolCallContent | None:
     path = _str(arguments, "path")
     if path is None:
         return None
@@ -133,21 +167,22 @@ def _edit_diff(root: Path, name: str, arguments: dict[str, Any]) -> FileEditTool
             type="diff", path=str(root / path), old_text=arguments["oldText"], new_text=arguments["newText"]
         )
     if name == "write_file" and isinstance(arguments.get("content"), str):
-        return FileEditToolCallContent(type="diff", path=str(root / path), old_text=None, new_text=arguments["content"])
+        # old_text: the file as it was before the write (None: a new file).
+        return FileEditToolCallContent(type="diff", path=str(root / path), old_text=old_text, new_text=arguments["content"])
     return None
 
 
-def tool_call_content(root: Path, name: str, arguments: dict[str, Any]) -> list[Any] | None:
+def tool_call_content(root: Path, name: str, arguments: dict[str, Any], old_text: str | None = None) -> list[Any] | None:
     """What the call shows before it runs: an edit's diff, the plan under review."""
     if name in _EDITS:
-        diff = _edit_diff(root, name, arguments)
+        diff = _edit_diff(root, name, arguments, old_text)
         return [diff] if diff is not None else None
     if name == EXIT_PLAN_MODE and _str(arguments, "plan"):
         return [text(shown_lines(arguments["plan"]))]
     return None
 
 
-def _call_fields(root: Path, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _call_fields(root: Path, name: str, arguments: dict[str, Any], old_text: str | None = None) -> dict[str, Any]:
     """A pending call as the client shows it: announced now, or completed after its arguments streamed."""
     return {
         "title": tool_title(name, arguments),
@@ -155,26 +190,33 @@ def _call_fields(root: Path, name: str, arguments: dict[str, Any]) -> dict[str, 
         "status": "pending",
         "locations": tool_locations(root, name, arguments),
         "raw_input": arguments,
-        "content": tool_call_content(root, name, arguments),
+        "content": tool_call_content(root, name, arguments, old_text),
     }
 
 
-def tool_call_start(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallStart:
-    return ToolCallStart(session_update="tool_call", tool_call_id=call_id, **_call_fields(root, name, arguments))
+def tool_call_start(root: Path, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None) -> ToolCallStart:
+    return ToolCallStart(session_update="tool_call", tool_call_id=call_id, **_call_fields(root, name, arguments, old_text))
 
 
-def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallProgress:
+def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None) -> ToolCallProgress:
     """The full call, for a tool_call already announced while its arguments streamed."""
-    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **_call_fields(root, name, arguments))
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **_call_fields(root, name, arguments, old_text))
 
 
-def tool_result_update(root: Path, call_id: str, name: str | None, arguments: dict[str, Any], ok: bool, content: str) -> ToolCallProgress:
+def tool_running(call_id: str) -> ToolCallProgress:
+    """The call started running (after its approval, if it needed one)."""
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, status="in_progress")
+
+
+def tool_result_update(
+    root: Path, call_id: str, name: str | None, arguments: dict[str, Any], ok: bool, content: str, old_text: str | None = None
+) -> ToolCallProgress:
     # What the client shows is escaped (a listing's names, a command's output: api/escape.py);
     # raw_output keeps the text as the tool gave it.
     shown: list[Any] = [text(shown_lines(content))] if content else []
     if ok and name in _EDITS:
         # The diff says it better than the result's unified-diff text.
-        diff = _edit_diff(root, name, arguments)
+        diff = _edit_diff(root, name, arguments, old_text)
         if diff is not None:
             shown = [diff]
     return ToolCallProgress(
@@ -186,14 +228,28 @@ def tool_result_update(root: Path, call_id: str, name: str | None, arguments: di
     )
 
 
-def user_text(data: dict[str, Any]) -> UserMessageChunk:
-    meta = None
-    if data.get("source") == "plugin":
-        meta = {"dsh": {"source": "plugin", "plugin": data.get("plugin")}}
-        if data.get("goalRound") is not None:
-            meta["dsh"]["goalRound"] = data["goalRound"]
-    return UserMessageChunk(
-        session_update="user_message_chunk", content=TextContentBlock(type="text", text=data["text"]), field_meta=meta
+def user_text(data: dict[str, Any], message_id: str | None = None) -> UserMessageChunk | AgentMessageChunk:
+    """A user/message: the person's words as a user message; a note dshd itself added (a
+    goal round's "continue", a plan-mode note: source "plugin") as an agent message of its
+    own (its ``messageId``), so a client never shows it as something the person said."""
+    if data.get("source") != "plugin":
+        return UserMessageChunk(
+            session_update="user_message_chunk",
+            content=TextContentBlock(type="text", text=data["text"]),
+            message_id=message_id,
+        )
+    meta: dict[str, Any] = {"dsh": {"source": "plugin", "plugin": data.get("plugin")}}
+    goal_round = data.get("goalRound")
+    label = "Note from dshd"
+    if isinstance(goal_round, dict):
+        meta["dsh"]["goalRound"] = goal_round
+        label = f"Goal round {goal_round.get('round')}"
+    quoted = "\n".join("> " + line if line else ">" for line in data["text"].splitlines())
+    return AgentMessageChunk(
+        session_update="agent_message_chunk",
+        content=TextContentBlock(type="text", text=f"\n\n> **{label}**\n{quoted}\n\n"),
+        message_id=message_id,
+        field_meta=meta,
     )
 
 
@@ -202,9 +258,10 @@ class UpdateTranslator:
         self.root = root
         self.live = live
         self.context_window = context_window
-        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._calls: dict[str, tuple[str, dict[str, Any], str | None]] = {}  # name, arguments, old text
         self._announced: set[str] = set()
         self._streamed = ""
+        self._step = (0, 0)  # (turn, step) of the last request: the id of its reply
 
     def event(self, event: dict[str, Any]) -> list[Any]:
         """The updates for one committed event (as JSON: ``{"seq", "type", "data", ...}``)."""
@@ -212,29 +269,37 @@ class UpdateTranslator:
         if kind == "user/message":
             if self.live and data.get("source") == "user":
                 return []
-            return [user_text(data)]
+            return [user_text(data, f"user-{event.get('seq')}")]
         if kind == "request/header":
             self._streamed = ""
+            self._step = (event.get("turn") or 0, data.get("step") or 0)
             return []
         if kind == "assistant/message":
             return self._assistant(data["text"]) + self._usage(data.get("usage"))
         if kind == "tool/call":
             call_id, name, arguments = data["callId"], data["name"], dict(data.get("arguments") or {})
-            self._calls[call_id] = (name, arguments)
+            # Live, the call has not run yet: the file as it is now is the old side of a
+            # write's diff. A replay cannot know it (the write happened), so it has none.
+            old = current_text(self.root, arguments.get("path")) if self.live and name == "write_file" else None
+            self._calls[call_id] = (name, arguments, old)
             if call_id in self._announced:
-                return [tool_call_details(self.root, call_id, name, arguments)]
-            return [tool_call_start(self.root, call_id, name, arguments)]
+                return [tool_call_details(self.root, call_id, name, arguments, old)]
+            return [tool_call_start(self.root, call_id, name, arguments, old)]
         if kind == "tool/result":
             call_id = data["callId"]
-            name, arguments = self._calls.pop(call_id, (None, {}))
+            name, arguments, old = self._calls.pop(call_id, (None, {}, None))
             self._announced.discard(call_id)
-            return [tool_result_update(self.root, call_id, name, arguments, data["ok"], data["content"])]
+            return [tool_result_update(self.root, call_id, name, arguments, data["ok"], data["content"], old)]
         return []
+
+    def tool_started(self, call_id: str) -> list[Any]:
+        """pending -> in_progress, once the call runs (live only; a replay shows each call's end)."""
+        return [tool_running(call_id)] if call_id in self._calls else []
 
     def delta(self, delta: AgentDelta) -> list[Any]:
         if delta.kind == "text" and delta.text:
             self._streamed += delta.text
-            return [agent_text(delta.text)]
+            return [agent_text(delta.text, f"assistant-{delta.turn}.{delta.step}")]
         if delta.kind == "tool-arguments" and delta.call_id and delta.call_id not in self._announced:
             self._announced.add(delta.call_id)
             name = delta.name or "tool"
@@ -258,11 +323,12 @@ class UpdateTranslator:
 
     def _assistant(self, final: str) -> list[Any]:
         streamed, self._streamed = self._streamed, ""
+        message_id = "assistant-{}.{}".format(*self._step)
         if not streamed:
-            return [agent_text(final)] if final else []
+            return [agent_text(final, message_id)] if final else []
         if final.startswith(streamed):
             rest = final[len(streamed) :]
-            return [agent_text(rest)] if rest else []
+            return [agent_text(rest, message_id)] if rest else []
         # Deltas are not the truth; ACP cannot take back text already sent.
         log.warning("streamed text differs from the committed reply; the client keeps what was streamed")
         return []

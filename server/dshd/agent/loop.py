@@ -127,6 +127,7 @@ class Agent:
         self._call_ids = CallIds(store)  # each call's own id in the session (agent/call_ids.py)
         self._detachers: list[Callable[[], None]] = []
         self._delta_listeners: list[DeltaListener] = []
+        self._tool_start_listeners: list[Callable[[str], None]] = []
         # Built from the log on first use (a model request), not at load: opening a session
         # then costs only the checkpoint and the tail, however long the log is; building it
         # reads only from the last compaction on (agent/transcript.py).
@@ -166,6 +167,24 @@ class Agent:
 
         self._detachers.append(remove)
         return remove
+
+    def add_tool_start_listener(self, fn: Callable[[str], None]) -> Callable[[], None]:
+        """``fn(call_id)`` when a tool call starts running (after its approval, if asked)."""
+        self._tool_start_listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._tool_start_listeners:
+                self._tool_start_listeners.remove(fn)
+
+        self._detachers.append(remove)
+        return remove
+
+    def _tool_started(self, call_id: str) -> None:
+        for fn in list(self._tool_start_listeners):
+            try:
+                fn(call_id)
+            except Exception:
+                log.exception("tool start listener failed")
 
     def add_activity_listener(self, fn: ActivityListener) -> Callable[[], None]:
         """``fn(state)`` each time the agent's activity (idle/working/waiting) changes."""
@@ -617,9 +636,16 @@ class Agent:
         if tool is None:
             known = ", ".join(self.tools.names()) or "none"
             return ToolOutcome.failure(f"unknown tool {name!r} (tools: {known})")
+        run = tool.run
+
+        async def run_announced(tool_ctx: ToolContext, tool_arguments: dict[str, Any]) -> ToolOutcome:
+            # Only a call that really runs is announced (not one refused or rejected first).
+            self._tool_started(tool_ctx.call_id)
+            return await run(tool_ctx, tool_arguments)
+
         try:
             outcome = await run_tool(
-                tool,
+                attrs.evolve(tool, run=run_announced),
                 ctx,
                 arguments,
                 permissions=self.permissions,

@@ -50,6 +50,7 @@ class Door(Protocol):
     def goal_changed(self, agent: Any, notice: Any) -> None: ...
     def chat_item(self, agent: Any, item: ChatItem) -> None: ...
     def activity_changed(self, agent: Any, state: Any) -> None: ...
+    def tool_started(self, agent: Any, call_id: str) -> None: ...
 
 
 class _Feed:
@@ -102,6 +103,9 @@ class Hub:
         add_activity_listener = getattr(agent, "add_activity_listener", None)
         if add_activity_listener is not None:
             add_activity_listener(lambda state: self._call("activity_changed", agent, state))
+        add_tool_start_listener = getattr(agent, "add_tool_start_listener", None)
+        if add_tool_start_listener is not None:
+            add_tool_start_listener(lambda call_id: self._call("tool_started", agent, call_id))
         if agent.plan is not None:
             agent.on_close(agent.plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
         if agent.goals is not None:

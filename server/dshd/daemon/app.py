@@ -179,6 +179,9 @@ class DshDaemon(DshServer):
     def activity_changed(self, agent, state) -> None:
         self._notify(agent, "dsh/agent/activity", state.to_dict())
 
+    def tool_started(self, agent, call_id: str) -> None:
+        pass  # a chat's tool-call item is "running" from its call to its result already
+
     def plan_view(self, agent) -> Any:
         if agent.plan is None:
             return {"active": False}
