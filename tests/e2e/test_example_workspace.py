@@ -51,3 +51,39 @@ async def test_the_example_workspace_plays_its_readme(tmp_path: Path) -> None:
         assert not any("script exhausted" in t for t in texts)
     finally:
         await daemons.stop_all()
+
+
+async def test_the_example_workspace_offers_its_tools_to_a_real_model(tmp_path: Path) -> None:
+    """The same folder with an OpenAI-compatible model (a loopback server, chosen in the
+    person's editor settings as the README says): the model is offered the workspace
+    tools, and its read_file of the example's code works."""
+    from loopback_models import Call, LoopbackModelServer, Reply
+
+    from tests.e2e.test_providers import KEY, KEY_ENV, model_config
+
+    root = tmp_path / "workspace"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("sessions"))
+    with LoopbackModelServer("openai") as server:
+        server.script(
+            Reply("Let me read the client.", [Call("read_file", {"path": "http/client.py"})]),
+            Reply("It makes one attempt."),
+        )
+        daemons = Daemon(root)
+        try:
+            client = await daemons.start(config=model_config(server), env={KEY_ENV: KEY})
+            created = await client.request("dsh/session/create", {})
+            result = await client.request(
+                "dsh/agent/prompt", {"agentId": created["agentId"], "text": "How does send retry?"}
+            )
+            assert result["stopReason"] == "end-turn"
+            first, second = server.wait_requests(2)
+            offered = {tool["function"]["name"] for tool in first.json["tools"]}
+            assert {"read_file", "list_files", "search", "edit_file", "write_file", "run_command"} <= offered
+            assert {"exit_plan_mode", "goal_complete", "goal_block"} <= offered
+            # The call ran: the second request carries the file's text as the tool result.
+            tool_results = [m for m in second.json["messages"] if m["role"] == "tool"]
+            assert len(tool_results) == 1
+            assert "class HttpClient" in tool_results[0]["content"]
+            assert "unknown tool" not in tool_results[0]["content"]
+        finally:
+            await daemons.stop_all()
