@@ -1444,12 +1444,16 @@ def test_a_file_the_agent_edits_is_reloaded_and_unsaved_edits_are_kept(tmp_path,
     workspace, editor = started(tmp_path, editors, [
         {"toolCalls": [{"name": "edit_file", "arguments": {"path": "notes.txt", "oldText": "hello", "newText": "hello world"}}]},
         {"toolCalls": [{"name": "write_file", "arguments": {"path": "draft.txt", "content": "agent's draft\n"}}]},
+        {"toolCalls": [{"name": "run_command", "arguments": {"command": "sleep 0.05; echo 'by a command' > made.txt"}}]},
         {"text": "done"},
     ], TOOLS_CONFIG)
     # Nothing asks first (the person's own setting: a workspace may not drop approvals).
     editor.lua("require('dsh').setup({ cmd = { ..., 'serve' }, config = { tools = { approve = {} } } })", dshd_binary())
     (workspace / "notes.txt").write_text("hello\n", encoding="utf-8")
     (workspace / "draft.txt").write_text("first draft\n", encoding="utf-8")
+    (workspace / "made.txt").write_text("before\n", encoding="utf-8")
+    editor.cmd(f"edit {workspace / 'made.txt'}")
+    made = editor.lua("return vim.api.nvim_get_current_buf()")
     editor.cmd(f"edit {workspace / 'notes.txt'}")
     notes = editor.lua("return vim.api.nvim_get_current_buf()")
     editor.cmd(f"edit {workspace / 'draft.txt'}")
@@ -1463,6 +1467,8 @@ def test_a_file_the_agent_edits_is_reloaded_and_unsaved_edits_are_kept(tmp_path,
     # The unmodified buffer shows the agent's edit.
     editor.wait_for(f"vim.api.nvim_buf_get_lines({notes}, 0, -1, false)[1] == 'hello world'", what="notes.txt reloaded")
     assert editor.lua(f"return vim.bo[{notes}].modified") is False
+    # A file a command rewrote comes back too.
+    editor.wait_for(f"vim.api.nvim_buf_get_lines({made}, 0, -1, false)[1] == 'by a command'", what="made.txt reloaded")
     # The modified one keeps the person's text, and they are told.
     assert editor.lua(f"return vim.api.nvim_buf_get_lines({draft}, 0, -1, false)") == ["first draft and mine"]
     assert (workspace / "draft.txt").read_text(encoding="utf-8") == "agent's draft\n"
