@@ -1104,7 +1104,7 @@ def test_tui_typing_in_the_prompt_while_an_approval_opens_answers_nothing(tmp_pa
         screen = tui.screen()
         write_artifact("tui-typing-after.txt", screen)
         # The float shows, clear of the line being typed; the chat and statusline say it waits.
-        assert "Edit notes.txt · allow?" in screen and "+hello world" in screen
+        assert "Edit notes.txt · allow? · :Dsh answer or ga to answer" in screen and "+hello world" in screen
         assert "◎ waiting for you · no goal" in screen
         assert "⏸ waiting for you: Edit notes.txt · allow? · ga or :Dsh answer opens it" in screen
 

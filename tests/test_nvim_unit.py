@@ -861,6 +861,9 @@ def test_a_review_that_opens_while_typing_takes_no_keys(editor):
                  shown = vim.api.nvim_win_is_valid(r.win), result = _G.review_result or vim.NIL }
     """)
     assert state == {"mode": "i", "current": False, "shown": True, "result": None}
+    title = editor.lua("local c = vim.api.nvim_win_get_config(require('dsh.review').list()[1].win);"
+                       " return c.title[1][1]")
+    assert title == " Review the plan · :Dsh answer or ga to answer "
     assert any("waits for you: :Dsh answer" in m for m in editor.messages()), editor.messages()
     # The float keeps clear of the row the person types on.
     rows = editor.lua("""

@@ -83,7 +83,7 @@ function M.open(params, finish)
       return
     end
     if approval.win and vim.api.nvim_win_is_valid(approval.win) then
-      vim.api.nvim_set_current_win(approval.win)
+      float.focus(approval.win, title)
       return
     end
     local opts = { title = title, keys = key_help(params.tool), number = false }

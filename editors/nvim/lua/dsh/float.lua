@@ -162,7 +162,12 @@ end
 ---@return fun(): boolean ready
 function M.open_question(buf, opts)
   local enter = not M.typing()
-  local win = M.open(buf, vim.tbl_extend('force', opts, { enter = enter }))
+  local shown = opts
+  if not enter then
+    -- Said where it is seen while typing: Insert mode's "-- INSERT --" covers notices.
+    shown = vim.tbl_extend('force', opts, { title = (opts.title or '') .. ' · :Dsh answer or ga to answer' })
+  end
+  local win = M.open(buf, vim.tbl_extend('force', shown, { enter = enter }))
   local shown_at = vim.uv.now()
   local function ready()
     if vim.uv.now() - shown_at >= M.guard_ms then
@@ -172,6 +177,12 @@ function M.open_question(buf, opts)
     return false
   end
   return win, ready, enter
+end
+
+--- Give a question's float the focus (:Dsh answer), with its own title again.
+function M.focus(win, title)
+  vim.api.nvim_set_current_win(win)
+  pcall(vim.api.nvim_win_set_config, win, { title = ' ' .. (title or '') .. ' ', title_pos = 'center' })
 end
 
 --- Ask which of `choices` (labels) to take, with vim.ui.select (the person's own picker,

@@ -118,11 +118,11 @@ local function show(review, focus)
   if review.done then
     return
   end
+  local title = review.question.title or 'Plan review'
   if review.win and vim.api.nvim_win_is_valid(review.win) then
-    vim.api.nvim_set_current_win(review.win)
+    float.focus(review.win, title)
     return
   end
-  local title = review.question.title or 'Plan review'
   local opts = { title = title, keys = key_help(), conceal = 2 }
   local entered = true
   if focus then
