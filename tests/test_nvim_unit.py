@@ -1136,3 +1136,43 @@ def test_the_ignored_keys_notice_is_one_short_line(editor):
     assert editor.lua(notice, [item]) == "untrusted workspace: model.baseUrl ignored; :Dsh trust uses them"
     assert editor.lua(notice, [item, {**item, "key": "tools.sandbox"}]) == \
         "untrusted workspace: model.baseUrl and 1 more setting ignored; :Dsh trust uses them"
+
+
+# ---- approvals: deliberate keys only, closing decides nothing ------------------------------
+
+START_APPROVAL = """
+_G.approval_result = nil
+local co = coroutine.create(function(params)
+  _G.approval_result = require('dsh.handlers').table()['dsh/permission/ask'](nil, params, {})
+end)
+assert(coroutine.resume(co, ...))
+return coroutine.status(co)
+"""
+APPROVAL = {"agentId": "a-1", "sessionId": SID, "callId": "c-9", "tool": "edit_file", "mutability": "write",
+            "title": "Edit a.txt", "diff": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n"}
+
+
+def test_an_approval_takes_only_its_own_keys_after_500_ms_and_q_decides_nothing(editor):
+    import time
+
+    assert editor.lua(START_APPROVAL, APPROVAL) == "suspended"
+    editor.wait_for("#require('dsh.approvals').list() == 1")
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    editor.feed("a")  # at once: a key in flight, not an answer
+    time.sleep(0.2)
+    assert editor.lua("return _G.approval_result") is None
+    time.sleep(0.5)
+    editor.feed("xyzbnmeiopdfghjkl")  # no other letter answers
+    time.sleep(0.3)
+    assert editor.lua("return _G.approval_result") is None
+    editor.feed("q")  # closes the float; the approval still waits
+    editor.wait_for("not vim.api.nvim_win_is_valid(require('dsh.approvals').list()[1].win)")
+    time.sleep(0.3)
+    assert editor.lua("return _G.approval_result") is None
+    assert editor.lua("return require('dsh').statusline()") == "◎ waiting for you · no goal"
+    editor.typed("Dsh answer")
+    editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.approvals').list()[1].win")
+    time.sleep(0.6)
+    editor.feed("s")
+    assert editor.wait_for("_G.approval_result") == {"outcome": "allow-session"}
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
