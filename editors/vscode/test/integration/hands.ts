@@ -202,6 +202,12 @@ test('an edit approval that opens while the person types in an editor opens besi
   const [edit] = calls('edit_file');
   assert.ok(edit && !edit.decision, 'the request was answered');
   await screenshot('hands-typing-edit');
+  // Closing the diff decides nothing: the request stays on its card and in the status.
+  await vscode.window.tabGroups.close(diff);
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(c.approvals.pending().length, 1, 'closing the diff answered the request');
+  assert.equal(calls('edit_file')[0].decision, undefined, 'closing the diff answered the request');
+  assert.equal(c.statusText().waiting, true);
   // The person turns to the change (the notification's link, the card's "Show the diff"): its
   // title bar's answers are words.
   await chatClick('#permissions .permission-request button.show-diff');
