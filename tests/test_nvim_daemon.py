@@ -645,6 +645,19 @@ def test_autostart_and_restart(tmp_path, editors):
     assert not [m for m in editor.messages() if "exited" in m], editor.messages()
 
 
+def test_autostart_takes_up_the_last_session(tmp_path, editors):
+    workspace, editor = started(tmp_path, editors, [{"text": "hi"}])
+    first = new_session(editor)
+    editor.close()
+    editors.remove(editor)
+    editor = Editor(cwd=workspace)
+    editors.append(editor)
+    editor.lua("require('dsh').setup({ cmd = { ..., 'serve' }, autostart = true })", dshd_binary())
+    editor.wait_for(f"select(2, require('dsh').current()) == '{first}'", what="the last session, with no command typed")
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+    assert sorted(p.name for p in (workspace / ".dsh" / "sessions").iterdir()) == [first]
+
+
 def test_vim_lsp_enable_uses_the_lsp_dsh_config(tmp_path, editors):
     """The nvim-lspconfig way (Neovim 0.11): lsp/dsh.lua + vim.lsp.config + vim.lsp.enable."""
 

@@ -333,8 +333,9 @@ function M.newest_first(sessions)
   return out
 end
 
---- Make the workspace's last session current (the one changed most lately), or a new one
---- when it has none; then `fn(agent_id)`. Neovim takes up where it was left.
+--- Make the workspace's last session current (the one changed most lately); when it has
+--- none, `create` says what to do: true makes one, false says so, 'if-any' does nothing.
+--- Then `fn(agent_id)`. Neovim takes up where it was left.
 function M.reopen_last(fn, create)
   request(requests().session_list, vim.empty_dict(), function(result)
     local state = require('dsh.state')
@@ -345,6 +346,8 @@ function M.reopen_last(fn, create)
     state.sessions = sessions
     if sessions[1] then
       return M.open_session(sessions[1].sessionId, false, 'last', fn)
+    elseif create == 'if-any' then
+      return -- at start: a workspace without sessions gets none until one is needed
     elseif create == false then
       return fail('no session yet. Start one: :Dsh session new, or :Dsh chat')
     end

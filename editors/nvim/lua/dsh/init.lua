@@ -9,10 +9,10 @@ function M.setup(opts)
       local cfg = require('dsh.config')
       local root = cfg.find_root(cfg.start_path())
       if root and vim.uv.fs_stat(root .. '/.dsh') and M.start() then
-        -- Take up the workspace's last session (a new one only when it has none).
+        -- Take up the workspace's last session, if it has one.
         require('dsh.client').with_client(function()
           if not require('dsh.state').agent_id then
-            require('dsh.commands').reopen_last(nil, true)
+            require('dsh.commands').reopen_last(nil, 'if-any')
           end
         end)
       end
