@@ -13,7 +13,8 @@ M.defaults = {
   -- Merged over `config.model`; your settings win over the workspace file.
   model = nil,
   -- Start the daemon at VimEnter when the working directory is inside a workspace
-  -- with a `.dsh` directory. Otherwise it starts at the first :Dsh command.
+  -- with a `.dsh` directory, and take up the workspace's last session. Otherwise it
+  -- starts at the first :Dsh command (which takes up the last session as well).
   autostart = false,
   -- Report the end of each turn started by :Dsh prompt.
   notify_turns = true,
