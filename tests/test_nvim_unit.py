@@ -874,6 +874,16 @@ def test_a_review_that_opens_while_typing_takes_no_keys(editor):
     assert not (rows["top"] <= rows["cursor"] - 1 <= rows["top"] + rows["height"] + 1), rows
 
 
+def test_the_first_question_after_a_key_in_normal_mode_takes_no_focus(editor):
+    # Keys are timed from startup, not from when the question code first loads.
+    assert editor.lua("return package.loaded['dsh.float'] == nil")
+    editor.feed("0")  # a Normal-mode command, just typed
+    editor.wait_for("require('dsh.keys').last_at > 0")
+    assert editor.lua(START_ASK, ASK) == "suspended"
+    editor.wait_for("#require('dsh.review').list() == 1")
+    assert not editor.lua("return vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
+
+
 def test_keys_in_the_first_500_ms_answer_nothing(editor):
     assert editor.lua(START_ASK, ASK) == "suspended"  # the person is idle: the float takes the focus
     editor.wait_for("#require('dsh.review').list() == 1")

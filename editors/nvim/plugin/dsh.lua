@@ -1,4 +1,4 @@
--- :Dsh and nothing else at startup; the rest loads on first use.
+-- :Dsh (and a key-time tracker) at startup; the rest loads on first use.
 if vim.g.loaded_dsh then
   return
 end
@@ -19,6 +19,10 @@ do
     pcall(vim.cmd.helptags, vim.fn.fnameescape(doc))
   end
 end
+
+-- When the person last typed: a question that arrives while they type must not take
+-- their keys (see dsh.float), even the first one.
+require('dsh.keys').track()
 
 vim.api.nvim_create_user_command('Dsh', function(opts)
   require('dsh.commands').run(opts)

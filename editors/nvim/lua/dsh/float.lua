@@ -11,10 +11,8 @@ M.guard_ms = 500
 -- Keys typed this recently (or any mode but Normal) mean the person is typing.
 M.typing_ms = 1000
 
-local last_key_at = 0
-vim.on_key(function()
-  last_key_at = vim.uv.now()
-end, vim.api.nvim_create_namespace('dsh.float.keys'))
+local keys = require('dsh.keys')
+keys.track() -- already tracking since startup (plugin/dsh.lua); here for a bare require
 
 --- Whether the person is typing now: in Insert, Replace, the command line, a terminal,
 --- or a key typed within M.typing_ms.
@@ -23,7 +21,7 @@ function M.typing()
   if mode.mode ~= 'n' or mode.blocking then
     return true -- Insert, the command line, a pending operator, a prompt waiting
   end
-  return vim.uv.now() - last_key_at < M.typing_ms
+  return vim.uv.now() - keys.last_at < M.typing_ms
 end
 
 --- ` 1-20 of 45 ↓ ` while lines are out of view, else '' (pure).
