@@ -287,6 +287,39 @@ async def test_workspace_reload_mid_turn_closes_the_left_open_turn_as_interrupte
     await ws.shutdown()
 
 
+async def test_left_open_batch_closes_its_calls_in_order_without_building_the_transcript(tmp_path):
+    """A crash inside a tool batch of three calls (the first answered, the second running,
+    the third not started): the load writes "not run" results for the second and third,
+    in call order, reading only the batch (the model transcript is not built)."""
+    calls = [{"name": "quick", "arguments": {}}, {"name": "hang", "arguments": {}}, {"name": "quick", "arguments": {}}]
+    ws = make_workspace(tmp_path, [{"toolCalls": calls}], plugins=[])
+    agent = ws.create_session()
+
+    async def hang(ctx, arguments):
+        await asyncio.Event().wait()
+
+    async def quick(ctx, arguments):
+        return ToolOutcome(True, "done")
+
+    agent.tools.add(Tool("hang", "never returns", {"type": "object"}, hang))
+    agent.tools.add(Tool("quick", "returns", {"type": "object"}, quick))
+    turn = asyncio.ensure_future(agent.prompt("go"))
+    while not events_of(agent, "tool/result"):
+        await asyncio.sleep(0.01)
+    call_ids = [e.data.callId for e in events_of(agent, "tool/call")]
+    assert len(call_ids) == 3
+    new = ws.open_session(agent.session_id, reload=True)
+    await asyncio.wait({turn})
+    assert new._transcript is None  # closing the turn read the batch, not the conversation
+    results = events_of(new, "tool/result")
+    assert [(r.data.callId, r.data.ok) for r in results] == [
+        (call_ids[0], True), (call_ids[1], False), (call_ids[2], False)
+    ]
+    assert results[-1].data.content == "not run: turn interrupted"
+    assert types_of(new)[-1] == "turn/close" and replay_strict(new.store.path).turn.open is False
+    await ws.shutdown()
+
+
 async def test_workspace_fork_is_a_prefix_and_closes_a_turn_cut_in_the_middle(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "one", "toolCalls": [{"name": "echo", "arguments": {}}]}, {"text": "two"}])
     agent = ws.create_session("parent")

@@ -63,7 +63,7 @@ from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
 from dshd.errors import DshError
-from dshd.folds.events import GoalRound, ToolCall
+from dshd.folds.events import GoalRound, ToolCall, ToolResult
 from dshd.models import (
     Message,
     ModelAdapter,
@@ -404,12 +404,21 @@ class Agent:
             self._close_turn(state.last_turn, reason)
 
     def _calls_without_results(self) -> list[str]:
+        """The open tool batch's calls that have no result, in call order. The fold knows
+        the batch (its first call's seq): only the batch is read, never the transcript, so
+        closing a turn a crash left open costs what a clean open costs."""
+        context = self.store.state.context
+        if not context.pending_calls:
+            return []
         open_calls: list[str] = []
-        for message in self._messages():
-            if message.role == "assistant":
-                open_calls.extend(call.call_id for call in message.tool_calls)
-            elif message.role == "tool" and message.call_id in open_calls:
-                open_calls.remove(message.call_id)
+
+        def follow(event) -> None:
+            if isinstance(event, ToolCall):
+                open_calls.append(event.data.callId)
+            elif isinstance(event, ToolResult) and event.data.callId in open_calls:
+                open_calls.remove(event.data.callId)
+
+        self.store.each_event(follow, after_seq=context.batch_from - 1)
         return open_calls
 
     async def _steps(self, turn: int) -> str:
