@@ -144,7 +144,7 @@ def test_words_of_plan_reviews():
     assert invalid["outcome"] == "not-reviewed" and "# heading" in invalid["detail"]
     assert open_["outcome"] == "pending" and open_["outcomeText"] == "waiting for your review"
     assert open_["questionId"] == "plan-review-call-p4" and open_["previousId"] == approved["id"]  # the last plan a person saw
-    assert items["user-18"]["label"] == "plan plugin"
+    assert items["user-18"]["label"] == "Plan mode"
 
 
 def test_words_of_goals_say_rounds_used_and_no_revision():

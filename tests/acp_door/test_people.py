@@ -160,3 +160,30 @@ async def test_notes_are_not_replayed_as_the_persons_messages(clients):
     replies = {a["messageId"] for a in agents if a is not note}
     assert note["messageId"] not in replies | {users[0]["messageId"]}
     assert len(replies) == 2
+
+
+async def test_an_untrusted_folders_model_left_out_is_said_at_each_prompt(clients):
+    (clients.workspace / ".dsh" / "config.toml").write_text(
+        'plugins = ["plan", "goals"]\n\n[model]\nprovider = "openai"\nmodel = "theirs"\n'
+        'baseUrl = "http://127.0.0.1:9/v1"\n'
+    )
+    client = await clients.start()
+    assert client.init_result["_meta"]["dsh"]["trusted"] is False
+    sid = (await client.new_session())["sessionId"]
+    assert (await client.prompt(sid, "hello"))["stopReason"] == "end_turn"
+    replies = [e["data"]["text"] for e in of_type(read_log(clients.workspace, sid), "assistant/message")]
+    (reply,) = replies
+    assert "not trusted" in reply and "[model] provider" in reply and "[model] baseUrl" in reply
+    # ACP cannot carry the editor's trust: the way out is the user config.
+    assert "add the folder to [trust] folders in" in reply and "trust the folder in your editor" not in reply
+    assert "script exhausted" not in reply
+    assert reply in client.agent_text(sid)
+
+
+async def test_a_folder_with_its_own_script_keeps_it(clients):
+    # Positive control: nothing of the model was left out, so the script answers as always.
+    write_workspace(clients.workspace, [{"text": "scripted hello"}])
+    client = await clients.start()
+    sid = (await client.new_session())["sessionId"]
+    await client.prompt(sid, "hello")
+    assert "scripted hello" in client.agent_text(sid)

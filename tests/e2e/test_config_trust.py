@@ -165,7 +165,12 @@ async def test_an_untrusted_repository_cannot_send_the_key_to_its_own_base_url(w
         assert [i["key"] for i in report["ignored"]] == ["model.provider", "model.baseUrl", "model.apiKeyEnv"]
         assert report["effective"]["model"]["provider"] == "scripted"
         outcome = await prompt(client)
-        assert outcome["result"]["stopReason"] == "end-turn" and outcome["replies"] == ["(script exhausted)"]
+        assert outcome["result"]["stopReason"] == "end-turn"
+        # The prompt is answered with the reason and the way out, not "(script exhausted)".
+        (reply,) = outcome["replies"]
+        assert "not trusted" in reply and "[model] provider, [model] baseUrl, [model] apiKeyEnv" in reply
+        assert "trust the folder in your editor" in reply and "[trust] folders" in reply
+        assert "script exhausted" not in reply
         await asyncio.sleep(0.2)
         assert theirs.requests == []  # never asked: no request, no key
         # The same files, trusted: the repository's server is asked (the test would see a leak).

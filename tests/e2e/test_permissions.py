@@ -193,7 +193,7 @@ async def test_no_capability_fails_closed(workspace, daemons):
     client = await daemons.start(permissions=False)
     sid, agent = await new_agent(client)
     await client.request("dsh/agent/prompt", {"agentId": agent, "text": "say hello"})
-    assert_failed_closed(workspace, sid, "did not declare capabilities.experimental.dsh.permissions")
+    assert_failed_closed(workspace, sid, "your editor cannot answer approvals")
 
 
 async def test_timeout_fails_closed_withdraws_and_ignores_a_late_yes(workspace, daemons):

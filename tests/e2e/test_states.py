@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from loopback_models import LoopbackModelServer, Reply
+from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log, ref_of, wait_idle
@@ -99,12 +101,10 @@ async def test_pause_with_a_stale_ref_cancels_nothing(daemons):
         goal = await client.request("dsh/goal/create", {"agentId": agent, "objective": "Tidy the parser"})
         await until(lambda: text_deltas(client, agent) >= 3)
         stale = {"id": goal["id"], "revision": goal["revision"] + 5}
-        try:
+        with pytest.raises(JsonRpcException) as info:
             await client.request("dsh/goal/pause", {"agentId": agent, "ref": stale})
-        except Exception as exc:  # the daemon's stale-revision error
-            assert "stale" in str(exc)
-        else:
-            raise AssertionError("a stale ref paused the goal")
+        assert info.value.data["kind"] == "stale-revision"
+        assert "look at it again and retry" in info.value.message  # says what to do
         assert of_type(read_log(daemons.root, sid), "turn/close") == []  # the round still runs
         await client.request("dsh/goal/pause", {"agentId": agent, "ref": ref_of(goal)})
         assert [c["data"]["stopReason"] for c in of_type(read_log(daemons.root, sid), "turn/close")] == ["cancelled"]

@@ -60,6 +60,7 @@ from dshd.acp.transport import LineTransport
 from dshd.agent.config_layers import load_layers, user_config_path
 from dshd.api.escape import shown
 from dshd.api.hub import Hub
+from dshd.api.unchosen_model import workspace_model
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
 
@@ -143,6 +144,7 @@ class AcpDoor:
             config,
             questions=AcpQuestions(self.peer, timeout_s=timeout),
             approvals=AcpApprovals(self.peer, timeout_s=timeout),
+            model=workspace_model(loaded, editor_trust=False),  # the folder's model left out: say so
         )
         log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
         meta: dict[str, Any] = {"dsh": {"trusted": loaded.trusted, "ignored": [i.to_dict() for i in loaded.ignored]}}
@@ -253,7 +255,7 @@ class AcpDoor:
     def _set_plan(self, session_id: str, mode: str, field: str) -> tuple[str, Any]:
         agent = self._live(session_id).agent
         if agent.plan is None:
-            raise DshError("plugin-not-loaded", "the plan plugin is not loaded in this workspace (config: plugins)")
+            raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
         outcome = agent.plan.set(plan_active(mode, field))
         return outcome, agent.plan.get()
 
@@ -265,7 +267,7 @@ class AcpDoor:
         request = goal_requests.parse(params)
         agent = self._live(request.sessionId).agent
         if agent.goals is None:
-            raise DshError("plugin-not-loaded", "the goals plugin is not loaded in this workspace (config: plugins)")
+            raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
         return await goal_requests.run(agent, request)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

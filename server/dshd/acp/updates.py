@@ -240,7 +240,7 @@ def user_text(data: dict[str, Any], message_id: str | None = None) -> UserMessag
         )
     meta: dict[str, Any] = {"dsh": {"source": "plugin", "plugin": data.get("plugin")}}
     goal_round = data.get("goalRound")
-    label = "Note from dshd"
+    label = "Plan mode" if data.get("plugin") == "plan" else "Note from dshd"
     if isinstance(goal_round, dict):
         meta["dsh"]["goalRound"] = goal_round
         label = f"Goal round {goal_round.get('round')}"

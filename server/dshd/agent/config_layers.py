@@ -119,7 +119,7 @@ class LoadedConfig:
                 f"or loosen the sandbox. To use them, {how} [trust] folders in {user}."
             )
         if editor_trust:
-            parts.append("dsh/config/get shows why each key was ignored.")
+            parts.append("`dshd doctor`, run in the folder, lists each one and why.")
         return " ".join(parts)
 
 

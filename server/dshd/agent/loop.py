@@ -685,4 +685,4 @@ class Agent:
 
     def _require_live(self) -> None:
         if self.closed:
-            raise DshError("stale-agent", f"agent {self.agent_id} is closed")
+            raise DshError("stale-agent", "this session was closed or opened again since: open it again and retry")

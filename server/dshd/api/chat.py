@@ -219,6 +219,8 @@ KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__a
 # Permission decisions no one was asked for: the approve list did not name the tool's
 # class ("policy"), or the person had allowed it for the session ("session").
 AUTOMATIC_DECISIONS = ("policy", "session")
+# Who wrote a note dshd itself added to the conversation (source "plugin"), as people read it.
+PLUGIN_LABELS = {"plan": "Plan mode"}
 
 
 def to_json(item: ChatItem) -> dict[str, Any]:
@@ -448,7 +450,8 @@ class ChatProjection:
             goal_round = GoalRoundInfo(goal_id=goal_id, round=number, max_rounds=self._goal_rounds.get(goal_id))
             sender, label = "goal", f"Goal round {number}" + (f" of {goal_round.max_rounds}" if goal_round.max_rounds else "")
         elif data.get("source") == "plugin":
-            sender, label = "plugin", f"{plugin or 'a'} plugin"
+            # dshd's own note to the model, named for the person (no internal words).
+            sender, label = "plugin", PLUGIN_LABELS.get(plugin or "", "Note from dshd")
         else:
             sender, label = "person", "You"
         item = UserMessageItem(

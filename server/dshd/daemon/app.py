@@ -39,6 +39,7 @@ from dshd.daemon import handlers
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.server import DshRpcError, DshServer
+from dshd.api.unchosen_model import workspace_model
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
 from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
@@ -99,7 +100,14 @@ class DshDaemon(DshServer):
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
         self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
-        self.dsh_workspace = Workspace(root, config, questions=self.questions, approvals=self.approvals)
+        self.dsh_workspace = Workspace(
+            root,
+            config,
+            questions=self.questions,
+            approvals=self.approvals,
+            # An untrusted folder's model left out: prompts are told why (api/unchosen_model.py).
+            model=workspace_model(loaded, editor_trust=True),
+        )
         logger.info(
             "workspace %s (questions: %s, permissions: %s)",
             root, self.questions.client_can_answer, self.approvals.client_can_answer,

@@ -19,6 +19,10 @@ from typing import Any
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 
 
+# What each capability lets the editor answer, as a person reads it.
+_ASKS = {"questions": "plan reviews", "permissions": "approvals"}
+
+
 class ClientAsk:
     def __init__(self, server, method: str, capability: str, unavailable: type[Exception], prefix: str) -> None:
         self._server = server
@@ -33,7 +37,11 @@ class ClientAsk:
     async def request(self, params: dict[str, Any]) -> Any:
         """The editor's raw reply, or ``unavailable`` raised; cancellation withdraws."""
         if not self.client_can_answer:
-            raise self.unavailable(f"the editor did not declare capabilities.experimental.dsh.{self.capability}")
+            # The editor did not declare capabilities.experimental.dsh.<capability>.
+            raise self.unavailable(
+                f"your editor cannot answer {_ASKS.get(self.capability, self.capability)}: "
+                "update its dshd extension, or open the folder in an editor that can"
+            )
         protocol = self._server.protocol
         msg_id = f"{self._prefix}-{uuid.uuid4().hex[:12]}"
         self._pending.add(msg_id)

@@ -35,13 +35,13 @@ def method(name: str) -> Callable[[Handler], Handler]:
 
 def _plan(agent):
     if agent.plan is None:
-        raise DshError("plugin-not-loaded", "the plan plugin is not loaded in this workspace (config: plugins)")
+        raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
     return agent.plan
 
 
 def _goals(agent):
     if agent.goals is None:
-        raise DshError("plugin-not-loaded", "the goals plugin is not loaded in this workspace (config: plugins)")
+        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
     return agent.goals
 
 

@@ -193,7 +193,7 @@ class GoalService:
 
     def _live(self) -> None:
         if self._detached:
-            raise DshError("stale-agent", "this goal service belongs to an agent that was closed or replaced")
+            raise DshError("stale-agent", "this session was closed or opened again since: open it again and retry")
 
     # ---- writes --------------------------------------------------------------------
 
@@ -384,7 +384,8 @@ class GoalService:
         if wanted.id != goal.id or wanted.revision != goal.revision:
             raise DshError(
                 "stale-revision",
-                f"ref {wanted.id}@{wanted.revision} is stale: the current goal is {goal.id}@{goal.revision}",
+                "the goal changed since it was read (it was edited, paused, resumed or replaced): "
+                f"look at it again and retry (goal {goal.id} is at change {goal.revision}, not {wanted.revision})",
                 current=goal.revision,
                 goalId=goal.id,
             )
