@@ -187,3 +187,31 @@ async def test_a_folder_with_its_own_script_keeps_it(clients):
     sid = (await client.new_session())["sessionId"]
     await client.prompt(sid, "hello")
     assert "scripted hello" in client.agent_text(sid)
+
+
+async def test_pausing_a_goal_over_acp_cancels_its_round(clients):
+    # A slow round: the model takes 20 s to answer; the pause must not wait for it.
+    write_workspace(clients.workspace, [{"text": "slow round", "delayMs": 20000}, {"text": "next round"}])
+    client = await clients.start()
+    sid = (await client.new_session())["sessionId"]
+    goal = (await client.goal({"sessionId": sid, "action": "set", "objective": "Tidy up"}))["goal"]
+    await wait_log(clients.workspace, sid, lambda events: of_type(events, "request/header"))
+
+    started = asyncio.get_running_loop().time()
+    paused = (await client.goal({"sessionId": sid, "action": "pause", "ref": {"id": goal["id"], "revision": 1}}))["goal"]
+    assert asyncio.get_running_loop().time() - started < 5
+    assert paused["phase"] == "paused"
+    events = read_log(clients.workspace, sid)
+    # Answered only once the round was over: closed "cancelled" before the pause was written.
+    (close,) = of_type(events, "turn/close")
+    assert close["data"]["stopReason"] == "cancelled"
+    (pause,) = [e for e in of_type(events, "goal/change") if e["data"]["op"] == "pause"]
+    assert close["seq"] < pause["seq"]
+    await asyncio.sleep(1.0)
+    # No request while paused: one model request in all, and the slow reply never arrived.
+    events = read_log(clients.workspace, sid)
+    assert len(of_type(events, "request/header")) == 1
+    assert "slow round" not in client.agent_text(sid)
+    # Positive control: resuming starts the next round, which does reach the model.
+    await client.goal({"sessionId": sid, "action": "resume", "ref": {"id": goal["id"], "revision": paused["revision"]}})
+    await wait_log(clients.workspace, sid, lambda events: len(of_type(events, "request/header")) == 2)
