@@ -186,3 +186,29 @@ async def test_dsh_gitignore_as_a_link_refuses_a_new_session_and_is_never_writte
     assert created["sessionId"] and "sessions/" in gitignore.read_text()
     await client.stop()
     assert snapshot(home) == before
+
+
+async def test_files_and_folders_where_the_other_belongs_are_refused(tmp_path, daemons):
+    root = write_workspace(daemons.root, replies=[{"text": "fine"}])
+    good, as_file, log_as_folder = seed_session(root, "good"), seed_session(root), seed_session(root)
+    sessions = root / ".dsh" / "sessions"
+    shutil.rmtree(sessions / as_file)
+    (sessions / as_file).write_text("not a folder")
+    (sessions / log_as_folder / "log.jsonl").unlink()
+    (sessions / log_as_folder / "log.jsonl").mkdir()
+    client = await daemons.start()
+    rows = rows_by_id(await client.request("dsh/session/list", {}))
+    assert rows[as_file]["refused"]["reason"] == "is a file, not a folder"
+    assert rows[log_as_folder]["refused"]["reason"] == "is a folder, not a regular file"
+    await expect_unsafe(client.request("dsh/session/open", {"sessionId": as_file}), sessions / as_file)
+    await expect_unsafe(client.request("dsh/session/open", {"sessionId": log_as_folder}), sessions / log_as_folder / "log.jsonl")
+    await opens_and_writes(client, root, good)  # the control
+    await client.stop()
+    # .dsh/sessions itself a file: the list, an open and a create are refused, nothing made.
+    shutil.rmtree(sessions)
+    sessions.write_text("not a folder")
+    client = await daemons.start()
+    data = await expect_unsafe(client.request("dsh/session/list", {}), sessions)
+    assert data["reason"] == "is a file, not a folder"
+    await expect_unsafe(client.request("dsh/session/create", {"title": "new"}), sessions)
+    assert sessions.read_text() == "not a folder"

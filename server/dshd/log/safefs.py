@@ -55,17 +55,24 @@ def _named(exc: OSError, path: Path) -> OSError:
     return type(exc)(exc.errno, exc.strerror, str(path))
 
 
-def _what_is(dir_fd: int, name: str) -> str:
-    """Why ``name`` (in ``dir_fd``) is refused, in words."""
+def refusal(mode: int, want_dir: bool) -> str:
+    """Why an entry of this ``st_mode`` is refused where a folder (``want_dir``) or a
+    regular file belongs, in words."""
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link"
+    if want_dir:
+        return "is a file, not a folder" if stat.S_ISREG(mode) else "is not a folder"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a regular file"
+    return "is not a regular file"
+
+
+def what_is(dir_fd: int, name: str, want_dir: bool) -> str:
+    """:func:`refusal` for ``name`` in the folder ``dir_fd`` (looked at without following it)."""
     try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return refusal(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, want_dir)
     except OSError:
         return "changed while it was being opened"
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if stat.S_ISDIR(st.st_mode):
-        return "is a folder, not a regular file"
-    return "is not a regular file or folder"
 
 
 def open_dir(path: Path, base: Path, *, create: bool = False) -> int:
@@ -96,7 +103,7 @@ def open_dir(path: Path, base: Path, *, create: bool = False) -> int:
                 child = _open_child_dir(fd, part, here)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePath(here, _what_is(fd, part)) from None
+                    raise UnsafePath(here, what_is(fd, part, True)) from None
                 raise _named(exc, here) from None
             os.close(fd)
             fd = child
@@ -111,7 +118,7 @@ def _open_child_dir(dir_fd: int, name: str, path: Path) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePath(path, _what_is(dir_fd, name)) from None
+            raise UnsafePath(path, what_is(dir_fd, name, True)) from None
         raise _named(exc, path) from None
 
 
@@ -136,7 +143,7 @@ def open_file(dir_fd: int, name: str, flags: int, path: Path, mode: int = 0o644)
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
-            raise UnsafePath(path, _what_is(dir_fd, name)) from None
+            raise UnsafePath(path, what_is(dir_fd, name, False)) from None
         raise _named(exc, path) from None
     try:
         _check_regular(os.fstat(fd), path, writing)
@@ -164,7 +171,7 @@ def check_entries(dir_fd: int, directory: Path, names: tuple[str, ...], prefixes
                 if entry.is_symlink():
                     raise UnsafePath(directory / entry.name, "is a symbolic link")
                 if not entry.is_file(follow_symlinks=False):
-                    raise UnsafePath(directory / entry.name, "is not a regular file")
+                    raise UnsafePath(directory / entry.name, refusal(entry.stat(follow_symlinks=False).st_mode, False))
 
 
 def fsync_dir(dir_fd: int) -> None:

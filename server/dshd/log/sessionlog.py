@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dshd.errors import DshError
-from dshd.log.safefs import UnsafePath, check_entries, fsync_dir, open_dir, open_file
+from dshd.log.safefs import UnsafePath, check_entries, fsync_dir, open_dir, open_file, what_is
 
 LOG_NAME = "log.jsonl"
 LOCK_NAME = "log.lock"
@@ -255,7 +255,7 @@ class SessionReader:
             dir_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise UnsafePath(directory, "is a symbolic link or not a folder") from None
+                raise UnsafePath(directory, what_is(parent_fd, name, True)) from None
             raise type(exc)(exc.errno, exc.strerror, str(directory)) from None
         try:
             check_entries(dir_fd, directory, SESSION_FILES, (TORN_PREFIX,))

@@ -32,7 +32,7 @@ from dshd.folds.replay import ReplayError, _load_checkpoint, fold_file
 from dshd.folds.state import TITLE_MAX, SessionState
 from dshd.formats import rfc3339_utc
 from dshd.log import LOG_NAME, SessionReader, UnsafePath, find_complete_end
-from dshd.log.safefs import open_dir
+from dshd.log.safefs import open_dir, refusal
 from dshd.services.goals import goal_view
 
 log = logging.getLogger("dshd")
@@ -89,8 +89,7 @@ class SessionIndex:
         except FileNotFoundError:
             return None
         if not stat.S_ISDIR(dir_st.st_mode):
-            why = "is a symbolic link" if stat.S_ISLNK(dir_st.st_mode) else "is not a folder"
-            return _refused(name, UnsafePath(self.sessions_dir / name, why), dir_st)
+            return _refused(name, UnsafePath(self.sessions_dir / name, refusal(dir_st.st_mode, True)), dir_st)
         if live is not None:
             state, armed = live
             return _summary(name, state, armed, None)
