@@ -362,8 +362,8 @@ class SessionStore:
         # The checkpoint is a cache: failing to write one never fails a committed event.
         try:
             self.checkpoint()
-        except OSError:
-            log.exception("session %s: checkpoint write failed (ignored; next open replays more)", self.session_id)
+        except (OSError, DshError) as exc:  # disk full, read-only; unsafe-path: a link appeared
+            log.error("session %s: checkpoint write failed (ignored; next open replays more): %s", self.session_id, exc)
 
     def close(self) -> None:
         """Write a checkpoint and release the lock. Idempotent."""
