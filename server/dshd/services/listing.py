@@ -76,7 +76,7 @@ class SessionIndex:
                 seen.add(name)
                 row = self._row(sessions_fd, name, live(name))
                 if row is not None:
-                    out.append(row)
+                    out.append(dict(row))  # a copy: the kept row stays as read
         finally:
             os.close(sessions_fd)
         for gone in self._rows.keys() - seen:
