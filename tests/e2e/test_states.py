@@ -144,3 +144,36 @@ async def test_activity_is_waiting_while_a_plan_review_is_open_in_a_goal_round(w
     states = activity(client, agent)
     assert states[:3] == [("working", None), ("waiting", "plan-review"), ("working", None)]
     assert ("waiting", "plan-review") not in states[3:]
+
+
+async def test_activity_is_waiting_while_an_approval_is_open_in_a_goal_round(workspace, daemons):
+    write_workspace(
+        workspace,
+        replies=[
+            {"toolCalls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi\n"}}]},
+            {"text": "Wrote it.", "toolCalls": [{"name": "goal_complete", "arguments": {}}]},
+            {"text": "Done."},
+        ],
+        plugins=["plan", "goals", "tools"],
+    )
+    asked = asyncio.Event()
+    answer_now = asyncio.Event()
+
+    async def person(params):
+        asked.set()
+        await answer_now.wait()
+        return {"outcome": "allow-once"}
+
+    client = await daemons.start(approve=person)
+    created = await client.request("dsh/session/create", {})
+    agent = created["agentId"]
+    await client.request("dsh/goal/create", {"agentId": agent, "objective": "Write the notes"})
+    await asyncio.wait_for(asked.wait(), 10)
+    await until(lambda: activity(client, agent)[-1] == ("waiting", "approval"))
+    await asyncio.sleep(0.3)
+    assert activity(client, agent)[-1] == ("waiting", "approval")  # it stays so while the person decides
+    answer_now.set()
+    await until(lambda: (workspace / "notes.txt").exists())
+    await until(lambda: activity(client, agent)[-1] == ("idle", None))
+    states = activity(client, agent)
+    assert states[:3] == [("working", None), ("waiting", "approval"), ("working", None)]
