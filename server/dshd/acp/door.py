@@ -60,6 +60,7 @@ from dshd.acp.transport import LineTransport
 from dshd.agent.config_layers import load_layers, user_config_path
 from dshd.api.escape import shown
 from dshd.api.hub import Hub
+from dshd.api.words import STOP_REASONS as STOP_REASON_WORDS
 from dshd.api.unchosen_model import workspace_model
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
@@ -227,7 +228,8 @@ class AcpDoor:
         if reason == "model-error":
             message = error.get("message") or "the model call failed (dshd's log on stderr has the details)"
             raise RequestError(-32603, f"model error: {message}", {"kind": "model-error", "errorKind": error.get("kind")})
-        raise RequestError(-32603, f"the turn ended with {reason} (dshd's log on stderr has the details)", {"stopReason": reason})
+        said = STOP_REASON_WORDS.get(reason, f"ended: {reason}")
+        raise RequestError(-32603, f"the turn {said}; dshd's log (stderr) says more", {"stopReason": reason})
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         live = self.sessions.get(session_id)
@@ -340,7 +342,7 @@ class AcpDoor:
         if live is None:
             if not is_session_id(session_id):
                 raise invalid_params("sessionId", f"not a dshd session id: {session_id!r}")
-            raise invalid_params("sessionId", f"session {session_id} is not open here: session/new or session/load it first")
+            raise invalid_params("sessionId", f"session {session_id} is not open in this client: open (load) it first, or start a new one")
         return live
 
     @staticmethod
