@@ -195,7 +195,7 @@ export class Controller implements vscode.Disposable {
     } catch (e) {
       const err = asDaemonError(e);
       this.remember(undefined);
-      void vscode.window.showWarningMessage(`dsh: could not reopen the session${r.title ? ` "${r.title}"` : ''}: ${err.message}`);
+      void vscode.window.showWarningMessage(`dsh: could not reopen the session${r.title ? ` "${r.title}"` : ''}: ${err.message}. Pick one with "DSH: Open Session…" or start a new one.`);
       return undefined;
     }
   }

@@ -117,6 +117,8 @@ test('closing the plan\'s tabs decides nothing: the question stays in the chat a
   await chatClick(`${pending} button.approve`);
   await waitFor('plan mode off', () => c.statusText().plan === '$(checklist) plan: off', 30000);
   await waitFor('the turn to end', async () => !c.busy && (await chatCount('#busy:visible')) === 0, 30000);
+  // Finished text keeps no streaming cursor: the cursor needs a running turn.
+  assert.equal(await chatCount('body.busy'), 0);
 });
 
 test('a plan review that opens while the person types in the chat box takes none of the keys', async () => {
@@ -302,7 +304,11 @@ test('errors say what to do, and nothing a person read names wire methods or int
   const error = await waitFor('the error', async () => (await notices()).find((t) => t.startsWith('dsh:')));
   assert.match(error, /complete/);
   assert.match(error, /pick an action|create|resume|edit/i);
-  for (const m of seenNotices) assert.doesNotMatch(m, /dsh\/[a-z]|\barmed\b|\bplugin\b|\brevision\b|field text/i, m);
+  const jargon = /dsh\/[a-z]|\b(dis)?armed\b|\bplugins?\b|\brevision\b|field text/i;
+  for (const m of seenNotices) assert.doesNotMatch(m, jargon, m);
+  // The chat too: every item, label and card of this whole session.
+  for (const t of await chatTexts('#log .item')) assert.doesNotMatch(t, jargon, t);
+  for (const t of await chatTexts('header')) assert.doesNotMatch(t, jargon, t);
   await vscode.commands.executeCommand('notifications.clearAll');
 });
 
