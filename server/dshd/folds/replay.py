@@ -44,10 +44,13 @@ from dshd.folds.rules import (
     fold_permission,
     fold_plan_mode,
 )
-from dshd.folds.state import ContextState, PlanState, SessionState, TurnState
+from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState
 from dshd.folds.titles import title_from_prompt
 from dshd.log import SessionLog, SessionReader, TornTail, find_complete_end, read_line_before
 from dshd.log.sessionlog import open_log_file
+
+_NO_DECISIONS: frozenset[str] = frozenset()
+_NO_TURN = object()  # equal to no turn number
 
 # Replay reads this much at a time and splits it into lines (bounded memory, few syscalls).
 _BLOCK = 256 * 1024
@@ -227,10 +230,13 @@ def fold_file(
 
     ``offset`` is the start of line ``line_no``. The hot loop of replay: the same result
     and the same rejections as :func:`fold_lines` over :func:`apply` (a property test
-    checks it), but it reads in blocks, keeps the state in locals, inlines the common
-    events and builds one SessionState at the end. Anything unusual (line 1, a seq
-    mismatch, a SessionStart) goes through :func:`apply`, which holds the reference checks
-    and reason texts. Returns (state, lines folded, last line with its newline).
+    checks it), but it reads in blocks and keeps the whole state in plain locals, so the
+    common events (headers, tool calls and results, messages, turns opening and closing
+    in order) cost a few comparisons and build nothing. Anything else (line 1, a seq or
+    turn mismatch, a step out of order, plan mode, goal changes, compactions, decisions,
+    a SessionStart) goes through :func:`apply` on a state built from the locals, which
+    holds the reference checks and reason texts; its result is unpacked again. Returns
+    (state, lines folded, last line with its newline).
     """
     decode = _decode_event
     blocks = _blocks(path, offset, end)
@@ -255,15 +261,30 @@ def fold_file(
     start_seq = state.seq
     # Line numbers are not counted per line: in a sound prefix, line = first line + events folded.
     line_base = first_line_no - (state.seq + 1) + (1 if folded_first else 0)
+    session_id, forked_from, last_at = state.session_id, state.forked_from, state.last_at
     seq = state.seq
-    plan, turn, goal = state.plan, state.turn, state.goal
     title = state.title
-    # The context fold in locals: a mutable set of calls without a result (the state's
-    # frozenset is rebuilt once at the end).
+    plan_active, header_active = state.plan.active, state.plan.header_active
+    turn = state.turn
+    last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
+    # The goal: its snapshot as folded, with the counters rounds, tokens and the round's
+    # turn in locals (GoalState is rebuilt from them only when needed).
+    goal = state.goal
+    current, rounds, tokens, round_turn = goal.goal, goal.rounds_started, goal.tokens_used, goal.round_turn
+    usage_turn = round_turn if current is not None else None  # the turn whose usage counts
+    # The context fold: a mutable set of calls without a result (a frozenset at the end).
     context = state.context
     compact_seq, through_seq = context.compact_seq, context.through_seq
     calls = set(context.pending_calls)
     batch_from, quiet_from = context.batch_from, context.quiet_from
+    # The turn an event's envelope must name to take a fast path: the open one, or none
+    # (an object no turn number equals) while no turn is open.
+    in_turn = last_turn if turn_open else _NO_TURN
+    # Locals, not globals, in the loop.
+    header_cls, call_cls, result_cls, assistant_cls, user_cls = (
+        RequestHeader, ToolCall, ToolResult, AssistantMessage, UserMessage
+    )
+    open_cls, close_cls = TurnOpen, TurnClose
     event = None
     line = b""
     try:
@@ -272,71 +293,127 @@ def fold_file(
                 event = decode(line)
                 seq += 1
                 cls = event.__class__
-                if event.seq != seq or cls is SessionStart:
-                    context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
-                    apply(SessionState(state.session_id, seq - 1, plan, turn, goal, context=context), event)  # raises
-                    raise AssertionError("apply accepted what the fast path refused")  # pragma: no cover
                 t = event.turn
-                if cls is TurnOpen or cls is TurnClose:
-                    if t is not None:
-                        _check_envelope_turn(turn, event)
-                    turn = fold_open_turn(turn, event)
-                    if calls and cls is TurnClose:  # a batch ends with its turn
-                        calls.clear()
-                        batch_from, quiet_from = 0, seq
-                else:
-                    if t is not None and (t != turn.last_turn or not turn.open):
-                        _check_envelope_turn(turn, event)  # raises
-                    if cls is AssistantMessage:  # the most common event: only its usage folds
-                        if event.data.usage is not None:
-                            goal = fold_goal(goal, event)
-                    elif cls is ToolCall:
+                # Fast paths: the event is in order, in the open turn (or opens/closes it).
+                if t == in_turn and event.seq == seq:
+                    if cls is header_cls:
+                        data = event.data
+                        if data.step == step + 1:
+                            step += 1
+                            header_active = data.planActive
+                            continue
+                    elif cls is call_cls:
                         if not calls:
                             batch_from = seq
                         calls.add(event.data.callId)
-                    elif cls is ToolResult:
+                        continue
+                    elif cls is result_cls:
                         if calls:
                             call_id = event.data.callId
                             if call_id in calls:
                                 calls.discard(call_id)
                                 if not calls:
                                     batch_from, quiet_from = 0, seq
-                    elif cls is RequestHeader:
-                        # Inlined fold_open_turn + fold_plan_mode for the most common folded event.
+                        continue
+                    elif cls is assistant_cls:
+                        usage = event.data.usage
+                        if usage is not None and t == usage_turn:
+                            tokens += usage.inputTokens + usage.outputTokens
+                        continue
+                    elif cls is user_cls:
                         data = event.data
-                        step = data.step
-                        if turn.open and step == turn.step + 1:
-                            turn = TurnState(turn.last_turn, True, step, turn.cause, turn.decided)
-                        else:
-                            fold_open_turn(turn, event)  # raises with the reference reason
-                        if plan.header_active is not data.planActive:
-                            plan = PlanState(plan.active, data.planActive)
-                    elif cls is UserMessage:
-                        if event.data.goalRound is not None:
-                            goal = fold_goal(goal, event)
-                        if title is None and event.data.source == "user":
-                            title = title_from_prompt(event.data.text)
-                    elif cls is PlanMode:
-                        plan = fold_plan_mode(plan, event)
-                    elif cls is ContextCompact:
-                        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
-                        compacted = fold_context(context, event)  # raises with the reference reason
-                        compact_seq, through_seq = compacted.compact_seq, compacted.through_seq
-                    elif cls is PermissionDecision:
-                        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
-                        turn = fold_permission(turn, context, event)
-                    else:
-                        goal = fold_goal(goal, event)
+                        goal_round = data.goalRound
+                        if goal_round is not None:
+                            # The next round of the current active goal, within its caps
+                            # (else the reference fold, which raises with the reason).
+                            n = goal_round.round
+                            if not (
+                                current is not None
+                                and current.phase == "active"
+                                and goal_round.goalId == current.id
+                                and goal_round.revision == current.revision
+                                and n == rounds + 1
+                                and n <= current.maxRounds
+                                and (current.maxTokens is None or tokens < current.maxTokens)
+                            ):
+                                goal = _goal_state(goal, rounds, tokens, round_turn)
+                                fold_goal(goal, event)  # raises
+                                raise AssertionError("fold_goal accepted a round the fast path refused")
+                            rounds, round_turn = n, t
+                            usage_turn = t
+                        if title is None and data.source == "user":
+                            title = title_from_prompt(data.text)
+                        continue
+                    elif cls is close_cls:
+                        data = event.data
+                        if data.turn == last_turn and (data.error is None or data.stopReason == "model-error"):
+                            turn_open, step, cause, decided = False, 0, None, _NO_DECISIONS
+                            in_turn = _NO_TURN
+                            if calls:  # a batch ends with its turn
+                                calls.clear()
+                                batch_from, quiet_from = 0, seq
+                            continue
+                elif cls is open_cls and event.seq == seq and not turn_open:
+                    data = event.data
+                    if t == data.turn == last_turn + 1:
+                        last_turn, turn_open, step, cause, decided = t, True, 0, data.cause, _NO_DECISIONS
+                        in_turn = t
+                        continue
+                # Everything else: the reference fold, on the state as it stands.
+                goal = _goal_state(goal, rounds, tokens, round_turn)
+                state = apply(
+                    SessionState(
+                        session_id,
+                        seq - 1,
+                        PlanState(plan_active, header_active),
+                        TurnState(last_turn, turn_open, step, cause, decided),
+                        goal,
+                        title,
+                        forked_from,
+                        last_at,
+                        ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from),
+                    ),
+                    event,
+                )
+                title, forked_from = state.title, state.forked_from
+                plan_active, header_active = state.plan.active, state.plan.header_active
+                turn = state.turn
+                last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
+                in_turn = last_turn if turn_open else _NO_TURN
+                goal = state.goal
+                current, rounds, tokens, round_turn = goal.goal, goal.rounds_started, goal.tokens_used, goal.round_turn
+                usage_turn = round_turn if current is not None else None
+                context = state.context
+                compact_seq, through_seq = context.compact_seq, context.through_seq
+                calls = set(context.pending_calls)
+                batch_from, quiet_from = context.batch_from, context.quiet_from
             last = line
     except FoldError as exc:
         raise ReplayError(event.seq, line_base + seq, exc.reason) from None
     except msgspec.MsgspecError:
         raise _reject(line_base + seq + 1, line + b"\n") from None
     if event is not None:
-        context = ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from)
-        state = SessionState(state.session_id, seq, plan, turn, goal, title, state.forked_from, event.at, context)
+        goal = _goal_state(goal, rounds, tokens, round_turn)
+        state = SessionState(
+            session_id,
+            seq,
+            PlanState(plan_active, header_active),
+            TurnState(last_turn, turn_open, step, cause, decided),
+            goal,
+            title,
+            forked_from,
+            event.at,
+            ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from),
+        )
     count = seq - start_seq + (1 if folded_first else 0)
     return state, count, None if last is None else last + b"\n"
+
+
+def _goal_state(goal: GoalState, rounds: int, tokens: int, round_turn: int | None) -> GoalState:
+    """``goal`` with the counters fold_file kept in locals."""
+    if goal.rounds_started == rounds and goal.tokens_used == tokens and goal.round_turn == round_turn:
+        return goal
+    return msgspec.structs.replace(goal, rounds_started=rounds, tokens_used=tokens, round_turn=round_turn)
 
 
 def _seq_of(line: bytes) -> int | None:
