@@ -111,3 +111,35 @@ def test_kept_rows_follow_a_change_of_the_log_and_of_the_folder(tmp_path):
     refused = index.rows(lambda s: None)[0]
     assert refused["refused"] == {"kind": "unsafe-path", "path": str(store.dir / "log.lock"), "reason": "is a symbolic link"}
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_saved_rows_serve_the_next_index_only_while_their_keys_match(tmp_path, monkeypatch):
+    import msgspec
+
+    from dshd.services import listing
+
+    monkeypatch.setattr(listing, "SAVE_FROM", 1)
+    sessions = tmp_path / "ws" / ".dsh" / "sessions"
+    with seeded(sessions, "s1") as store:
+        pass
+    saved = tmp_path / "cache" / "rows.json"
+    first = SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)
+    assert saved.is_file() and first[0]["title"] == "a title"
+    # The next index uses the saved row as it is while the key holds (marked to tell) ...
+    doc = msgspec.json.decode(saved.read_bytes())
+    doc["rows"]["s1"][1]["title"] = "from the saved rows"
+    saved.write_bytes(msgspec.json.encode(doc))
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "from the saved rows"
+    # ... and folds the log again once it changed.
+    with SessionStore.open(sessions, "s1") as store:
+        store.commit("plan/mode", {"active": True}, writer="plan")
+    again = SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)
+    assert again[0]["title"] == "a title" and again[0]["updatedAt"] == store.state.last_at
+    # Rows saved for another workspace, or not well formed, are not used.
+    doc = msgspec.json.decode(saved.read_bytes())
+    doc["rows"]["s1"][1]["title"] = "another workspace's"
+    doc["root"] = str(tmp_path / "other")
+    saved.write_bytes(msgspec.json.encode(doc))
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "a title"
+    saved.write_bytes(b"{not json")
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "a title"

@@ -4,8 +4,9 @@ A row needs a session's title, the time of its last event and its goal: folded s
 Folding each log on every list is what made a list of 1,000 sessions (or one old log
 with a 63 MB title) slow, so a row is kept in memory under a key made of what changes
 whenever the folder or its log does (the folder's inode and mtime, the log's inode,
-size and mtime). A list then costs three ``stat`` calls a session; a row is folded
-again (checkpoint + tail, like an open) only when its key changed.
+size and mtime). A list then costs two ``stat`` calls a session; a row is folded
+again (checkpoint + tail, like an open) only when its key changed. From SAVE_FROM
+sessions on, the rows are saved in the person's cache folder for the next daemon.
 
 Nothing here follows a link or writes: ``.dsh`` and ``.dsh/sessions`` are walked from
 the workspace without links (a link there refuses the whole list, ``unsafe-path``); a
@@ -15,11 +16,13 @@ file belongs, is listed as refused with the reason, never opened.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import mmap
 import os
 import re
 import stat
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,11 +57,16 @@ _START_END = re.compile(rb'"\s*\}\s*\}\s*$')
 class SessionIndex:
     """The list rows of ``<root>/.dsh/sessions``; ``is_session_id`` says which names count."""
 
-    def __init__(self, root: Path, is_session_id: Callable[[str], bool]) -> None:
+    def __init__(self, root: Path, is_session_id: Callable[[str], bool], *, saved: Path | None = None) -> None:
+        """``saved``: where the rows are kept between daemons (default: the person's cache
+        folder, see :func:`saved_rows_path`), once a workspace has SAVE_FROM sessions."""
         self.root = Path(root)
         self.sessions_dir = self.root / ".dsh" / "sessions"
         self._is_session_id = is_session_id
         self._rows: dict[str, tuple[_Key, dict[str, Any] | None]] = {}
+        self._saved = saved if saved is not None else saved_rows_path(self.root)
+        self._loaded = False
+        self._changed = False
 
     def rows(self, live: Callable[[str], tuple[SessionState, bool] | None]) -> list[dict[str, Any]]:
         """Every session, oldest first. ``live(id)`` is (state, goal armed) of a session
@@ -72,6 +80,10 @@ class SessionIndex:
         try:
             with os.scandir(sessions_fd) as entries:
                 names = sorted(e.name for e in entries if self._is_session_id(e.name))
+            if not self._loaded:
+                self._loaded = True
+                if len(names) >= SAVE_FROM:
+                    self._rows = _load_rows(self._saved, self.root)
             for name in names:
                 seen.add(name)
                 row = self._row(sessions_fd, name, live(name))
@@ -81,6 +93,10 @@ class SessionIndex:
             os.close(sessions_fd)
         for gone in self._rows.keys() - seen:
             del self._rows[gone]
+            self._changed = True
+        if self._changed and len(names) >= SAVE_FROM:
+            self._changed = False
+            _save_rows(self._saved, self.root, self._rows)
         return out
 
     def _row(self, sessions_fd: int, name: str, live: tuple[SessionState, bool] | None) -> dict[str, Any] | None:
@@ -107,6 +123,7 @@ class SessionIndex:
             return kept[1]
         row = self._fold_row(sessions_fd, name, dir_st, log_st)
         self._rows[name] = (key, row)
+        self._changed = True
         return row
 
     def _fold_row(self, sessions_fd: int, name: str, dir_st: os.stat_result, log_st: os.stat_result) -> dict | None:
@@ -122,6 +139,77 @@ class SessionIndex:
             log.warning("session %s not listed: %s", name, exc)
             return None
         return _summary(name, state, False, log_st)
+
+
+# ---- rows kept between daemons ---------------------------------------------------------
+
+# A daemon's first list reads every session's checkpoint (80-250 us a session, syscall
+# bound); with this many sessions or more the rows are also kept in the person's cache
+# folder, so the next daemon's first list costs what a later list costs.
+SAVE_FROM = 100
+_SAVED_VERSION = 1
+_SAVED_MAX = 32 * 1024 * 1024
+
+
+class _SavedRows(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    root: str
+    rows: dict[str, tuple[tuple[int, int, int, int, int], dict[str, Any] | None]]
+
+
+def saved_rows_path(root: Path) -> Path:
+    """``$XDG_CACHE_HOME/dshd/session-lists/<sha256 of the workspace path>.json`` (else
+    ``~/.cache``): outside the workspace, so no repository can plant rows there."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    digest = hashlib.sha256(str(Path(root)).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return Path(cache) / "dshd" / "session-lists" / f"{digest}.json"
+
+
+def _load_rows(path: Path, root: Path) -> dict[str, tuple[_Key, dict[str, Any] | None]]:
+    """The rows a daemon saved, if they are for this workspace and well formed; a row is
+    used only while its key (inodes, sizes, times to the nanosecond) still matches."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _SAVED_MAX:
+            return {}
+        saved = msgspec.json.decode(os.pread(fd, st.st_size, 0), type=_SavedRows)
+    except (OSError, msgspec.MsgspecError):
+        return {}
+    finally:
+        os.close(fd)
+    if saved.version != _SAVED_VERSION or saved.root != str(root):
+        return {}
+    return {name: (tuple(key), row) for name, (key, row) in saved.rows.items()}  # type: ignore[misc]
+
+
+def _save_rows(path: Path, root: Path, rows: dict[str, tuple[_Key, dict[str, Any] | None]]) -> None:
+    """Write the rows (a cache: any failure is only logged). A new temp file (O_EXCL)
+    renamed over the old one, so a reader sees one whole version."""
+    body = msgspec.json.encode(_SavedRows(_SAVED_VERSION, str(root), dict(rows)))
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("session list rows not saved to %s: %s", path, exc)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+# ---- folding a row ------------------------------------------------------------------------
 
 
 def fold_for_list(reader: SessionReader) -> SessionState:
