@@ -82,7 +82,7 @@ class SessionIndex:
                 names = sorted(e.name for e in entries if self._is_session_id(e.name))
             if not self._loaded:
                 self._loaded = True
-                if len(names) >= SAVE_FROM:
+                if len(names) >= SAVE_FROM and self._saved is not None:
                     self._rows = _load_rows(self._saved, self.root)
             for name in names:
                 seen.add(name)
@@ -94,7 +94,7 @@ class SessionIndex:
         for gone in self._rows.keys() - seen:
             del self._rows[gone]
             self._changed = True
-        if self._changed and len(names) >= SAVE_FROM:
+        if self._changed and len(names) >= SAVE_FROM and self._saved is not None:
             self._changed = False
             _save_rows(self._saved, self.root, self._rows)
         return out
@@ -157,10 +157,16 @@ class _SavedRows(msgspec.Struct, forbid_unknown_fields=True):
     rows: dict[str, tuple[tuple[int, int, int, int, int], dict[str, Any] | None]]
 
 
-def saved_rows_path(root: Path) -> Path:
+def saved_rows_path(root: Path) -> Path | None:
     """``$XDG_CACHE_HOME/dshd/session-lists/<sha256 of the workspace path>.json`` (else
-    ``~/.cache``): outside the workspace, so no repository can plant rows there."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    ``~/.cache``): outside the workspace, so no repository can plant rows there. None
+    when there is no home folder to put it in."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache:
+        try:
+            cache = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):
+            return None
     digest = hashlib.sha256(str(Path(root)).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return Path(cache) / "dshd" / "session-lists" / f"{digest}.json"
 
