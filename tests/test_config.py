@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dshd.agent.config import DEFAULT_PLAN_SECTION
+from dshd.plugins.plan_config import DEFAULT_PLAN_SECTION
 from dshd.agent.config_layers import load_config
 from dshd.errors import DshError
 

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "server" / "dshd"
 LAYERS = {
     "errors": 0,
     "formats": 0,  # RFC 3339 timestamps and kebab-case codes, defined once
+    "config_tables": 0,  # what a config table is; each feature owns its own table
     "log": 1,
     "sandbox": 1,  # OS sandbox for commands: knows nothing of sessions or agents
     "folds": 2,
@@ -80,6 +81,10 @@ def test_layer_imports_point_inwards(path: Path):
                 assert target == top, f"{path.relative_to(PACKAGE)} imports {name}: front doors stay apart"
         if top == "api":
             assert root not in WIRE_ONLY + ("acp",), f"{path.name} (api) imports {name}: api/ knows no wire"
+        if top == "models":
+            # models/ owns its [model] table (models/config.py): it reads nothing of the agent,
+            # not even a type, so the arrow never points back up to agent/config.py.
+            assert not name.startswith("dshd.agent"), f"{path.relative_to(PACKAGE)} imports {name}: models/ knows no agent"
 
 
 def test_core_layers_import_without_pygls():

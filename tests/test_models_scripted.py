@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from agent_support import events_of, make_workspace
 
-from dshd.agent.config import ScriptReply, ScriptToolCall
+from dshd.models.config import ScriptReply, ScriptToolCall
 from dshd.models import (
     ModelError,
     ModelRequest,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dshd.agent.config import SCRIPT_CAP
+from dshd.models.config import SCRIPT_CAP
 from dshd.agent.config_layers import CONFIG_CAP, load_layers
 from dshd.agent.instructions import FILE_CAP, ProjectInstructions
 from dshd.errors import DshError

@@ -34,7 +34,7 @@ from typing import Any, Literal, Protocol, get_args
 
 import attrs
 
-from dshd.agent.config import Mutability, Sandbox, ToolsConfig
+from dshd.tools.config import Mutability, Sandbox, ToolsConfig
 from dshd.agent.tools import Change, Policy, Tool, ToolContext, ToolOutcome
 from dshd.errors import DshError
 

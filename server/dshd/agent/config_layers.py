@@ -1,6 +1,6 @@
 """Where configuration comes from, and what a workspace may set without being trusted.
 
-Layers, later wins, merged key by key (:func:`dshd.agent.config.merge_tables`)::
+Layers, later wins, merged key by key (:func:`dshd.config_tables.merge_tables`)::
 
     built-in defaults < user config < workspace config < the editor's settings
                         $XDG_CONFIG_HOME/dsh/config.toml     initializationOptions.config
@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from dshd.agent.config import DEFAULTS, Config, check_layer, config_error, merge_tables, parse_config
+from dshd.agent.config import DEFAULTS, NOT_KEYS, Config, check_layer, config_error, merge_tables, parse_config
 from dshd.errors import DshError
 from dshd.tools import safepath
 from dshd.tools.paths import PathRefused
@@ -90,7 +90,8 @@ class LoadedConfig:
         """The merged configuration in force, in the files' shape (a key with no value,
         such as an unset ``baseUrl``, is left out, as TOML has no null)."""
         effective = msgspec.to_builtins(self.config)
-        del effective["scriptReplies"]
+        for name in NOT_KEYS:  # read at load time, not keys (the scripted replies)
+            del effective[name]
         return {
             name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
             for name, value in effective.items()
@@ -313,7 +314,8 @@ def load_layers(
     if editor is not None:
         merged = _merge_noting(merged, editor, EDITOR_SETTINGS, origin)
     try:
-        config = parse_config(merged, workspace, script_from_workspace=origin.get("model.script") == str(workspace_file))
+        workspace_keys = {key for key, file in origin.items() if file == str(workspace_file)}
+        config = parse_config(merged, workspace, workspace_keys=workspace_keys)
     except DshError as exc:
         key = exc.data.get("key", "config")
         raise config_error(key, getattr(exc, "detail", exc.message), _file_of(key, origin)) from None

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from dshd.agent.config import Mutability, Sandbox
+from dshd.tools.config import Mutability, Sandbox
 from dshd.models import ToolSpec
 
 

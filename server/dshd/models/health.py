@@ -22,7 +22,7 @@ from dshd.models.interface import Message, ModelError, ModelRequest
 from dshd.models.registry import model_from_config
 
 if TYPE_CHECKING:
-    from dshd.agent.config import Config
+    from dshd.models.config import ModelSettings as Config
 
 PROBE = ModelRequest("Answer with the single word OK.", (Message("user", "ping"),), ())
 

@@ -19,7 +19,7 @@ from dshd.models.openai_convert import events_from_chunks, request_body
 from dshd.models.sdk_provider import SdkProvider
 
 if TYPE_CHECKING:
-    from dshd.agent.config import ModelConfig
+    from dshd.models.config import ModelConfig
 
 
 class OpenAIModel(SdkProvider):

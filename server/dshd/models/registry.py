@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from dshd.models.interface import ModelAdapter
 
 if TYPE_CHECKING:
-    from dshd.agent.config import Config
+    from dshd.models.config import ModelSettings as Config
 
 
 def model_from_config(config: "Config") -> ModelAdapter:

@@ -27,7 +27,7 @@ from dshd.models.interface import (
 )
 
 if TYPE_CHECKING:
-    from dshd.agent.config import ScriptReply
+    from dshd.models.config import ScriptReply
 
 EXHAUSTED_TEXT = "(script exhausted)"
 

@@ -16,7 +16,7 @@ from dshd.models.interface import ModelError, ModelEvent, ModelRequest
 from dshd.models.retry import RetryPolicy, retrying
 
 if TYPE_CHECKING:
-    from dshd.agent.config import ModelConfig
+    from dshd.models.config import ModelConfig
 
 # Sent to a keyless server on this machine (ollama, llama.cpp): the SDKs need some key.
 NO_KEY = "no-key"
