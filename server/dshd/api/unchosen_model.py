@@ -33,9 +33,10 @@ def unchosen_model_text(loaded: Any, *, editor_trust: bool) -> str | None:
     ``loaded`` is the door's LoadedConfig; ``editor_trust``: the door can learn trust from
     the editor (``dshd serve``), not only from the user config (``dshd acp``)."""
     config = loaded.config
-    if config.model.provider != "scripted" or config.scriptReplies:
+    provider = getattr(getattr(config, "model", None), "provider", None)
+    if provider != "scripted" or getattr(config, "scriptReplies", None):
         return None
-    left_out = [item for item in loaded.ignored if item.untrusted and item.key.startswith("model.")]
+    left_out = [item for item in loaded.ignored if getattr(item, "untrusted", False) and item.key.startswith("model.")]
     if not left_out:
         return None
     keys = ", ".join(f"[model] {item.key.removeprefix('model.')}" for item in left_out)
