@@ -208,7 +208,7 @@ class Workspace:
             return live
         if agent_id in self._retired:
             raise DshError("stale-agent", f"agent {agent_id} was replaced or closed; open the session again")
-        raise DshError("unknown-agent", f"no agent {agent_id!r}")
+        raise DshError("unknown-agent", f"no open session has the agent id {agent_id!r}: open the session first")
 
     def list_sessions(self) -> list[dict[str, Any]]:
         """The rows of dsh/session/list (services.listing: kept in memory until a log changes)."""

@@ -76,7 +76,7 @@ class PlanModeController:
 
     def _live(self) -> None:
         if self._detached:
-            raise DshError("stale-agent", "this plan controller belongs to an agent that was closed or replaced")
+            raise DshError("stale-agent", "this session was closed or opened again since: open it again and retry")
 
     # ---- reading -------------------------------------------------------------------
 
