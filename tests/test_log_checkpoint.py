@@ -221,14 +221,15 @@ def test_property_incremental_from_any_split_equals_full(base_logs, tmp_path, wh
 
 MUTATIONS = [
     "delete", "duplicate", "swap-next", "seq+1", "turn+1", "revision+1", "round+1", "usage+1", "cut-half",
-    "drop-field", "through-3", "through+2", "call-id",
+    "drop-field", "through-3", "through+2", "call-id", "step+1", "data-turn+1", "round-goal",
 ]
 
 
 # Mutations aimed at one kind of line hit the next such line at or after the chosen one.
 _AIMED = {
     "through-3": b'"context/compact"', "through+2": b'"context/compact"', "call-id": b'"tool/result"',
-    "usage+1": b'"usage"',
+    "usage+1": b'"usage"', "step+1": b'"request/header"', "data-turn+1": b'"turn/',
+    "round-goal": b'"goalRound"',
 }
 
 
@@ -264,6 +265,12 @@ def mutate(lines: list[bytes], i: int, how: str) -> list[bytes]:
             data["throughSeq"] += -3 if how == "through-3" else 2
         elif how == "call-id" and "callId" in data:
             data["callId"] += "x"
+        elif how == "step+1" and "step" in data:
+            data["step"] += 1
+        elif how == "data-turn+1" and isinstance(data.get("turn"), int):
+            data["turn"] += 1
+        elif how == "round-goal" and isinstance(data.get("goalRound"), dict):
+            data["goalRound"]["goalId"] += "x"
         lines[i] = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
     return lines
 

@@ -324,10 +324,10 @@ def fold_file(
                         data = event.data
                         goal_round = data.goalRound
                         if goal_round is not None:
-                            # The next round of the current active goal, within its caps
-                            # (else the reference fold, which raises with the reason).
+                            # The next round of the current active goal, within its caps;
+                            # else the reference fold (which raises with the reason).
                             n = goal_round.round
-                            if not (
+                            if (
                                 current is not None
                                 and current.phase == "active"
                                 and goal_round.goalId == current.id
@@ -336,11 +336,13 @@ def fold_file(
                                 and n <= current.maxRounds
                                 and (current.maxTokens is None or tokens < current.maxTokens)
                             ):
-                                goal = _goal_state(goal, rounds, tokens, round_turn)
-                                fold_goal(goal, event)  # raises
-                                raise AssertionError("fold_goal accepted a round the fast path refused")
-                            rounds, round_turn = n, t
-                            usage_turn = t
+                                rounds, round_turn = n, t
+                            else:
+                                goal = fold_goal(_goal_state(goal, rounds, tokens, round_turn), event)
+                                current, rounds, tokens, round_turn = (
+                                    goal.goal, goal.rounds_started, goal.tokens_used, goal.round_turn
+                                )
+                            usage_turn = round_turn if current is not None else None
                         if title is None and data.source == "user":
                             title = title_from_prompt(data.text)
                         continue
