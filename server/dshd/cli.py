@@ -1,7 +1,7 @@
 """`dshd` command line (SPEC section 7).
 
     dshd                       serve stdio (same as `dshd serve`)
-    dshd serve                 the daemon over stdio (dshd.daemon.server:serve)
+    dshd serve                 the daemon over stdio (dshd.daemon.app:serve)
     dshd acp                   the Agent Client Protocol over stdio (dshd.acp.app:main)
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
@@ -384,9 +384,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
-        return _run_external("dshd.daemon.server:serve", "serve", [])
+        return _run_external("dshd.daemon.app:serve", "serve", [])
     if argv[0] == "serve":
-        return _run_external("dshd.daemon.server:serve", "serve", argv[1:])
+        return _run_external("dshd.daemon.app:serve", "serve", argv[1:])
     if argv[0] == "acp":
         return _run_external("dshd.acp.app:main", "acp", argv[1:])
     if argv[0] == "demo":

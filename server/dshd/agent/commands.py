@@ -8,16 +8,13 @@ starts no turn makes ``prompt`` return ``{"turn": None, "stopReason": "command"}
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import re
 
 import attrs
 
 from dshd.errors import DshError
-
-if TYPE_CHECKING:
-    from dshd.agent.loop import Agent
 
 _COMMAND_RE = re.compile(r"^/(?P<name>[^\s/]+)(?:\s+(?P<rest>.*))?$", re.DOTALL)
 
@@ -26,7 +23,9 @@ _COMMAND_RE = re.compile(r"^/(?P<name>[^\s/]+)(?:\s+(?P<rest>.*))?$", re.DOTALL)
 class Command:
     name: str  # without the slash
     description: str
-    run: Callable[["Agent", str], Awaitable[None]]
+    # (the Agent the command runs in, rest of the line). The Agent is not named here, not
+    # even as a type: the loop imports this module, and the two would form a circle.
+    run: Callable[[Any, str], Awaitable[None]]
 
 
 def parse_command(text: str) -> tuple[str, str]:

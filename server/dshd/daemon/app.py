@@ -38,7 +38,8 @@ from dshd.api.hub import Hub
 from dshd.daemon import handlers
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
-from dshd.daemon.server import DshRpcError, DshServer
+from dshd.daemon.rpc_errors import DshRpcError
+from dshd.daemon.server import DshServer
 from dshd.api.unchosen_model import workspace_model
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter

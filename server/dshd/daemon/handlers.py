@@ -11,10 +11,11 @@ import inspect
 import logging
 from typing import Any, Awaitable, Callable
 
-from dshd_protocol import InvalidParams, jsonrpc_error, parse_params, types as t
+from dshd_protocol import InvalidParams, parse_params, types as t
 
 from dshd.api.chat import to_json as chat_item_json
 from dshd.api.escape import shown
+from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
@@ -112,9 +113,10 @@ def session_events(d, p: t.SessionEventsParams):
 
 
 @method(t.CHAT_GET)
-def chat_get(d, p: t.ChatGetParams):
+async def chat_get(d, p: t.ChatGetParams):
     agent = d.dsh_workspace.agent(p.agent_id)
-    items, next_seq = d.hub.chat(agent, after_seq=p.after_seq or 0, limit=p.limit)
+    # Built in slices off a long log: the connection's other requests go on meanwhile.
+    items, next_seq = await d.hub.chat_page(agent, after_seq=p.after_seq or 0, limit=p.limit)
     return {"items": [chat_item_json(item) for item in items], "nextSeq": next_seq}
 
 
@@ -236,22 +238,8 @@ def config_get(d, p: t.ConfigGetParams):
 # ---- registration ---------------------------------------------------------------------
 
 
-def _rpc_error(exc: Exception):
-    from dshd.daemon.server import DshRpcError
-
-    if isinstance(exc, InvalidParams):
-        err = exc.to_jsonrpc_error()
-    elif isinstance(exc, DshError):
-        err = jsonrpc_error(exc.kind, exc.message, **exc.data)
-    else:
-        raise exc
-    return DshRpcError(err["code"], err["message"], err["data"])
-
-
 def _require_initialized(d) -> None:
     if d.dsh_workspace is None:
-        from dshd.daemon.server import DshRpcError
-
         # LSP's ServerNotInitialized.
         raise DshRpcError(-32002, "the daemon is not initialized: send initialize first", None)
 
@@ -276,9 +264,9 @@ def _guard(d, name: str, fn: Handler) -> Handler:
                 result = await result
             return d.to_json(result)
         except (DshError, InvalidParams) as exc:
-            raise _rpc_error(exc) from None
+            raise rpc_error(exc) from None
         except OSError as exc:  # disk full, read-only, permission: io-error naming the path, no traceback
-            raise _rpc_error(io_error(exc)) from None
+            raise rpc_error(io_error(exc)) from None
 
     run.__name__ = f"dsh_{fn.__name__}"
     return run

@@ -38,6 +38,7 @@ from pygls.protocol.json_rpc import (
 from dshd import __version__
 from dshd.api import stdio
 from dshd.daemon import transport
+from dshd.daemon.rpc_errors import DshRpcError
 from dshd.models import errors
 
 logger = logging.getLogger("dshd.daemon")
@@ -60,13 +61,6 @@ def _dig(value: Any, *keys: str) -> Any:
 def _is_lsp_notification(method: str) -> bool:
     entry = types.METHOD_TO_TYPES.get(method)
     return entry is not None and entry[1] is None and entry[0].__name__.endswith("Notification")
-
-
-class DshRpcError(JsonRpcException):
-    """A JSON-RPC error answer carrying ``data.kind`` (a DshError or invalid params)."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any]) -> None:
-        super().__init__(message=message, code=code, data=data)
 
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -307,10 +301,3 @@ def run_stdio(server: DshServer) -> int:
     except KeyboardInterrupt:
         pass
     return 0 if server.shutdown_requested and server.exit_requested else 1
-
-
-def serve(argv: list[str] | None = None) -> int:
-    """`dshd serve`: the daemon over stdio (the wiring lives in app.py)."""
-    from dshd.daemon.app import serve as serve_app
-
-    return serve_app(argv)
