@@ -22,6 +22,7 @@ knows no wire package (layer 5, shared by both doors).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable
 from typing import Any, Literal, Union
@@ -35,7 +36,9 @@ from dshd.api.escape import shown, shown_lines
 from dshd.plugins import plan as plan_plugin
 
 
-class _Value(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True):
+class _Value(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True, gc=False):
+    # gc=False: items are immutable trees (no cycles), so the collector need not walk the
+    # hundreds of thousands a long session holds (its pauses would stall the event loop).
     pass
 
 
@@ -344,6 +347,11 @@ class ChatProjection:
         self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
         self.last_seq = 0
+        # For paging without a scan: per list position, the seq of the last item with one
+        # at or before it. Valid while those seqs never go down along the list (always, for
+        # a log replayed alone); rebuilt when an item gains a seq in place (None: stale).
+        self._positions: list[int] | None = []
+        self._ascending = True
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -361,9 +369,11 @@ class ChatProjection:
         out: list[ChatItem] = []
         next_seq = after_seq
         counted = 0
-        position = 0  # the seq of the last item with one, so far
-        for item_id in self._order:
-            item = self._items[item_id]
+        start = self._page_start(after_seq)
+        position = self._positions[start - 1] if start and self._positions is not None else 0  # the seq of the last item with one, so far
+        order = self._order
+        for index in range(start, len(order)):
+            item = self._items[order[index]]
             seq = getattr(item, "seq", None)
             if seq is None:
                 # After the item it follows: in this page if that one is, or was the last of an earlier page.
@@ -382,9 +392,49 @@ class ChatProjection:
 
     # ---- writing ------------------------------------------------------------------------
 
+    def first_items_settled(self, limit: int) -> bool:
+        """For a projection fed committed events only: whether ``page(0, limit)`` is what the
+        whole log would give. True once an item follows the first ``limit`` and none of
+        those can still change, i.e. no tool call among them waits for its result in a turn
+        that is still open (a valid log puts events only in the open turn)."""
+        if len(self._order) <= limit:
+            return False
+        if not self._calls:
+            return True
+        first = set(self._order[:limit])
+        return not any(
+            item_id in first and (turn is None or turn in self._open_turns) for (turn, _call), item_id in self._calls.items()
+        )
+
+    def _page_start(self, after_seq: int) -> int:
+        """The first list position a page after ``after_seq`` can hold: every item before it
+        is one ``page`` would skip (its seq, or the seq before it, is below ``after_seq``)."""
+        if self._positions is None:
+            self._positions = []
+            self._ascending = True
+            position = 0
+            for item_id in self._order:
+                seq = getattr(self._items[item_id], "seq", None)
+                if seq is not None:
+                    self._ascending = self._ascending and seq >= position
+                    position = seq
+                self._positions.append(position)
+        if not self._ascending:
+            return 0
+        return bisect.bisect_left(self._positions, after_seq)
+
     def _put(self, item: ChatItem, changed: list[ChatItem], *, durable: bool = True) -> None:
-        if item.id not in self._items:
+        old = self._items.get(item.id)
+        seq = getattr(item, "seq", None)
+        if old is None:
             self._order.append(item.id)
+            if self._positions is not None:
+                last = self._positions[-1] if self._positions else 0
+                if seq is not None:
+                    self._ascending = self._ascending and seq >= last
+                self._positions.append(last if seq is None else seq)
+        elif getattr(old, "seq", None) != seq:
+            self._positions = None  # an item took its seq in place: rebuilt at the next page
         self._items[item.id] = item
         if durable:
             self._durable.add(item.id)
@@ -393,6 +443,7 @@ class ChatProjection:
         else:
             self._streaming.pop(item.id, None)
         changed.append(item)
+
 
     def _fresh_id(self, wanted: str, seq: int) -> str:
         """``wanted``, unless a durable item holds it already (a log the loop did not write)."""

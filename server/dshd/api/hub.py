@@ -11,7 +11,11 @@ changes.
 The projection is built at the first subscription, from the log (a cold open reads only
 the checkpoint's tail; the chat costs a full read only when someone looks at it). The
 deltas of the turn still running are kept until then, so a subscriber that arrives in
-the middle of a reply sees the text streamed so far.
+the middle of a reply sees the text streamed so far. :meth:`Hub.chat_page` builds it on
+the event loop in slices of a few milliseconds, so the connection's other requests are
+answered while a long log is read; news that comes meanwhile is held and applied after
+the log. A first page (``afterSeq`` 0 with a ``limit``) is answered as soon as the items
+it holds are settled, long before the whole log is read: it costs the page, not the log.
 
 Streaming items are throttled: each upsert carries the item whole, so a reply streamed in
 thousands of pieces would send its growing text thousands of times. The first upsert of
@@ -24,18 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 import msgspec
 
 from dshd.agent.deltas import AgentDelta
+from dshd.errors import DshError
 from dshd.folds import ReplayError
 from dshd.log import iter_records
 from dshd.api.chat import AssistantMessageItem, ChatItem, ChatProjection, PlanReviewItem, ToolCallItem
 
 WINDOW_S = 0.05  # the shortest wait between two partial upserts of one item
 BYTES_PER_S = 200_000  # the most a streaming item sends a second, once its text is long
+
+SLICE_S = 0.005  # the longest a chat build holds the event loop at a time
+PAUSE_TURNS = 4  # then the loop turns this often without it: a request read meanwhile is answered
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,9 @@ class _Feed:
         self.running: list[AgentDelta] = []  # deltas of open turns, until a subscriber needs them
         self.waiting: dict[str, ChatItem] = {}  # the newest partial upsert of an item in its window
         self.windows: dict[str, asyncio.TimerHandle] = {}  # items whose window is open
+        self.building: asyncio.Future | None = None  # the chat's build from the log, while it runs
+        self.held: list[tuple[bool, Any]] | None = None  # (is_event, event|delta) that came during it
+        self.first_pages: list[tuple[int, asyncio.Future]] = []  # (limit, answer) of first pages waiting
 
 
 def _streamed_size(item: ChatItem) -> int:
@@ -86,6 +98,12 @@ def read_log_events(path) -> Iterator[dict[str, Any]]:
         if not isinstance(event, dict) or event.get("seq") != line_no:
             raise ReplayError(None, line_no, f"expected the event with seq {line_no}")
         yield event
+
+
+def _report_failed_build(task: asyncio.Future) -> None:
+    # A first page may have been answered before the log's end failed to read: say so here.
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("the chat could not be built from the log: %s", task.exception())
 
 
 class Hub:
@@ -116,13 +134,92 @@ class Hub:
         return agent_id in self._feeds
 
     def chat(self, agent: Any, after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
-        """The agent's chat items (``ChatProjection.page``); subscribes the door to their upserts."""
+        """The agent's chat items (``ChatProjection.page``); subscribes the door to their
+        upserts. Synchronous: a first call reads the whole log at once (see chat_page)."""
         self.attach(agent)
         feed = self._feeds[agent.agent_id]
         if feed.chat is None:
-            feed.chat = ChatProjection.replayed(read_log_events(agent.store.log_fd), feed.running)
-            feed.running = []
+            if feed.building is not None:
+                raise RuntimeError("the chat is being built: use chat_page")
+            for _ in self._build_steps(feed):
+                pass
         return feed.chat.page(after_seq, limit)
+
+    async def chat_page(self, agent: Any, after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
+        """``chat``, without holding the event loop while the log is read: the build runs in
+        slices, and a first page (``after_seq`` 0 with a ``limit``) is answered once its
+        items are settled, from the start of the log only."""
+        self.attach(agent)
+        feed = self._feeds[agent.agent_id]
+        if feed.chat is None:
+            if feed.building is None:
+                feed.building = asyncio.ensure_future(self._build(feed))
+                feed.building.add_done_callback(_report_failed_build)
+            if after_seq == 0 and limit is not None:
+                answer = asyncio.get_running_loop().create_future()
+                feed.first_pages.append((limit, answer))
+                return await answer
+            await asyncio.shield(feed.building)
+        return feed.chat.page(after_seq, limit)
+
+    def _build_steps(self, feed: _Feed) -> Iterator[None]:
+        """Project the log, then the held deltas and news; yields when a slice is used up.
+        Sets ``feed.chat`` at the end; answers the first pages waiting as they settle."""
+        feed.held = []
+        projection = ChatProjection()
+        try:
+            slice_end = time.perf_counter() + SLICE_S
+            for count, event in enumerate(read_log_events(feed.agent.store.log_fd), 1):
+                projection.apply_event(event)
+                if feed.first_pages:
+                    self._answer_first_pages(feed, projection)
+                if count % 64 == 0 and time.perf_counter() > slice_end:
+                    yield
+                    slice_end = time.perf_counter() + SLICE_S
+            for delta in feed.running:
+                projection.apply_delta(delta)
+        except BaseException as exc:
+            feed.held = None
+            for _limit, answer in feed.first_pages:
+                if not answer.done():
+                    answer.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            feed.first_pages = []
+            raise
+        feed.running = []
+        held, feed.held = feed.held, None
+        feed.chat = projection
+        for is_event, news in held:  # what came during the build, in order (events the log read already: skipped)
+            if is_event:
+                if news.get("seq", 0) > projection.last_seq:
+                    self._chat_event(feed, news)
+            else:
+                self._chat_delta(feed, news)
+        for limit, answer in feed.first_pages:
+            if not answer.done():
+                answer.set_result(projection.page(0, limit))
+        feed.first_pages = []
+
+    @staticmethod
+    def _answer_first_pages(feed: _Feed, projection: ChatProjection) -> None:
+        waiting = []
+        for limit, answer in feed.first_pages:
+            if answer.done():
+                continue
+            if projection.first_items_settled(limit):
+                answer.set_result(projection.page(0, limit))
+            else:
+                waiting.append((limit, answer))
+        feed.first_pages = waiting
+
+    async def _build(self, feed: _Feed) -> None:
+        try:
+            for _ in self._build_steps(feed):
+                for _turn in range(PAUSE_TURNS):
+                    await asyncio.sleep(0)
+                if self._feeds.get(feed.agent.agent_id) is not feed:
+                    raise DshError("stale-agent", f"agent {feed.agent.agent_id} was closed while its chat was read; open the session again")
+        finally:
+            feed.building = None
 
     def _forget(self, agent_id: str) -> None:
         feed = self._feeds.pop(agent_id, None)
@@ -175,15 +272,25 @@ class Hub:
         data = msgspec.to_builtins(event)
         self._call("agent_event", feed.agent, data)
         if feed.chat is not None:
-            for item in feed.chat.apply_event(data):
-                self._upsert(feed, item)
+            self._chat_event(feed, data)
+        elif feed.held is not None:
+            feed.held.append((True, data))
         elif data.get("type") == "turn/close":
             feed.running = []
 
     def _on_delta(self, feed: _Feed, delta: AgentDelta) -> None:
         self._call("agent_delta", feed.agent, delta)
         if feed.chat is not None:
-            for item in feed.chat.apply_delta(delta):
-                self._upsert(feed, item)
+            self._chat_delta(feed, delta)
+        elif feed.held is not None:
+            feed.held.append((False, delta))
         else:
             feed.running.append(delta)
+
+    def _chat_event(self, feed: _Feed, data: dict[str, Any]) -> None:
+        for item in feed.chat.apply_event(data):
+            self._upsert(feed, item)
+
+    def _chat_delta(self, feed: _Feed, delta: AgentDelta) -> None:
+        for item in feed.chat.apply_delta(delta):
+            self._upsert(feed, item)
