@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 from loopback_models import Call, LoopbackModelServer, Reply
 
 from .conftest import PLAN_SECTION, write_workspace
-from .support import of_type, read_log
+from .support import log_path, of_type, read_log
 
 KEY_ENV = "DSHD_E2E_WRITE_CAPS_KEY"
 MB = 1024 * 1024
@@ -32,13 +34,30 @@ def results(events: list[dict]) -> list[dict]:
     return [{"name": names[e["data"]["callId"]], **e["data"]} for e in of_type(events, "tool/result")]
 
 
+def reset_peak_rss(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM starts again from VmRSS
+
+
+def sent_mib(notes: list[dict]) -> float:
+    return sum(len(json.dumps(n)) for n in notes) / MB
+
+
 async def test_a_60_mb_write_is_refused_quickly_naming_the_cap(tmp_path, daemons):
+    """A 60 MB write is refused while it streams: the call's arguments are over the cap
+    (twice maxWriteBytes plus 1 MiB), so the daemon stops keeping them, sends no more than
+    a preview of them live, records the call with no arguments and a failed result naming
+    the cap; neither the daemon's memory nor what the editor (chat open) receives grows
+    with the 60 MB, and the log verifies. Controls, in a first turn: a small write goes
+    through; a 9 MB write (under the arguments cap, over maxWriteBytes) reaches the tool
+    and is refused by maxWriteBytes, with its arguments whole in the log."""
     root = daemons.root
     (root / ".dsh" / "config.toml").write_text(f'[plan]\nsection = "{PLAN_SECTION}"\n')
     big = "x" * (60 * MB)
     with LoopbackModelServer("openai") as server:
         server.script(
             Reply(tool_calls=[Call("write_file", {"path": "small.txt", "content": "fits\n"})]),
+            Reply(tool_calls=[Call("write_file", {"path": "nine.txt", "content": "y" * (9 * MB)})], piece=MB),
+            Reply(text="first done"),
             Reply(tool_calls=[Call("write_file", {"path": "big.txt", "content": big})], piece=MB),
             Reply(text="done"),
         )
@@ -48,26 +67,46 @@ async def test_a_60_mb_write_is_refused_quickly_naming_the_cap(tmp_path, daemons
         client = await daemons.start(config=config, env={KEY_ENV: "sk-" + secrets.token_hex(16)})
         pid = client.lsp._server.pid
         created = await client.request("dsh/session/create", {})
+        agent = created["agentId"]
+        await client.request("dsh/chat/get", {"agentId": agent, "afterSeq": 0, "limit": 200})  # as an editor does
+        first = await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go"}, timeout=120)
+        assert first["stopReason"] == "end-turn", first
+        nine_sent = sent_mib(client.notifications)
+        seen = len(client.notifications)
+        reset_peak_rss(pid)
         before = peak_rss_kib(pid)
         started = time.monotonic()
-        result = await client.request("dsh/agent/prompt", {"agentId": created["agentId"], "text": "go"}, timeout=120)
+        result = await client.request("dsh/agent/prompt", {"agentId": agent, "text": "again"}, timeout=120)
         elapsed = time.monotonic() - started
         grown_mib = (peak_rss_kib(pid) - before) / 1024
+        big_sent = sent_mib(client.notifications[seen:])
     assert result["stopReason"] == "end-turn", result
-    events = read_log(root, created["sessionId"])
-    small, refused = results(events)
+    sid = created["sessionId"]
+    events = read_log(root, sid)
+    small, nine, refused = results(events)
     assert small["ok"] and (root / "small.txt").read_text() == "fits\n"  # control: under the cap
-    assert not refused["ok"] and "over [tools] maxWriteBytes (8 MiB)" in refused["content"]
-    assert not (root / "big.txt").exists()
-    # From the call's record to its result's: the tool's refusal (well under a second in
-    # process, tests/test_tools_files.py) plus recording the 60 MB call itself; the stream
-    # before it is the provider's.
+    # control: under the arguments cap the tool itself runs and refuses by maxWriteBytes
+    assert not nine["ok"] and "over [tools] maxWriteBytes (8 MiB)" in nine["content"]
+    [nine_call] = [e for e in of_type(events, "tool/call") if e["data"]["callId"] == nine["callId"]]
+    assert len(nine_call["data"]["arguments"]["content"]) == 9 * MB
+    assert not refused["ok"] and "over the cap of 17 MiB of JSON text per tool call" in refused["content"]
+    assert "twice [tools] maxWriteBytes" in refused["content"] and "not run" in refused["content"]
+    assert not (root / "big.txt").exists() and not (root / "nine.txt").exists()
     [call] = [e for e in of_type(events, "tool/call") if e["data"]["callId"] == refused["callId"]]
-    [done] = [e for e in of_type(events, "tool/result") if e["data"]["callId"] == refused["callId"]]
-    tool_s = (datetime.fromisoformat(done["at"]) - datetime.fromisoformat(call["at"])).total_seconds()
-    assert tool_s < 10, tool_s
+    assert call["data"]["name"] == "write_file" and call["data"]["arguments"] == {}
     log_mib = sum(p.stat().st_size for p in (root / ".dsh" / "sessions").rglob("*") if p.is_file()) / MB
-    print(f"60 MB write: refused {tool_s:.3f} s after its call was recorded (turn: {elapsed:.1f} s); daemon peak RSS grew {grown_mib:.0f} MiB; session folder {log_mib:.0f} MiB")
+    print(f"60 MB write: turn {elapsed:.1f} s; daemon peak RSS grew {grown_mib:.0f} MiB; the editor got "
+          f"{big_sent:.2f} MiB of notifications (the 9 MB control's turn: {nine_sent:.1f} MiB); "
+          f"session folder {log_mib:.1f} MiB")
+    assert grown_mib < 150, grown_mib  # was ~440 MiB when the whole text was kept
+    assert big_sent < 2, big_sent  # was ~121 MB when every piece went out and was recorded
+    assert 9 < nine_sent < 40, nine_sent  # control: a recorded 9 MB call does reach the editor
+    assert log_mib < 12, log_mib  # the 9 MB call's arguments; nothing of the 60 MB
+    verify = subprocess.run(
+        [sys.executable, "-m", "dshd", "log", "verify", str(log_path(root, sid)), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True, verify.stdout + verify.stderr
     assert elapsed < 120
 
 

@@ -84,6 +84,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def tool_arguments_cap(max_write_bytes: int) -> int:
+    """The most characters of JSON text one tool call's arguments may have: room for the
+    largest write (``[tools] maxWriteBytes``) even when JSON escaping doubles it (newlines,
+    quotes, non-ASCII sent as escapes), plus 1 MiB for the other arguments. Past it the
+    call is not run and nothing more of it is kept or forwarded (models/collect.py)."""
+    return 2 * max_write_bytes + 1024 * 1024
+
+
+# The most characters of one call's arguments sent live (tool-arguments deltas): a
+# preview for people; the recorded call follows with the whole of them.
+LIVE_ARGUMENTS_CHARS = 256 * 1024
+
+
 def new_agent_id() -> str:
     return "a-" + secrets.token_hex(8)
 
@@ -475,7 +488,10 @@ class Agent:
                 self._open_calls.append(call.call_id)
             for call in reply.tool_calls:
                 ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
-                outcome = await self._run_tool(ctx, call.name, call.arguments)
+                if call.refused is not None:  # its arguments were over the cap: never run
+                    outcome = ToolOutcome.failure(call.refused)
+                else:
+                    outcome = await self._run_tool(ctx, call.name, call.arguments)
                 self.store.commit(
                     "tool/result", {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}, turn=turn
                 )
@@ -529,7 +545,10 @@ class Agent:
         only retries are announced. With ``ids``, the reply's calls (and their live
         pieces) carry the session's own call ids, not the provider's."""
         ids = ids or self._call_ids.for_reply(turn, step)
-        assembler = ReplyAssembler()
+        assembler = ReplyAssembler(
+            tool_arguments_cap(self.config.tools.maxWriteBytes), "twice [tools] maxWriteBytes plus 1 MiB"
+        )
+        live_sent: dict[int, int] = {}  # call index -> characters of arguments sent live
         stream = self.model.stream(request)
         try:
             async for event in stream:
@@ -540,6 +559,13 @@ class Agent:
                     if event.text:
                         self._emit_delta(AgentDelta(turn, step, "text", text=event.text))
                 elif isinstance(event, ToolCallDelta):
+                    sent = live_sent.get(event.index, 0)
+                    if sent < 0 or assembler.over_cap(event.index):
+                        continue  # past the preview (or the cap) nothing more of the call goes live
+                    if sent + len(event.arguments_delta) > LIVE_ARGUMENTS_CHARS:
+                        live_sent[event.index] = -1
+                        continue
+                    live_sent[event.index] = sent + len(event.arguments_delta)
                     call_id, name = assembler.call(event.index)
                     call_id = ids.of(event.index, call_id)
                     self._emit_delta(

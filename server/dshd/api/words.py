@@ -1,4 +1,4 @@
-"""The words a person reads: stop reasons, model errors, token counts, tool titles, goal
+"""The words a person reads: stop reasons, model errors, token counts, goal
 changes and the goal status line. One copy for every client (the chat items carry
 these texts; the editors' status formatters are checked against the same fixture,
 ``tests/fixtures/status/goal-status.json``).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dshd.api.escape import shown
+from dshd.formats import clip  # one line, at most a width (defined once, for the tools' titles too)
 
 # ---- numbers -----------------------------------------------------------------------------
 
@@ -45,12 +45,6 @@ def seconds(ms: int) -> str:
     if ms < 1000:
         return f"{ms} ms"
     return _tenths((ms + 50) // 100) + " s"
-
-
-def clip(text: str, width: int = 80) -> str:
-    """One line, at most ``width`` characters."""
-    one = " ".join(str(text).split())
-    return one if len(one) <= width else one[: width - 1] + "…"
 
 
 # ---- turns ---------------------------------------------------------------------------------
@@ -105,45 +99,7 @@ def compaction_text(before: int, after: int) -> str:
     return f"Context compacted: {tokens(before)} -> {tokens(after)} tokens"
 
 
-# ---- tools -----------------------------------------------------------------------------------
-
-
-def tool_title(name: str, arguments: dict[str, Any] | None) -> str:
-    """What a tool call does, in a few words: ``Read src/a.py``, ``Run `pytest -q```."""
-    args = arguments if isinstance(arguments, dict) else {}
-
-    def arg(key: str) -> str | None:
-        value = args.get(key)
-        # Escaped before it is clipped (clip joins lines with spaces, which would show
-        # "a\nb" as "a b"): a name or a command reads as what it is (api/escape.py).
-        return clip(shown(value), 60) if isinstance(value, str) and value.strip() else None
-
-    path = arg("path")
-    if name == "read_file":
-        return f"Read {path}" if path else "Read a file"
-    if name == "list_files":
-        where = path or "the workspace"
-        pattern = arg("pattern")
-        return f"List files in {where}" + (f" matching {pattern}" if pattern else "")
-    if name == "search":
-        pattern = arg("pattern")
-        text = f"Search for {pattern}" if pattern else "Search"
-        return text + (f" in {path}" if path else "")
-    if name == "edit_file":
-        return f"Edit {path}" if path else "Edit a file"
-    if name == "write_file":
-        return f"Write {path}" if path else "Write a file"
-    if name == "run_command":
-        command = arg("command")
-        return f"Run `{command}`" if command else "Run a command"
-    if name == "exit_plan_mode":
-        return "Plan ready for review"
-    if name == "goal_complete":
-        return "Report the goal complete"
-    if name == "goal_block":
-        code = arg("code")
-        return f"Report the goal blocked ({code})" if code else "Report the goal blocked"
-    return name
+# ---- tools (a call's title is the tool's own: agent/tools.py, Tool.describe) --------------------
 
 
 def permission_text(tool: str, outcome: str, by: str | None, feedback: str | None) -> str:

@@ -51,6 +51,10 @@ class ToolCallRequest:
     call_id: str
     name: str
     arguments: dict[str, Any]
+    # Set when the call is not to be run: its arguments were over the reply's cap
+    # (models/collect.py), so they were neither kept nor sent on; this says why, and the
+    # call is recorded with no arguments and this as its failed result.
+    refused: str | None = None
 
 
 @attrs.frozen
