@@ -16,7 +16,7 @@ from pathlib import Path
 from dshd.acp.door import AcpDoor
 from dshd.acp.transport import LineTransport
 from dshd.agent.questions import ANSWER_TIMEOUT_S
-from dshd.api.stdio import open_stdin_reader, stdio_streams
+from dshd.transport.stdio import open_stdin_reader, stdio_streams
 from dshd.models.errors import RedactingFormatter
 
 

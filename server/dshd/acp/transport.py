@@ -22,7 +22,7 @@ import json
 import logging
 from typing import Any, BinaryIO
 
-from dshd.api.stdio import MAX_MESSAGE, decode_json
+from dshd.transport.stdio import MAX_MESSAGE, decode_json
 
 log = logging.getLogger("dshd.acp")
 

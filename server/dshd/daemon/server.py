@@ -36,7 +36,7 @@ from pygls.protocol.json_rpc import (
 )
 
 from dshd import __version__
-from dshd.api import stdio
+from dshd.transport import stdio
 from dshd.daemon import transport
 from dshd.daemon.rpc_errors import DshRpcError
 from dshd.models import errors

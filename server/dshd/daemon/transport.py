@@ -17,7 +17,7 @@ import asyncio
 import logging
 from typing import Any, BinaryIO, Callable
 
-from dshd.api.stdio import MAX_MESSAGE, decode_json
+from dshd.transport.stdio import MAX_MESSAGE, decode_json
 
 logger = logging.getLogger("dshd.daemon")
 
