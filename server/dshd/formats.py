@@ -55,6 +55,12 @@ def shown(text: str) -> str:
     return _ONE_LINE.sub(_escape, text)
 
 
+def clip(text: str, width: int = 80) -> str:
+    """One line, at most ``width`` characters."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
 def shown_lines(text: str) -> str:
     """``text`` with its lines and tabs kept, every other such character escaped."""
     if _LINES.search(text) is None:

@@ -73,13 +73,13 @@ def test_a_tool_call_announced_by_its_arguments_is_completed_by_its_event():
     "name, arguments, kind, title",
     [
         ("read_file", {"path": "README.md", "offset": 10}, "read", "Read README.md"),
-        ("list_files", {"path": "src", "pattern": "*.py"}, "search", "List src (*.py)"),
-        ("search", {"pattern": "TODO", "path": "src"}, "search", "Search `TODO` in src"),
+        ("list_files", {"path": "src", "pattern": "*.py"}, "search", "List files in src matching *.py"),
+        ("search", {"pattern": "TODO", "path": "src"}, "search", "Search for TODO in src"),
         ("write_file", {"path": "new.txt", "content": "hi"}, "edit", "Write new.txt"),
         ("run_command", {"command": "make test"}, "execute", "Run `make test`"),
         ("exit_plan_mode", {"plan": "# Plan: x\n1. y"}, "switch_mode", "Plan: x"),
-        ("goal_block", {"code": "stuck", "message": "m"}, "other", "Report the goal blocked: stuck"),
-        ("mystery_tool", {"path": 5}, "other", "mystery_tool"),
+        ("goal_block", {"code": "stuck", "message": "m"}, "other", "Report the goal blocked (stuck)"),
+        ("mystery_tool", {"path": 5}, "other", "mystery_tool path=5"),
     ],
 )
 def test_tool_calls_have_kinds_titles_and_locations(name, arguments, kind, title):

@@ -45,7 +45,7 @@ class LiveSession:
         self.root = root
         self.session_id = agent.session_id
         self.context_window = agent.config.model.contextWindow
-        self.translator = UpdateTranslator(root, live=True, context_window=self.context_window)
+        self.translator = UpdateTranslator(root, live=True, context_window=self.context_window, tools=agent.tools)
         self.mode = agent.store.state.plan.active
         self._closes: OrderedDict[int, Any] = OrderedDict()
         self._waiters: dict[int, list[asyncio.Future]] = {}
@@ -60,7 +60,7 @@ class LiveSession:
 
     def replay(self) -> None:
         """The whole history, as updates (``session/load``), then the session's info."""
-        history = UpdateTranslator(self.root, live=False, context_window=self.context_window)
+        history = UpdateTranslator(self.root, live=False, context_window=self.context_window, tools=self.agent.tools)
         for event in self.agent.store.events():
             self._send(history.event(msgspec.to_builtins(event)))
         self.send_info()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from dshd.acp.asking import PermissionAsk
-from dshd.acp.updates import TOOL_KINDS, text
+from dshd.acp.updates import text
 from dshd.agent.approvals import ApprovalAnswer, ApprovalRequest, ApprovalsUnavailable
 from dshd.api.escape import shown
 
@@ -38,7 +38,7 @@ class AcpApprovals(PermissionAsk):
             title=shown(request.title),  # escaped: what the person approves is what runs
             # A command in full (a title may show only its first line), escaped likewise.
             content=[text(shown(request.command))] if request.command is not None else None,
-            kind=TOOL_KINDS.get(request.tool, "other"),
+            kind=request.kind,  # the tool's own (Tool.describe)
             status="pending",
         )
         option = await self.choose(request.session_id, tool_call, APPROVAL_OPTIONS, what=f"approval of {request.tool}")

@@ -18,10 +18,10 @@ from typing import Any
 from acp.schema import PermissionOption, ToolCallUpdate
 
 from dshd.acp.asking import PermissionAsk
-from dshd.acp.updates import text, tool_title
+from dshd.acp.updates import text
 from dshd.agent.questions import AgentRef, QuestionsUnavailable
-from dshd.api.escape import shown_lines
-from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
+from dshd.api.escape import shown, shown_lines
+from dshd.plugins.plan import describe_exit_plan_mode
 
 APPROVE = "approve"
 KEEP_PLANNING = "keep-planning"
@@ -43,10 +43,11 @@ class AcpQuestions(PermissionAsk):
             raise QuestionsUnavailable("an ACP client can answer one plan review at a time")
         question = questions[0]
         plan = question.get("plan") or ""
+        described = describe_exit_plan_mode({"plan": plan})  # as its tool_call was titled
         tool_call = ToolCallUpdate(
             tool_call_id=str(question["id"]).removeprefix("plan-review-"),
-            kind="switch_mode",
-            title=tool_title(EXIT_PLAN_MODE, {"plan": plan}),
+            kind=described.kind,
+            title=shown(described.title),
             status="pending",
             content=[text(shown_lines(plan))],  # escaped for reading; raw_input keeps it as written
             raw_input={"plan": plan},

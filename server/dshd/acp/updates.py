@@ -14,7 +14,8 @@ sent).
     assistant/message   agent_message_chunk (what deltas had not streamed yet); with the
                         provider's usage and ``[model] contextWindow`` known, also
                         usage_update {used: input + output tokens, size: the window}
-    tool/call           tool_call: kind, title, locations, rawInput, diff for edits (a
+    tool/call           tool_call: kind, title, locations (the tool's own description,
+                        Tool.describe, from the agent's catalogue), rawInput, diff for edits (a
                         live write_file's old side is the file as it is before it runs),
                         the plan for exit_plan_mode (titled "Plan: <heading>"); status pending
     tool start          tool_call_update in_progress, when the call really runs (after its
@@ -46,25 +47,16 @@ from acp.schema import (
 )
 
 from dshd.agent.deltas import AgentDelta
-from dshd.api.escape import shown, shown_lines
+from dshd.agent.tools import ToolCatalogue, ToolDescription
+from dshd.api.escape import shown_lines
+from dshd.plugins import known_tools
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
-from dshd.plugins.plan import first_heading
 from dshd.tools.files import read_text
 from dshd.tools.paths import resolve as resolve_path
 from dshd.tools.paths import shown as shown_path
 
 log = logging.getLogger("dshd.acp")
 
-# dshd tool name -> ACP ToolKind
-TOOL_KINDS = {
-    "read_file": "read",
-    "list_files": "search",
-    "search": "search",
-    "edit_file": "edit",
-    "write_file": "edit",
-    "run_command": "execute",
-    EXIT_PLAN_MODE: "switch_mode",
-}
 _EDITS = {"edit_file", "write_file"}
 
 
@@ -83,59 +75,6 @@ def _str(arguments: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def tool_title(name: str, arguments: dict[str, Any]) -> str:
-    """The call's title as the client shows it: names and commands escaped (api/escape.py),
-    so what the person approves is what runs."""
-    return shown(_title(name, arguments))
-
-
-def _title(name: str, arguments: dict[str, Any]) -> str:
-    path = _str(arguments, "path")
-    if name == "read_file" and path:
-        return f"Read {path}"
-    if name == "list_files":
-        pattern = _str(arguments, "pattern")
-        return f"List {path or '.'}" + (f" ({pattern})" if pattern else "")
-    if name == "search" and _str(arguments, "pattern"):
-        return f"Search `{arguments['pattern']}`" + (f" in {path}" if path else "")
-    if name == "edit_file" and path:
-        return f"Edit {path}"
-    if name == "write_file" and path:
-        return f"Write {path}"
-    if name == "run_command" and _str(arguments, "command"):
-        return f"Run `{arguments['command']}`"
-    if name == EXIT_PLAN_MODE:
-        return plan_title(_str(arguments, "plan") or "")
-    if name == "goal_complete":
-        return "Report the goal complete"
-    if name == "goal_block":
-        return f"Report the goal blocked: {_str(arguments, 'code') or '?'}"
-    # Before its arguments are known (the call is still streaming in): what it will do.
-    return _EARLY_TITLES.get(name, name)
-
-
-_EARLY_TITLES = {
-    "read_file": "Read a file",
-    "list_files": "List files",
-    "search": "Search",
-    "edit_file": "Edit a file",
-    "write_file": "Write a file",
-    "run_command": "Run a command",
-}
-
-
-def plan_title(plan: str) -> str:
-    """A plan under review titled by its own heading, "Plan: <heading>" (a heading that
-    already starts with "Plan" is not said twice), so a client that shows only a
-    permission's title still tells the person what they approve."""
-    heading = first_heading(plan)
-    if not heading:
-        return "Plan"
-    if heading.lower() == "plan" or heading.lower().startswith(("plan:", "plan -", "plan —")):
-        return heading
-    return f"Plan: {heading}"
-
-
 def current_text(root: Path, path: Any) -> str | None:
     """The workspace file's text now (for the old side of a write_file diff), read as the
     file tools read (inside the workspace, regular files, links only while inside), or
@@ -148,14 +87,9 @@ def current_text(root: Path, path: Any) -> str | None:
         return None
 
 
-def tool_locations(root: Path, name: str, arguments: dict[str, Any]) -> list[ToolCallLocation] | None:
-    path = _str(arguments, "path") or (_str(arguments, "cwd") if name == "run_command" else None)
-    if path is None:
-        return None
-    line = arguments.get("offset") if name == "read_file" else None
-    if isinstance(line, bool) or not isinstance(line, int) or line < 0:
-        line = None
-    return [ToolCallLocation(path=str(root / path), line=line)]
+def tool_locations(root: Path, description: ToolDescription) -> list[ToolCallLocation] | None:
+    """The workspace paths the call touches (the tool's own description), as absolute paths."""
+    return [ToolCallLocation(path=str(root / loc.path), line=loc.line) for loc in description.locations] or None
 
 
 def _edit_diff(root: Path, name: str, arguments: dict[str, Any], old_text: str | None = None) -> FileEditToolCallContent | None:
@@ -182,25 +116,34 @@ def tool_call_content(root: Path, name: str, arguments: dict[str, Any], old_text
     return None
 
 
-def _call_fields(root: Path, name: str, arguments: dict[str, Any], old_text: str | None = None) -> dict[str, Any]:
-    """A pending call as the client shows it: announced now, or completed after its arguments streamed."""
+def _call_fields(
+    root: Path, description: ToolDescription, name: str, arguments: dict[str, Any], old_text: str | None = None
+) -> dict[str, Any]:
+    """A pending call as the client shows it: announced now, or completed after its
+    arguments streamed. Title (escaped), kind and locations are the tool's own (Tool.describe)."""
     return {
-        "title": tool_title(name, arguments),
-        "kind": TOOL_KINDS.get(name, "other"),
+        "title": description.title,
+        "kind": description.kind,
         "status": "pending",
-        "locations": tool_locations(root, name, arguments),
+        "locations": tool_locations(root, description),
         "raw_input": arguments,
         "content": tool_call_content(root, name, arguments, old_text),
     }
 
 
-def tool_call_start(root: Path, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None) -> ToolCallStart:
-    return ToolCallStart(session_update="tool_call", tool_call_id=call_id, **_call_fields(root, name, arguments, old_text))
+def tool_call_start(
+    root: Path, description: ToolDescription, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None
+) -> ToolCallStart:
+    fields = _call_fields(root, description, name, arguments, old_text)
+    return ToolCallStart(session_update="tool_call", tool_call_id=call_id, **fields)
 
 
-def tool_call_details(root: Path, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None) -> ToolCallProgress:
+def tool_call_details(
+    root: Path, description: ToolDescription, call_id: str, name: str, arguments: dict[str, Any], old_text: str | None = None
+) -> ToolCallProgress:
     """The full call, for a tool_call already announced while its arguments streamed."""
-    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **_call_fields(root, name, arguments, old_text))
+    fields = _call_fields(root, description, name, arguments, old_text)
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **fields)
 
 
 def tool_running(call_id: str) -> ToolCallProgress:
@@ -254,8 +197,11 @@ def user_text(data: dict[str, Any], message_id: str | None = None) -> UserMessag
 
 
 class UpdateTranslator:
-    def __init__(self, root: Path, *, live: bool, context_window: int | None = None) -> None:
+    def __init__(self, root: Path, *, live: bool, context_window: int | None = None, tools: ToolCatalogue | None = None) -> None:
         self.root = root
+        # Calls are described by their tools (Tool.describe): the agent's catalogue, or
+        # every known plugin's tools when there is no agent to ask.
+        self.tools = tools if tools is not None else known_tools()
         self.live = live
         self.context_window = context_window
         self._calls: dict[str, tuple[str, dict[str, Any], str | None]] = {}  # name, arguments, old text
@@ -282,9 +228,10 @@ class UpdateTranslator:
             # write's diff. A replay cannot know it (the write happened), so it has none.
             old = current_text(self.root, arguments.get("path")) if self.live and name == "write_file" else None
             self._calls[call_id] = (name, arguments, old)
+            description = self.tools.describe(name, arguments)
             if call_id in self._announced:
-                return [tool_call_details(self.root, call_id, name, arguments, old)]
-            return [tool_call_start(self.root, call_id, name, arguments, old)]
+                return [tool_call_details(self.root, description, call_id, name, arguments, old)]
+            return [tool_call_start(self.root, description, call_id, name, arguments, old)]
         if kind == "tool/result":
             call_id = data["callId"]
             name, arguments, old = self._calls.pop(call_id, (None, {}, None))
@@ -302,13 +249,14 @@ class UpdateTranslator:
             return [agent_text(delta.text, f"assistant-{delta.turn}.{delta.step}")]
         if delta.kind == "tool-arguments" and delta.call_id and delta.call_id not in self._announced:
             self._announced.add(delta.call_id)
-            name = delta.name or "tool"
+            # Before its arguments are known: what the call will do ("Read a file").
+            description = self.tools.describe(delta.name or "tool", {})
             return [
                 ToolCallStart(
                     session_update="tool_call",
                     tool_call_id=delta.call_id,
-                    title=tool_title(name, {}),
-                    kind=TOOL_KINDS.get(name, "other"),
+                    title=description.title,
+                    kind=description.kind,
                     status="pending",
                 )
             ]

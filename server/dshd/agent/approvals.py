@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol, get_args
 import attrs
 
 from dshd.tools.config import Mutability, Sandbox, ToolsConfig
-from dshd.agent.tools import Change, Policy, Tool, ToolContext, ToolOutcome
+from dshd.agent.tools import Change, Policy, Tool, ToolContext, ToolKind, ToolOutcome, describe_call
 from dshd.errors import DshError
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class ApprovalRequest:
     diff: str | None = None
     command: str | None = None
     cwd: str | None = None
+    kind: ToolKind = "other"  # what the call does, from the tool's own description
 
 
 @attrs.frozen
@@ -201,6 +202,7 @@ async def run_tool(
         diff=change.diff,
         command=change.command,
         cwd=change.cwd,
+        kind=describe_call(tool, tool.name, arguments).kind,
     )
     why: str | None = None
     answer: Any = None

@@ -8,7 +8,11 @@ A tool is data the runner enforces (``agent/approvals.py``), not code that polic
 - ``preview(ctx, arguments)`` (optional): what the person is shown before a call runs
   (a :class:`Change`), or a failed :class:`ToolOutcome` that refuses the call before anyone
   is asked (bad arguments, a path outside the workspace);
-- ``run(ctx, arguments)``: does the work and returns a :class:`ToolOutcome`.
+- ``run(ctx, arguments)``: does the work and returns a :class:`ToolOutcome`;
+- ``describe(arguments)`` (optional): what the call is, for people and clients, in the
+  tool's own file: a :class:`ToolDescription` (title, ACP kind, workspace locations). Both
+  doors read it through :meth:`ToolCatalogue.describe` (which escapes the title and falls
+  back to :func:`default_description`), so adding a tool touches no door.
 
 A tool that raises gives a failed result with the error text; the loop never dies of a tool.
 
@@ -19,28 +23,36 @@ moved on while the person was looking). It never gets the agent.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import attrs
 
+from dshd.formats import clip, shown
 from dshd.tools.config import Mutability, Sandbox
 from dshd.models import ToolSpec
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
 class ToolOutcome:
     ok: bool
     content: str
+    # A person's verdict on what the call presented ({outcome, feedback?, comments?}),
+    # recorded beside the text as the tool/result's ``review``: readers use this data,
+    # never the text written for the model.
+    review: dict[str, Any] | None = None
 
     @classmethod
-    def success(cls, content: str) -> "ToolOutcome":
-        return cls(True, content)
+    def success(cls, content: str, *, review: dict[str, Any] | None = None) -> "ToolOutcome":
+        return cls(True, content, review)
 
     @classmethod
-    def failure(cls, content: str) -> "ToolOutcome":
-        return cls(False, content)
+    def failure(cls, content: str, *, review: dict[str, Any] | None = None) -> "ToolOutcome":
+        return cls(False, content, review)
 
 
 @attrs.frozen
@@ -78,8 +90,79 @@ class ToolContext:
     approved: Change | None = None  # the change a person allowed for this call, if one was asked
 
 
+# ACP's vocabulary of what a call does (a client picks its icon from it).
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
+TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
+
+
+@attrs.frozen
+class ToolLocation:
+    """A workspace path a call touches, as the call names it (relative to the root), and
+    the line it is about, if one."""
+
+    path: str
+    line: int | None = None
+
+
+@attrs.frozen
+class ToolDescription:
+    """What a call is, for people: ``title`` in a few words (``Read src/a.py``), ``kind``
+    from :data:`ToolKind`, and the ``locations`` it touches."""
+
+    title: str
+    kind: ToolKind = "other"
+    locations: tuple[ToolLocation, ...] = ()
+
+
+def argument_text(arguments: dict[str, Any], key: str, width: int = 60) -> str | None:
+    """A string argument as a title shows it: escaped, then clipped to one short line
+    (escaped first: clipping joins lines with spaces, which would show "a\\nb" as "a b");
+    None when absent or blank."""
+    value = arguments.get(key)
+    return clip(shown(value), width) if isinstance(value, str) and value.strip() else None
+
+
+def path_location(arguments: dict[str, Any], key: str = "path", line: Any = None) -> tuple[ToolLocation, ...]:
+    """The location a call's path argument names (none when it names none)."""
+    path = arguments.get(key)
+    if not isinstance(path, str) or not path:
+        return ()
+    if isinstance(line, bool) or not isinstance(line, int) or line < 0:
+        line = None
+    return (ToolLocation(path, line),)
+
+
+def default_description(name: str, arguments: dict[str, Any]) -> ToolDescription:
+    """A tool that does not describe itself (a future MCP tool): its name and a short
+    summary of its plain arguments, kind ``other``, the path it names if it names one."""
+    plain = [f"{key}={value}" for key, value in arguments.items() if isinstance(value, (str, int, float, bool))]
+    summary = clip(shown(", ".join(plain)), 60) if plain else ""
+    return ToolDescription(f"{name} {summary}" if summary else name, "other", path_location(arguments))
+
+
+def describe_call(tool: "Tool | None", name: str, arguments: Any) -> ToolDescription:
+    """The description clients show for one call (arguments may be partial while they
+    stream in, or empty before they do): the tool's own, else the default; the title is
+    always escaped here, whoever wrote it, and an unknown kind is ``other``. A describe
+    that fails gives the default: a title never costs a call."""
+    args = arguments if isinstance(arguments, dict) else {}
+    described: Any = None
+    if tool is not None and tool.describe is not None:
+        try:
+            described = tool.describe(args)
+        except Exception:
+            log.exception("describing a %s call failed; its default title is shown", name)
+    if not isinstance(described, ToolDescription):
+        described = default_description(name, args)
+    title = shown(described.title) if isinstance(described.title, str) and described.title.strip() else shown(name)
+    kind = described.kind if described.kind in TOOL_KINDS else "other"
+    locations = tuple(loc for loc in described.locations if isinstance(loc, ToolLocation))
+    return ToolDescription(title, kind, locations)
+
+
 ToolRun = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
 ToolPreview = Callable[[ToolContext, dict[str, Any]], Awaitable["Change | ToolOutcome"]]
+ToolDescribe = Callable[[dict[str, Any]], ToolDescription]
 
 
 @attrs.frozen
@@ -90,6 +173,7 @@ class Tool:
     run: ToolRun
     mutability: Mutability = "read"
     preview: ToolPreview | None = None
+    describe: ToolDescribe | None = None
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
@@ -112,3 +196,7 @@ class ToolCatalogue:
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(self._tools[name].spec() for name in self.names())
+
+    def describe(self, name: str, arguments: Any) -> ToolDescription:
+        """What one call of ``name`` is, as every client shows it (:func:`describe_call`)."""
+        return describe_call(self._tools.get(name), name, arguments)

@@ -31,8 +31,10 @@ import msgspec
 from msgspec import Struct
 
 from dshd.agent.deltas import AgentDelta
+from dshd.agent.tools import ToolCatalogue
 from dshd.api import words
 from dshd.api.escape import shown, shown_lines
+from dshd.plugins import known_tools
 from dshd.plugins import plan as plan_plugin
 
 
@@ -326,16 +328,21 @@ class ChatProjection:
     items it created or changed, in list order."""
 
     @classmethod
-    def replayed(cls, events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> ChatProjection:
+    def replayed(
+        cls, events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = (), tools: ToolCatalogue | None = None
+    ) -> ChatProjection:
         """A projection fed a whole log (then the deltas of a turn still streaming)."""
-        projection = cls()
+        projection = cls(tools)
         for event in events:
             projection.apply_event(event)
         for delta in deltas:
             projection.apply_delta(delta)
         return projection
 
-    def __init__(self) -> None:
+    def __init__(self, tools: ToolCatalogue | None = None) -> None:
+        # Tool items are titled by the tools themselves (Tool.describe): the agent's
+        # catalogue, or every known plugin's tools for a log read without its agent.
+        self._tools = tools if tools is not None else known_tools()
         self._items: dict[str, ChatItem] = {}
         self._order: list[str] = []
         self._durable: set[str] = set()
@@ -540,7 +547,7 @@ class ChatProjection:
         if name == plan_plugin.TOOL_NAME:
             item: ChatItem = self._pending_review(_str(arguments.get("plan")), **common)
         else:
-            item = ToolCallItem(**common, name=name, title=words.tool_title(name, arguments), arguments=arguments, status="running")
+            item = ToolCallItem(**common, name=name, title=self._tools.describe(name, arguments).title, arguments=arguments, status="running")
         self._put(item, changed)
 
     def _pending_review(self, plan: str, **common: Any) -> PlanReviewItem:
@@ -708,7 +715,7 @@ class ChatProjection:
             if name == plan_plugin.TOOL_NAME:
                 item: ChatItem = self._pending_review(partial_json_string(text, "plan") or "", **common)
             else:
-                title = words.tool_title(name, _partial_arguments(text))
+                title = self._tools.describe(name, _partial_arguments(text)).title
                 item = ToolCallItem(**common, name=name, title=title, arguments_text=text, status="running")
             self._put(item, changed, durable=False)
         elif delta.kind == "retry":

@@ -166,7 +166,7 @@ class Hub:
         """Project the log, then the held deltas and news; yields when a slice is used up.
         Sets ``feed.chat`` at the end; answers the first pages waiting as they settle."""
         feed.held = []
-        projection = ChatProjection()
+        projection = ChatProjection(feed.agent.tools)  # tool items titled by the agent's own tools
         try:
             slice_end = time.perf_counter() + SLICE_S
             for count, event in enumerate(read_log_events(feed.agent.store.log_fd), 1):

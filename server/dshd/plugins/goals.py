@@ -29,9 +29,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from dshd.agent.config import Config
 from dshd.agent.prompt import PromptContext, Section
-from dshd.agent.tools import Tool, ToolContext, ToolOutcome
+from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome, argument_text
 from dshd.errors import DshError
 from dshd.folds.events import GoalRef
 from dshd.services.goals import GoalNotice, GoalService, GoalView, goal_view
@@ -64,6 +66,39 @@ async def pause_goal(agent: "Agent", ref: Any) -> GoalView:
     return await plugin.pause(ref)
 
 
+def describe_goal_complete(arguments: dict[str, Any]) -> ToolDescription:
+    return ToolDescription("Report the goal complete")
+
+
+def describe_goal_block(arguments: dict[str, Any]) -> ToolDescription:
+    code = argument_text(arguments, "code")
+    return ToolDescription(f"Report the goal blocked ({code})" if code else "Report the goal blocked")
+
+
+async def _not_attached(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome.failure("goals are not attached to this agent")
+
+
+def tools(config: Config | None) -> list[Tool]:
+    """The goal tools as a catalogue lists them (the plugin binds their runs when it attaches)."""
+    return [
+        Tool(
+            "goal_complete",
+            "Report that the current goal is achieved.",
+            COMPLETE_PARAMETERS,
+            _not_attached,
+            describe=describe_goal_complete,
+        ),
+        Tool(
+            "goal_block",
+            "Report that a problem stops work on the current goal (code and message).",
+            BLOCK_PARAMETERS,
+            _not_attached,
+            describe=describe_goal_block,
+        ),
+    ]
+
+
 def attach(agent: "Agent", config: Config) -> "GoalsPlugin":
     return GoalsPlugin(agent, config.goals.maxRounds, config.goals.maxTokens)
 
@@ -76,22 +111,9 @@ class GoalsPlugin:
         self.driver = ContinuationDriver(agent, self.service)
         agent.goals = self.service
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status))
-        agent.tools.add(
-            Tool(
-                "goal_complete",
-                "Report that the current goal is achieved.",
-                COMPLETE_PARAMETERS,
-                self.goal_complete,
-            )
-        )
-        agent.tools.add(
-            Tool(
-                "goal_block",
-                "Report that a problem stops work on the current goal (code and message).",
-                BLOCK_PARAMETERS,
-                self.goal_block,
-            )
-        )
+        runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
+        for tool in tools(None):
+            agent.tools.add(attrs.evolve(tool, run=runs[tool.name]))
         agent.on_close(self.service.add_listener(self.driver.on_notice))
         agent.on_close(self.driver.stop)
         agent.on_close(self.service.detach)

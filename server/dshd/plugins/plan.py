@@ -11,11 +11,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from dshd.agent.commands import Command
 from dshd.agent.config import Config
 from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.questions import QuestionsUnavailable
-from dshd.agent.tools import Tool, ToolContext, ToolOutcome
+from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome
 from dshd.services.plan_mode import PlanModeController
 
 if TYPE_CHECKING:
@@ -67,6 +69,41 @@ def first_heading(plan: str) -> str | None:
     return None
 
 
+def plan_title(plan: str) -> str:
+    """A plan under review titled by its own heading, "Plan: <heading>" (a heading that
+    already starts with "Plan" is not said twice), so a client that shows only a
+    permission's title still tells the person what they approve."""
+    heading = first_heading(plan)
+    if not heading:
+        return "Plan"
+    if heading.lower() == "plan" or heading.lower().startswith(("plan:", "plan -", "plan —")):
+        return heading
+    return f"Plan: {heading}"
+
+
+def describe_exit_plan_mode(arguments: dict[str, Any]) -> ToolDescription:
+    plan = arguments.get("plan")
+    return ToolDescription(plan_title(plan if isinstance(plan, str) else ""), "switch_mode")
+
+
+async def _not_attached(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome.failure("plan mode is not attached to this agent")
+
+
+def tools(config: Config | None) -> list[Tool]:
+    """The plan tool as a catalogue lists it (the plugin binds its run when it attaches)."""
+    return [
+        Tool(
+            TOOL_NAME,
+            "Leave plan mode: present the full plan (markdown, starting with a # heading) "
+            "for the person to review. Works only while plan mode is on.",
+            TOOL_PARAMETERS,
+            _not_attached,
+            describe=describe_exit_plan_mode,
+        )
+    ]
+
+
 class PlanPlugin:
     def __init__(self, agent: "Agent", section_text: str) -> None:
         self.agent = agent
@@ -75,15 +112,8 @@ class PlanPlugin:
         self.attached = True
         agent.plan = self.controller
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
-        agent.tools.add(
-            Tool(
-                TOOL_NAME,
-                "Leave plan mode: present the full plan (markdown, starting with a # heading) "
-                "for the person to review. Works only while plan mode is on.",
-                TOOL_PARAMETERS,
-                self.exit_plan_mode,
-            )
-        )
+        for tool in tools(None):
+            agent.tools.add(attrs.evolve(tool, run=self.exit_plan_mode))
         agent.commands.add(Command("plan", "/plan, /plan off, /plan <message>", self.command))
         # PM-10: first in the chain, so it sees every other listener's verdict.
         remove_listener = agent.pre_step.add(self.controller.pre_step, first=True)

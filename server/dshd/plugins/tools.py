@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from dshd.agent.loop import Agent
 
 
-def catalogue(config: Config) -> list[Tool]:
+def tools(config: Config) -> list[Tool]:
+    """The workspace tools, each with its run, preview and description from its own file."""
     max_write = {"max_write_bytes": config.tools.maxWriteBytes}  # the write tools' cap
     return [
         Tool(
@@ -27,18 +28,21 @@ def catalogue(config: Config) -> list[Tool]:
             "Read a text file of the workspace as numbered lines (offset/limit to page through it).",
             files.READ_PARAMETERS,
             files.read_file,
+            describe=files.describe_read_file,
         ),
         Tool(
             "list_files",
             "List the files under a workspace folder (gitignored files left out), optionally matching a glob.",
             search.LIST_PARAMETERS,
             search.list_files,
+            describe=search.describe_list_files,
         ),
         Tool(
             "search",
             "Search workspace files for a regular expression; answers path:line:text lines.",
             search.SEARCH_PARAMETERS,
             search.search,
+            describe=search.describe_search,
         ),
         Tool(
             "write_file",
@@ -47,6 +51,7 @@ def catalogue(config: Config) -> list[Tool]:
             functools.partial(files.write_file, **max_write),
             mutability="write",
             preview=functools.partial(files.write_file_preview, **max_write),
+            describe=files.describe_write_file,
         ),
         Tool(
             "edit_file",
@@ -55,6 +60,7 @@ def catalogue(config: Config) -> list[Tool]:
             functools.partial(files.edit_file, **max_write),
             mutability="write",
             preview=functools.partial(files.edit_file_preview, **max_write),
+            describe=files.describe_edit_file,
         ),
         Tool(
             "run_command",
@@ -63,13 +69,14 @@ def catalogue(config: Config) -> list[Tool]:
             run.RunCommand(config.tools.env),
             mutability="exec",
             preview=run.run_command_preview,
+            describe=run.describe_run_command,
         ),
     ]
 
 
 class ToolsPlugin:
     def __init__(self, agent: "Agent", config: Config) -> None:
-        self.tools = catalogue(config)
+        self.tools = tools(config)
         for tool in self.tools:
             agent.tools.add(tool)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dshd.agent.tools import Change, ToolContext, ToolOutcome
+from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
 from dshd.tools import safepath
 from dshd.tools.paths import PathRefused, resolve, shown
 
@@ -349,3 +349,21 @@ async def edit_file(ctx: ToolContext, arguments: dict[str, Any], *, max_write_by
         return _refusal(exc)
     replaced = f"{count} replacements" if count > 1 else "1 replacement"
     return ToolOutcome.success(f"{name} edited ({replaced}):\n{diff_of()}")
+
+
+# ---- what each call is, for people and clients (agent/tools.py: Tool.describe) ----------
+
+
+def describe_read_file(arguments: dict[str, Any]) -> ToolDescription:
+    path = argument_text(arguments, "path")
+    return ToolDescription(f"Read {path}" if path else "Read a file", "read", path_location(arguments, line=arguments.get("offset")))
+
+
+def describe_write_file(arguments: dict[str, Any]) -> ToolDescription:
+    path = argument_text(arguments, "path")
+    return ToolDescription(f"Write {path}" if path else "Write a file", "edit", path_location(arguments))
+
+
+def describe_edit_file(arguments: dict[str, Any]) -> ToolDescription:
+    path = argument_text(arguments, "path")
+    return ToolDescription(f"Edit {path}" if path else "Edit a file", "edit", path_location(arguments))

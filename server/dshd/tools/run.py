@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dshd.agent.tools import Change, ToolContext, ToolOutcome
+from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.policy import replaced_folders
 from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
@@ -165,3 +165,10 @@ class RunCommand:
                 )
             parts.append(result.output.rstrip("\n"))
         return ToolOutcome(result.exit_code == 0, "\n".join(parts))
+
+
+def describe_run_command(arguments: dict[str, Any]) -> ToolDescription:
+    """What the call is, for people and clients (agent/tools.py: Tool.describe): the
+    command escaped and clipped; the person approves the whole of it (the preview)."""
+    command = argument_text(arguments, "command")
+    return ToolDescription(f"Run `{command}`" if command else "Run a command", "execute", path_location(arguments, "cwd"))

@@ -34,7 +34,7 @@ from typing import Any
 
 import pathspec
 
-from dshd.agent.tools import ToolContext, ToolOutcome
+from dshd.agent.tools import ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
 from dshd.tools import safepath
 from dshd.tools.files import READ_FILE_CAP, Refused, check_arguments
 from dshd.formats import shown as escaped
@@ -45,6 +45,7 @@ MATCH_CAP = 200  # matches shown
 COLUMN_CAP = 500  # characters of a matching line
 SCAN_CAP = 10_000  # matches read from ripgrep before it is stopped
 ARGS_BYTES = 96 * 1024  # file arguments per ripgrep run (far below the kernel's limits)
+PATH_BYTES = 4096  # the longest path a record can start with (the kernel's PATH_MAX)
 
 PREVIEW_MARK = b" [... omitted end of long line]"  # ripgrep's --max-columns-preview ending
 
@@ -86,18 +87,29 @@ def rg_binary() -> str:
 
 
 async def _rg(args: list[str], cwd: Path, line_limit: int | None = None) -> tuple[list[bytes], bytes, int, bool]:
-    """Run rg; (stdout lines, stderr, exit status, stopped early). Killed if cancelled."""
+    """Run rg; (stdout records, stderr, exit status, stopped early). Killed if cancelled.
+
+    A record is one ``path\\0line:text`` (``--null``); a path may hold a newline, so a line
+    of output without its NUL is the start of a record that goes on (never a record of
+    its own: read so, ``a\\nb.txt``'s match would be reported as the file ``b.txt``'s)."""
     proc = await asyncio.create_subprocess_exec(
         rg_binary(), *args, cwd=str(cwd),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     lines: list[bytes] = []
     stopped = False
+    pending = b""  # the start of a record whose path holds a newline
     try:
         assert proc.stdout is not None and proc.stderr is not None
         errors = asyncio.ensure_future(proc.stderr.read())
         while line := await proc.stdout.readline():
-            lines.append(line.rstrip(b"\n"))
+            line = pending + line
+            pending = b""
+            if b"\0" not in line:
+                if line.endswith(b"\n") and len(line) <= PATH_BYTES:
+                    pending = line  # no path is longer: anything else is no record
+                continue
+            lines.append(line.removesuffix(b"\n"))
             if line_limit is not None and len(lines) >= line_limit:
                 stopped = True
                 proc.kill()
@@ -292,7 +304,7 @@ async def search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
                     dropped += 1
     except (Refused, PathRefused, OSError) as exc:
         return ToolOutcome.failure(str(exc))
-    where = shown(ctx.root, base)
+    where = escaped(shown(ctx.root, base))
     note = _dropped_note(dropped, "matches") if dropped else ""
     if not shown_matches:
         return ToolOutcome.success(f"no matches for {pattern!r} under {where}{note}")
@@ -301,7 +313,25 @@ async def search(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
     if stopped or len(matches) - dropped > MATCH_CAP:
         header += f" (the first {MATCH_CAP} in path order are shown; narrow with path or glob)"
     header += note
+    # One match a line: each path escaped (a name holding a newline or a bidi control is
+    # one name), as list_files shows it; the model names it back in JSON as it reads.
     body = "\n".join(
-        f"{_readable(path)}:{line}:{text.decode('utf-8', errors='replace')}" for path, line, text in shown_matches
+        f"{escaped(_readable(path))}:{line}:{text.decode('utf-8', errors='replace')}"
+        for path, line, text in shown_matches
     )
     return ToolOutcome.success(f"{header}\n{body}")
+
+
+# ---- what each call is, for people and clients (agent/tools.py: Tool.describe) ----------
+
+
+def describe_list_files(arguments: dict[str, Any]) -> ToolDescription:
+    pattern = argument_text(arguments, "pattern")
+    title = f"List files in {argument_text(arguments, 'path') or 'the workspace'}" + (f" matching {pattern}" if pattern else "")
+    return ToolDescription(title, "search", path_location(arguments))
+
+
+def describe_search(arguments: dict[str, Any]) -> ToolDescription:
+    pattern, path = argument_text(arguments, "pattern"), argument_text(arguments, "path")
+    title = (f"Search for {pattern}" if pattern else "Search") + (f" in {path}" if path else "")
+    return ToolDescription(title, "search", path_location(arguments))
