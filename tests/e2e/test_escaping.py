@@ -139,3 +139,40 @@ async def test_a_plan_review_shows_the_plan_escaped_with_its_lines(workspace, da
     # The control: the plain line of the plan reads as written; the plan approved is the raw one.
     calls = of_type(read_log(workspace, created["sessionId"]), "tool/call")
     assert calls[0]["data"]["arguments"]["plan"] == plan
+
+
+async def test_search_shows_a_path_with_a_newline_as_one_escaped_path(workspace, daemons):
+    newline_name = "a\nb.txt"
+    write_workspace(
+        workspace,
+        [
+            {"toolCalls": [{"name": "search", "arguments": {"pattern": "needle", "path": "files"}}]},
+            {"text": "done"},
+        ],
+        plugins=["plan", "goals", "tools"],
+    )
+    files = workspace / "files"
+    files.mkdir()
+    for name in (newline_name, RTL_NAME, "plain.txt"):
+        (files / name).write_text("hay\nneedle here\n")
+    # A decoy outside the searched folder: split at its newline, the name's tail "b.txt"
+    # would be taken for this file and its match reported.
+    (workspace / "b.txt").write_text("hay\nneedle here\n")
+    client = await daemons.start()
+    created = await client.request("dsh/session/create", {})
+    agent, sid = created["agentId"], created["sessionId"]
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "find"}))["stopReason"] == "end-turn"
+
+    [found] = (e["data"] for e in of_type(read_log(workspace, sid), "tool/result"))
+    assert found["ok"] is True, found
+    header, *matches = found["content"].splitlines()
+    # One line per match, each path escaped (the newline would make "a" and "b.txt:2:..."
+    # two lines); the plain path (the control) reads as it is.
+    assert header.startswith("3 matches"), header
+    assert sorted(matches) == sorted(
+        ["files/a\\nb.txt:2:needle here", "files/plain.txt:2:needle here", "files/rtl\\u202etxt.exe:2:needle here"]
+    )
+    chat = (await client.request("dsh/chat/get", {"agentId": agent, "afterSeq": 0, "limit": 200}))["items"]
+    shown_result = next(i for i in chat if i["kind"] == "tool-call" and i["name"] == "search")["result"]
+    assert "files/a\\nb.txt:2:needle here" in shown_result.splitlines()
+    assert raw_controls(shown_result.replace("\n", "")) == []
