@@ -36,6 +36,20 @@ def make_workspace(
     return Workspace(root, load_config(root, overrides), questions=questions, approvals=approvals)
 
 
+def plan_of(agent):
+    """The agent's plan controller, as the doors find it (None: the plan plugin is off)."""
+    from dshd.services.plan_mode import PlanModeController
+
+    return agent.features.get(PlanModeController)
+
+
+def goals_of(agent):
+    """The agent's goal service, as the doors find it (None: the goals plugin is off)."""
+    from dshd.services.goals import GoalService
+
+    return agent.features.get(GoalService)
+
+
 def types_of(agent, after_seq: int = 0) -> list[str]:
     return [TAGS[type(e)] for e in agent.store.events(after_seq)]
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from agent_support import in_model_call, events_of, make_workspace, replay_strict, types_of
+from agent_support import in_model_call, events_of, make_workspace, replay_strict, types_of, goals_of, plan_of
 
 from dshd.agent import Decision, Tool, ToolOutcome, is_session_id
 from dshd.models import TextDelta
@@ -68,7 +68,7 @@ async def test_agent_turn_with_tool_calls(tmp_path):
 async def test_agent_runs_with_no_plugins(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "plain"}], plugins=[])
     agent = ws.create_session()
-    assert agent.plan is None and agent.goals is None
+    assert plan_of(agent) is None and goals_of(agent) is None
     # Only the core's own: AGENTS.md's section and /compact.
     assert agent.tools.names() == [] and agent.sections.ids() == ["project:instructions"]
     assert agent.commands.names() == ["compact"]
@@ -135,7 +135,7 @@ async def test_agent_steer_queues_into_the_next_step_or_starts_a_turn(tmp_path):
 async def test_agent_cancel_mid_model_call_ends_cancelled_and_disarms(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "very slow", "delayMs": 10_000}])
     agent = ws.create_session()
-    view = agent.goals.create("long job", 10)  # the driver starts round 1 at once
+    view = goals_of(agent).create("long job", 10)  # the driver starts round 1 at once
     while not agent.turn_running:
         await asyncio.sleep(0.01)
     await in_model_call(agent)  # inside the model call's delay
@@ -145,7 +145,7 @@ async def test_agent_cancel_mid_model_call_ends_cancelled_and_disarms(tmp_path):
     assert loop.time() - started < 1  # the slow model call was cancelled, not awaited
     close = events_of(agent, "turn/close")[-1].data
     assert close.stopReason == "cancelled"
-    goal = agent.goals.get()
+    goal = goals_of(agent).get()
     assert goal.activation == "disarmed" and goal.phase == "active" and goal.revision == view.revision
     await asyncio.sleep(0.05)
     assert len(events_of(agent, "turn/open")) == 1  # the driver did not start another round
@@ -324,9 +324,9 @@ async def test_workspace_fork_is_a_prefix_and_closes_a_turn_cut_in_the_middle(tm
     ws = make_workspace(tmp_path, [{"text": "one", "toolCalls": [{"name": "echo", "arguments": {}}]}, {"text": "two"}])
     agent = ws.create_session("parent")
     add_echo(agent)
-    agent.plan.set(True)
-    goal = agent.goals.create("g", 9)
-    agent.goals.disarm()
+    plan_of(agent).set(True)
+    goal = goals_of(agent).create("g", 9)
+    goals_of(agent).disarm()
     await agent.prompt("go")
     source = agent.store.events()
     cut = next(e.seq for e in source if type(e).__name__ == "ToolCall")  # inside turn 1
@@ -339,8 +339,8 @@ async def test_workspace_fork_is_a_prefix_and_closes_a_turn_cut_in_the_middle(tm
     assert [e.data for e in copied[1:cut]] == [e.data for e in source[1:cut]]
     assert types_of(forked, cut) == ["tool/result", "turn/close"]
     assert events_of(forked, "turn/close")[-1].data.stopReason == "forked"
-    assert forked.plan.get().active is True  # PM-7
-    fv = forked.goals.get()
+    assert plan_of(forked).get().active is True  # PM-7
+    fv = goals_of(forked).get()
     assert (fv.id, fv.revision, fv.activation) == (goal.id, goal.revision, "disarmed")  # G-1
     assert replay_strict(forked.store.path).turn.open is False
     whole = ws.fork(agent.agent_id)
@@ -354,8 +354,8 @@ async def test_workspace_list_sessions(tmp_path):
     ws = make_workspace(tmp_path)
     a = ws.create_session("alpha")
     b = ws.create_session()
-    view = b.goals.create("listed goal", 7)
-    b.goals.disarm()
+    view = goals_of(b).create("listed goal", 7)
+    goals_of(b).disarm()
     ws.close(b.agent_id)  # listed from disk
     listed = {s["sessionId"]: s for s in ws.list_sessions()}
     assert listed[a.session_id]["title"] == "alpha" and "goal" not in listed[a.session_id]
@@ -370,15 +370,15 @@ async def test_continuation_driver_spends_rounds_and_blocks_at_budget(tmp_path):
     ws = make_workspace(tmp_path, replies)
     agent = ws.create_session()
     add_echo(agent)
-    view = agent.goals.create("iterate", 3)
-    while agent.goals.get().phase == "active":
+    view = goals_of(agent).create("iterate", 3)
+    while goals_of(agent).get().phase == "active":
         await asyncio.sleep(0.01)
     await agent.wait_idle()
     opens = events_of(agent, "turn/open")
     assert [o.data.cause for o in opens] == ["continuation"] * 3
     rounds = [e.data.goalRound.round for e in events_of(agent, "user/message") if e.data.goalRound]
     assert rounds == [1, 2, 3]
-    final = agent.goals.get()
+    final = goals_of(agent).get()
     assert final.phase == "blocked" and final.blockedReason.code == "round-budget-exhausted"
     assert final.roundsStarted == 3 and final.revision == view.revision + 1
     assert types_of(agent)[-1] == "goal/change"  # blocked after the last turn closed

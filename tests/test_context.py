@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from agent_support import ContextModel, events_of, make_workspace, replay_strict, types_of
+from agent_support import ContextModel, events_of, make_workspace, replay_strict, types_of, goals_of, plan_of
 
 from dshd.agent import Tool, ToolOutcome, Workspace, load_config, transcript
 from dshd.agent.compaction import (
@@ -378,9 +378,9 @@ async def test_plan_and_goal_sections_come_from_the_folds_after_compaction(tmp_p
     model = ContextModel(default=BIG, summarize=lambda request: lie)
     ws = context_workspace(tmp_path, model, plugins=["plan", "goals"])
     agent = ws.create_session()
-    agent.plan.set(True)
-    goal = agent.goals.create("Keep the parser tests green", 50)
-    agent.goals.disarm()
+    plan_of(agent).set(True)
+    goal = goals_of(agent).create("Keep the parser tests green", 50)
+    goals_of(agent).disarm()
     await prompts(agent, 8)
     assert compactions(agent)
     request = model.work()[-1]
@@ -391,7 +391,7 @@ async def test_plan_and_goal_sections_come_from_the_folds_after_compaction(tmp_p
     assert f"Current goal {goal.id} (revision {goal.revision}): Keep the parser tests green" in request.system
     # The summary request never carried them either.
     assert ws.config.plan.section not in model.summaries()[0].system
-    agent.plan.set(False)
+    plan_of(agent).set(False)
     await agent.prompt("after")
     assert "plan:policy" not in events_of(agent, "request/header")[-1].data.sections
     assert ws.config.plan.section not in model.work()[-1].system

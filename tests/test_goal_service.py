@@ -8,7 +8,7 @@ import json
 
 import msgspec
 import pytest
-from agent_support import in_model_call, settle, events_of, make_workspace, replay_strict
+from agent_support import in_model_call, settle, events_of, make_workspace, replay_strict, goals_of, plan_of
 
 from dshd.errors import DshError
 from dshd.folds import replay
@@ -31,7 +31,7 @@ async def ws(tmp_path):
 
 def quiet(agent):
     """Disarm right after arming ops so the continuation driver starts nothing."""
-    agent.goals.disarm()
+    goals_of(agent).disarm()
 
 
 # ---- G-1: optional plugin; the log is the only store; fork and resume inherit ---------
@@ -40,19 +40,19 @@ def quiet(agent):
 async def test_g01_goals_are_an_optional_plugin(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "hi"}], plugins=[])
     agent = ws.create_session()
-    assert agent.goals is None and "goal_complete" not in agent.tools.names()
+    assert goals_of(agent) is None and "goal_complete" not in agent.tools.names()
     assert (await agent.prompt("hello"))["stopReason"] == "end-turn"
     await ws.shutdown()
 
 
 async def test_g01_fork_and_resume_inherit_the_goal_through_the_log(ws, tmp_path):
     agent = ws.create_session()
-    view = agent.goals.create("ship the parser", 10)
+    view = goals_of(agent).create("ship the parser", 10)
     quiet(agent)
     forked = ws.fork(agent.agent_id)
     reopened = ws.open_session(agent.session_id, reload=True)
     for other in (forked, reopened):
-        got = other.goals.get()
+        got = goals_of(other).get()
         assert (got.id, got.revision, got.objective, got.maxRounds) == (view.id, 1, "ship the parser", 10)
         assert got.activation == "disarmed"
     # Nothing but the session's own files holds goal data.
@@ -65,10 +65,10 @@ async def test_g01_fork_and_resume_inherit_the_goal_through_the_log(ws, tmp_path
 
 async def test_g02_each_change_is_one_goal_change_with_the_full_snapshot(ws):
     agent = ws.create_session()
-    v1 = agent.goals.create("objective", 5)
-    v2 = agent.goals.pause(v1.ref)
-    v3 = agent.goals.edit(v2.ref, objective="better objective")
-    cleared = agent.goals.clear(v3.ref)
+    v1 = goals_of(agent).create("objective", 5)
+    v2 = goals_of(agent).pause(v1.ref)
+    v3 = goals_of(agent).edit(v2.ref, objective="better objective")
+    cleared = goals_of(agent).clear(v3.ref)
     lines = [json.loads(l) for l in agent.store.path.read_text().splitlines() if '"goal/change"' in l]
     assert [l["data"]["op"] for l in lines] == ["create", "pause", "edit", "clear"]
     assert lines[2]["data"]["goal"] == {
@@ -85,27 +85,27 @@ async def test_g02_each_change_is_one_goal_change_with_the_full_snapshot(ws):
 
 async def test_g03_stale_ref_is_rejected_with_the_current_revision(ws):
     agent = ws.create_session()
-    v1 = agent.goals.create("o")
-    v2 = agent.goals.pause(v1.ref)
+    v1 = goals_of(agent).create("o")
+    v2 = goals_of(agent).pause(v1.ref)
     assert v2.revision == v1.revision + 1
-    error = kind_of(lambda: agent.goals.resume(v1.ref))
+    error = kind_of(lambda: goals_of(agent).resume(v1.ref))
     assert error.kind == "stale-revision" and error.data == {"current": 2, "goalId": v1.id}
-    error = kind_of(lambda: agent.goals.pause({"id": "g-other", "revision": 2}))
+    error = kind_of(lambda: goals_of(agent).pause({"id": "g-other", "revision": 2}))
     assert error.kind == "stale-revision"
-    assert agent.goals.get().revision == 2  # nothing written
+    assert goals_of(agent).get().revision == 2  # nothing written
     for bad in ({"id": v1.id, "revision": 0}, {"id": v1.id, "revision": "2"}, {"id": v1.id}, "g-1@2"):
-        assert kind_of(lambda bad=bad: agent.goals.pause(bad)).data["field"] == "ref"
+        assert kind_of(lambda bad=bad: goals_of(agent).pause(bad)).data["field"] == "ref"
 
 
 async def test_g03_after_clear_the_returned_ref_gets_no_goal_and_ids_are_fresh(ws):
     agent = ws.create_session()
-    first = agent.goals.create("o")
-    ref = agent.goals.clear(first.ref)
+    first = goals_of(agent).create("o")
+    ref = goals_of(agent).clear(first.ref)
     assert ref.revision == first.revision + 1
-    assert agent.goals.get() is None
-    assert kind_of(lambda: agent.goals.pause(ref)).kind == "no-goal"
-    assert kind_of(lambda: agent.goals.resume(first.ref)).kind == "no-goal"
-    second = agent.goals.create("again")
+    assert goals_of(agent).get() is None
+    assert kind_of(lambda: goals_of(agent).pause(ref)).kind == "no-goal"
+    assert kind_of(lambda: goals_of(agent).resume(first.ref)).kind == "no-goal"
+    second = goals_of(agent).create("again")
     assert second.id != first.id and second.revision == 1
     quiet(agent)
 
@@ -120,12 +120,12 @@ async def test_g03_after_clear_the_returned_ref_gets_no_goal_and_ids_are_fresh(w
 )
 async def test_g04_blocked_reason_needs_kebab_code_and_message(ws, code, message, field):
     agent = ws.create_session()
-    view = agent.goals.create("o")
-    error = kind_of(lambda: agent.goals.block(view.ref, code, message))
+    view = goals_of(agent).create("o")
+    error = kind_of(lambda: goals_of(agent).block(view.ref, code, message))
     assert error.kind == "invalid-params" and error.data["field"] == field
-    blocked = agent.goals.block(view.ref, "dependency-conflict", "libfoo 2 vs 3")
+    blocked = goals_of(agent).block(view.ref, "dependency-conflict", "libfoo 2 vs 3")
     assert blocked.phase == "blocked" and blocked.blockedReason.code == "dependency-conflict"
-    resumed = agent.goals.resume(blocked.ref)
+    resumed = goals_of(agent).resume(blocked.ref)
     assert resumed.blockedReason is None  # only blocked carries a reason
     quiet(agent)
 
@@ -135,8 +135,8 @@ async def test_g04_blocked_reason_needs_kebab_code_and_message(ws, code, message
 
 async def test_g05_a_tampered_revision_fails_replay_at_that_line(ws):
     agent = ws.create_session()
-    v = agent.goals.create("o")
-    agent.goals.pause(v.ref)
+    v = goals_of(agent).create("o")
+    goals_of(agent).pause(v.ref)
     path = agent.store.path
     ws.close(agent.agent_id)
     lines = path.read_text().splitlines()
@@ -155,7 +155,7 @@ async def test_g05_a_tampered_revision_fails_replay_at_that_line(ws):
 
 async def test_g06_transition_table(ws):
     agent = ws.create_session()
-    g = agent.goals
+    g = goals_of(agent)
     v = g.create("o", 3)
     assert (v.phase, v.revision, v.activation) == ("active", 1, "armed")
     # create while a goal is not complete
@@ -191,7 +191,7 @@ async def test_g06_transition_table(ws):
 
 async def test_g06_edit_rules_and_invalid_params(ws):
     agent = ws.create_session()
-    g = agent.goals
+    g = goals_of(agent)
     v = g.create("o", 5)
     quiet(agent)
     cases = [
@@ -210,26 +210,26 @@ async def test_g06_edit_rules_and_invalid_params(ws):
 
 async def test_g06_create_invalid_params(ws):
     agent = ws.create_session()
-    assert kind_of(lambda: agent.goals.create("")).data["field"] == "objective"
-    assert kind_of(lambda: agent.goals.create("o", 0)).data["field"] == "maxRounds"
-    assert kind_of(lambda: agent.goals.create("o", 2.5)).data["field"] == "maxRounds"
-    assert agent.goals.get() is None
+    assert kind_of(lambda: goals_of(agent).create("")).data["field"] == "objective"
+    assert kind_of(lambda: goals_of(agent).create("o", 0)).data["field"] == "maxRounds"
+    assert kind_of(lambda: goals_of(agent).create("o", 2.5)).data["field"] == "maxRounds"
+    assert goals_of(agent).get() is None
 
 
 async def test_g06_max_rounds_not_below_rounds_started_and_resume_needs_budget(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
-    agent.goals.create("o", 2)
+    goals_of(agent).create("o", 2)
     await settle(agent)  # the driver spends both rounds, then blocks
-    v = agent.goals.get()
+    v = goals_of(agent).get()
     assert (v.phase, v.roundsStarted, v.blockedReason.code) == ("blocked", 2, "round-budget-exhausted")
-    assert kind_of(lambda: agent.goals.edit(v.ref, max_rounds=1)).data["field"] == "maxRounds"
-    error = kind_of(lambda: agent.goals.resume(v.ref))
+    assert kind_of(lambda: goals_of(agent).edit(v.ref, max_rounds=1)).data["field"] == "maxRounds"
+    error = kind_of(lambda: goals_of(agent).resume(v.ref))
     assert error.kind == "budget-exhausted"
-    v = agent.goals.edit(v.ref, max_rounds=3)
-    v = agent.goals.resume(v.ref)
+    v = goals_of(agent).edit(v.ref, max_rounds=3)
+    v = goals_of(agent).resume(v.ref)
     assert v.activation == "armed"
-    agent.goals.disarm()
+    goals_of(agent).disarm()
     await ws.shutdown()
 
 
@@ -239,21 +239,21 @@ async def test_g06_max_rounds_not_below_rounds_started_and_resume_needs_budget(t
 async def test_g07_every_load_starts_disarmed_and_resume_rearms_without_an_event(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
-    v = agent.goals.create("o", 50)
-    assert agent.goals.armed
-    agent.goals.disarm()
+    v = goals_of(agent).create("o", 50)
+    assert goals_of(agent).armed
+    goals_of(agent).disarm()
     await agent.wait_idle()
     turns_before = len(events_of(agent, "turn/open"))
     reopened = ws.open_session(agent.session_id, reload=True)
-    view = reopened.goals.get()
+    view = goals_of(reopened).get()
     assert view.phase == "active" and view.activation == "disarmed"
     await asyncio.sleep(0.05)
     assert len(events_of(reopened, "turn/open")) == turns_before  # nothing started by itself
     count = len(reopened.store.events())
-    resumed = reopened.goals.resume(view.ref)
+    resumed = goals_of(reopened).resume(view.ref)
     assert resumed.activation == "armed" and resumed.revision == view.revision
     assert not [e for e in reopened.store.events(count) if type(e).__name__ == "GoalChange"]
-    reopened.goals.disarm()
+    goals_of(reopened).disarm()
     assert "armed" not in agent.store.path.read_text()
     await ws.shutdown()
 
@@ -264,20 +264,20 @@ async def test_g07_every_load_starts_disarmed_and_resume_rearms_without_an_event
 async def test_g08_only_continuation_rounds_spend_the_budget(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
-    v = agent.goals.create("o", 3)
+    v = goals_of(agent).create("o", 3)
     await settle(agent)
     rounds = [e.data.goalRound for e in events_of(agent, "user/message") if e.data.goalRound]
     assert [r.round for r in rounds] == [1, 2, 3]
     assert all(r.goalId == v.id and r.revision == 1 for r in rounds)
     assert all(e.data.source == "plugin" and e.data.plugin == "goals" for e in events_of(agent, "user/message"))
-    blocked = agent.goals.get()
-    edited = agent.goals.edit(blocked.ref, max_rounds=10)
-    resumed = agent.goals.resume(edited.ref)
-    agent.goals.disarm()
+    blocked = goals_of(agent).get()
+    edited = goals_of(agent).edit(blocked.ref, max_rounds=10)
+    resumed = goals_of(agent).resume(edited.ref)
+    goals_of(agent).disarm()
     await agent.wait_idle()
-    spent = agent.goals.get().roundsStarted
+    spent = goals_of(agent).get().roundsStarted
     await agent.prompt("a person's own question")
-    assert agent.goals.get().roundsStarted == spent  # a person's message spends nothing
+    assert goals_of(agent).get().roundsStarted == spent  # a person's message spends nothing
     assert resumed.revision == 4  # create 1, budget block 2, edit 3, resume 4
     await ws.shutdown()
 
@@ -285,17 +285,17 @@ async def test_g08_only_continuation_rounds_spend_the_budget(tmp_path):
 async def test_g09_max_rounds_defaults_from_config_and_budget_blocks(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
-    assert agent.goals._max_rounds_default == 256
-    view = agent.goals.create("o")
-    agent.goals.disarm()
+    assert goals_of(agent)._max_rounds_default == 256
+    view = goals_of(agent).create("o")
+    goals_of(agent).disarm()
     assert view.maxRounds == 256 and view.roundsLeft == 256
     await ws.shutdown()
     (tmp_path / "b").mkdir()
     ws = make_workspace(tmp_path / "b", config={"goals": {"maxRounds": 2}})
     agent = ws.create_session()
-    agent.goals.create("o")
+    goals_of(agent).create("o")
     await settle(agent)
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     assert (view.phase, view.roundsStarted, view.roundsLeft) == ("blocked", 2, 0)
     assert view.blockedReason.code == "round-budget-exhausted"
     assert len(events_of(agent, "turn/open")) == 2
@@ -307,17 +307,17 @@ async def test_g09_max_rounds_defaults_from_config_and_budget_blocks(tmp_path):
 
 async def test_g10_an_old_agent_id_after_reload_is_stale(ws):
     agent = ws.create_session()
-    agent.goals.create("o")
+    goals_of(agent).create("o")
     quiet(agent)
     new = ws.open_session(agent.session_id, reload=True)
     assert new.agent_id != agent.agent_id
     assert kind_of(lambda: ws.agent(agent.agent_id)).kind == "stale-agent"
     assert kind_of(lambda: ws.agent("a-never-issued")).kind == "unknown-agent"
-    assert ws.agent(new.agent_id).goals.get().activation == "disarmed"
+    assert goals_of(ws.agent(new.agent_id)).get().activation == "disarmed"
     # A service handle kept from the old agent cannot read or write either.
-    assert kind_of(lambda: agent.goals.get()).kind == "stale-agent"
-    assert kind_of(lambda: agent.goals.disarm()).kind == "stale-agent"
-    assert kind_of(lambda: agent.plan.set(True)).kind == "stale-agent"
+    assert kind_of(lambda: goals_of(agent).get()).kind == "stale-agent"
+    assert kind_of(lambda: goals_of(agent).disarm()).kind == "stale-agent"
+    assert kind_of(lambda: plan_of(agent).set(True)).kind == "stale-agent"
 
 
 # ---- G-11: notifications ------------------------------------------------------------------------
@@ -337,18 +337,18 @@ async def test_g11_notices_after_durable_changes_with_exact_revisions(tmp_path):
     def broken(notice):
         raise RuntimeError("listener bug")
 
-    agent.goals.add_listener(broken)
-    agent.goals.add_listener(listener)
-    v = agent.goals.create("o", 1)  # arms; the driver runs one round then blocks
+    goals_of(agent).add_listener(broken)
+    goals_of(agent).add_listener(listener)
+    v = goals_of(agent).create("o", 1)  # arms; the driver runs one round then blocks
     await settle(agent)
-    v = agent.goals.get()
-    v = agent.goals.edit(v.ref, max_rounds=5)
-    v = agent.goals.resume(v.ref)
-    agent.goals.disarm()
+    v = goals_of(agent).get()
+    v = goals_of(agent).edit(v.ref, max_rounds=5)
+    v = goals_of(agent).resume(v.ref)
+    goals_of(agent).disarm()
     await agent.wait_idle()
-    v = agent.goals.get()
-    v = agent.goals.pause(v.ref)
-    ref = agent.goals.clear(v.ref)
+    v = goals_of(agent).get()
+    v = goals_of(agent).pause(v.ref)
+    ref = goals_of(agent).clear(v.ref)
     ops = [(n.op, n.revision) for n in notices]
     assert ops[:3] == [("create", 1), ("round", 1), ("block", 2)]
     # Disarmed before the driver's task ran: no round was started.
@@ -365,10 +365,10 @@ async def test_g11_listeners_are_per_agent(tmp_path):
     ws = make_workspace(tmp_path)
     a, b = ws.create_session(), ws.create_session()
     seen_a, seen_b = [], []
-    a.goals.add_listener(seen_a.append)
-    b.goals.add_listener(seen_b.append)
-    a.goals.create("only a")
-    a.goals.disarm()
+    goals_of(a).add_listener(seen_a.append)
+    goals_of(b).add_listener(seen_b.append)
+    goals_of(a).create("only a")
+    goals_of(a).disarm()
     assert [n.op for n in seen_a] == ["create", "disarm"] and seen_b == []
     await ws.shutdown()
 
@@ -379,12 +379,12 @@ async def test_g11_listeners_are_per_agent(tmp_path):
 async def test_g12_status_section_and_tools_complete_through_the_rendered_ref(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "done", "toolCalls": [{"name": "goal_complete", "arguments": {}}]}, {"text": "ok"}])
     agent = ws.create_session()
-    v = agent.goals.create("make the tests pass", 5)
+    v = goals_of(agent).create("make the tests pass", 5)
     await settle(agent)
     system = ws.model.requests[0].system
     assert f"Current goal {v.id} (revision 1): make the tests pass" in system
     assert "Rounds: 1 of 5 started, 4 left." in system
-    assert agent.goals.get().phase == "complete"
+    assert goals_of(agent).get().phase == "complete"
     assert len(events_of(agent, "turn/open")) == 1  # complete disarmed: no next round
     (call_result, *_) = [e.data for e in events_of(agent, "tool/result")]
     assert call_result.ok and "complete" in call_result.content
@@ -395,20 +395,20 @@ async def test_g12_goal_block_tool_and_stale_ref(tmp_path):
     block = {"name": "goal_block", "arguments": {"code": "missing-credentials", "message": "no API key"}}
     ws = make_workspace(tmp_path, [{"toolCalls": [block]}, {"text": "ok"}, {"toolCalls": [{"name": "goal_complete", "arguments": {}}], "delayMs": 100}, {"text": "x"}])
     agent = ws.create_session()
-    agent.goals.create("o", 5)
+    goals_of(agent).create("o", 5)
     await settle(agent)
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     assert view.phase == "blocked" and view.blockedReason.code == "missing-credentials"
     # The model answers a request that showed revision 3; a person edits meanwhile.
-    view = agent.goals.resume(view.ref)
-    agent.goals.disarm()
+    view = goals_of(agent).resume(view.ref)
+    goals_of(agent).disarm()
     turn = asyncio.ensure_future(agent.prompt("finish"))
     await in_model_call(agent)
-    agent.goals.edit(view.ref, objective="o, but better")
+    goals_of(agent).edit(view.ref, objective="o, but better")
     await turn
     results = [e.data for e in events_of(agent, "tool/result")]
     assert results[-1].ok is False and "changed since this request" in results[-1].content
-    assert agent.goals.get().phase == "active"
+    assert goals_of(agent).get().phase == "active"
     await ws.shutdown()
 
 
@@ -441,12 +441,12 @@ def test_goal_service_alone_on_a_store(tmp_path):
 async def test_g11_notice_payload_is_the_wire_shape(ws):
     agent = ws.create_session()
     notices = []
-    agent.goals.add_listener(notices.append)
-    view = agent.goals.create("o")
-    view = agent.goals.block(view.ref, {"code": "needs-input", "message": "which branch?"})
-    agent.goals.clear(view.ref)
+    goals_of(agent).add_listener(notices.append)
+    view = goals_of(agent).create("o")
+    view = goals_of(agent).block(view.ref, {"code": "needs-input", "message": "which branch?"})
+    goals_of(agent).clear(view.ref)
     payloads = [n.to_dict() for n in notices]
     assert payloads[0]["op"] == "create" and payloads[0]["goal"]["activation"] == "armed"
     assert payloads[1]["goal"]["blockedReason"] == {"code": "needs-input", "message": "which branch?"}
     assert payloads[-1] == {"op": "clear", "revision": 3}
-    assert kind_of(lambda: agent.goals.block({"id": "x", "revision": 1}, {"code": "a"})).kind == "no-goal"
+    assert kind_of(lambda: goals_of(agent).block({"id": "x", "revision": 1}, {"code": "a"})).kind == "no-goal"

@@ -6,7 +6,7 @@ with ``token-budget-exhausted``."""
 from __future__ import annotations
 
 import pytest
-from agent_support import events_of, make_workspace, replay_strict, settle
+from agent_support import events_of, make_workspace, replay_strict, settle, goals_of
 
 from dshd.errors import DshError
 from dshd.services.goals import GoalNotice
@@ -50,18 +50,18 @@ async def test_rounds_spend_tokens_and_a_round_over_the_budget_blocks_the_goal(t
     ws = make_workspace(tmp_path, replies, config={"goals": {"maxTokens": 250}})
     agent = ws.create_session()
     notices: list[GoalNotice] = []
-    agent.goals.add_listener(notices.append)
-    created = agent.goals.create("o")
+    goals_of(agent).add_listener(notices.append)
+    created = goals_of(agent).create("o")
     assert (created.maxTokens, created.tokensUsed) == (250, 0)
     await settle(agent)
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     # 120 after round 1, 240 after round 2 (still under 250), 360 after round 3: blocked.
     assert (view.phase, view.roundsStarted, view.tokensUsed) == ("blocked", 3, 360)
     assert view.blockedReason.code == "token-budget-exhausted"
     assert "360" in view.blockedReason.message and "250" in view.blockedReason.message
     assert [n.view.tokensUsed for n in notices if n.op == "usage"] == [120, 240, 360]
     await agent.prompt("a person's own question")
-    assert agent.goals.get().tokensUsed == 360  # a person's turn spends no goal tokens
+    assert goals_of(agent).get().tokensUsed == 360  # a person's turn spends no goal tokens
     folded = replay_strict(agent.store.path).goal
     assert (folded.tokens_used, folded.goal.maxTokens) == (360, 250)
     block = [e.data for e in events_of(agent, "goal/change") if e.data.op == "block"][-1]
@@ -74,21 +74,21 @@ async def test_create_and_edit_take_max_tokens_and_resume_needs_tokens_left(tmp_
     ws = make_workspace(tmp_path, replies)
     agent = ws.create_session()
     for bad in (0, -5, True, "100", 1.5):
-        assert kind_of(lambda: agent.goals.create("o", max_tokens=bad)).data["field"] == "maxTokens"
-    assert agent.goals.get() is None
-    created = agent.goals.create("o", max_tokens=100)
+        assert kind_of(lambda: goals_of(agent).create("o", max_tokens=bad)).data["field"] == "maxTokens"
+    assert goals_of(agent).get() is None
+    created = goals_of(agent).create("o", max_tokens=100)
     await settle(agent)  # round 1 uses 100 tokens: the budget is spent
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     assert (view.phase, view.tokensUsed, view.blockedReason.code) == ("blocked", 100, "token-budget-exhausted")
     assert view.revision == created.revision + 1
-    error = kind_of(lambda: agent.goals.resume(view.ref))
+    error = kind_of(lambda: goals_of(agent).resume(view.ref))
     assert error.kind == "budget-exhausted" and error.data == {"tokensUsed": 100, "maxTokens": 100}
-    assert kind_of(lambda: agent.goals.edit(view.ref, max_tokens=100)).data["field"] == "maxTokens"
-    edited = agent.goals.edit(view.ref, max_tokens=150)
+    assert kind_of(lambda: goals_of(agent).edit(view.ref, max_tokens=100)).data["field"] == "maxTokens"
+    edited = goals_of(agent).edit(view.ref, max_tokens=150)
     assert (edited.maxTokens, edited.phase) == (150, "blocked")
-    agent.goals.resume(edited.ref)
+    goals_of(agent).resume(edited.ref)
     await settle(agent)  # round 2: 200 of 150
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     assert (view.roundsStarted, view.tokensUsed, view.phase) == (2, 200, "blocked")
     await ws.shutdown()
 
@@ -96,10 +96,10 @@ async def test_create_and_edit_take_max_tokens_and_resume_needs_tokens_left(tmp_
 async def test_a_goal_without_a_budget_shows_tokens_but_never_blocks_on_them(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "r", "usage": usage(10**6, 10**6)}] * 2)
     agent = ws.create_session()
-    created = agent.goals.create("o", max_rounds=2)
+    created = goals_of(agent).create("o", max_rounds=2)
     assert created.maxTokens is None and "maxTokens" not in created.to_dict()
     await settle(agent)
-    view = agent.goals.get()
+    view = goals_of(agent).get()
     assert (view.tokensUsed, view.blockedReason.code) == (4 * 10**6, "round-budget-exhausted")
     await ws.shutdown()
 
@@ -107,7 +107,7 @@ async def test_a_goal_without_a_budget_shows_tokens_but_never_blocks_on_them(tmp
 async def test_the_goal_section_shows_the_token_budget(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "r", "usage": usage(30, 3)}])
     agent = ws.create_session()
-    agent.goals.create("o", max_tokens=1000)
+    goals_of(agent).create("o", max_tokens=1000)
     await settle(agent)
     plugin = agent.plugins["goals"]
     from dshd.agent.prompt import PromptContext

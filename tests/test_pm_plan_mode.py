@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from agent_support import in_model_call, PLAN, TAGS, events_of, make_workspace, replay_strict, types_of
+from agent_support import in_model_call, PLAN, TAGS, events_of, make_workspace, replay_strict, types_of, goals_of, plan_of
 
 from dshd.agent import Decision, PromptContext, load_config
 from dshd.models.scripted import ScriptedModel
@@ -39,7 +39,7 @@ async def test_pm_01_plugin_contributes_exactly_section_tool_command(tmp_path):
     bare = make_workspace(tmp_path / "a", plugins=[])
     with_plan = make_workspace(tmp_path / "b", plugins=["plan"])
     a, b = bare.create_session(), with_plan.create_session()
-    assert a.plan is None and isinstance(b.plan, PlanModeController)
+    assert plan_of(a) is None and isinstance(plan_of(b), PlanModeController)
     assert set(b.sections.ids()) - set(a.sections.ids()) == {"plan:policy"}
     assert set(b.tools.names()) - set(a.tools.names()) == {"exit_plan_mode"}
     assert set(b.commands.names()) - set(a.commands.names()) == {"plan"}
@@ -55,7 +55,7 @@ async def test_pm_02_policy_renders_only_while_active_order_50_verbatim(tmp_path
     agent = ws.create_session()
     assert agent.sections.get("plan:policy").order == 50
     await agent.prompt("first")  # plan off
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("second")  # plan on
     model: ScriptedModel = ws.model
     assert POLICY not in model.requests[0].system
@@ -63,8 +63,8 @@ async def test_pm_02_policy_renders_only_while_active_order_50_verbatim(tmp_path
     headers = [e.data for e in events_of(agent, "request/header")]
     assert [h.sections for h in headers] == [[], ["plan:policy"]]
     # Sections are ordered by order: the goal section (60) comes after the policy (50).
-    agent.goals.create("g")
-    agent.goals.disarm()
+    goals_of(agent).create("g")
+    goals_of(agent).disarm()
     ctx_text = agent.sections.render(PromptContext(agent.store.state, 1, 1)).system
     assert ctx_text.index(POLICY) < ctx_text.index("Current goal")
     await ws.shutdown()
@@ -107,9 +107,9 @@ async def test_pm_04_and_pm_16_tool_catalogue_is_the_same_in_and_out_of_plan_mod
     ws = make_workspace(tmp_path, [{"text": "x"}, {"text": "y"}, {"text": "z"}])
     agent = ws.create_session()
     await agent.prompt("off")
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("on")
-    agent.plan.set(False)
+    plan_of(agent).set(False)
     await agent.prompt("off again")
     headers = [e.data for e in events_of(agent, "request/header")]
     assert [h.planActive for h in headers] == [False, True, False]
@@ -137,7 +137,7 @@ def test_pm_23_plan_mode_shares_no_mode_registry():
 async def test_pm_05_plan_mode_event_is_active_only_and_never_in_transcript(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "x"}])
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("go")
     line = next(l for l in agent.store.path.read_text().splitlines() if '"plan/mode"' in l)
     assert json.loads(line)["data"] == {"active": True}
@@ -150,31 +150,31 @@ async def test_pm_05_plan_mode_event_is_active_only_and_never_in_transcript(tmp_
 async def test_pm_06_state_is_the_last_plan_mode_in_the_prefix(tmp_path):
     ws = make_workspace(tmp_path)
     agent = ws.create_session()
-    assert agent.plan.get() == PlanView(False)  # no plan/mode: false
-    agent.plan.set(True)
-    agent.plan.set(False)
-    agent.plan.set(True)
+    assert plan_of(agent).get() == PlanView(False)  # no plan/mode: false
+    plan_of(agent).set(True)
+    plan_of(agent).set(False)
+    plan_of(agent).set(True)
     assert replay_strict(agent.store.path).plan.active is True
-    assert agent.plan.get().active is agent.store.state.plan.active is True
+    assert plan_of(agent).get().active is agent.store.state.plan.active is True
     # No second copy: the controller keeps no recorded state of its own.
-    assert "active" not in vars(agent.plan)
+    assert "active" not in vars(plan_of(agent))
     await ws.shutdown()
 
 
 async def test_pm_07_resume_and_fork_get_plan_state_from_the_log(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "x"}])
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("go")
     forked = ws.fork(agent.agent_id)
-    assert forked.plan.get() == PlanView(True)
+    assert plan_of(forked).get() == PlanView(True)
     reopened = ws.open_session(agent.session_id, reload=True)
-    assert reopened.plan.get() == PlanView(True)
+    assert plan_of(reopened).get() == PlanView(True)
     await ws.shutdown()
     # A fresh daemon (new Workspace) over the same files.
     again = make_workspace(tmp_path)
-    assert again.open_session(agent.session_id).plan.get() == PlanView(True)
-    assert again.open_session(forked.session_id).plan.get() == PlanView(True)
+    assert plan_of(again.open_session(agent.session_id)).get() == PlanView(True)
+    assert plan_of(again.open_session(forked.session_id)).get() == PlanView(True)
     await again.shutdown()
 
 
@@ -184,7 +184,7 @@ async def test_pm_07_resume_and_fork_get_plan_state_from_the_log(tmp_path):
 async def test_pm_08_set_outcomes_committed_queued_cancelled_noop(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "delayMs": 300}])
     agent = ws.create_session()
-    plan = agent.plan
+    plan = plan_of(agent)
     # No turn open: committed at once; again: noop.
     assert plan.set(True) == "committed"
     assert plan.set(True) == "noop"
@@ -208,13 +208,13 @@ async def test_pm_09_get_is_recorded_state_plus_pending(tmp_path):
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("work"))
     await in_model_call(agent)
-    agent.plan.set(True)
-    view = agent.plan.get()
+    plan_of(agent).set(True)
+    view = plan_of(agent).get()
     assert view == PlanView(active=False, pending=True)
     assert view.to_dict() == {"active": False, "pending": True}
     await turn
     # The turn ended with no further step: still pending, never appended by itself (PM-11).
-    assert agent.plan.get().to_dict() == {"active": False, "pending": True}
+    assert plan_of(agent).get().to_dict() == {"active": False, "pending": True}
     assert events_of(agent, "plan/mode") == []
     await ws.shutdown()
 
@@ -228,7 +228,7 @@ async def test_pm_13_turn_open_comes_from_the_fold_not_a_task_flag(tmp_path):
 
     def on_event(event):
         if TAGS[type(event)] == "turn/close":
-            outcomes.append((agent.turn_running, agent.plan.set(True)))
+            outcomes.append((agent.turn_running, plan_of(agent).set(True)))
 
     agent.add_event_listener(on_event)
     await agent.prompt("go")
@@ -252,14 +252,14 @@ async def test_pm_10_pending_choice_is_appended_after_downstream_accepts_before_
     agent.pre_step.add(downstream)
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    assert agent.plan.set(True) == "queued"
+    assert plan_of(agent).set(True) == "queued"
     await turn
     types = types_of(agent)
     assert types.index("plan/mode") < [i for i, t in enumerate(types) if t == "request/header"][1]
     assert seen == [(1, False), (2, False)]  # downstream saw the old state both times
     headers = [e.data.planActive for e in events_of(agent, "request/header")]
     assert headers == [False, True]
-    assert agent.pre_step._listeners[0] == agent.plan.pre_step  # placed first
+    assert agent.pre_step._listeners[0] == plan_of(agent).pre_step  # placed first
     await ws.shutdown()
 
 
@@ -268,7 +268,7 @@ async def test_pm_11_prompt_time_choice_is_appended_by_the_turns_first_accepted_
     agent = ws.create_session()
     first = asyncio.ensure_future(agent.prompt("one"))
     await in_model_call(agent)
-    agent.plan.set(True)  # queued; turn 1 takes no further step
+    plan_of(agent).set(True)  # queued; turn 1 takes no further step
     await first
     count = len(agent.store.events())
     assert types_of(agent, count - 1) == ["turn/close"]  # the choice started nothing
@@ -288,7 +288,7 @@ async def test_pm_12_rejection_keeps_the_choice_pending_and_the_turn_goes_on(tmp
     agent.pre_step.add(lambda proposal, rest: next(verdicts))
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     result = await turn
     assert result["stopReason"] == "end-turn"
     types = types_of(agent)
@@ -317,12 +317,12 @@ async def test_pm_12_failed_append_keeps_the_choice_pending_and_leaves_no_half_s
     agent.store.commit = failing_once
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     assert (await turn)["stopReason"] == "end-turn"
     assert failures == ["plan/mode"]
     headers = [e.data.planActive for e in events_of(agent, "request/header")]
     assert headers == [False, False, True]  # step 2 ran with the old state, step 3 with the new
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     assert replay_strict(agent.store.path).plan.active is True
     await ws.shutdown()
 
@@ -333,11 +333,11 @@ async def test_pm_12_failed_append_keeps_the_choice_pending_and_leaves_no_half_s
 async def test_pm_14_narration_only_when_the_last_header_described_the_other_state(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "a"}, {"text": "b"}, {"text": "c"}])
     agent = ws.create_session()
-    agent.plan.set(True)  # no header yet: nothing to correct, no narration
+    plan_of(agent).set(True)  # no header yet: nothing to correct, no narration
     assert events_of(agent, "user/message") == []
     await agent.prompt("one")  # header says planActive True
-    agent.plan.set(False)  # header said True: narrate
-    agent.plan.set(True)  # last header still said True: no narration
+    plan_of(agent).set(False)  # header said True: narrate
+    plan_of(agent).set(True)  # last header still said True: no narration
     await agent.prompt("two")
     plugin_messages = [e.data for e in events_of(agent, "user/message") if e.data.source == "plugin"]
     assert len(plugin_messages) == 1
@@ -353,11 +353,11 @@ async def test_pm_15_pending_choice_is_lost_when_the_process_lets_go(tmp_path):
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await turn
-    assert agent.plan.get() == PlanView(False, True)
+    assert plan_of(agent).get() == PlanView(False, True)
     reopened = ws.open_session(agent.session_id, reload=True)
-    assert reopened.plan.get() == PlanView(False)  # the choice did not survive
+    assert plan_of(reopened).get() == PlanView(False)  # the choice did not survive
     await ws.shutdown()
 
 
@@ -378,12 +378,12 @@ async def test_pm_16_exit_plan_mode_fails_while_plan_mode_is_off(tmp_path):
 async def test_pm_17_exit_needs_markdown_plan_with_a_heading_first(tmp_path, plan):
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call(plan)]}], answer=approve)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("go")
     (result,) = tool_results(agent)
     assert result.ok is False and "plan" in result.content.lower()
     assert ws.questions.asked == []
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     await ws.shutdown()
 
 
@@ -402,7 +402,7 @@ async def test_pm_18_one_clean_approval_exits_silently_at_the_next_pre_step(tmp_
         return ToolOutcome.success("ok")
 
     agent.tools.add(Tool("probe", "test probe", {"type": "object"}, probe))
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("plan it")
     (question,) = ws.questions.asked[0]
     assert question["kind"] == "plan-review" and question["plan"] == PLAN
@@ -430,13 +430,13 @@ async def test_pm_19_keep_planning_returns_feedback_with_line_comments(tmp_path)
 
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}], answer=revise)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("plan it")
     (result,) = tool_results(agent)
     assert result.ok is False
     assert "Split step 2." in result.content
     assert "Line 4: 2. Fix imports" in result.content and "which imports?" in result.content
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     await ws.shutdown()
 
 
@@ -462,11 +462,11 @@ async def test_pm_19_anything_but_one_clean_approval_keeps_plan_mode(tmp_path, a
 
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}, {"text": "x"}], answer=answer)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("plan it")
     (result,) = tool_results(agent)
     assert result.ok is False and "Plan mode stays on" in result.content
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     assert events_of(agent, "plan/mode")[-1].data.active is True
     await ws.shutdown()
 
@@ -477,7 +477,7 @@ async def test_pm_20_no_channel_timeout_or_unload_fails_closed(tmp_path):
     # No channel at all (the default seam).
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}])
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("plan it")
     (result,) = tool_results(agent)
     assert result.ok is False and "/plan off" in result.content
@@ -492,11 +492,11 @@ async def test_pm_20_no_channel_timeout_or_unload_fails_closed(tmp_path):
 
         ws = make_workspace(root, [{"toolCalls": [exit_call()]}], answer=fail)
         agent = ws.create_session()
-        agent.plan.set(True)
+        plan_of(agent).set(True)
         await agent.prompt("plan it")
         (result,) = tool_results(agent)
         assert result.ok is False and "stays on" in result.content
-        assert agent.plan.get() == PlanView(True)
+        assert plan_of(agent).get() == PlanView(True)
         await ws.shutdown()
 
 
@@ -509,7 +509,7 @@ async def test_pm_20_plugin_unloaded_during_review_fails_closed(tmp_path):
 
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}], answer=slow_approve)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     turn = asyncio.ensure_future(agent.prompt("plan it"))
     while not ws.questions.asked:
         await asyncio.sleep(0.01)
@@ -520,7 +520,7 @@ async def test_pm_20_plugin_unloaded_during_review_fails_closed(tmp_path):
     assert result.ok is False and "unloaded" in result.content
     assert agent.store.state.plan.active is True
     with pytest.raises(DshError) as caught:
-        agent.plan.get()  # a detached controller answers nothing
+        plan_of(agent).get()  # a detached controller answers nothing
     assert caught.value.kind == "stale-agent"
     await ws.shutdown()
 
@@ -533,7 +533,7 @@ async def test_pm_20_cancel_during_review_withdraws_the_question_and_fails_close
 
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}], answer=wait_forever)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     turn = asyncio.ensure_future(agent.prompt("plan it"))
     while not ws.questions.asked:
         await asyncio.sleep(0.01)
@@ -541,14 +541,14 @@ async def test_pm_20_cancel_during_review_withdraws_the_question_and_fails_close
     assert (await turn)["stopReason"] == "cancelled"
     (result,) = tool_results(agent)
     assert result.ok is False
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     await ws.shutdown()
 
 
 async def test_pm_21_plan_is_kept_only_as_the_tool_call_argument(tmp_path):
     ws = make_workspace(tmp_path, [{"toolCalls": [exit_call()]}, {"text": "ok"}], answer=approve)
     agent = ws.create_session()
-    agent.plan.set(True)
+    plan_of(agent).set(True)
     await agent.prompt("plan it")
     lines_with_plan = [l for l in agent.store.path.read_text().splitlines() if "rename the module" in l]
     assert len(lines_with_plan) == 1 and json.loads(lines_with_plan[0])["type"] == "tool/call"
@@ -565,9 +565,9 @@ async def test_pm_22_plan_command_on_off_and_with_message(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "planning"}])
     agent = ws.create_session()
     assert await agent.prompt("/plan") == {"turn": None, "stopReason": "command"}
-    assert agent.plan.get() == PlanView(True)
+    assert plan_of(agent).get() == PlanView(True)
     assert await agent.prompt("/plan off") == {"turn": None, "stopReason": "command"}
-    assert agent.plan.get() == PlanView(False)
+    assert plan_of(agent).get() == PlanView(False)
     result = await agent.prompt("/plan look at the parser first")
     assert result == {"turn": 1, "stopReason": "end-turn"}
     messages = [e for e in events_of(agent, "user/message")]
@@ -583,9 +583,9 @@ async def test_pm_22_plan_off_drops_a_pending_entry_not_yet_appended(tmp_path):
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
     await agent.prompt("/plan")
-    assert agent.plan.get() == PlanView(False, True)
+    assert plan_of(agent).get() == PlanView(False, True)
     await agent.prompt("/plan off")
-    assert agent.plan.get() == PlanView(False)
+    assert plan_of(agent).get() == PlanView(False)
     await turn
     assert events_of(agent, "plan/mode") == []
     await ws.shutdown()
@@ -614,12 +614,12 @@ async def test_plan_listeners_get_a_view_on_every_change(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "slow", "toolCalls": [{"name": "noop", "arguments": {}}], "delayMs": 150}, {"text": "x"}])
     agent = ws.create_session()
     views = []
-    agent.plan.add_listener(views.append)
-    agent.plan.set(True)  # committed
-    agent.plan.set(True)  # noop: no notice
+    plan_of(agent).add_listener(views.append)
+    plan_of(agent).set(True)  # committed
+    plan_of(agent).set(True)  # noop: no notice
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    agent.plan.set(False)  # queued
+    plan_of(agent).set(False)  # queued
     await turn  # appended at step 2
     assert views == [PlanView(True), PlanView(True, False), PlanView(False)]
     await ws.shutdown()

@@ -64,6 +64,8 @@ from dshd.api.words import STOP_REASONS as STOP_REASON_WORDS
 from dshd.api.unchosen_model import workspace_model
 from dshd.agent.workspace import Workspace, is_session_id
 from dshd.errors import DshError
+from dshd.services.goals import GoalService
+from dshd.services.plan_mode import PlanModeController
 
 log = logging.getLogger("dshd.acp")
 
@@ -256,10 +258,11 @@ class AcpDoor:
 
     def _set_plan(self, session_id: str, mode: str, field: str) -> tuple[str, Any]:
         agent = self._live(session_id).agent
-        if agent.plan is None:
+        plan = agent.features.get(PlanModeController)
+        if plan is None:
             raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
-        outcome = agent.plan.set(plan_active(mode, field))
-        return outcome, agent.plan.get()
+        outcome = plan.set(plan_active(mode, field))
+        return outcome, plan.get()
 
     # ---- extensions --------------------------------------------------------------------
 
@@ -268,7 +271,7 @@ class AcpDoor:
             raise RequestError.method_not_found(f"_{method}")
         request = goal_requests.parse(params)
         agent = self._live(request.sessionId).agent
-        if agent.goals is None:
+        if GoalService not in agent.features:
             raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
         return await goal_requests.run(agent, request)
 
@@ -347,16 +350,17 @@ class AcpDoor:
 
     @staticmethod
     def _modes(agent: Any) -> Any:
-        return mode_state(agent.store.state.plan.active) if agent.plan is not None else None
+        return mode_state(agent.store.state.plan.active) if PlanModeController in agent.features else None
 
     @staticmethod
     def _config_options(agent: Any) -> Any:
-        return config_options(agent.store.state.plan.active) if agent.plan is not None else None
+        return config_options(agent.store.state.plan.active) if PlanModeController in agent.features else None
 
     def _meta(self, agent: Any, mcp_servers: Any) -> dict[str, Any]:
         meta: dict[str, Any] = {}
-        if agent.goals is not None:
-            meta["goal"] = goal_meta(agent.goals.get())
+        goals = agent.features.get(GoalService)
+        if goals is not None:
+            meta["goal"] = goal_meta(goals.get())
         if mcp_servers:
             meta["dsh"] = {"mcpServers": {"used": False, "ignored": [_server_name(s) for s in mcp_servers], "why": MCP_NOT_USED}}
         return meta

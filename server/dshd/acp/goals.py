@@ -24,6 +24,7 @@ import msgspec
 from dshd.acp.convert import goal_meta
 from dshd.errors import DshError
 from dshd.plugins.goals import pause_goal
+from dshd.services.goals import GoalService
 
 Action = Literal["set", "pause", "resume", "clear", "complete", "block", "edit"]
 
@@ -94,7 +95,9 @@ def _field(message: str) -> str:
 async def run(agent: Any, request: GoalRequest) -> dict[str, Any]:
     """Apply one action through the agent's GoalService; the answer is the goal after it.
     A pause first cancels the running round (plugins/goals.py)."""
-    goals = agent.goals
+    goals = agent.features.get(GoalService)
+    if goals is None:
+        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
     ref = None if request.ref is None else {"id": request.ref.id, "revision": request.ref.revision}
     action = request.action
     if action == "pause":

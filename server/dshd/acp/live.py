@@ -28,6 +28,7 @@ from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpd
 from dshd.acp.convert import goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text
 from dshd.api.escape import shown
+from dshd.services.goals import GoalService
 
 if TYPE_CHECKING:
     from dshd.acp.peer import Peer
@@ -67,7 +68,7 @@ class LiveSession:
 
     def send_info(self) -> None:
         state = self.agent.store.state
-        goals = self.agent.goals
+        goals = self.agent.features.get(GoalService)
         update = SessionInfoUpdate(
             session_update="session_info_update",
             title=shown(state.title) if state.title is not None else None,

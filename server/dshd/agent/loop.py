@@ -58,6 +58,7 @@ from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
 from dshd.agent.commands import Command, CommandRegistry
 from dshd.agent.config import Config
 from dshd.agent.deltas import AgentDelta, DeltaListener
+from dshd.agent.features import Features
 from dshd.agent.prompt import PromptContext, RenderedPrompt, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
@@ -77,8 +78,6 @@ from dshd.models import (
 )
 
 if TYPE_CHECKING:
-    from dshd.services.goals import GoalService
-    from dshd.services.plan_mode import PlanModeController
     from dshd.services.store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -126,8 +125,8 @@ class Agent:
         self.root = (root if root is not None else store.path.parents[3]).resolve()
         # The live sandbox/approval policy: from config at every load, in process only.
         self.permissions = Permissions(config.tools)
-        self.plan: PlanModeController | None = None  # set by the plan plugin
-        self.goals: GoalService | None = None  # set by the goals plugin
+        # What plugins offer the doors (the plan controller, the goal service), by type.
+        self.features = Features()
         self.sections = SectionRegistry()
         self.tools = ToolCatalogue()
         self.commands = CommandRegistry()
@@ -139,6 +138,7 @@ class Agent:
         self._open_calls: list[str] = []  # tool calls of the running step without a result
         self._call_ids = CallIds(store)  # each call's own id in the session (agent/call_ids.py)
         self._detachers: list[Callable[[], None]] = []
+        self._cancel_hooks: list[Callable[[], None]] = []
         self._delta_listeners: list[DeltaListener] = []
         self._tool_start_listeners: list[Callable[[str], None]] = []
         # Built from the log on first use (a model request), not at load: opening a session
@@ -159,6 +159,11 @@ class Agent:
         return self.store.session_id
 
     # ---- plugin wiring -------------------------------------------------------------------
+
+    def on_cancel(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when a person cancels (before the turn ends: the goals plugin
+        disarms here, so its driver starts no next round)."""
+        self._cancel_hooks.append(fn)
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the agent closes (plugins detach here)."""
@@ -273,9 +278,9 @@ class Agent:
         """End the running turn with "cancelled" (an open question is withdrawn with
         it: the tool fails closed) and disarm the goal (no durable change)."""
         self._require_live()
-        # Disarm first, so the continuation driver sees it when the turn ends.
-        if self.goals is not None:
-            self.goals.disarm()
+        # Hooks first (the goal disarms), so the continuation driver sees it when the turn ends.
+        for hook in list(self._cancel_hooks):
+            hook()
         await self.cancel_turn()
 
     async def cancel_turn(self) -> None:
@@ -492,9 +497,10 @@ class Agent:
                     outcome = ToolOutcome.failure(call.refused)
                 else:
                     outcome = await self._run_tool(ctx, call.name, call.arguments)
-                self.store.commit(
-                    "tool/result", {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}, turn=turn
-                )
+                result: dict[str, Any] = {"callId": call.call_id, "ok": outcome.ok, "content": outcome.content}
+                if outcome.review is not None:
+                    result["review"] = outcome.review
+                self.store.commit("tool/result", result, turn=turn)
                 self._open_calls.remove(call.call_id)
             if not reply.tool_calls and not self._steered:
                 return "end-turn"

@@ -39,6 +39,7 @@ from dshd.agent.instructions import ProjectInstructions
 from dshd.agent.loop import Agent
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
+from dshd.services.goals import GoalService
 from dshd.log import io_error
 from dshd.log.safefs import check_entries, open_dir, open_file
 from dshd.models import ModelAdapter
@@ -217,7 +218,8 @@ class Workspace:
             agent = self._by_session.get(session_id)
             if agent is None:
                 return None
-            return agent.store.state, agent.goals is not None and agent.goals.armed
+            goals = agent.features.get(GoalService)
+            return agent.store.state, goals is not None and goals.armed
 
         try:
             return self._index.rows(live)

@@ -310,8 +310,32 @@ def _partial_arguments(text: str) -> dict[str, Any]:
     return {key: value for key, value in found.items() if value}
 
 
-def _review_outcome(ok: bool, content: str) -> tuple[str, str | None, str | None]:
-    """(outcome, feedback, detail) of an ``exit_plan_mode`` result."""
+_REVIEW_OUTCOMES = {"approved": "approved", "revise": "sent-back", "failed": "not-reviewed"}
+
+
+def _review_outcome(ok: bool, content: str, review: Any, plan: str) -> tuple[str, str | None, str | None]:
+    """(outcome, feedback, detail) of an ``exit_plan_mode`` result: from its ``review``
+    data (P-20), the feedback shown as the model was given it (each line comment beside
+    its plan line); ``content`` is the already escaped result text."""
+    if isinstance(review, dict) and review.get("outcome") in _REVIEW_OUTCOMES:
+        outcome = _REVIEW_OUTCOMES[review["outcome"]]
+        if outcome == "approved":
+            return outcome, None, None
+        if outcome == "not-reviewed":
+            return outcome, None, content
+        comments = [
+            c
+            for c in review.get("comments") or []
+            if isinstance(c, dict) and type(c.get("line")) is int and isinstance(c.get("text"), str)
+        ]
+        text = plan_plugin.feedback_text(plan, _str(review.get("feedback")), comments)
+        return outcome, shown_lines(text or plan_plugin.NO_DETAILS).strip(), None
+    return _outcome_from_text(ok, content)
+
+
+def _outcome_from_text(ok: bool, content: str) -> tuple[str, str | None, str | None]:
+    """The outcome of a result written before results carried ``review``: read from the
+    openings of the text the plan plugin wrote for the model (the only place that does)."""
     if ok:
         return "approved", None, None
     for opening in (plan_plugin.SENT_BACK, plan_plugin.APPROVED_WITH_FEEDBACK):
@@ -353,6 +377,7 @@ class ChatProjection:
         self._streaming: dict[str, None] = {}  # ids of partial items, in order (an ordered set)
         self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
+        self._review_plans: dict[str, str] = {}  # item id -> the plan as written, until its result
         self.last_seq = 0
         # For paging without a scan: per list position, the seq of the last item with one
         # at or before it. Valid while those seqs never go down along the list (always, for
@@ -545,6 +570,7 @@ class ChatProjection:
         self._calls[(turn, call_id)] = item_id
         common = dict(id=item_id, turn=turn, step=step or None, seq=seq, at=at, call_id=call_id, partial=False)
         if name == plan_plugin.TOOL_NAME:
+            self._review_plans[item_id] = _str(arguments.get("plan"))
             item: ChatItem = self._pending_review(_str(arguments.get("plan")), **common)
         else:
             item = ToolCallItem(**common, name=name, title=self._tools.describe(name, arguments).title, arguments=arguments, status="running")
@@ -572,7 +598,8 @@ class ChatProjection:
         ok = data.get("ok") is True
         content = shown_lines(_str(data.get("content")))  # a listing's names, a command's output
         if isinstance(item, PlanReviewItem):
-            outcome, feedback, detail = _review_outcome(ok, content)
+            plan = self._review_plans.pop(item.id, "")
+            outcome, feedback, detail = _review_outcome(ok, content, data.get("review"), plan)
             if outcome != "not-reviewed":
                 self._reviewed_plan_id = item.id
             item = msgspec.structs.replace(

@@ -38,6 +38,8 @@ from dshd.agent.deltas import AgentDelta
 from dshd.errors import DshError
 from dshd.folds import ReplayError
 from dshd.log import iter_records
+from dshd.services.goals import GoalService
+from dshd.services.plan_mode import PlanModeController
 from dshd.api.chat import AssistantMessageItem, ChatItem, ChatProjection, PlanReviewItem, ToolCallItem
 
 WINDOW_S = 0.05  # the shortest wait between two partial upserts of one item
@@ -124,10 +126,12 @@ class Hub:
         add_tool_start_listener = getattr(agent, "add_tool_start_listener", None)
         if add_tool_start_listener is not None:
             add_tool_start_listener(lambda call_id: self._call("tool_started", agent, call_id))
-        if agent.plan is not None:
-            agent.on_close(agent.plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
-        if agent.goals is not None:
-            agent.on_close(agent.goals.add_listener(lambda notice: self._call("goal_changed", agent, notice)))
+        plan = agent.features.get(PlanModeController)
+        if plan is not None:
+            agent.on_close(plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
+        goals = agent.features.get(GoalService)
+        if goals is not None:
+            agent.on_close(goals.add_listener(lambda notice: self._call("goal_changed", agent, notice)))
         agent.on_close(lambda: self._forget(agent.agent_id))
 
     def attached(self, agent_id: str) -> bool:

@@ -41,6 +41,7 @@ from dshd.daemon.questions import WireQuestions
 from dshd.daemon.rpc_errors import DshRpcError
 from dshd.daemon.server import DshServer
 from dshd.api.unchosen_model import workspace_model
+from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
 from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
@@ -192,9 +193,10 @@ class DshDaemon(DshServer):
         pass  # a chat's tool-call item is "running" from its call to its result already
 
     def plan_view(self, agent) -> Any:
-        if agent.plan is None:
+        plan = agent.features.get(PlanModeController)
+        if plan is None:
             return {"active": False}
-        return self.to_json(agent.plan.get())
+        return self.to_json(plan.get())
 
     @staticmethod
     def event_json(event) -> dict:

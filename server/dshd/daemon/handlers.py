@@ -19,6 +19,8 @@ from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
+from dshd.services.goals import GoalService
+from dshd.services.plan_mode import PlanModeController
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -34,16 +36,18 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register_handler
 
 
-def _plan(agent):
-    if agent.plan is None:
+def _plan(agent) -> PlanModeController:
+    plan = agent.features.get(PlanModeController)
+    if plan is None:
         raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
-    return agent.plan
+    return plan
 
 
-def _goals(agent):
-    if agent.goals is None:
+def _goals(agent) -> GoalService:
+    goals = agent.features.get(GoalService)
+    if goals is None:
         raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
-    return agent.goals
+    return goals
 
 
 def _ref(ref: t.GoalRef) -> dict:
@@ -82,7 +86,7 @@ def session_open(d, p: t.SessionOpenParams):
         "sessionId": agent.session_id,
         "agentId": agent.agent_id,
         "plan": d.plan_view(agent),
-        "goal": d.to_json(agent.goals.get()) if agent.goals is not None else None,
+        "goal": d.to_json(goals.get()) if (goals := agent.features.get(GoalService)) is not None else None,
         **agent.activity.state.to_dict(),
     }
 

@@ -109,10 +109,27 @@ class ToolCallData(_Data):
     providerCallId: str | None = None
 
 
+class ReviewComment(_Data):
+    line: int  # 1-based line of the reviewed text
+    text: str
+
+
+class ReviewData(_Data):
+    """A person's verdict on what a tool call presented (``exit_plan_mode``'s plan): the
+    outcome as data, so readers never parse the text written for the model."""
+
+    outcome: Literal["approved", "revise", "failed"]
+    feedback: str | None = None  # the person's words, as given
+    comments: list[ReviewComment] | None = None  # line comments, as given
+
+
 class ToolResultData(_Data):
     callId: str
     ok: bool
     content: str
+    # Our addition: present on results of a tool that asks a person to review (absent in
+    # logs written before it; readers then fall back to the result's text).
+    review: ReviewData | None = None
 
 
 class PlanModeData(_Data):

@@ -109,7 +109,8 @@ class GoalsPlugin:
         self.service = GoalService(agent.store, max_rounds_default, max_tokens_default)
         self.rendered_ref: GoalRef | None = None
         self.driver = ContinuationDriver(agent, self.service)
-        agent.goals = self.service
+        agent.features.add(self.service)
+        agent.on_cancel(self.service.disarm)  # a person's cancel ends the goal's run of rounds
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status))
         runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
         for tool in tools(None):

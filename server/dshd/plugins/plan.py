@@ -41,8 +41,9 @@ TOOL_PARAMETERS = {
 }
 
 STILL_PLANNING = "Plan mode stays on: keep planning and call exit_plan_mode again with the revised plan."
-# The openings of the two "keep planning" results; the chat projection (dshd.api.chat)
-# reads them to show a send-back as "sent back with feedback", not as a failure.
+NO_DETAILS = "(the person gave no details)"
+# The openings of the two "keep planning" results. Readers take the outcome from the
+# result's ``review`` data (P-20); only a log written before it has them read these.
 SENT_BACK = "The person wants you to keep planning."
 APPROVED_WITH_FEEDBACK = "The approval came with feedback, so it is not a clean approval:"
 FAIL_CLOSED = (
@@ -110,7 +111,7 @@ class PlanPlugin:
         self.section_text = section_text
         self.controller = PlanModeController(agent.store)
         self.attached = True
-        agent.plan = self.controller
+        agent.features.add(self.controller)
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=self.exit_plan_mode))
@@ -139,6 +140,14 @@ class PlanPlugin:
             agent.steer(rest)
 
     async def exit_plan_mode(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+        """P-20: every result carries its review outcome as data (``review``) beside the
+        text for the model; a result without one is "failed" (nothing was approved)."""
+        outcome = await self._review(ctx, arguments)
+        if outcome.review is None:
+            outcome = ToolOutcome(outcome.ok, outcome.content, {"outcome": "failed"})
+        return outcome
+
+    async def _review(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         if not self.agent.store.state.plan.active:
             return ToolOutcome.failure("Plan mode is off, so there is nothing to exit; go on with the work.")
         unknown = sorted(set(arguments) - {"plan"})
@@ -185,19 +194,26 @@ class PlanPlugin:
             return ToolOutcome.failure(f"The review answer was not usable ({problem}). {STILL_PLANNING}")
         feedback = answer.get("feedback") or ""
         comments = answer.get("comments") or []
+        # An approval that came with feedback is a send-back: plan mode stays on (PM-19).
+        revise: dict[str, Any] = {"outcome": "revise"}
+        if feedback.strip():
+            revise["feedback"] = feedback
+        if comments:
+            revise["comments"] = [{"line": c["line"], "text": c["text"]} for c in comments]
         if answer["choice"] == "approve":
             if feedback.strip() or comments:
                 return ToolOutcome.failure(
                     APPROVED_WITH_FEEDBACK
                     + "\n"
-                    + _feedback_text(plan, feedback, comments)
+                    + feedback_text(plan, feedback, comments)
                     + "\n"
-                    + STILL_PLANNING
+                    + STILL_PLANNING,
+                    review=revise,
                 )
             self.controller.approve_exit()
-            return ToolOutcome.success(json.dumps({"approved": True}))
-        body = _feedback_text(plan, feedback, comments) or "(the person gave no details)"
-        return ToolOutcome.failure(f"{SENT_BACK}\n{body}\n{STILL_PLANNING}")
+            return ToolOutcome.success(json.dumps({"approved": True}), review={"outcome": "approved"})
+        body = feedback_text(plan, feedback, comments) or NO_DETAILS
+        return ToolOutcome.failure(f"{SENT_BACK}\n{body}\n{STILL_PLANNING}", review=revise)
 
 
 def _answer_problem(answer: dict, asked_id: str) -> str | None:
@@ -225,7 +241,7 @@ def _answer_problem(answer: dict, asked_id: str) -> str | None:
     return None
 
 
-def _feedback_text(plan: str, feedback: str, comments: list[dict]) -> str:
+def feedback_text(plan: str, feedback: str, comments: list[dict]) -> str:
     """The person's feedback, then each line comment with its line number and the text
     of that plan line, so the model can find the spot."""
     lines = plan.splitlines()
