@@ -3,8 +3,9 @@ connection's other requests wait, paged the new way beside the old way, in the s
 
     .venv/bin/python bench/chat_pages.py [--sizes 1000,100000,1000000] [--limit 200]
 
-For each size it writes the realistic log of bench/replay.py (64k lines a write), opens it
-in a real Workspace (an Agent on a SessionStore) and measures, through api/hub.py:
+For each size it writes a sound log from byte templates (turns of tool calls, results and
+replies; plan mode toggles), opens it in a real Workspace (an Agent on a SessionStore: a
+strict replay, which also checks the log) and measures, through api/hub.py:
 
   first page     the first dsh/chat/get {afterSeq: 0, limit}: new = Hub.chat_page (answered
                  once its items are settled), old = the whole log projected at once
@@ -33,14 +34,74 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay import generate_log  # noqa: E402  (the same realistic log)
-
 from dshd.agent import Workspace, load_config  # noqa: E402
 from dshd.api.chat import ChatProjection, to_json  # noqa: E402
 from dshd.api.hub import Hub  # noqa: E402
 
-SESSION_ID = "s-01m8bench0000000000000000pg"[:28]
+SESSION_ID = "s-01m8bench0000000000000000p"
+AT = b"2026-12-01T10:00:00.000Z"
+TEXT = (
+    b"I looked at the parser and the failing test: the tokenizer drops the last token when the input "
+    b"ends without a newline. I will fix the loop bound and add a regression test."
+)
+CONTENT = b"def tokenize(src):\\n    tokens = []\\n    i = 0\\n    while i < len(src) - 1:\\n        tokens.append(src[i])\\n"
+HEADER = b',"sections":["base:system","workspace:files"],"tools":["read_file","write_file","run_tests","search"]}}\n'
+
+
+def write_log(path: Path, n_events: int) -> None:
+    """A sound log of exactly ``n_events`` lines, written as bytes from templates (no
+    encoder per event: a million lines take seconds): turns of 1-4 steps, each step but
+    the last a read_file call and its result, the last the reply; plan mode toggles every
+    40 turns. Opening the session replays it strictly, so a wrong line fails the run."""
+    lines: list[bytes] = [
+        b'{"type":"session/start","seq":1,"at":"%s","data":{"sessionId":"%s","formatVersion":1,"title":"benchmark"}}\n'
+        % (AT, SESSION_ID.encode())
+    ]
+    seq, turn, plan = 1, 0, b"false"
+    with open(path, "wb") as f:
+        while seq < n_events:
+            turn += 1
+            if turn % 40 == 0:
+                plan = b"true" if plan == b"false" else b"false"
+                seq += 1
+                lines.append(b'{"type":"plan/mode","seq":%d,"at":"%s","data":{"active":%s}}\n' % (seq, AT, plan))
+            seq += 1
+            lines.append(b'{"type":"turn/open","seq":%d,"at":"%s","turn":%d,"data":{"turn":%d,"cause":"prompt"}}\n' % (seq, AT, turn, turn))
+            seq += 1
+            lines.append(b'{"type":"user/message","seq":%d,"at":"%s","turn":%d,"data":{"text":"Please fix the tokenizer bug.","source":"user"}}\n' % (seq, AT, turn))
+            steps = 1 + turn % 4
+            for step in range(1, steps + 1):
+                seq += 1
+                lines.append(b'{"type":"request/header","seq":%d,"at":"%s","turn":%d,"data":{"step":%d,"planActive":%s' % (seq, AT, turn, step, plan) + HEADER)
+                if step < steps:
+                    call = b"call-%d-%d" % (turn, step)
+                    seq += 1
+                    lines.append(b'{"type":"tool/call","seq":%d,"at":"%s","turn":%d,"data":{"callId":"%s","name":"read_file","arguments":{"path":"src/mod%d.py"}}}\n' % (seq, AT, turn, call, step))
+                    seq += 1
+                    lines.append(b'{"type":"tool/result","seq":%d,"at":"%s","turn":%d,"data":{"callId":"%s","ok":true,"content":"%s"}}\n' % (seq, AT, turn, call, CONTENT))
+                else:
+                    seq += 1
+                    lines.append(b'{"type":"assistant/message","seq":%d,"at":"%s","turn":%d,"data":{"text":"%s","usage":{"inputTokens":%d,"outputTokens":40}}}\n' % (seq, AT, turn, TEXT, 1200 + 300 * step))
+            seq += 1
+            lines.append(b'{"type":"turn/close","seq":%d,"at":"%s","turn":%d,"data":{"turn":%d,"stopReason":"end_turn"}}\n' % (seq, AT, turn, turn))
+            if len(lines) >= 65536:
+                f.write(b"".join(lines))
+                lines.clear()
+        # The last turn may run past n_events: cut it there (a turn left open, as after a crash).
+        f.write(b"".join(lines))
+    with open(path, "rb+") as f:
+        data_end = _end_of_line(path, n_events)
+        f.truncate(data_end)
+
+
+def _end_of_line(path: Path, line_no: int) -> int:
+    with open(path, "rb") as f:
+        offset = 0
+        for number, line in enumerate(f, 1):
+            offset += len(line)
+            if number == line_no:
+                return offset
+    return offset
 
 
 class Door:
@@ -159,7 +220,7 @@ async def bench_size(root: Path, events: int, limit: int) -> None:
     (sessions / SESSION_ID).mkdir(parents=True)
     log = sessions / SESSION_ID / "log.jsonl"
     start = time.perf_counter()
-    generate_log(log, events, session_id=SESSION_ID)
+    write_log(log, events)
     made = time.perf_counter() - start
     workspace = Workspace(root, load_config(root, {}))
     start = time.perf_counter()
