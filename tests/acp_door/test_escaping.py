@@ -56,3 +56,24 @@ async def test_permission_requests_and_titles_show_escapes_and_plain_names_pass(
     logged = [e["data"]["arguments"] for e in of_type(read_log(root, sid), "tool/call")]
     assert logged[0]["path"] == RTL_NAME and logged[1]["command"] == COMMAND
     assert calls[0]["rawInput"]["path"] == RTL_NAME  # raw input is data for programs, not for reading
+
+
+async def test_an_edit_diff_shows_its_path_escaped_and_a_plain_path_as_it_is(clients):
+    root = write_workspace(
+        clients.workspace,
+        [
+            {"toolCalls": [tool_call("write_file", path=RTL_NAME, content="x\n")]},
+            {"toolCalls": [tool_call("write_file", path="plain.txt", content="plain\n")]},
+            {"text": "done"},
+        ],
+        plugins=["plan", "goals", "tools"],
+    )
+    client = await clients.start()
+    client.answer_permission = lambda params: selected("allow-once")
+    sid = (await client.new_session())["sessionId"]
+    assert (await client.prompt(sid, "go"))["stopReason"] == "end_turn"
+
+    diffs = [c for call in client.tool_calls(sid) for c in call.get("content") or [] if c["type"] == "diff"]
+    assert {d["path"] for d in diffs} == {str(root / "rtl\\u202etxt.exe"), str(root / "plain.txt")}, diffs
+    assert all(raw_controls(d["path"]) == [] for d in diffs)
+    assert (root / RTL_NAME).read_text() == "x\n"  # the tool wrote the raw name

@@ -48,7 +48,7 @@ from acp.schema import (
 
 from dshd.agent.deltas import AgentDelta
 from dshd.agent.tools import ToolCatalogue, ToolDescription
-from dshd.api.escape import shown_lines
+from dshd.api.escape import shown, shown_lines
 from dshd.plugins import known_tools
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 from dshd.tools.files import read_text
@@ -96,6 +96,7 @@ def _edit_diff(root: Path, name: str, arguments: dict[str, Any], old_text: str |
     path = _str(arguments, "path")
     if path is None:
         return None
+    path = shown(path)  # a client shows it as the diff's name: escaped, as every title is
     if name == "edit_file" and isinstance(arguments.get("oldText"), str) and isinstance(arguments.get("newText"), str):
         return FileEditToolCallContent(
             type="diff", path=str(root / path), old_text=arguments["oldText"], new_text=arguments["newText"]
