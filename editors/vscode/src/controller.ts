@@ -3,7 +3,7 @@
 // `dsh/plan/changed` alone (plus the state `dsh/session/open` returns); nothing polls.
 import * as vscode from 'vscode';
 import { asDaemonError, Daemon, DaemonError, type ExitInfo, type ParamsOf, type ResultOf } from './daemon';
-import { ALL_GOAL_ACTIONS, validGoalActions } from './goalActions';
+import { ALL_GOAL_ACTIONS } from './goalActions';
 import { Approvals, type PermissionOutcome } from './approvals';
 import { ChatFeed } from './chat/feed';
 import { ChatPanel } from './chat/panel';
@@ -13,7 +13,7 @@ import type {
   PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
 import { PlanReviews } from './review';
-import { activityOf, applyGoalChanged, goalStatus, planStatusText, planTooltip, statusModel, type Activity, type Connection } from './status';
+import { activityOf, applyGoalChanged, goalActions, goalStatus, planStatusText, planTooltip, statusModel, type Activity, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
 import { timeAgo } from './timeAgo';
 import { describeExit } from './startup';
@@ -60,6 +60,10 @@ export class Controller implements vscode.Disposable {
   /** A goal notice waiting for its round to end (its token figure is final then). */
   private heldGoalNotice: GoalChangedParams | undefined;
   private readonly goalNoticeKeys = new Set<string>();
+  /** Every notice this window showed, in order (what the person was told; tests read it). */
+  readonly noticesShown: string[] = [];
+  /** The goal changes that arrived, as `op revision tokensUsed` (tests read it). */
+  readonly goalChangesSeen: string[] = [];
 
   constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
     this.feed = new ChatFeed(daemon);
@@ -244,6 +248,7 @@ export class Controller implements vscode.Disposable {
 
   /** A notification with its buttons wired (the chat view, the goal actions). */
   private async notify(n: Notice): Promise<void> {
+    this.noticesShown.push(n.text);
     const show = n.severity === 'error' ? vscode.window.showErrorMessage : n.severity === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     const pick = await show(n.text, ...n.actions);
     if (pick === 'Show Chat') await this.chat?.view.reveal();
@@ -256,6 +261,7 @@ export class Controller implements vscode.Disposable {
   private onGoalChanged(p: GoalChangedParams): void {
     if (!this.session || p.agentId !== this.session.agentId) return;
     this.session.goal = applyGoalChanged(this.session.goal, p);
+    this.goalChangesSeen.push(`${p.op} ${p.goal?.revision} ${p.goal?.tokensUsed}`);
     this.render();
     if (!goalNotice(p, this.goals.isOwn(p.op))) return;
     // One notice per change of the goal, however often it is told.
@@ -320,7 +326,7 @@ export class Controller implements vscode.Disposable {
     set('dsh.hasSession', !!s);
     set('dsh.planActive', !!s?.plan.active);
     set('dsh.goalPhase', s ? (s.goal?.phase ?? 'none') : undefined);
-    const valid = s ? validGoalActions(s.goal) : [];
+    const valid = s ? goalActions(s.goal).map((a) => a.id) : [];
     for (const a of ALL_GOAL_ACTIONS) set(`dsh.canGoal.${a}`, valid.includes(a));
     this.statusChanged.fire();
   }

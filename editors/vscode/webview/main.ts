@@ -156,10 +156,21 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
   return e;
 }
 
+/** The permission cards on the page, by request: a card stays the same element while its request is open. */
+const permissionCards = new Map<string, HTMLElement>();
+
 function renderPermissions(): void {
   const host = $('permissions');
-  host.replaceChildren(...permissions.map((p) => {
+  const open = new Set(permissions.map((p) => p.requestId));
+  for (const id of [...permissionCards.keys()]) if (!open.has(id)) permissionCards.delete(id);
+  // A card already shown is kept as it is and where it is (a reason being typed in it, and the
+  // focus, stay): only cards that came or went move the page.
+  const wanted = permissions.map((p) => {
+    const shown = permissionCards.get(p.requestId);
+    if (shown && shown.dataset.hasDiff === String(p.hasDiff)) return shown;
     const e = el('div', 'item permission-request');
+    e.dataset.hasDiff = String(p.hasDiff);
+    permissionCards.set(p.requestId, e);
     e.append(el('div', 'card-title', `The agent asks: ${p.title}`));
     if (p.command !== undefined) e.append(el('pre', 'command', p.command), el('div', 'note', `in ${p.cwd ?? 'the workspace folder'}`));
     else if (p.hasDiff) e.append(el('div', 'note', 'The change is open in the diff editor.'));
@@ -176,7 +187,9 @@ function renderPermissions(): void {
     if (p.hasDiff) actions.append(button('Show the diff', 'link show-diff', () => post({ type: 'showPermission', requestId: p.requestId })));
     e.append(feedback, el('div', 'note', 'Reject sends your reason to the agent.'), actions);
     return e;
-  }));
+  });
+  for (const child of [...host.children]) if (!wanted.includes(child as HTMLElement)) child.remove();
+  wanted.forEach((e, i) => { if (host.children[i] !== e) host.insertBefore(e, host.children[i] ?? null); });
 }
 
 function nearBottom(): boolean { return log.scrollHeight - log.scrollTop - log.clientHeight < 60; }
