@@ -102,3 +102,47 @@ def test_a_key_pasted_as_apiKeyEnv_is_never_repeated(tmp_path) -> None:
     assert leaks(log_text) == []
     assert leaks(d.stderr_bytes.decode("utf-8", "replace")) == [], [l for l in d.stderr_bytes.decode().splitlines() if leaks(l)]
     assert leaks(json.dumps(d.notifications)) == []
+
+
+def test_config_get_and_doctor_never_show_a_key_pasted_as_apiKeyEnv(tmp_path) -> None:
+    """`dsh/config/get` shows the settings in force; an `apiKeyEnv` that is no variable
+    name (likely the key itself) is shown as not shown, in it and in `dshd doctor`.
+    Control: a variable name is shown as it is (a second daemon, the same settings)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = write_workspace(tmp_path / "ws")
+    (root / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n')
+    base = {"provider": "openai", "model": "m", "baseUrl": "https://api.example.invalid/v1", "maxRetries": 0}
+    shown = {}
+    for env_name in (KEY, "MY_KEY_VAR"):
+        with RawDaemon(root) as d:
+            assert "result" in d.initialize(options={"config": {"model": {**base, "apiKeyEnv": env_name}}})
+            shown[env_name] = d.request("dsh/config/get", {})
+            assert d.shutdown_and_exit() == 0
+        assert leaks(d.stderr_bytes.decode("utf-8", "replace")) == []
+    assert shown["MY_KEY_VAR"]["effective"]["model"]["apiKeyEnv"] == "MY_KEY_VAR"  # control
+    pasted = shown[KEY]["effective"]["model"]
+    assert pasted["apiKeyEnv"] == "(not a variable name, so likely the key itself: not shown)", pasted
+    assert pasted["baseUrl"] == base["baseUrl"]  # the rest of the table as it is
+    assert leaks(json.dumps(shown[KEY])) == []
+
+    # dshd doctor, the same settings from the person's own config
+    home = tmp_path / "xdg"
+    (home / "dsh").mkdir(parents=True)
+    printed = {}
+    for env_name in (KEY, "MY_KEY_VAR"):
+        model = "".join(f'{k} = {json.dumps(v)}\n' for k, v in {**base, "apiKeyEnv": env_name}.items())
+        (home / "dsh" / "config.toml").write_text("[model]\n" + model)
+        for args in ([], ["--json"]):
+            done = subprocess.run(
+                [str(Path(sys.executable).with_name("dshd")), "doctor", "--workspace", str(root), *args],
+                capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_CONFIG_HOME": str(home)},
+            )  # fmt: skip
+            printed[env_name, bool(args)] = done.stdout + done.stderr
+    assert "MY_KEY_VAR is NOT set" in printed["MY_KEY_VAR", False]  # control: the name is shown
+    assert json.loads(printed["MY_KEY_VAR", True].splitlines()[-1])["keyEnv"] == "MY_KEY_VAR"
+    assert "not a variable name, so likely the key itself: not shown" in printed[KEY, False], printed[KEY, False]
+    assert leaks(printed[KEY, False]) == [] and leaks(printed[KEY, True]) == []

@@ -41,6 +41,7 @@ import msgspec
 
 from dshd.agent.config import DEFAULTS, NOT_KEYS, Config, check_layer, config_error, merge_tables, parse_config
 from dshd.errors import DshError
+from dshd.models.errors import shown_key_env
 from dshd.tools import safepath
 from dshd.tools.paths import PathRefused
 
@@ -92,6 +93,9 @@ class LoadedConfig:
         effective = msgspec.to_builtins(self.config)
         for name in NOT_KEYS:  # read at load time, not keys (the scripted replies)
             del effective[name]
+        model = effective.get("model")
+        if isinstance(model, dict) and model.get("apiKeyEnv") is not None:
+            model["apiKeyEnv"] = shown_key_env(model["apiKeyEnv"])  # a pasted key is never echoed
         return {
             name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
             for name, value in effective.items()
@@ -99,7 +103,8 @@ class LoadedConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``dsh/config/get`` result. No secret is in it: config holds none (API keys
-        stay in environment variables; config names only the variable)."""
+        stay in environment variables; config names only the variable, and an
+        ``apiKeyEnv`` that is no variable name, likely a pasted key, is not shown)."""
         return {"effective": self.effective(), "ignored": [i.to_dict() for i in self.ignored], "trusted": self.trusted}
 
     def notice(self, *, editor_trust: bool = True) -> str | None:

@@ -88,6 +88,18 @@ def remember_pasted_key(env_name: object) -> None:
         remember_secret(env_name.strip())
 
 
+PASTED_KEY_SHOWN = "(not a variable name, so likely the key itself: not shown)"
+
+
+def shown_key_env(env_name: str | None) -> str | None:
+    """``apiKeyEnv`` as a person may see it (``dsh/config/get``, ``dshd doctor``): a
+    variable name as it is; any other text, likely the key pasted in the wrong place, is
+    never repeated."""
+    if isinstance(env_name, str) and not _ENV_NAME.fullmatch(env_name):
+        return PASTED_KEY_SHOWN
+    return env_name
+
+
 def redact_known(text: str) -> str:
     """``text`` scrubbed of every key this process has read, and of their pieces."""
     for secret in _known_secrets:

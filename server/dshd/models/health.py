@@ -63,7 +63,8 @@ async def check(config: "Config") -> Health:
     )
     # The variable (and server) the provider itself reads: its own default unless the config names one.
     common = dict(
-        provider=options.provider, model=options.model, base_url=adapter.base_url, key_env=adapter.key_env,
+        provider=options.provider, model=options.model, base_url=adapter.base_url,
+        key_env=errors.shown_key_env(adapter.key_env),
         key_set=bool(os.environ.get(adapter.key_env, "").strip()), key_needed=not errors.is_loopback(options.baseUrl),
     )  # fmt: skip
     started = time.monotonic()
