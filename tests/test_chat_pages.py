@@ -235,4 +235,6 @@ async def test_the_hub_builds_in_slices_and_keeps_what_comes_meanwhile(tmp_path,
     assert list({i["id"]: i for i in door.items}.values()) == [to_json(i) for i in fresh[0][len(reference[0]):]]
     middle = reference[0][len(reference[0]) // 2].seq
     assert as_json(await hub.chat_page(agent, middle, 7)) == as_json(Hub(Door()).chat(agent, middle, 7))
+    # A first page longer than the log is answered when the build ends: the whole list.
+    assert as_json(await Hub(Door()).chat_page(agent, 0, 10_000)) == as_json(fresh)
     await workspace.shutdown()
