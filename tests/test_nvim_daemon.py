@@ -1444,7 +1444,7 @@ def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
         )
         assert final == "◎ 1/5 · 4.6k/1k tok · blocked: token-budget-exhausted"
         assert [m for m in editor.messages() if "token budget" in m] == [
-            "dsh: the goal spent its token budget (4.6k of 1k): :Dsh goal edit {n} tokens to go on"]
+            "dsh: token budget spent (1 of 5 rounds used, 4.6k of 1k tokens): :Dsh goal edit {n} tokens to go on"]
         editor.typed("Dsh goal edit 20k tokens")
         raised = editor.wait_for("require('dsh.state').goal().maxTokens == 20000 and require('dsh').statusline()")
         assert raised == "◎ 1/5 · 4.6k/20k tok · blocked: token-budget-exhausted"

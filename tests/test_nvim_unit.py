@@ -14,6 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "editors" / "nvim" / "tests"))
 from nvim_harness import PLUGIN_DIR, Editor, write_artifact  # noqa: E402
 
+from dshd.api.words import goal_for_people  # noqa: E402
+
 SID = "s-0123456789abcdefghjkmnpqrs"
 
 
@@ -27,6 +29,8 @@ def editor():
 
 
 def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **extra):
+    """A GoalView as the daemon sends it: its words (status, actions) made by the daemon's own
+    code (dshd.api.words), so these tests show the plugin displays what a daemon sends."""
     view = {
         "id": "g-1",
         "revision": 1,
@@ -40,7 +44,7 @@ def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **ext
         "activation": activation,
     }
     view.update(extra)
-    return view
+    return goal_for_people(view)
 
 
 # ---- statusline ----------------------------------------------------------------
@@ -71,30 +75,26 @@ def test_statusline_format(editor, view, text):
     assert editor.lua("return require('dsh.statusline').format(...)", view) == text
 
 
-@pytest.mark.parametrize(
-    ("n", "text"),
-    [(0, "0"), (950, "950"), (999, "999"), (1000, "1k"), (12400, "12.4k"), (12449, "12.4k"), (12450, "12.5k"),
-     (12000, "12k"), (99949, "99.9k"), (99950, "100k"), (182000, "182k"), (999499, "999k"), (999500, "1M"),
-     (1000000, "1M"), (1260000, "1.3M"), (3000000, "3M")],
-)
-def test_token_counts_are_short(editor, n, text):
-    assert editor.lua("return require('dsh.statusline').tokens(...)", n) == text
-
-
-GOAL_STATUS = PLUGIN_DIR.parents[1] / "tests" / "fixtures" / "status" / "goal-status.json"
-
-
-def test_goal_status_is_the_shared_words(editor):
-    import json
-
-    cases = json.loads(GOAL_STATUS.read_text(encoding="utf-8"))["cases"]
-    assert cases
-    for case in cases:
-        got = editor.lua("return require('dsh.statusline').status(...)", case["goal"])
-        assert got == case["expect"], case["name"]
-        assert editor.lua("return require('dsh.statusline').format(...)", case["goal"]) == "◎ " + case["expect"]["text"]
-        group = {"none": None, "hint": "DiagnosticHint", "warning": "DiagnosticWarn"}[case["expect"]["severity"]]
-        assert editor.lua("return require('dsh.statusline').highlight(...)", case["goal"]) == group
+def test_the_statusline_shows_the_daemons_words_as_they_are(editor):
+    """Words no formula of the goal's fields gives: the plugin shows them, and works out no
+    text, tone or action of its own."""
+    view = {**goal_view(3, 40), "status": {
+        "text": "the daemon's line 100%", "short": "its state", "tone": "warning", "usage": "its usage",
+        "detail": ["Goal: its first line", "its second line"]},
+        "actions": [{"id": "clear", "label": "Clear"}, {"id": "resume", "label": "Resume"}]}
+    lua = "return require('dsh.statusline').{}(...)".format
+    assert editor.lua(lua("format"), view) == "◎ the daemon's line 100%%"  # % escaped for 'statusline'
+    assert editor.lua(lua("highlight"), view) == "DiagnosticWarn"  # an active goal, but the daemon's tone
+    assert editor.lua(lua("actions"), view) == ["clear", "resume"]  # its order, even resume on an armed goal
+    assert editor.lua(lua("usage"), view) == "its usage"
+    assert editor.lua(lua("describe"), view) == "its usage · its state"
+    detail = editor.lua("return require('dsh.commands').describe_goal(...)", view)
+    assert detail == "Goal: its first line\nits second line\nActions: clear, resume"
+    calm = {**view, "status": {**view["status"], "tone": "none"}, "phase": "blocked"}
+    assert editor.lua(lua("highlight"), calm) is None
+    # No goal: the only words of the plugin's own.
+    assert editor.lua(lua("format"), None) == "◎ no goal"
+    assert editor.lua(lua("actions"), None) == ["create"]
 
 
 def test_statusline_says_working_only_while_something_runs_and_waiting_while_asked(editor):
@@ -215,7 +215,7 @@ def test_statusline_shows_plan_mode_and_a_busy_mark(editor):
         (None, "no goal"),
         (goal_view(3, 40), "3 of 40 rounds used · active"),
         (goal_view(3, 40, activation="disarmed"), "3 of 40 rounds used · waiting for you to resume"),
-        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "3 of 40 rounds used, 12.4k tokens · active"),
+        (goal_view(3, 40, tokensUsed=12400, maxTokens=50000), "3 of 40 rounds used, 12.4k of 50k tokens · active"),
         (goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "x", "message": "y"}),
          "40 of 40 rounds used · blocked: x"),
     ],
@@ -1023,7 +1023,7 @@ def test_no_lua_file_touches_an_unknown_global(editor):
          ["spent its round budget (40 of 40 rounds used): :Dsh goal edit {rounds} to go on"], "WARN"),
         ("block", goal_view(8, 40, "blocked", "disarmed", tokensUsed=1260000, maxTokens=1000000,
                             blockedReason={"code": "token-budget-exhausted", "message": "over"}),
-         ["spent its token budget (1.3M of 1M): :Dsh goal edit {n} tokens to go on"], "WARN"),
+         ["token budget spent (8 of 40 rounds used, 1.3M of 1M tokens): :Dsh goal edit {n} tokens to go on"], "WARN"),
         ("complete", goal_view(6, 40, "complete", "disarmed", tokensUsed=950),
          ["goal complete: make the tests pass (6 of 40 rounds used, 950 tokens)"], "INFO"),
     ],

@@ -129,6 +129,10 @@ GOAL_VIEW = {
     "id": "g-01", "revision": 3, "objective": "Make the test suite pass", "phase": "active",
     "maxRounds": 256, "roundsStarted": 37, "roundsLeft": 219, "tokensUsed": 12400, "maxTokens": 50000,
     "createdAt": AT, "updatedAt": "2026-11-29T18:52:03Z", "activation": "armed",
+    "status": {"text": "37/256 · 12.4k/50k tok · active", "short": "active", "tone": "none",
+               "usage": "37 of 256 rounds used, 12.4k of 50k tokens",
+               "detail": ["Goal: Make the test suite pass", "Active: rounds continue on their own."]},
+    "actions": [{"id": "edit", "label": "Edit the goal…"}, {"id": "pause", "label": "Pause"}],
 }  # fmt: skip
 SAMPLES = [
     ("dsh/session/create", {"title": "refactor the parser"}, {"sessionId": SID, "agentId": "a-1"}),

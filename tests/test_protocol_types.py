@@ -126,12 +126,18 @@ def test_to_wire_is_camel_case_and_omits_absent_optionals_but_keeps_nullables():
         id="g-1", revision=2, objective="ship it", phase="blocked", max_rounds=256,
         rounds_started=37, rounds_left=219, tokens_used=0, created_at="2026-11-29T18:40:18.123Z",
         updated_at="2026-11-29T18:41:00Z", activation="disarmed",
+        status=T.GoalStatus(text="37/256 · blocked: round-budget-exhausted", short="blocked: round-budget-exhausted",
+                            tone="warning", usage="37 of 256 rounds used", detail=["Goal: ship it"]),
+        actions=[T.GoalAction(id="edit", label="Edit the goal…")],
         blocked_reason=T.BlockedReason(code="round-budget-exhausted", message="spent"),
     )  # fmt: skip
     assert to_wire(view) == {
         "id": "g-1", "revision": 2, "objective": "ship it", "phase": "blocked", "maxRounds": 256,
         "roundsStarted": 37, "roundsLeft": 219, "tokensUsed": 0, "createdAt": "2026-11-29T18:40:18.123Z",
         "updatedAt": "2026-11-29T18:41:00Z", "activation": "disarmed",
+        "status": {"text": "37/256 · blocked: round-budget-exhausted", "short": "blocked: round-budget-exhausted",
+                   "tone": "warning", "usage": "37 of 256 rounds used", "detail": ["Goal: ship it"]},
+        "actions": [{"id": "edit", "label": "Edit the goal…"}],
         "blockedReason": {"code": "round-budget-exhausted", "message": "spent"},
     }  # fmt: skip
     opened = T.SessionOpenResult(session_id=SID, agent_id="a-1", plan=T.PlanState(active=True), goal=None)

@@ -78,6 +78,8 @@ Timestamp = Annotated[str, Rule(pattern=RFC3339_UTC, description="an RFC 3339 UT
 
 GoalPhase = Literal["active", "paused", "blocked", "complete"]
 Activation = Literal["armed", "disarmed"]
+GoalTone = Literal["none", "hint", "warning"]
+GoalActionId = Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
 PlanOutcome = Literal["committed", "queued", "cancelled", "noop"]
 GoalChangeOp = Literal[
     "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "usage", "arm", "disarm"
@@ -113,8 +115,28 @@ class BlockedReason:
 
 
 @attrs.frozen(kw_only=True)
+class GoalStatus:
+    """What a person reads about a goal, in the daemon's words; editors show it as it is."""
+
+    text: NonBlankText  # the status line, no icon: "6/40 · 25.9k/100k tok · active"
+    short: NonBlankText  # its last part: the phase, "waiting for you to resume", "blocked: <code>"
+    tone: GoalTone  # hint: it waits for the person; warning: blocked
+    usage: NonBlankText  # the budget in a sentence, for notices: "6 of 40 rounds used, 25.9k of 100k tokens"
+    detail: list[str]  # the lines of a tooltip or a detail view (objective, state, rounds, tokens)
+
+
+@attrs.frozen(kw_only=True)
+class GoalAction:
+    """One goal action the daemon accepts now (anything else is invalid-transition)."""
+
+    id: GoalActionId  # the method is dsh/goal/<id>
+    label: NonBlankText  # "Pause", "Edit the goal…" (an ellipsis: it asks for more)
+
+
+@attrs.frozen(kw_only=True)
 class GoalView:
-    """The derived state of the session's goal, as editors show it."""
+    """The derived state of the session's goal, as editors show it: the state, and what
+    people read about it (``status``, ``actions``), which editors render and never recompute."""
 
     id: NonBlankText
     revision: Revision
@@ -128,6 +150,8 @@ class GoalView:
     created_at: Timestamp
     updated_at: Timestamp
     activation: Activation
+    status: GoalStatus
+    actions: list[GoalAction]  # in a fixed order: create edit pause resume complete block clear
     blocked_reason: BlockedReason | None = None  # present only while phase == "blocked"
     max_tokens: PositiveInt | None = None  # the token budget; absent: none
 

@@ -1,36 +1,27 @@
-// Which goal actions make sense in which phase (G-6), and what to do when a write finds the goal
-// changed under it. Pure: shared by the status-bar click, the palette's `when` keys and the tests.
-import type { GoalView } from './protocol';
+// The goal actions as the daemon offers them (each GoalView carries its `actions`: which apply in
+// which phase is decided there, never here), and what to do when a write finds the goal changed
+// under it. Pure: shared by the status-bar click, the palette's `when` keys and the tests.
+import type { GoalAction, GoalView } from './protocol';
 
-export type GoalActionId = 'create' | 'edit' | 'pause' | 'resume' | 'complete' | 'block' | 'clear';
+export type GoalActionId = GoalAction['id'];
 
-export const GOAL_ACTION_LABELS: Record<GoalActionId, string> = {
-  create: '$(add) Create a goal…',
-  edit: '$(edit) Edit the goal…',
-  pause: '$(debug-pause) Pause',
-  resume: '$(debug-start) Resume',
-  complete: '$(pass) Mark complete',
-  block: '$(circle-slash) Block…',
-  clear: '$(trash) Clear',
+/** The icon each action gets in front of the daemon's label (the icons are this editor's own). */
+export const GOAL_ACTION_ICONS: Record<GoalActionId, string> = {
+  create: '$(add)',
+  edit: '$(edit)',
+  pause: '$(debug-pause)',
+  resume: '$(debug-start)',
+  complete: '$(pass)',
+  block: '$(circle-slash)',
+  clear: '$(trash)',
 };
 
+/** Every goal action there is, for the palette's `when` keys (which of them apply is the daemon's say). */
 export const ALL_GOAL_ACTIONS: GoalActionId[] = ['create', 'edit', 'pause', 'resume', 'complete', 'block', 'clear'];
 
-/** The actions the daemon accepts for this goal (anything else is `invalid-transition`). */
-export function validGoalActions(goal: GoalView | null): GoalActionId[] {
-  if (!goal) return ['create'];
-  const roundsLeft = goal.roundsLeft > 0;
-  switch (goal.phase) {
-    case 'active':
-      // Resume on an active goal re-arms it after a load (no durable change); only useful when disarmed.
-      return ['edit', 'pause', ...(goal.activation === 'disarmed' && roundsLeft ? ['resume' as const] : []), 'complete', 'block', 'clear'];
-    case 'paused':
-      return ['edit', ...(roundsLeft ? ['resume' as const] : []), 'complete', 'block', 'clear'];
-    case 'blocked':
-      return ['edit', ...(roundsLeft ? ['resume' as const] : []), 'complete', 'clear'];
-    case 'complete':
-      return ['create', 'clear'];
-  }
+/** The quick pick's items: the actions the daemon offers, in its order, with their labels. */
+export function goalActionItems(actions: GoalAction[]): { label: string; id: GoalActionId }[] {
+  return actions.map((a) => ({ label: `${GOAL_ACTION_ICONS[a.id]} ${a.label}`, id: a.id }));
 }
 
 export type StaleDecision =
@@ -48,13 +39,13 @@ export function staleDecision(action: GoalActionId, fresh: GoalView | null, seen
   if (seen && fresh.id !== seen.id) {
     return { kind: 'gone', message: `The goal was replaced meanwhile by "${fresh.objective}"; nothing was changed.` };
   }
-  if (!validGoalActions(fresh).includes(action)) {
-    return { kind: 'not-valid', message: `The goal changed meanwhile and is now ${fresh.phase}; "${action}" no longer applies. Nothing was changed.` };
+  if (!fresh.actions.some((a) => a.id === action)) {
+    return { kind: 'not-valid', message: `The goal changed meanwhile and is now ${fresh.status.short}; "${action}" no longer applies. Nothing was changed.` };
   }
   return {
     kind: 'ask',
     goal: fresh,
-    message: `The goal changed meanwhile (now ${fresh.phase}, ${fresh.roundsStarted} of ${fresh.maxRounds} rounds used): "${fresh.objective}". ${action[0].toUpperCase()}${action.slice(1)} it as it is now?`,
+    message: `The goal changed meanwhile (now ${fresh.status.short}, ${fresh.status.usage}): "${fresh.objective}". ${action[0].toUpperCase()}${action.slice(1)} it as it is now?`,
   };
 }
 

@@ -3,7 +3,8 @@
 import * as vscode from 'vscode';
 import type { Session } from './controller';
 import { asDaemonError, DaemonError, type ParamsOf, type ResultOf } from './daemon';
-import { checkBlockCode, checkMaxRounds, checkMaxTokens, GOAL_ACTION_LABELS, parseTokens, staleDecision, validGoalActions, type GoalActionId } from './goalActions';
+import { checkBlockCode, checkMaxRounds, checkMaxTokens, goalActionItems, parseTokens, staleDecision, type GoalActionId } from './goalActions';
+import { goalActions } from './status';
 import type { ConfigGetResult, DshRequest, GoalClearResult, GoalRef, GoalView } from './protocol';
 
 /** What the goal commands need of the controller. */
@@ -139,7 +140,7 @@ export class GoalCommands {
     return this.write('clear', (ref) => this.host.req('dsh/goal/clear', { ref }));
   }
 
-  /** The status bar's click: the actions valid in the goal's current phase. */
+  /** The status bar's click: the actions the daemon offers for the goal as it is now. */
   async actions(): Promise<void> {
     if (!this.host.session) {
       const pick = await vscode.window.showQuickPick(['$(add) New Session', '$(folder-opened) Open Session…'], { title: 'dsh' });
@@ -148,8 +149,8 @@ export class GoalCommands {
       return;
     }
     const goal = this.host.session.goal;
-    const items = validGoalActions(goal).map((id) => ({ label: GOAL_ACTION_LABELS[id], id }));
-    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.phase} · ${goal.roundsStarted} of ${goal.maxRounds} rounds used` : 'Create one' });
+    const items = goalActionItems(goalActions(goal));
+    const picked = await vscode.window.showQuickPick(items, { title: goal ? `Goal: ${goal.objective}` : 'No goal', placeHolder: goal ? `${goal.status.short} · ${goal.status.usage}` : 'Create one' });
     if (picked) await vscode.commands.executeCommand(`dsh.goal.${picked.id}`);
   }
 }

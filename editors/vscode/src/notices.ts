@@ -3,7 +3,6 @@
 // daemon's chat items and the goal view; changes this window made itself are not announced.
 import type { ChatItem, GoalChangedParams } from './protocol';
 import { turnFailed } from './chat/store';
-import { countedTokens, formatTokens } from './status';
 
 export interface Notice { severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }
 
@@ -16,9 +15,7 @@ const BUDGET_CODES: Record<string, string> = {
 export function goalNotice(p: GoalChangedParams, ownChange: boolean): Notice | undefined {
   const goal = p.goal;
   if (ownChange || !goal) return undefined;
-  // Tokens as in the status bar: once some were counted, or beside a budget.
-  const counted = countedTokens(goal);
-  const used = `${goal.roundsStarted} of ${goal.maxRounds} rounds used${counted ? `, ${formatTokens(counted.used)} tokens` : ''}`;
+  const used = goal.status.usage; // the daemon's words: rounds, and tokens once counted
   if (p.op === 'block' && goal.blockedReason) {
     const { code, message } = goal.blockedReason;
     const budget = BUDGET_CODES[code];

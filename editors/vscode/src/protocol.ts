@@ -759,6 +759,19 @@ export interface DshServerCapabilities {
   permissions?: boolean;
 }
 /**
+ * One goal action the daemon accepts now (anything else is invalid-transition).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalAction".
+ */
+export interface GoalAction {
+  id: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear";
+  /**
+   * a non-blank string
+   */
+  label: string;
+}
+/**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "GoalBlockParams".
  */
@@ -807,7 +820,7 @@ export interface GoalChangedParams {
   goal?: GoalView;
 }
 /**
- * The derived state of the session's goal, as editors show it.
+ * The derived state of the session's goal, as editors show it: the state, and what people read about it (``status``, ``actions``), which editors render and never recompute.
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "GoalView".
@@ -851,11 +864,35 @@ export interface GoalView {
    */
   updatedAt: string;
   activation: "armed" | "disarmed";
+  status: GoalStatus;
+  actions: GoalAction[];
   blockedReason?: BlockedReason;
   /**
    * an integer from 1 to 2^53-1
    */
   maxTokens?: number;
+}
+/**
+ * What a person reads about a goal, in the daemon's words; editors show it as it is.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalStatus".
+ */
+export interface GoalStatus {
+  /**
+   * a non-blank string
+   */
+  text: string;
+  /**
+   * a non-blank string
+   */
+  short: string;
+  tone: "none" | "hint" | "warning";
+  /**
+   * a non-blank string
+   */
+  usage: string;
+  detail: string[];
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1241,24 +1278,6 @@ export interface SessionSummary {
    */
   updatedAt: string;
   goal?: GoalView;
-  refused?: SessionRefusal;
-}
-/**
- * Why a listed session cannot be opened: a link, or something other than a regular file or folder, where a session file or folder belongs (kind ``unsafe-path``).
- *
- * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
- * via the `definition` "SessionRefusal".
- */
-export interface SessionRefusal {
-  kind: "unsafe-path";
-  /**
-   * a non-blank string
-   */
-  path: string;
-  /**
-   * a non-blank string
-   */
-  reason: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema

@@ -1,7 +1,6 @@
 // What the status bar shows, as pure functions of what the daemon told us (no vscode import, so
 // node's test runner checks them directly).
-import { validGoalActions, type GoalActionId } from './goalActions';
-import type { GoalChangedParams, GoalView, PlanState } from './protocol';
+import type { GoalAction, GoalChangedParams, GoalStatus, GoalView, PlanState } from './protocol';
 
 export interface StatusModel {
   text: string;
@@ -30,74 +29,26 @@ export const ACTIVITY_WORDS: Record<Activity, string> = { waiting: 'waiting for 
 
 const GOAL_ICON = '$(target)';
 
-/**
- * A token count as people read it, the same in both editors and the daemon's words: `950`,
- * `12.4k`, `182k`, `1.3M`. Integer arithmetic rounding halves up (no float formatting).
- */
-export function formatTokens(n: number): string {
-  const tenths = (t: number) => (t % 10 === 0 ? String(Math.floor(t / 10)) : `${Math.floor(t / 10)}.${t % 10}`);
-  if (n < 1000) return String(n);
-  if (n < 100_000) return `${tenths(Math.floor((n + 50) / 100))}k`;
-  const thousands = Math.floor((n + 500) / 1000);
-  if (thousands < 1000) return `${thousands}k`;
-  return `${tenths(Math.floor((n + 50_000) / 100_000))}M`;
-}
+export type Severity = GoalStatus['tone'];
 
-/** An active goal that will not run until the person resumes it (after a load or a cancel). */
-export function isWaitingForResume(goal: GoalView): boolean {
-  return goal.phase === 'active' && goal.activation === 'disarmed';
-}
+/** With no goal there is nothing the daemon could describe: these are the only words of our own. */
+const NO_GOAL: GoalStatus = { text: 'no goal', short: 'no goal', tone: 'none', usage: 'no goal', detail: ['No goal in this session.'] };
+const CREATE: GoalAction = { id: 'create', label: 'Create a goal…' };
 
 /**
- * The goal's token figures worth showing: once some were counted, or beside a budget (every
- * daemon sends tokensUsed, and `0 tok` for a model that reports no usage says nothing).
- */
-export function countedTokens(goal: GoalView): { used: number; max?: number } | undefined {
-  const { tokensUsed, maxTokens } = goal;
-  return tokensUsed !== undefined && (tokensUsed > 0 || maxTokens !== undefined) ? { used: tokensUsed, max: maxTokens } : undefined;
-}
-
-export type Severity = 'none' | 'hint' | 'warning';
-
-/** What a person reads about a goal: the same text, tooltip lines and actions in both editors. */
-export interface GoalStatus { text: string; tooltip: string[]; severity: Severity; actions: GoalActionId[] }
-
-/**
- * The goal's status (tests/fixtures/status/goal-status.json is the contract): text without the
- * icon, `3/40 · 12.4k tok · active`; the state is `waiting for you to resume`, `round budget
- * spent`, `blocked: <code>` or the phase. No revision anywhere.
+ * What a person reads about a goal: the daemon's words (`status` of the GoalView), shown as they
+ * are. Nothing here recomputes a text, a tone or an allowed action from the goal's fields.
  */
 export function goalStatus(goal: GoalView | null): GoalStatus {
-  const actions = validGoalActions(goal);
-  const actionsLine = `Actions: ${actions.join(', ')}`;
-  if (!goal) return { text: 'no goal', tooltip: ['No goal in this session.', actionsLine], severity: 'none', actions };
-  const waiting = isWaitingForResume(goal);
-  let state: string = goal.phase;
-  let sentence: string;
-  switch (goal.phase) {
-    case 'active':
-      if (!waiting) sentence = 'Active: rounds continue on their own.';
-      else if (goal.roundsLeft > 0) { state = 'waiting for you to resume'; sentence = 'Active, waiting for you to resume: nothing runs until you do.'; }
-      else { state = 'round budget spent'; sentence = 'Active, but its round budget is spent: raise it (edit) to go on.'; }
-      break;
-    case 'paused': sentence = 'Paused: nothing runs until you resume.'; break;
-    case 'blocked':
-      state = goal.blockedReason ? `blocked: ${goal.blockedReason.code}` : 'blocked';
-      sentence = goal.blockedReason ? `Blocked: ${goal.blockedReason.message} (${goal.blockedReason.code})` : 'Blocked.';
-      break;
-    case 'complete': sentence = 'Complete.'; break;
-  }
-  const counted = countedTokens(goal);
-  const tokens = !counted ? undefined
-    : counted.max === undefined ? `${formatTokens(counted.used)} tok` : `${formatTokens(counted.used)}/${formatTokens(counted.max)} tok`;
-  const tooltip = [`Goal: ${goal.objective}`, sentence, `Rounds: ${goal.roundsStarted} of ${goal.maxRounds} used, ${goal.roundsLeft} left`];
-  if (counted) tooltip.push(counted.max === undefined ? `Tokens: ${formatTokens(counted.used)} used` : `Tokens: ${formatTokens(counted.used)} of ${formatTokens(counted.max)} used`);
-  tooltip.push(actionsLine);
-  const severity: Severity = goal.phase === 'blocked' ? 'warning' : waiting ? 'hint' : 'none';
-  return { text: [`${goal.roundsStarted}/${goal.maxRounds}`, tokens, state].filter(Boolean).join(' · '), tooltip, severity, actions };
+  return goal ? goal.status : NO_GOAL;
 }
 
-/** The status bar's goal text: the icon, then the shared words. */
+/** The goal actions the daemon accepts now, as it sent them; with no goal, only create. */
+export function goalActions(goal: GoalView | null): GoalAction[] {
+  return goal ? goal.actions : [CREATE];
+}
+
+/** The status bar's goal text: the icon, then the daemon's words. */
 export function goalStatusText(goal: GoalView | null): string {
   return `${GOAL_ICON} ${goalStatus(goal).text}`;
 }
@@ -107,10 +58,10 @@ function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_[\]<>|]/g, (c) => `\\${c}`);
 }
 
-/** The tooltip as markdown: the shared lines (escaped), the objective in bold, a hint of the click. */
+/** The tooltip as markdown: the daemon's lines (escaped), the actions it offers, a hint of the click. */
 export function goalTooltip(goal: GoalView | null): string {
-  const lines = goalStatus(goal).tooltip.map(escapeMarkdown);
-  if (goal) lines[0] = `**Goal:** ${escapeMarkdown(goal.objective)}`;
+  const lines = goalStatus(goal).detail.map(escapeMarkdown);
+  lines.push(`Actions: ${goalActions(goal).map((a) => escapeMarkdown(a.label)).join(', ')}`);
   lines.push(goal ? 'Click for the goal actions.' : 'Click to create one.');
   return lines.join('\n\n');
 }
@@ -122,7 +73,7 @@ export function statusModel(connection: Connection, hasSession: boolean, goal: G
   }
   if (!hasSession) return { text: `${GOAL_ICON} no session`, tooltip: 'No dsh session open. Click to start or open one.', warning: false };
   const status = goalStatus(goal);
-  return { text: `${GOAL_ICON} ${status.text}`, tooltip: goalTooltip(goal), warning: status.severity === 'warning', hint: status.severity === 'hint' };
+  return { text: `${GOAL_ICON} ${status.text}`, tooltip: goalTooltip(goal), warning: status.tone === 'warning', hint: status.tone === 'hint' };
 }
 
 /** Plan mode's state in words: the recorded state, and the choice waiting for the next step if any (`on → off`). */

@@ -1,7 +1,7 @@
 """The words a person reads: stop reasons, model errors, token counts, goal
 changes and the goal status line. One copy for every client (the chat items carry
-these texts; the editors' status formatters are checked against the same fixture,
-``tests/fixtures/status/goal-status.json``).
+these texts; every GoalView on the wire carries its ``status`` and ``actions``, which the
+editors render as they are).
 
 Pure functions of plain values (dicts as the log and the wire write them). No revision
 numbers in any text: they stay in the fields of detail views.
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dshd.folds.goal_phases import offered_ops
+from dshd.formats import shown
 from dshd.formats import clip  # one line, at most a width (defined once, for the tools' titles too)
 
 # ---- numbers -----------------------------------------------------------------------------
@@ -173,55 +175,73 @@ def goal_change_text(op: str, data: dict[str, Any]) -> str:
     return f"Goal {op}"
 
 
-GOAL_ACTION_ORDER = ("create", "edit", "pause", "resume", "complete", "block", "clear")
+GOAL_ACTION_LABELS = {
+    "create": "Create a goal…",
+    "edit": "Edit the goal…",
+    "pause": "Pause",
+    "resume": "Resume",
+    "complete": "Mark complete",
+    "block": "Block…",
+    "clear": "Clear",
+}
 
 
-def goal_actions(view: dict[str, Any] | None) -> list[str]:
-    """The goal actions the daemon accepts in this state (anything else is
-    ``invalid-transition``); ``resume`` on an active goal re-arms it, so it is offered
-    only while that goal waits for the person."""
-    if not view:
-        return ["create"]
-    phase = view.get("phase")
-    rounds_left = int(view.get("roundsLeft", 0)) > 0
-    waiting = view.get("activation") != "armed"
-    if phase == "active":
-        allowed = {"edit", "pause", "complete", "block", "clear"} | ({"resume"} if waiting and rounds_left else set())
-    elif phase == "paused":
-        allowed = {"edit", "complete", "block", "clear"} | ({"resume"} if rounds_left else set())
-    elif phase == "blocked":
-        allowed = {"edit", "complete", "clear"} | ({"resume"} if rounds_left else set())
-    else:  # complete
-        allowed = {"create", "clear"}
-    return [a for a in GOAL_ACTION_ORDER if a in allowed]
+def _budget_left(view: dict[str, Any]) -> bool:
+    max_tokens, tokens_used = view.get("maxTokens"), view.get("tokensUsed")
+    tokens_left = not isinstance(max_tokens, int) or not isinstance(tokens_used, int) or tokens_used < max_tokens
+    return int(view.get("roundsLeft", 0)) > 0 and tokens_left
+
+
+def goal_actions(view: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The goal actions the daemon accepts now, ``[{id, label}]`` in a fixed order (the
+    phase table of ``folds/goal_phases.py``; anything else is ``invalid-transition``)."""
+    ops = offered_ops(
+        view.get("phase") if view else None,
+        armed=bool(view) and view.get("activation") == "armed",
+        budget_left=bool(view) and _budget_left(view),
+    )
+    return [{"id": op, "label": GOAL_ACTION_LABELS[op]} for op in ops]
+
+
+NO_GOAL_STATUS = {
+    "text": "no goal",
+    "short": "no goal",
+    "tone": "none",
+    "usage": "no goal",
+    "detail": ["No goal in this session."],
+}
 
 
 def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
-    """The status line of a goal (a wire GoalView, or None): ``{text, tooltip, severity,
-    actions}``. ``text`` has no icon (each editor puts its own in front); ``tooltip`` is
-    plain lines; ``severity`` is ``none``, ``hint`` (waiting for the person) or
-    ``warning`` (blocked)."""
+    """What a person reads about a goal (a wire GoalView without its status, or None):
+    ``{text, short, tone, usage, detail}``.
+
+    ``text`` is the status line without an icon (each editor puts its own in front):
+    ``3/40 · 12.4k/100k tok · active``; ``short`` its last part (the phase, or what the goal
+    waits for); ``tone`` is ``none``, ``hint`` (waiting for the person) or ``warning``
+    (blocked); ``usage`` the budget in a sentence, for notices (``3 of 40 rounds used,
+    12.4k tokens``); ``detail`` the lines of a tooltip or a detail view. No revision."""
     if not view:
-        return {
-            "text": "no goal",
-            "tooltip": ["No goal in this session.", "Actions: create"],
-            "severity": "none",
-            "actions": ["create"],
-        }
+        return {**NO_GOAL_STATUS, "detail": list(NO_GOAL_STATUS["detail"])}
     phase = view.get("phase")
     used, max_rounds, left = view.get("roundsStarted", 0), view.get("maxRounds", 0), view.get("roundsLeft", 0)
     waiting = phase == "active" and view.get("activation") != "armed"
     reason = view.get("blockedReason") if isinstance(view.get("blockedReason"), dict) else None
-    parts = [f"{used}/{max_rounds}"]
     tokens_used, max_tokens = view.get("tokensUsed"), view.get("maxTokens")
-    if tokens_counted(tokens_used, max_tokens):
-        parts.append(f"{tokens(tokens_used)}/{tokens(max_tokens)} tok" if isinstance(max_tokens, int) else f"{tokens(tokens_used)} tok")
+    counted = tokens_counted(tokens_used, max_tokens)
+    budgeted = isinstance(max_tokens, int)
     if waiting:
-        parts.append("waiting for you to resume" if left > 0 else "round budget spent")
+        short = "waiting for you to resume" if left > 0 else "round budget spent"
     elif phase == "blocked" and reason:
-        parts.append(f"blocked: {reason.get('code')}")
+        short = f"blocked: {reason.get('code')}"
     else:
-        parts.append(str(phase))
+        short = str(phase)
+    parts = [f"{used}/{max_rounds}"]
+    usage = f"{used} of {max_rounds} rounds used"
+    if counted:
+        parts.append(f"{tokens(tokens_used)}/{tokens(max_tokens)} tok" if budgeted else f"{tokens(tokens_used)} tok")
+        usage += f", {tokens(tokens_used)} of {tokens(max_tokens)} tokens" if budgeted else f", {tokens(tokens_used)} tokens"
+    parts.append(short)
     if phase == "active":
         if not waiting:
             state = "Active: rounds continue on their own."
@@ -232,15 +252,21 @@ def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
     elif phase == "paused":
         state = "Paused: nothing runs until you resume."
     elif phase == "blocked":
-        state = f"Blocked: {reason.get('message')} ({reason.get('code')})" if reason else "Blocked."
+        # The objective and the reason were typed by a person or the model: escaped (formats.shown).
+        state = f"Blocked: {shown(str(reason.get('message')))} ({reason.get('code')})" if reason else "Blocked."
     else:
         state = "Complete."
-    tooltip = [f"Goal: {view.get('objective', '')}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
-    if tokens_counted(tokens_used, max_tokens):
-        tooltip.append(
-            f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if isinstance(max_tokens, int) else f"Tokens: {tokens(tokens_used)} used"
+    detail = [f"Goal: {shown(str(view.get('objective', '')))}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
+    if counted:
+        detail.append(
+            f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if budgeted else f"Tokens: {tokens(tokens_used)} used"
         )
-    actions = goal_actions(view)
-    tooltip.append("Actions: " + ", ".join(actions))
-    severity = "warning" if phase == "blocked" else "hint" if waiting else "none"
-    return {"text": " · ".join(parts), "tooltip": tooltip, "severity": severity, "actions": actions}
+    tone = "warning" if phase == "blocked" else "hint" if waiting else "none"
+    return {"text": " · ".join(parts), "short": short, "tone": tone, "usage": usage, "detail": detail}
+
+
+def goal_for_people(view: dict[str, Any]) -> dict[str, Any]:
+    """A wire GoalView with what people read added: ``status`` and ``actions``. The doors
+    send every GoalView through this, so the editors render these and recompute nothing."""
+    plain = {k: v for k, v in view.items() if k not in ("status", "actions")}
+    return {**plain, "status": goal_status(plain), "actions": goal_actions(plain)}

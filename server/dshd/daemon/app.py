@@ -35,6 +35,7 @@ from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
 from dshd.api.chat import delta_to_json, to_json as chat_item_json
 from dshd.api.hub import Hub
+from dshd.api.words import goal_for_people
 from dshd.daemon import handlers
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
@@ -44,6 +45,7 @@ from dshd.api.unchosen_model import workspace_model
 from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
+from dshd.services.goals import GoalNotice, GoalView
 from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
 from dshd_protocol.types import DshInitializationOptions
 
@@ -207,6 +209,13 @@ class DshDaemon(DshServer):
         """Core values (msgspec structs, dataclasses, dicts) as JSON-ready values."""
         if value is None or isinstance(value, (str, int, float, bool, list, dict)):
             return value
+        if isinstance(value, GoalView):  # every GoalView goes out with its words (status, actions)
+            return goal_for_people(value.to_dict())
+        if isinstance(value, GoalNotice):
+            payload = value.to_dict()
+            if "goal" in payload:
+                payload["goal"] = goal_for_people(payload["goal"])
+            return payload
         to_dict = getattr(value, "to_dict", None)
         if callable(to_dict):
             return to_dict()

@@ -15,6 +15,7 @@ from dshd_protocol import InvalidParams, parse_params, types as t
 
 from dshd.api.chat import to_json as chat_item_json
 from dshd.api.escape import shown
+from dshd.api.words import goal_for_people
 from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
 from dshd.log import io_error
@@ -73,6 +74,9 @@ def _titled(row: dict) -> dict:
     """A session row with its title as a person may read it (api/escape.py); rows are
     shared with the listing cache, so a changed one is a copy."""
     title = row.get("title")
+    goal = row.get("goal")
+    if isinstance(goal, dict):  # a listed goal carries its words too (api/words.goal_for_people)
+        row = {**row, "goal": goal_for_people(goal)}
     if not isinstance(title, str) or shown(title) == title:
         return row
     return {**row, "title": shown(title)}

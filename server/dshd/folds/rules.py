@@ -25,6 +25,7 @@ from dshd.folds.events import (
     UserMessage,
 )
 from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState, cap_title
+from dshd.folds.goal_phases import CREATE_OVER, TRANSITIONS
 from dshd.formats import is_kebab_case
 
 
@@ -139,15 +140,7 @@ def _check_envelope_turn(state: TurnState, event) -> None:
 _SNAPSHOT_KEYS = ("goal", "roundsStarted", "createdAt", "updatedAt")  # required in a snapshot
 _SNAPSHOT_ONLY_KEYS = _SNAPSHOT_KEYS + ("tokensUsed",)  # optional: older logs lack it
 _TOMBSTONE_KEYS = ("cleared", "clearedAt")
-
-# op -> phases it may start from; the phase it leads to (None: keeps the phase).
-_TRANSITIONS: dict[str, tuple[frozenset[str], str | None]] = {
-    "edit": (frozenset({"active", "paused", "blocked"}), None),
-    "pause": (frozenset({"active"}), "paused"),
-    "resume": (frozenset({"paused", "blocked"}), "active"),
-    "complete": (frozenset({"active", "paused", "blocked"}), "complete"),
-    "block": (frozenset({"active", "paused"}), "blocked"),
-}
+# Which op may start from which phase: goal_phases.TRANSITIONS, the one phase table.
 
 
 def _present(data: GoalChangeData, keys: tuple[str, ...]) -> list[str]:
@@ -213,7 +206,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
 
     if op == "create":
         current = state.goal
-        if current is not None and current.phase != "complete":
+        if current is not None and current.phase not in CREATE_OVER:
             raise FoldError(f"create while goal {current.id} is {current.phase}")
         if goal.id in state.used_ids:
             raise FoldError(f"reused goal id {goal.id}")
@@ -240,7 +233,7 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
     if data.roundsStarted != state.rounds_started:
         raise FoldError(f"roundsStarted {data.roundsStarted} disagrees with rounds counted {state.rounds_started}")
     _check_tokens_used(data, state.tokens_used)
-    sources, target = _TRANSITIONS[op]
+    sources, target = TRANSITIONS[op]
     if current.phase not in sources:
         raise FoldError(f"invalid transition {op} from {current.phase}")
     expected = current.phase if target is None else target

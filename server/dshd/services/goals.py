@@ -28,6 +28,7 @@ import msgspec
 
 from dshd.errors import DshError
 from dshd.folds import GoalState
+from dshd.folds.goal_phases import may
 from dshd.folds.events import AssistantMessage, BlockedReason, GoalRef, GoalRound, GoalSnapshot, UserMessage
 from dshd.formats import is_kebab_case, utc_now
 
@@ -203,7 +204,7 @@ class GoalService:
         max_rounds = self._max_rounds_default if max_rounds is None else _check_max_rounds(max_rounds)
         max_tokens = self._max_tokens_default if max_tokens is None else _check_max_tokens(max_tokens)
         current = self._store.state.goal.goal
-        if current is not None and current.phase != "complete":
+        if current is not None and not may("create", current.phase):
             raise DshError(
                 "invalid-transition",
                 f"cannot create a goal while goal {current.id} is {current.phase}: clear, complete or resume it",
@@ -227,7 +228,7 @@ class GoalService:
     ) -> GoalView:
         self._live()
         goal = self._current(ref)
-        self._allow("edit", goal, {"active", "paused", "blocked"})
+        self._allow("edit", goal)
         state = self._store.state.goal
         new_objective = goal.objective if objective is None else _check_objective(objective)
         new_max = goal.maxRounds if max_rounds is None else _check_max_rounds(max_rounds, state.rounds_started)
@@ -240,12 +241,12 @@ class GoalService:
     def check_can(self, op: str, ref: Any) -> None:
         """Raise what ``op`` (pause) with ``ref`` would raise now, writing nothing."""
         self._live()
-        self._allow(op, self._current(ref), {"active"} if op == "pause" else {"active", "paused", "blocked"})
+        self._allow(op, self._current(ref))
 
     def pause(self, ref: Any) -> GoalView:
         self._live()
         goal = self._current(ref)
-        self._allow("pause", goal, {"active"})
+        self._allow("pause", goal)
         self._write("pause", goal, phase="paused")
         self._armed = False
         return self._notify("pause")
@@ -259,7 +260,7 @@ class GoalService:
                 self._armed = True
                 self._notify("arm")
             return self.get()  # type: ignore[return-value]
-        self._allow("resume", goal, {"paused", "blocked"})
+        self._allow("resume", goal)
         state = self._store.state.goal
         rounds = state.rounds_started
         if rounds >= goal.maxRounds:
@@ -283,7 +284,7 @@ class GoalService:
     def complete(self, ref: Any) -> GoalView:
         self._live()
         goal = self._current(ref)
-        self._allow("complete", goal, {"active", "paused", "blocked"})
+        self._allow("complete", goal)
         self._write("complete", goal, phase="complete", blockedReason=None)
         self._armed = False
         return self._notify("complete")
@@ -301,7 +302,7 @@ class GoalService:
             reason = check_reason(reason["code"], reason["message"])
         else:
             reason = check_reason(reason, message)
-        self._allow("block", goal, {"active", "paused"})
+        self._allow("block", goal)
         self._write("block", goal, phase="blocked", blockedReason=reason)
         self._armed = False
         return self._notify("block")
@@ -392,8 +393,9 @@ class GoalService:
         return goal
 
     @staticmethod
-    def _allow(op: str, goal: GoalSnapshot, phases: set[str]) -> None:
-        if goal.phase not in phases:
+    def _allow(op: str, goal: GoalSnapshot) -> None:
+        """``invalid-transition`` unless the phase table lets ``op`` start from the goal's phase."""
+        if not may(op, goal.phase):
             raise DshError(
                 "invalid-transition",
                 f"cannot {op} a goal that is {goal.phase}",

@@ -391,18 +391,21 @@ local function with_goal(fn)
   end)
 end
 
---- The goal in detail (for :Dsh goal): the status tooltip's lines (objective, state,
---- rounds, tokens, actions).
+--- The goal in detail (for :Dsh goal): the daemon's detail lines (objective, state,
+--- rounds, tokens), then the actions it accepts (each a :Dsh goal verb).
 local function describe_goal(view)
   if not view or view == vim.NIL then
     return 'no goal. Create one: :Dsh goal create {objective} [rounds]'
   end
-  return table.concat(require('dsh.statusline').status(view).tooltip, '\n')
+  local statusline = require('dsh.statusline')
+  local lines = vim.list_extend({}, statusline.status(view).detail or {})
+  table.insert(lines, 'Actions: ' .. table.concat(statusline.actions(view), ', '))
+  return table.concat(lines, '\n')
 end
 M.describe_goal = describe_goal
 
---- What :Dsh goal <Tab> offers: the actions the daemon accepts in the goal's phase
---- (no `resume` for a complete goal), and `disarm` while rounds run on their own.
+--- What :Dsh goal <Tab> offers: the actions the daemon sent with the goal, and
+--- `disarm` while rounds run on their own.
 ---@param view table? GoalView
 ---@return string[]
 function M.goal_verbs(view)

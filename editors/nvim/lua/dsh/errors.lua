@@ -145,12 +145,9 @@ local function goal_line(view)
   if not view or view == vim.NIL then
     return 'the session now has no goal'
   end
-  return ('it is now %s, %d/%d rounds: %q'):format(
-    view.phase or '?',
-    view.roundsStarted or 0,
-    view.maxRounds or 0,
-    view.objective or ''
-  )
+  -- The daemon's words for the goal as it is now (GoalView.status).
+  local status = require('dsh.statusline').status(view)
+  return ('it is now %s, %s: %q'):format(status.short, status.usage, view.objective or '')
 end
 
 -- kind -> function(data, err, ctx) returning the message. `ctx.context` says what the

@@ -22,12 +22,8 @@ function M.goal_message(params, own)
     if reason.code == 'round-budget-exhausted' then
       return ('the goal spent its round budget (%s): :Dsh goal edit {rounds} to go on'):format(usage), levels.WARN
     elseif reason.code == 'token-budget-exhausted' then
-      local tokens = require('dsh.statusline').tokens
-      return ('the goal spent its token budget (%s of %s): :Dsh goal edit {n} tokens to go on'):format(
-        tokens(goal.tokensUsed or 0),
-        tokens(goal.maxTokens or 0)
-      ),
-        levels.WARN
+      -- Shorter than the round budget's: the usage names the tokens too, and one line must hold it.
+      return ('token budget spent (%s): :Dsh goal edit {n} tokens to go on'):format(usage), levels.WARN
     end
     return ('the agent blocked the goal: %s (%s)'):format(tostring(reason.message or ''), tostring(reason.code or '?')),
       levels.WARN

@@ -40,7 +40,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       connection: c.connection,
       activity,
       session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
-      goal: { text: status.text, tooltip: status.tooltip.join('\n'), severity: status.severity },
+      goal: { text: status.text, tooltip: status.detail.join('\n'), severity: status.tone },
       plan: { text: `plan mode: ${planStateWords(s.plan)}`, active: s.plan.pending ?? s.plan.active },
     };
   }

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { goalNotice, turnNotice } from '../../src/notices';
 import type { ChatItem, GoalView } from '../../src/protocol';
+import { daemonStatus, goalView } from './goalViews';
 
-const goal = (over: Partial<GoalView> = {}): GoalView => ({
-  id: 'g-1', revision: 3, objective: 'Ship retries', phase: 'active', maxRounds: 40, roundsStarted: 12,
-  roundsLeft: 28, tokensUsed: 0, createdAt: '2026-11-29T18:00:00.000Z', updatedAt: '2026-11-29T18:40:00.000Z', activation: 'disarmed', ...over,
-});
+// The usage words are the daemon's (GoalView.status.usage): the notices quote them as they are.
+const goal = (over: Partial<GoalView> = {}): GoalView =>
+  goalView({ objective: 'Ship retries', maxRounds: 40, roundsStarted: 12, roundsLeft: 28, activation: 'disarmed', status: daemonStatus({ usage: '12 of 40 rounds used' }), ...over });
 const base = { agentId: 'a-1', sessionId: 's-1', revision: 4 };
 
 test('the agent blocking the goal is announced with its code and message', () => {
@@ -16,10 +16,10 @@ test('the agent blocking the goal is announced with its code and message', () =>
 });
 
 test('a spent budget says which budget and how to go on', () => {
-  const rounds = goalNotice({ ...base, op: 'block', goal: goal({ phase: 'blocked', roundsStarted: 40, roundsLeft: 0, blockedReason: { code: 'round-budget-exhausted', message: 'all 40 rounds were used' } }) }, false);
+  const rounds = goalNotice({ ...base, op: 'block', goal: goal({ phase: 'blocked', roundsStarted: 40, roundsLeft: 0, status: daemonStatus({ usage: '40 of 40 rounds used' }), blockedReason: { code: 'round-budget-exhausted', message: 'all 40 rounds were used' } }) }, false);
   assert.match(rounds!.text, /^The goal spent its round budget \(40 of 40 rounds used\): all 40 rounds were used\. Raise it/);
-  const tokens = goalNotice({ ...base, op: 'block', goal: { ...goal({ phase: 'blocked', blockedReason: { code: 'token-budget-exhausted', message: '1,260,000 tokens used of 1,000,000' } }), tokensUsed: 1_260_000 } as GoalView }, false);
-  assert.match(tokens!.text, /token budget \(12 of 40 rounds used, 1\.3M tokens\)/);
+  const tokens = goalNotice({ ...base, op: 'block', goal: goal({ phase: 'blocked', tokensUsed: 1_260_000, maxTokens: 1_000_000, status: daemonStatus({ usage: '12 of 40 rounds used, 1.3M of 1M tokens' }), blockedReason: { code: 'token-budget-exhausted', message: '1,260,000 tokens used of 1,000,000' } }) }, false);
+  assert.match(tokens!.text, /token budget \(12 of 40 rounds used, 1\.3M of 1M tokens\)/);
 });
 
 test('completion is good news; the person\'s own changes and other ops say nothing', () => {
