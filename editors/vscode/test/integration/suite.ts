@@ -202,7 +202,7 @@ test('pause, block (warning colour) and resume from commands; the model complete
   await waitFor('the question', async () => {
     await showNotifications();
     const shown = await driver({ action: 'texts', selector: '.notifications-center .notification-list-item-message', settleMs: 300 });
-    return shown.texts?.some((t) => t.includes('now blocked, 2 of 50 rounds used'));
+    return shown.texts?.some((t) => t.includes('now blocked: needs-decision, 2 of 50 rounds used')); // the daemon's words
   });
   await driver({ action: 'click', selector: '.notifications-center .notification-list-item:has-text("changed meanwhile") a.monaco-button:has-text("Resume")' });
   await vscode.commands.executeCommand('notifications.hideList');
