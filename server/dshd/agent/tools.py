@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import attrs
+import msgspec
 
 from dshd.formats import clip, shown
 from dshd.tools.config import Mutability, Sandbox
@@ -95,17 +96,15 @@ ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think
 TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
 
 
-@attrs.frozen
-class ToolLocation:
+class ToolLocation(msgspec.Struct, frozen=True, gc=False):
     """A workspace path a call touches, as the call names it (relative to the root), and
-    the line it is about, if one."""
+    the line it is about, if one. (msgspec, not attrs: made for every call a log replays.)"""
 
     path: str
     line: int | None = None
 
 
-@attrs.frozen
-class ToolDescription:
+class ToolDescription(msgspec.Struct, frozen=True, gc=False):
     """What a call is, for people: ``title`` in a few words (``Read src/a.py``), ``kind``
     from :data:`ToolKind`, and the ``locations`` it touches."""
 
@@ -156,8 +155,12 @@ def describe_call(tool: "Tool | None", name: str, arguments: Any) -> ToolDescrip
         described = default_description(name, args)
     title = shown(described.title) if isinstance(described.title, str) and described.title.strip() else shown(name)
     kind = described.kind if described.kind in TOOL_KINDS else "other"
-    locations = tuple(loc for loc in described.locations if isinstance(loc, ToolLocation))
-    return ToolDescription(title, kind, locations)
+    locations = described.locations
+    if locations and not all(isinstance(loc, ToolLocation) for loc in locations):
+        locations = tuple(loc for loc in locations if isinstance(loc, ToolLocation))
+    if title is described.title and kind is described.kind and locations is described.locations:
+        return described  # the usual case: already as it must be (every replayed call comes here)
+    return ToolDescription(title, kind, tuple(locations))
 
 
 ToolRun = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
