@@ -376,6 +376,11 @@ class ChatProjection:
         self._args_text: dict[str, str] = {}  # streaming tool call -> its arguments so far
         self._streaming: dict[str, None] = {}  # ids of partial items, in order (an ordered set)
         self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
+        self._goal_round_turn: int | None = None  # the turn last started as a goal round
+        # The goal item of a change that ended the goal during its round (complete, block,
+        # pause), with its event's data: the round's later replies still count their tokens
+        # (the fold does), so the item's figure follows them to the goal's final total.
+        self._goal_ended: tuple[str, dict[str, Any]] | None = None
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
         self._review_plans: dict[str, str] = {}  # item id -> the plan as written, until its result
         self.last_seq = 0
@@ -476,7 +481,6 @@ class ChatProjection:
             self._streaming.pop(item.id, None)
         changed.append(item)
 
-
     def _fresh_id(self, wanted: str, seq: int) -> str:
         """``wanted``, unless a durable item holds it already (a log the loop did not write)."""
         return wanted if wanted not in self._durable else f"{wanted}@{seq}"
@@ -531,6 +535,7 @@ class ChatProjection:
             goal_id = _str(round_data.get("goalId"))
             number = _int(round_data.get("round")) or 0
             goal_round = GoalRoundInfo(goal_id=goal_id, round=number, max_rounds=self._goal_rounds.get(goal_id))
+            self._goal_round_turn, self._goal_ended = turn, None
             sender, label = "goal", f"Goal round {number}" + (f" of {goal_round.max_rounds}" if goal_round.max_rounds else "")
         elif data.get("source") == "plugin":
             # dshd's own note to the model, named for the person (no internal words).
@@ -547,12 +552,14 @@ class ChatProjection:
         step = self._step.get(turn) if turn is not None else None
         wanted = f"assistant-{turn}.{step}" if turn is not None and step else f"assistant-{seq}"
         item_id = self._fresh_id(wanted, seq)
-        if not _str(data.get("text")) and item_id not in self._items:
-            return  # a reply of tool calls only, logged for its usage: nothing to show
         usage_data = _dict(data.get("usage"))
         usage = None
         if _int(usage_data.get("inputTokens")) is not None and _int(usage_data.get("outputTokens")) is not None:
             usage = Usage(input_tokens=usage_data["inputTokens"], output_tokens=usage_data["outputTokens"])
+            if turn is not None and turn == self._goal_round_turn:
+                self._count_after_goal_ended(usage.input_tokens + usage.output_tokens, changed)
+        if not _str(data.get("text")) and item_id not in self._items:
+            return  # a reply of tool calls only, logged for its usage: nothing to show
         item = AssistantMessageItem(
             id=item_id, turn=turn, step=step or None, seq=seq, at=at, text=_str(data.get("text")), partial=False, usage=usage
         )
@@ -653,7 +660,23 @@ class ChatProjection:
                 blocked_reason=Reason(code=_str(reason.get("code")), message=_str(reason.get("message"))) if reason else None,
                 text=text,
             )  # fmt: skip
+        ended_in_round = op != "clear" and item.phase != "active" and turn is not None and turn == self._goal_round_turn
+        self._goal_ended = (item.id, data) if ended_in_round else None
         self._put(item, changed)
+
+    def _count_after_goal_ended(self, tokens: int, changed: list[ChatItem]) -> None:
+        """A reply of the round that ended the goal: its tokens join the goal item's figure,
+        so the chat says the total ``dsh/goal/get`` and the goal notices say once the round is over."""
+        if self._goal_ended is None:
+            return
+        item_id, data = self._goal_ended
+        item = self._items.get(item_id)
+        if not isinstance(item, GoalItem):
+            return
+        data = {**data, "tokensUsed": (_int(data.get("tokensUsed")) or 0) + tokens}
+        self._goal_ended = (item_id, data)
+        text = words.goal_change_text(item.op, data)
+        self._put(msgspec.structs.replace(item, tokens_used=data["tokensUsed"], text=text), changed)
 
     # turn/close
     def _turn_close(self, seq, at, turn, data, changed) -> None:
