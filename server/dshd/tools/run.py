@@ -25,6 +25,7 @@ with the network on runs without bubblewrap when it cannot be built, and says so
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, 
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.policy import replaced_folders
 from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
+from dshd.tools import safepath
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
 
@@ -42,6 +44,16 @@ OUTPUT_CAP = 32 * 1024  # bytes of output kept (the tail)
 SHELL = "/bin/sh"
 # What a command gets of the daemon's environment (plus LC_* and the user's [tools] env).
 ALLOWED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
+# The command runs only in the folder that was checked. The cwd is walked from a handle on
+# the root (no link followed, tools/safepath.py) and the sandbox is started in that very
+# folder (its handle); inside the sandbox the shell goes there by name, then checks
+# where it landed: ``pwd -P`` (the kernel's path of the folder it is in) must be the
+# checked path, which holds no link. A folder swapped for a link meanwhile leads
+# elsewhere, and the command is not run ($1 the checked path, $2 the refusal's marker).
+CWD_GUARD = (
+    'cd -P -- "$1" 2>/dev/null && [ "$(pwd -P)" = "$1" ] || { printf "%s\\n" "$2"; exit 125; }; '
+    'shift 2; exec ' + SHELL + ' -c "$1"'
+)
 
 PARAMETERS = {
     "type": "object",
@@ -84,12 +96,23 @@ def _checked(ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, Path, in
     if not command.strip():
         raise Refused("command is empty")
     cwd = resolve(ctx.root, arguments.get("cwd", "."), field="cwd")
-    if not cwd.is_dir():
-        raise Refused(f"cwd {shown(ctx.root, cwd)} is not a folder of the workspace")
+    os.close(_open_cwd(ctx.root, cwd))
     timeout_ms = arguments.get("timeoutMs", DEFAULT_TIMEOUT_MS)
     if timeout_ms > MAX_TIMEOUT_MS:
         raise Refused(f"timeoutMs is at most {MAX_TIMEOUT_MS}")
     return command, cwd, timeout_ms
+
+
+def _open_cwd(root: Path, cwd: Path) -> int:
+    """A handle on the resolved ``cwd``, walked from the root without following a link (a
+    folder swapped for one is unsafe-path); the caller closes it."""
+    root_fd = safepath.open_root(root)
+    try:
+        return safepath.open_folder(root_fd, safepath.parts_of(root, cwd))
+    except (FileNotFoundError, NotADirectoryError):
+        raise Refused(f"cwd {shown(root, cwd)} is not a folder of the workspace") from None
+    finally:
+        os.close(root_fd)
 
 
 def _title(command: str) -> str:
@@ -118,7 +141,8 @@ class RunCommand:
         policy = ctx.policy
         where = f"{policy.sandbox} sandbox, network {'on' if policy.network else 'off'}"
         found = await probe()
-        shell = [SHELL, "-c", command]
+        refused_marker = f"dshd-cwd-refused-{secrets.token_hex(8)}"
+        shell = [SHELL, "-c", CWD_GUARD, SHELL, str(cwd), refused_marker, command]
         replaced: tuple[Path, ...] = ()
         if found.ok:
             # dshd's own folder always exists, so it is always protected; .git only when present.
@@ -131,7 +155,8 @@ class RunCommand:
                 hide, mask = socket_folders(), listening_sockets()
                 links = kept_links(hide)
             sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask, links)
-            argv = bwrap_argv(sandbox, shell, cwd, bwrap=found.bwrap or "bwrap")
+            # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
+            argv = bwrap_argv(sandbox, shell, ctx.root, bwrap=found.bwrap or "bwrap")
             replaced = replaced_folders(sandbox)
         elif policy.sandbox == "full-access" and policy.network:
             # Asked for no restriction at all: run it, and say what that costs.
@@ -142,12 +167,25 @@ class RunCommand:
                 f"Not run: no sandbox can be built here: {found.reason}. To fix it: {found.fix}."
             )
         try:
+            cwd_fd = _open_cwd(ctx.root, cwd)
+        except (Refused, PathRefused) as exc:
+            return ToolOutcome.failure(f"Not run: {exc}")
+        try:
+            # Started in the checked folder itself (its handle), not by its name: so is the
+            # command outside bubblewrap (full-access with the network on, none built).
             result = await run(
-                argv, cwd=cwd, env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
+                argv, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
                 timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP,
             )
         except OSError as exc:
             return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
+        finally:
+            os.close(cwd_fd)
+        if result.exit_code == 125 and refused_marker in result.output.splitlines():
+            return ToolOutcome.failure(
+                f"Not run: unsafe-path: {shown(ctx.root, cwd)}: this folder was swapped for a symbolic link "
+                "(or moved) as the command started; nothing was run"
+            )
         if result.timed_out:
             head = f"timed out after {timeout_ms} ms: the command and everything it started were killed"
         elif result.signal is not None:
