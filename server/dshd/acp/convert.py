@@ -24,6 +24,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
+from dshd.api.words import goal_for_people
 from dshd.errors import DshError
 
 # ---- plan mode as ACP session modes (and the `mode` config option kept in step) ------
@@ -93,8 +94,12 @@ def goal_capability() -> dict[str, Any]:
 
 def goal_meta(view: Any) -> dict[str, Any] | None:
     """The goal as a client sees it (dshd's GoalView: id, revision, objective, phase,
-    maxRounds, roundsStarted, roundsLeft, activation, ...); None when there is none."""
-    return None if view is None else view.to_dict()
+    maxRounds, roundsStarted, roundsLeft, activation, ..., and what people read: status,
+    actions, the same words as the LSP door's); None when there is none. ``view`` is a
+    GoalView or its wire dict (a session list row)."""
+    if view is None:
+        return None
+    return goal_for_people(view if isinstance(view, dict) else view.to_dict())
 
 
 def goal_update(view: Any, op: str | None = None, revision: int | None = None) -> SessionInfoUpdate:

@@ -207,7 +207,7 @@ class AcpDoor:
                 cwd=str(self.root),
                 title=shown(entry["title"]) if isinstance(entry.get("title"), str) else None,
                 updated_at=entry.get("updatedAt"),
-                field_meta={"goal": entry.get("goal")},
+                field_meta={"goal": goal_meta(entry.get("goal"))},
             )
             for entry in self._workspace.list_sessions()
         ]
