@@ -73,6 +73,7 @@ async def test_approve_exits_plan_mode_at_the_next_step_silently(workspace, daem
     [result_event] = exit_results(events)
     assert result_event["data"]["ok"] is True
     assert json.loads(result_event["data"]["content"]) == {"approved": True}
+    assert result_event["data"]["review"] == {"outcome": "approved"}  # P-20: the outcome as data
 
     headers = of_type(events, "request/header")
     assert [h["data"]["planActive"] for h in headers] == [True, False]
@@ -123,6 +124,7 @@ async def test_revise_returns_feedback_with_each_commented_line(workspace, daemo
         assert f"Line {comment['line']}: {plan_lines[comment['line'] - 1]}" in content
         assert comment["text"] in content
     assert "keep planning" in content.lower()
+    assert result_event["data"]["review"] == {"outcome": "revise", "feedback": feedback, "comments": comments}
     # Plan mode stays on: no plan/mode false, the next request still plans.
     assert [m["data"] for m in of_type(events, "plan/mode")] == [{"active": True}]
     assert [h["data"]["planActive"] for h in of_type(events, "request/header")] == [True, True]
@@ -142,6 +144,7 @@ async def test_no_questions_capability_fails_closed(workspace, daemons):
     assert result_event["data"]["ok"] is False
     assert "could not be reviewed" in result_event["data"]["content"]
     assert "/plan off" in result_event["data"]["content"]
+    assert result_event["data"]["review"] == {"outcome": "failed"}
     assert [m["data"] for m in of_type(events, "plan/mode")] == [{"active": True}]
     assert await client.request("dsh/plan/get", {"agentId": agent}) == {"active": True}
 
