@@ -9,6 +9,7 @@ numbers in any text: they stay in the fields of detail views.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from dshd.folds.goal_phases import offered_ops
@@ -195,12 +196,17 @@ def _budget_left(view: dict[str, Any]) -> bool:
 def goal_actions(view: dict[str, Any] | None) -> list[dict[str, str]]:
     """The goal actions the daemon accepts now, ``[{id, label}]`` in a fixed order (the
     phase table of ``folds/goal_phases.py``; anything else is ``invalid-transition``)."""
-    ops = offered_ops(
-        view.get("phase") if view else None,
-        armed=bool(view) and view.get("activation") == "armed",
-        budget_left=bool(view) and _budget_left(view),
-    )
-    return [{"id": op, "label": GOAL_ACTION_LABELS[op]} for op in ops]
+    if not view:
+        return list(_actions_for(None, False, False))
+    return list(_actions_for(view.get("phase"), view.get("activation") == "armed", _budget_left(view)))
+
+
+@functools.lru_cache(maxsize=64)
+def _actions_for(phase: str | None, armed: bool, budget_left: bool) -> tuple[dict[str, str], ...]:
+    """Made once per state (a listing of 1,000 goals asks 1,000 times); the dicts are shared
+    by every answer, so nothing may change them (the wire encoder only reads)."""
+    ops = offered_ops(phase, armed=armed, budget_left=budget_left)
+    return tuple({"id": op, "label": GOAL_ACTION_LABELS[op]} for op in ops)
 
 
 NO_GOAL_STATUS = {
@@ -269,4 +275,23 @@ def goal_for_people(view: dict[str, Any]) -> dict[str, Any]:
     """A wire GoalView with what people read added: ``status`` and ``actions``. The doors
     send every GoalView through this, so the editors render these and recompute nothing."""
     plain = {k: v for k, v in view.items() if k not in ("status", "actions")}
-    return {**plain, "status": goal_status(plain), "actions": goal_actions(plain)}
+    reason = plain.get("blockedReason")
+    key = tuple(plain.get(k) for k in _STATUS_KEYS) + (
+        (reason.get("code"), reason.get("message")) if isinstance(reason, dict) else None,
+    )
+    return {**plain, "status": _status_for(key), "actions": goal_actions(plain)}
+
+
+# What the words read of a GoalView (blockedReason besides): the cache key of _status_for.
+_STATUS_KEYS = ("objective", "phase", "maxRounds", "roundsStarted", "roundsLeft", "tokensUsed", "maxTokens", "activation")
+
+
+@functools.lru_cache(maxsize=4096)
+def _status_for(key: tuple) -> dict[str, Any]:
+    """goal_status, made once per distinct goal: a listing of 1,000 sessions with goals asks
+    for the same words at every list. Shared by every answer: nothing may change it."""
+    *values, reason = key
+    view = {k: v for k, v in zip(_STATUS_KEYS, values) if v is not None}
+    if reason is not None:
+        view["blockedReason"] = {"code": reason[0], "message": reason[1]}
+    return goal_status(view)
