@@ -188,6 +188,11 @@ def test_partial_plan_and_waiting_tool_call_words(editor):
     assert editor.lua(fmt, {**call, "waitingFor": "Edit a.txt · allow?"})[2] == \
         "  ⏸ waiting for you: Edit a.txt · allow? · ga or :Dsh answer opens it"
     assert not any("waiting" in l for l in editor.lua(fmt, call))
+    # The daemon's own "waiting" (its approval is open): said in the head, once.
+    waiting = {**call, "status": "waiting"}
+    assert editor.lua(fmt, waiting)[1] == "▸ Edit a.txt ⏸ waiting for you"
+    both = editor.lua(fmt, {**waiting, "waitingFor": "Edit a.txt · allow?"})
+    assert both[1] == "▸ Edit a.txt ⏸" and sum("waiting for you" in l for l in both) == 1
 
 
 def test_statusline_shows_plan_mode_and_a_busy_mark(editor):

@@ -442,7 +442,9 @@ class AssistantMessageChatItem:
 class ToolCallChatItem:
     """A tool call, its arguments and, once it ran, its result. ``title`` says what it
     does in words ("Read src/a.py"). While ``partial``, ``argumentsText`` holds the JSON
-    arguments received so far and ``arguments`` is absent."""
+    arguments received so far and ``arguments`` is absent. ``status`` ``waiting``: its
+    approval is open, nothing runs until the person decides (then ``running``, or
+    ``failed`` when refused)."""
 
     id: NonBlankText
     kind: Literal["tool-call"]
@@ -455,7 +457,7 @@ class ToolCallChatItem:
     title: str
     arguments: dict[str, Any] | None = None
     arguments_text: str | None = None
-    status: Literal["running", "ok", "failed"]
+    status: Literal["running", "waiting", "ok", "failed"]
     result: str | None = None
     partial: bool
     discarded: bool | None = None  # only ever true

@@ -62,3 +62,85 @@ async def test_goal_line_says_the_goals_final_tokens(workspace: Path, daemons) -
     reopened = await call(client, "dsh/session/open", {"sessionId": sid, "reload": True})
     again = await call(client, "dsh/chat/get", {"agentId": reopened["agentId"]})
     assert next(i for i in again["items"] if i["kind"] == "goal" and i["op"] == "complete") == line
+
+
+class DecidingPerson:
+    """Answers dsh/permission/ask when the test says so: ``asked`` is set when the request
+    arrives, ``decide(outcome)`` answers it."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self._answer: asyncio.Future | None = None
+
+    async def __call__(self, params: dict) -> dict:
+        self._answer = asyncio.get_running_loop().create_future()
+        self.asked.set()
+        return {"outcome": await self._answer}
+
+    def decide(self, outcome: str) -> None:
+        assert self._answer is not None
+        self._answer.set_result(outcome)
+
+
+def approvals_workspace(root: Path) -> None:
+    edit = {"name": "edit_file", "arguments": {"path": "src/app.py", "oldText": "'hi'", "newText": "'hello'"}}
+    write_workspace(root, replies=[{"toolCalls": [edit]}, {"text": "done"}], plugins=["plan", "goals", "tools"])
+    (root / "src").mkdir(exist_ok=True)
+    (root / "src" / "app.py").write_text("print('hi')\n")
+
+
+async def edit_item(client, agent: str) -> dict:
+    whole = await call(client, "dsh/chat/get", {"agentId": agent})
+    [item] = [i for i in whole["items"] if i["kind"] == "tool-call" and i["name"] == "edit_file"]
+    return item
+
+
+async def test_a_tool_call_waits_for_its_approval_then_runs(workspace: Path, daemons) -> None:
+    approvals_workspace(workspace)
+    daemons.trusted = True
+    person = DecidingPerson()
+    client = await daemons.start(approve=person)
+    created = await call(client, "dsh/session/create", {})
+    agent = created["agentId"]
+    await call(client, "dsh/chat/get", {"agentId": agent})  # subscribes to the upserts
+    prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "say hello"}))
+    await asyncio.wait_for(person.asked.wait(), 10)
+    await asyncio.sleep(0.2)
+    # While the person is asked: the item waits for them, and so does the agent's activity.
+    assert (await edit_item(client, agent))["status"] == "waiting"
+    assert chat_items(client, agent, "tool-call")[-1]["status"] == "waiting"
+    activity = [n["params"] for n in client.notifications if n["method"] == "dsh/agent/activity"]
+    assert activity[-1]["activity"] == "waiting"
+    assert (workspace / "src" / "app.py").read_text() == "print('hi')\n"  # nothing ran
+
+    person.decide("allow-once")
+    assert (await asyncio.wait_for(prompt, 10))["stopReason"] == "end-turn"
+    await asyncio.sleep(0.1)
+    assert (workspace / "src" / "app.py").read_text() == "print('hello')\n"
+    statuses = [i["status"] for i in chat_items(client, agent, "tool-call") if i["name"] == "edit_file" and not i["partial"]]
+    # "running" from its call until the approval is asked (no approval known yet), then
+    # waiting until the decision, running, ok: never "running" while the person is asked.
+    assert statuses[statuses.index("waiting"):] == ["waiting", "running", "ok"]
+    assert (await edit_item(client, agent))["status"] == "ok"
+
+
+async def test_a_refused_call_goes_from_waiting_to_failed(workspace: Path, daemons) -> None:
+    approvals_workspace(workspace)
+    daemons.trusted = True
+    person = DecidingPerson()
+    client = await daemons.start(approve=person)
+    created = await call(client, "dsh/session/create", {})
+    agent = created["agentId"]
+    prompt = asyncio.ensure_future(client.request("dsh/agent/prompt", {"agentId": agent, "text": "say hello"}))
+    await asyncio.wait_for(person.asked.wait(), 10)
+    # The chat's first read comes while the approval is open (built from the log, which
+    # holds no ask): the item waits all the same.
+    assert (await edit_item(client, agent))["status"] == "waiting"
+
+    person.decide("reject")
+    await asyncio.wait_for(prompt, 10)
+    await asyncio.sleep(0.1)
+    assert (workspace / "src" / "app.py").read_text() == "print('hi')\n"
+    statuses = [i["status"] for i in chat_items(client, agent, "tool-call") if i["name"] == "edit_file"]
+    assert statuses and "running" not in statuses and statuses[-1] == "failed"
+    assert (await edit_item(client, agent))["status"] == "failed"

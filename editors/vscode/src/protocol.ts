@@ -379,7 +379,7 @@ export interface ChatGoalRound {
   maxRounds?: number;
 }
 /**
- * A tool call, its arguments and, once it ran, its result. ``title`` says what it does in words ("Read src/a.py"). While ``partial``, ``argumentsText`` holds the JSON arguments received so far and ``arguments`` is absent.
+ * A tool call, its arguments and, once it ran, its result. ``title`` says what it does in words ("Read src/a.py"). While ``partial``, ``argumentsText`` holds the JSON arguments received so far and ``arguments`` is absent. ``status`` ``waiting``: its approval is open, nothing runs until the person decides (then ``running``, or ``failed`` when refused).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "ToolCallChatItem".
@@ -411,7 +411,7 @@ export interface ToolCallChatItem {
   title: string;
   arguments?: {};
   argumentsText?: string;
-  status: "running" | "ok" | "failed";
+  status: "running" | "waiting" | "ok" | "failed";
   result?: string;
   partial: boolean;
   discarded?: boolean;

@@ -73,7 +73,7 @@ function renderBusy(): void {
 
 // ---- items ------------------------------------------------------------------------------
 
-const STATUS_MARK: Record<string, string> = { running: '…', ok: '✓', failed: '✗' };
+const STATUS_MARK: Record<string, string> = { running: '…', waiting: '⏸', ok: '✓', failed: '✗' };
 
 function renderItem(item: ChatItem): HTMLElement | undefined {
   switch (item.kind) {
@@ -95,6 +95,8 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
       const e = el('details', `item tool status-${item.status}${item.discarded ? ' discarded' : ''}`);
       const summary = el('summary');
       summary.append(el('span', 'mark', STATUS_MARK[item.status] ?? '•'), el('span', 'title', item.title));
+      // Its approval is open: nothing runs until the person decides.
+      if (item.status === 'waiting') summary.append(el('span', 'waiting', ' waiting for you'));
       e.append(summary);
       const args = item.arguments !== undefined ? JSON.stringify(item.arguments, null, 2) : item.argumentsText;
       if (args) { e.append(el('div', 'section-label', 'Arguments'), el('pre', 'args', args)); }

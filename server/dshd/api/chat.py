@@ -119,7 +119,7 @@ class AssistantMessageItem(_Streamed, tag="assistant-message", kw_only=True):
     usage: Usage | None = None
 
 
-ToolStatus = Literal["running", "ok", "failed"]
+ToolStatus = Literal["running", "waiting", "ok", "failed"]  # waiting: for the person's approval
 
 
 class ToolCallItem(_Streamed, tag="tool-call", kw_only=True):
@@ -630,6 +630,8 @@ class ChatProjection:
             feedback=feedback, tool_item_id=self._calls.get((turn, call_id)), text=words.permission_text(tool, outcome, by, feedback),
         )  # fmt: skip
         self._put(item, changed)
+        if outcome.startswith("allow"):
+            changed += self.call_started(call_id)
 
     # plan/mode
     def _plan_mode(self, seq, at, turn, data, changed) -> None:
@@ -730,6 +732,33 @@ class ChatProjection:
                 else:
                     item = msgspec.structs.replace(item, partial=False, discarded=True)
                 self._put(item, changed, durable=False)
+
+    # ---- approvals (live: the log holds only their decisions) ------------------------------
+
+    def _waiting_item(self, call_id: str) -> ToolCallItem | None:
+        for (_turn, open_call), item_id in self._calls.items():
+            item = self._items.get(item_id)
+            if open_call == call_id and isinstance(item, ToolCallItem):
+                return item
+        return None
+
+    def call_waiting(self, call_id: str) -> list[ChatItem]:
+        """A tool call's approval opened: its item waits for the person, it is not running."""
+        item = self._waiting_item(call_id)
+        if item is None or item.status != "running":
+            return []
+        changed: list[ChatItem] = []
+        self._put(msgspec.structs.replace(item, status="waiting"), changed)
+        return changed
+
+    def call_started(self, call_id: str) -> list[ChatItem]:
+        """The call was allowed and runs now (a refused one stays waiting until its result)."""
+        item = self._waiting_item(call_id)
+        if item is None or item.status != "waiting":
+            return []
+        changed: list[ChatItem] = []
+        self._put(msgspec.structs.replace(item, status="running"), changed)
+        return changed
 
     # ---- deltas -------------------------------------------------------------------------
 

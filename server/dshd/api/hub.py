@@ -125,7 +125,10 @@ class Hub:
             add_activity_listener(lambda state: self._call("activity_changed", agent, state))
         add_tool_start_listener = getattr(agent, "add_tool_start_listener", None)
         if add_tool_start_listener is not None:
-            add_tool_start_listener(lambda call_id: self._call("tool_started", agent, call_id))
+            add_tool_start_listener(lambda call_id: self._on_tool_started(feed, call_id))
+        activity = getattr(agent, "activity", None)
+        if hasattr(activity, "add_call_listener"):
+            agent.on_close(activity.add_call_listener(lambda call_id, waiting: self._on_call_waiting(feed, call_id, waiting)))
         plan = agent.features.get(PlanModeController)
         if plan is not None:
             agent.on_close(plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
@@ -198,6 +201,10 @@ class Hub:
                     self._chat_event(feed, news)
             else:
                 self._chat_delta(feed, news)
+        # The approvals open now (never logged): their calls' items wait for the person.
+        for call_id in list(getattr(getattr(feed.agent, "activity", None), "waiting_calls", ())):
+            for item in projection.call_waiting(call_id):
+                self._upsert(feed, item)
         for limit, answer in feed.first_pages:
             if not answer.done():
                 answer.set_result(projection.page(0, limit))
@@ -290,6 +297,18 @@ class Hub:
             feed.held.append((False, delta))
         else:
             feed.running.append(delta)
+
+    def _on_tool_started(self, feed: _Feed, call_id: str) -> None:
+        self._call("tool_started", feed.agent, call_id)
+        if feed.chat is not None:
+            for item in feed.chat.call_started(call_id):
+                self._upsert(feed, item)
+
+    def _on_call_waiting(self, feed: _Feed, call_id: str, waiting: bool) -> None:
+        # Only the opening changes an item: the call's start or result ends the wait.
+        if waiting and feed.chat is not None:
+            for item in feed.chat.call_waiting(call_id):
+                self._upsert(feed, item)
 
     def _chat_event(self, feed: _Feed, data: dict[str, Any]) -> None:
         for item in feed.chat.apply_event(data):

@@ -54,7 +54,7 @@ def settled(item: dict[str, Any]) -> bool:
     if item.get("partial"):
         return False
     if item.get("kind") == "tool-call":
-        return item.get("status") != "running"
+        return item.get("status") not in ("running", "waiting")  # waiting: for its approval
     if item.get("kind") == "plan-review":
         return item.get("outcome") != "pending"
     return True
@@ -62,7 +62,7 @@ def settled(item: dict[str, Any]) -> bool:
 
 def closing(item: dict[str, Any]) -> list[str]:
     kind = item.get("kind")
-    if kind == "tool-call" and item.get("status") != "running":
+    if kind == "tool-call" and item.get("status") not in ("running", "waiting"):
         verdict = "discarded (the turn ended first)" if item.get("discarded") else item["status"]
         result = clip((item.get("result") or "").replace("\n", " ⏎ "), 160)
         return _tag("tool", f"{verdict}: {result}" if result else verdict)

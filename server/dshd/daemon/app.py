@@ -192,7 +192,7 @@ class DshDaemon(DshServer):
         self._notify(agent, "dsh/agent/activity", state.to_dict())
 
     def tool_started(self, agent, call_id: str) -> None:
-        pass  # a chat's tool-call item is "running" from its call to its result already
+        pass  # the chat's tool-call item follows it (waiting -> running), through the hub's upserts
 
     def plan_view(self, agent) -> Any:
         plan = agent.features.get(PlanModeController)

@@ -31,7 +31,7 @@ export function itemMarkdown(item: ChatItem): string | undefined {
     case 'assistant-message':
       return `**Agent:**${item.discarded ? ' _(not kept: the turn ended before this reply was complete)_' : ''}\n\n${item.text}${item.partial ? ' …' : ''}`;
     case 'tool-call': {
-      const head = `→ **${escapeInline(item.title)}** (${item.status})`;
+      const head = `→ **${escapeInline(item.title)}** (${item.status === 'waiting' ? 'waiting for you' : item.status})`;
       return item.result === undefined ? head : `${head}\n\n${fenced(clip(item.result))}`;
     }
     case 'plan-review': {

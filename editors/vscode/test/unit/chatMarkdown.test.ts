@@ -30,6 +30,11 @@ test('a tool result holding backticks stays inside its fence; names are escaped'
   assert.match(md, /^→ \*\*Run \\`ls \\\*\\`\*\* \(ok\)\n\n````text\na ```b``` c\n````$/);
 });
 
+test('a tool call waiting for its approval says it waits for the person', () => {
+  const tool: ChatItem = { kind: 'tool-call', id: 't', callId: 'c', name: 'edit_file', title: 'Edit a.txt', status: 'waiting', partial: false };
+  assert.equal(itemMarkdown(tool), '→ **Edit a.txt** (waiting for you)');
+});
+
 test('every fixture exports without losing an item kind', () => {
   for (const f of fs.readdirSync(DIR).filter((n) => n.endsWith('.json'))) {
     for (const item of items(f.slice(0, -5))) assert.ok(itemMarkdown(item) !== undefined, `${f}: ${item.kind}`);

@@ -4,8 +4,9 @@ local text = require('dsh.chat.text')
 
 local M = { kinds = { 'tool-call' } }
 
-M.marks = { running = '⋯', ok = '✓', failed = '✗' }
-local status_hl = { running = 'DiagnosticInfo', failed = 'DiagnosticError' }
+-- waiting: its approval is open, nothing runs until the person decides.
+M.marks = { running = '⋯', waiting = '⏸ waiting for you', ok = '✓', failed = '✗' }
+local status_hl = { running = 'DiagnosticInfo', waiting = 'DiagnosticWarn', failed = 'DiagnosticError' }
 
 -- What the call is about first (the path, the command), the bulk after.
 local key_rank = { path = 1, pattern = 2, command = 3, cwd = 4, oldText = 5, newText = 6, content = 7 }
@@ -34,7 +35,11 @@ local function argument_lines(arguments)
 end
 
 function M.format(item, prev)
-  local head = ('▸ %s %s'):format(tostring(item.title or item.name), M.marks[item.status] or '')
+  local mark = M.marks[item.status] or ''
+  if item.status == 'waiting' and type(item.waitingFor) == 'string' then
+    mark = '⏸' -- the line below says it in words, with how to answer
+  end
+  local head = ('▸ %s %s'):format(tostring(item.title or item.name), mark)
   if item.discarded then
     head = head .. ' (not run: the turn ended first)'
   end
