@@ -176,11 +176,22 @@ class SessionEvent:
 
 
 @attrs.frozen(kw_only=True)
+class SessionRefusal:
+    """Why a listed session cannot be opened: a link, or something other than a regular
+    file or folder, where a session file or folder belongs (kind ``unsafe-path``)."""
+
+    kind: Literal["unsafe-path"]
+    path: NonBlankText  # the refused entry
+    reason: NonBlankText  # e.g. "is a symbolic link"
+
+
+@attrs.frozen(kw_only=True)
 class SessionSummary:
     session_id: SessionId
-    title: str | None  # nullable: null when the session was created without a title
+    title: str | None  # nullable: null when the session was created without a title (at most 200 characters)
     updated_at: Timestamp
     goal: GoalView | None = None  # absent when the session has no goal
+    refused: SessionRefusal | None = None  # present only when the session cannot be opened
 
 
 @attrs.frozen(kw_only=True)

@@ -1278,6 +1278,24 @@ export interface SessionSummary {
    */
   updatedAt: string;
   goal?: GoalView;
+  refused?: SessionRefusal;
+}
+/**
+ * Why a listed session cannot be opened: a link, or something other than a regular file or folder, where a session file or folder belongs (kind ``unsafe-path``).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "SessionRefusal".
+ */
+export interface SessionRefusal {
+  kind: "unsafe-path";
+  /**
+   * a non-blank string
+   */
+  path: string;
+  /**
+   * a non-blank string
+   */
+  reason: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
