@@ -822,7 +822,8 @@ def test_chat_buffer_sends_the_prompt_and_shows_the_turn(tmp_path, editors):
     text = "\n".join(lines)
     assert "## You\nwhere does the client send requests?\n" in text
     assert "## dsh\nI will look first.\n" in text
-    assert "▸ no_such_tool ✗" in text
+    # An unknown tool reads as its name and a short summary of its arguments.
+    assert "▸ no_such_tool path=http/client.py ✗" in text
     assert "Done: nothing to change." in text
     assert lines[-1] == ""  # the prompt area, empty again
     # The tool call's arguments and result are folded under its line.
