@@ -371,31 +371,36 @@ class Folders:
         self._fds[parts] = fd
         return fd
 
-    def entry(self, rel: str) -> os.stat_result | None:
-        """The entry at ``rel`` (relative to the root, no ``..``) if it is really there
-        inside the workspace, reached through plain folders; else None."""
+    def _place(self, rel: str) -> tuple[int, str] | None:
+        """The handle of the folder holding ``rel`` (relative to the root, no ``..``) and
+        the entry's name in it, reached through plain folders; else None."""
         parts = tuple(p for p in rel.split("/") if p not in ("", "."))
         if not parts or ".." in parts:
             return None
         folder = self.folder(parts[:-1])
-        if folder is None:
+        return None if folder is None else (folder, parts[-1])
+
+    def entry(self, rel: str) -> os.stat_result | None:
+        """The entry at ``rel`` (relative to the root, no ``..``) if it is really there
+        inside the workspace, reached through plain folders; else None."""
+        place = self._place(rel)
+        if place is None:
             return None
+        folder, name = place
         try:
-            return os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+            return os.stat(name, dir_fd=folder, follow_symlinks=False)
         except OSError:
             return None
 
     def read(self, rel: str, cap: int) -> bytes | None:
         """The regular file at ``rel`` (at most ``cap`` bytes), through the handles; None
         when it is not a regular file inside the workspace or is over the cap."""
-        parts = tuple(p for p in rel.split("/") if p not in ("", "."))
-        if not parts or ".." in parts:
+        place = self._place(rel)
+        if place is None:
             return None
-        folder = self.folder(parts[:-1])
-        if folder is None:
-            return None
+        folder, name = place
         try:
-            fd = os.open(parts[-1], READ_FLAGS, dir_fd=folder)
+            fd = os.open(name, READ_FLAGS, dir_fd=folder)
         except OSError:
             return None
         try:
