@@ -252,6 +252,15 @@ end
 local function notify(message, level)
   require('dsh.errors').notify(message, level or levels.INFO)
 end
+-- The round budget a person typed, when it is a positive whole number; else nil.
+local function whole_rounds(text)
+  local n = tonumber(text)
+  if n and n >= 1 and n == math.floor(n) then
+    return n
+  end
+  return nil
+end
+
 local function fail(message)
   require('dsh.errors').notify(message)
 end
@@ -677,8 +686,8 @@ M.actions = {
           if rounds == nil then
             return
           end
-          local max_rounds = tonumber(rounds)
-          if not max_rounds or max_rounds < 1 or max_rounds ~= math.floor(max_rounds) then
+          local max_rounds = whole_rounds(rounds)
+          if not max_rounds then
             return fail(('%q is not a positive whole number of rounds'):format(rounds))
           end
           local changes = {}
@@ -812,8 +821,8 @@ function M.ask_goal(done)
         if rounds == nil then
           return
         end
-        local max_rounds = tonumber(rounds)
-        if not max_rounds or max_rounds < 1 or max_rounds ~= math.floor(max_rounds) then
+        local max_rounds = whole_rounds(rounds)
+        if not max_rounds then
           return fail(('%q is not a positive whole number of rounds'):format(rounds))
         end
         vim.ui.input({ prompt = 'Token budget (like 200k; empty: none): ' }, function(tokens)
