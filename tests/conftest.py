@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from pathlib import Path
+
+EDITORS = Path(__file__).resolve().parent / "editors"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -18,3 +21,10 @@ def no_user_config(tmp_path_factory):
         os.environ.pop("XDG_CONFIG_HOME", None)
     else:
         os.environ["XDG_CONFIG_HOME"] = before
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers by place: everything under tests/editors/ drives a real editor."""
+    for item in items:
+        if EDITORS in item.path.parents:
+            item.add_marker(pytest.mark.editor)

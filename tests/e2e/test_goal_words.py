@@ -2,7 +2,7 @@
 tone, usage, detail) and ``actions`` (the ones it accepts now), in the daemon's words, so
 the editors only render them. Checked on the real daemon over stdio: request results,
 ``dsh/goal/changed`` notices and ``dsh/session/list`` rows; an action left out is
-refused, an offered one accepted (tests/test_goal_status.py checks every phase)."""
+refused, an offered one accepted (tests/api/test_goal_status.py checks every phase)."""
 
 from __future__ import annotations
 

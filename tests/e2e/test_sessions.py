@@ -361,7 +361,7 @@ async def test_fork_at_every_seq_folds_to_the_sources_state(workspace, daemons):
         assert await client.request("dsh/plan/get", {"agentId": fork["agentId"]}) == {"active": plan}, at_seq
         got = await client.request("dsh/goal/get", {"agentId": fork["agentId"]})
         if got is not None:
-            # The words people read are the daemon's own (tests/test_goal_status.py checks
+            # The words people read are the daemon's own (tests/api/test_goal_status.py checks
             # them per phase); the fold's part must equal the one derived from the log.
             assert got.pop("status")["text"] and got.pop("actions") is not None, at_seq
         assert got == goal, at_seq

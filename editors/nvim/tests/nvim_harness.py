@@ -1,4 +1,4 @@
-"""Drive a real headless Neovim with the dsh plugin loaded (used by tests/test_nvim_*.py).
+"""Drive a real headless Neovim with the dsh plugin loaded (used by tests/editors/nvim/test_nvim_*.py).
 
 Neovim runs as `nvim --embed --headless --clean` under pynvim; the plugin is put on
 the runtimepath exactly as a plugin manager would. Nothing of the plugin is replaced:

@@ -1,5 +1,5 @@
 -- The dshd wire protocol, version 1: every method name this plugin
--- sends or handles. tests/test_nvim_protocol.py checks these lists against the
+-- sends or handles. tests/editors/nvim/test_nvim_protocol.py checks these lists against the
 -- protocol's JSON Schema and against the method names used in the plugin's sources.
 local M = {}
 

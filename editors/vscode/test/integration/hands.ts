@@ -1,5 +1,5 @@
 // A person's hands (questions that never take stray keys, states that are true, sessions that come
-// back), in a real VS Code against the real dshd and a real HTTP model peer: tests/test_vscode.py
+// back), in a real VS Code against the real dshd and a real HTTP model peer: tests/editors/vscode/test_vscode.py
 // starts a loopback server speaking OpenAI's streaming Chat Completions and scripts its replies,
 // some of them slow (a plan that takes seconds to arrive, a tool call after a slow sentence), so
 // that a question opens while the person is typing. The tests run in the script's order.

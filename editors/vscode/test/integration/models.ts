@@ -1,5 +1,5 @@
 // A real provider in a real VS Code: the workspace's settings point dshd at a loopback HTTP server
-// that speaks OpenAI's streaming Chat Completions (tests/test_vscode.py starts it and scripts its
+// that speaks OpenAI's streaming Chat Completions (tests/editors/vscode/test_vscode.py starts it and scripts its
 // replies: a slow stream, a goal round with usage, a 401). The model settings reach the daemon as
 // initializationOptions.config; the key comes from the environment variable they name.
 import * as assert from 'node:assert/strict';
