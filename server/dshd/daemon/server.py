@@ -207,23 +207,18 @@ class DshServer(LanguageServer):
     def report_server_error(self, error: Exception, source) -> None:
         logger.error("server error (%s): %s", getattr(source, "__name__", source), error)
 
+    @property
+    def exit_code(self) -> int:
+        """LSP's rule: 0 only when ``exit`` came after ``shutdown``."""
+        return 0 if self.shutdown_requested and self.exit_requested else 1
+
     def connection_lost(self) -> None:
         if self._done is not None:
             self._done.set()
 
     async def serve_stdio(self, stdin, stdout) -> None:
-        self._done = asyncio.Event()
-        self._stop_event = threading.Event()
-        self.protocol.set_writer(transport.StdoutWriter(stdout))
         reader = await stdio.open_stdin_reader(stdin)
-        read_task = asyncio.ensure_future(
-            transport.read_messages(reader, self._on_message, self._on_bad_message)
-        )
-        done_task = asyncio.ensure_future(self._done.wait())
-        await asyncio.wait({read_task, done_task}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (read_task, done_task):
-            task.cancel()
-        await self.on_stop()
+        await serve_connection(self, reader, transport.StdoutWriter(stdout))
 
     async def on_stop(self) -> None:
         """Hook for subclasses: close sessions (writes checkpoints, releases locks)."""
@@ -293,6 +288,29 @@ class DshServer(LanguageServer):
             )
 
 
+async def serve_connection(server: DshServer, reader: asyncio.StreamReader, writer: Any) -> None:
+    """Serve one connection: LSP-framed JSON-RPC read from ``reader``, answers and
+    notifications written to ``writer`` (stdio today, a Unix socket connection of the
+    shared daemon). ``writer`` is an :class:`asyncio.StreamWriter` or anything with
+    ``write(bytes)`` and ``close()`` (:class:`transport.StdoutWriter`). Returns on
+    ``exit``, end of input, or a lost peer, after ``server.on_stop()``; the LSP exit code
+    is then ``server.exit_code``. One server object serves one connection."""
+    server._done = asyncio.Event()
+    server._stop_event = threading.Event()
+    if isinstance(writer, asyncio.StreamWriter):
+        writer = transport.StreamFrameWriter(writer)
+    server.protocol.set_writer(writer)
+    read_task = asyncio.ensure_future(transport.read_messages(reader, server._on_message, server._on_bad_message))
+    done_task = asyncio.ensure_future(server._done.wait())
+    try:
+        await asyncio.wait({read_task, done_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (read_task, done_task):
+            task.cancel()
+        await server.on_stop()
+        writer.close()
+
+
 def run_stdio(server: DshServer) -> int:
     """Serve stdio until ``exit`` or EOF; return the LSP exit code."""
     stdin, stdout = stdio.stdio_streams()
@@ -300,4 +318,4 @@ def run_stdio(server: DshServer) -> int:
         asyncio.run(server.serve_stdio(stdin, stdout))
     except KeyboardInterrupt:
         pass
-    return 0 if server.shutdown_requested and server.exit_requested else 1
+    return server.exit_code

@@ -46,6 +46,24 @@ class StdoutWriter:
             pass
 
 
+class StreamFrameWriter:
+    """The same over an asyncio stream (a socket connection): ``write`` queues the frame
+    in the transport without blocking the loop; a peer gone away is BrokenPipeError, as
+    on a pipe."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if self._writer.is_closing():
+            raise BrokenPipeError("the connection is closed")
+        self._writer.write(data)
+
+    def close(self) -> None:
+        if not self._writer.is_closing():
+            self._writer.close()
+
+
 async def read_messages(
     reader: asyncio.StreamReader,
     on_message: Callable[[dict[str, Any]], None],
