@@ -8,7 +8,9 @@
 // reason reaches the model). Closing any of these windows decides nothing: the request stays
 // in the chat and the status until it is answered. Fail closed: a withdrawn request
 // (`$/cancelRequest`: timeout, cancel) or a lost daemon never allow, and every window of a
-// request closes when it ends, however it ends.
+// request closes when it ends, however it ends. Several clients may be attached to the session: the
+// first answer counts, and a request answered in another one (`dsh/question/resolved`) closes here
+// with no answer from this window.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -25,8 +27,9 @@ type PermissionAnswer = PermissionAskResult;
 
 export class PermissionRequest {
   readonly id: string;
-  private settle!: (a: PermissionAnswer) => void;
-  readonly answer: Promise<PermissionAnswer>;
+  /** undefined: this window gives no answer (withdrawn, answered elsewhere, the daemon lost). */
+  private settle!: (a: PermissionAnswer | undefined) => void;
+  readonly answer: Promise<PermissionAnswer | undefined>;
   settled = false;
   /** The documents of its diff (before, after; or the diff itself when it does not apply). */
   uris: vscode.Uri[] = [];
@@ -37,7 +40,7 @@ export class PermissionRequest {
     this.answer = new Promise((resolve) => { this.settle = resolve; });
   }
 
-  finish(a: PermissionAnswer): void {
+  finish(a: PermissionAnswer | undefined): void {
     if (this.settled) return;
     this.settled = true;
     this.settle(a);
@@ -97,11 +100,11 @@ export class Approvals implements vscode.Disposable {
     return [...this.open.values()].pop();
   }
 
-  /** Answers one `dsh/permission/ask`. */
-  async ask(params: PermissionAsk, token: vscode.CancellationToken): Promise<PermissionAnswer> {
+  /** Answers one `dsh/permission/ask`; undefined when this window gives no answer (withdrawn, answered elsewhere). */
+  async ask(params: PermissionAsk, token: vscode.CancellationToken): Promise<PermissionAnswer | undefined> {
     const request = new PermissionRequest(params, ++this.count);
-    if (token.isCancellationRequested) return { outcome: 'reject' };
-    const withdrawn = token.onCancellationRequested(() => request.finish({ outcome: 'reject' }));
+    if (token.isCancellationRequested) return undefined;
+    const withdrawn = token.onCancellationRequested(() => request.finish(undefined));
     this.open.set(request.id, request);
     try {
       await this.setContext();
@@ -228,8 +231,19 @@ export class Approvals implements vscode.Disposable {
     void this.decide(this.open.get(requestId), outcome, outcome === 'reject' ? feedback ?? '' : undefined);
   }
 
+  /**
+   * Another client answered the request of this tool call first: it ends here unanswered and its
+   * windows close. The request's title when it was open here (undefined: nothing was open).
+   */
+  resolvedElsewhere(callId: string): string | undefined {
+    const r = [...this.open.values()].find((x) => x.params.callId === callId && !x.settled);
+    if (!r) return undefined;
+    r.finish(undefined);
+    return r.params.title;
+  }
+
   private async close(r: PermissionRequest): Promise<void> {
-    r.finish({ outcome: 'reject' });
+    r.finish(undefined);
     this.open.delete(r.id);
     r.picker?.hide();
     r.picker?.dispose();
@@ -244,7 +258,7 @@ export class Approvals implements vscode.Disposable {
   }
 
   /** The daemon went away: nothing it asked can be allowed any more. */
-  dismissAll(): void { for (const r of this.open.values()) r.finish({ outcome: 'reject' }); }
+  dismissAll(): void { for (const r of this.open.values()) r.finish(undefined); }
 
   dispose(): void {
     this.dismissAll();

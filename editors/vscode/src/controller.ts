@@ -20,6 +20,8 @@ import { describeExit } from './startup';
 import { GoalCommands } from './goalCommands';
 import { Transcripts } from './transcript';
 import { titleFromPrompt } from './titles';
+import { attachedStatus, resolvedWords, type AttachedClient, type QuestionResolvedParams, type SessionClientsParams } from './attached';
+import { LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
 
 const REMEMBERED_KEY = 'dsh.session';
 const WORKING_MARK = '$(sync~spin)';
@@ -46,6 +48,15 @@ export class Controller implements vscode.Disposable {
   readonly goals = new GoalCommands(this);
   readonly goalItem = vscode.window.createStatusBarItem('dsh.goal', vscode.StatusBarAlignment.Left, 100);
   readonly planItem = vscode.window.createStatusBarItem('dsh.plan', vscode.StatusBarAlignment.Left, 99);
+  /** Who else is attached to the open session (shown only when someone is). */
+  readonly clientsItem = vscode.window.createStatusBarItem('dsh.clients', vscode.StatusBarAlignment.Left, 97);
+  /**
+   * Every connection attached to each agent, as the daemon last listed them (`dsh/session/clients`);
+   * kept per agent because the list may come before the answer to `dsh/session/open`.
+   */
+  private readonly attached = new Map<string, AttachedClient[]>();
+  /** The questions another client answered first, as this window said it (tests read it). */
+  readonly resolvedElsewhere: string[] = [];
   private readonly statusChanged = new vscode.EventEmitter<void>();
   /** Fires after the status bar was redrawn (tests wait on it instead of polling the daemon). */
   readonly onDidChangeStatus = this.statusChanged.event;
@@ -87,15 +98,20 @@ export class Controller implements vscode.Disposable {
     this.planItem.command = 'dsh.plan.toggle';
     daemon.onConnection((state) => {
       this.connection = state;
-      if (state !== 'running') { this.setSession(undefined, false); this.reviews.dismissAll(); this.approvals.dismissAll(); }
+      if (state !== 'running') { this.attached.clear(); this.setSession(undefined, false); this.reviews.dismissAll(); this.approvals.dismissAll(); }
       this.render();
     });
     daemon.install((client) => {
       client.onNotification('dsh/goal/changed', (p: GoalChangedParams) => this.onGoalChanged(p));
       client.onNotification('dsh/plan/changed', (p: PlanChangedParams) => this.onPlanChanged(p));
       client.onNotification('dsh/agent/activity', (p: AgentActivityParams) => { this.daemonActivity = { agentId: p.agentId, activity: p.activity }; this.render(); });
-      client.onRequest('dsh/questions/ask', (p: QuestionsAskParams, token: vscode.CancellationToken) => this.reviews.ask(p, token));
-      client.onRequest('dsh/permission/ask', (p: PermissionAskParams, token: vscode.CancellationToken) => this.approvals.ask(p, token));
+      client.onNotification('dsh/session/clients', (p: SessionClientsParams) => this.onSessionClients(p));
+      client.onNotification('dsh/question/resolved', (p: QuestionResolvedParams) => this.onQuestionResolved(p));
+      // A question this window gives no answer to (withdrawn by the daemon, answered in another
+      // client first) is answered "cancelled": never an answer that could count.
+      const noAnswer = () => new ResponseError(LSPErrorCodes.RequestCancelled, 'no answer from this window (withdrawn or answered elsewhere)');
+      client.onRequest('dsh/questions/ask', async (p: QuestionsAskParams, token: vscode.CancellationToken) => (await this.reviews.ask(p, token)) ?? noAnswer());
+      client.onRequest('dsh/permission/ask', async (p: PermissionAskParams, token: vscode.CancellationToken) => (await this.approvals.ask(p, token)) ?? noAnswer());
     });
     daemon.onUnexpectedExit((exit) => void this.recover(exit));
     this.reviews.previousPlan = (sessionId, questionId) => this.previousPlan(sessionId, questionId);
@@ -284,6 +300,32 @@ export class Controller implements vscode.Disposable {
     if (notice) void this.notify(notice);
   }
 
+  private onSessionClients(p: SessionClientsParams): void {
+    if (typeof p.agentId !== 'string' || !Array.isArray(p.clients)) return;
+    this.attached.set(p.agentId, p.clients);
+    if (p.agentId === this.session?.agentId) this.render();
+  }
+
+  /** The clients attached to the open session with this window (empty: none known, or alone). */
+  get attachedClients(): AttachedClient[] {
+    return (this.session && this.attached.get(this.session.agentId)) || [];
+  }
+
+  /**
+   * A question got its first answer. One that is still open here was answered in another client:
+   * its windows close and one line says who answered what. One this window answered itself (or
+   * never showed) says nothing.
+   */
+  private onQuestionResolved(p: QuestionResolvedParams): void {
+    const title = p.kind === 'plan-review' ? this.reviews.resolvedElsewhere(p.questionId)
+      : p.kind === 'permission' ? this.approvals.resolvedElsewhere(p.questionId) : undefined;
+    if (title === undefined) return;
+    const line = resolvedWords(p, title);
+    this.resolvedElsewhere.push(line);
+    this.noticesShown.push(line);
+    void vscode.window.showInformationMessage(line);
+  }
+
   private onPlanChanged(p: PlanChangedParams): void {
     if (!this.session || p.agentId !== this.session.agentId) return;
     this.session.plan = p.pending === undefined ? { active: p.active } : { active: p.active, pending: p.pending };
@@ -311,6 +353,14 @@ export class Controller implements vscode.Disposable {
       this.planItem.show();
     } else {
       this.planItem.hide();
+    }
+    const others = s ? attachedStatus(this.attachedClients) : undefined;
+    if (others) {
+      this.clientsItem.text = others.text;
+      this.clientsItem.tooltip = others.tooltip;
+      this.clientsItem.show();
+    } else {
+      this.clientsItem.hide();
     }
     if (s && this.policy) {
       const p = this.policy;
@@ -351,9 +401,10 @@ export class Controller implements vscode.Disposable {
   }
 
   /** The status bar as text, for tests and the log. */
-  statusText(): { goal: string; plan: string | undefined; warning: boolean; busy: boolean; waiting: boolean } {
+  statusText(): { goal: string; plan: string | undefined; warning: boolean; busy: boolean; waiting: boolean; others: string | undefined } {
     const text = this.goalItem.text;
     return {
+      others: this.session && attachedStatus(this.attachedClients) ? this.clientsItem.text : undefined,
       goal: text.replace(` ${WORKING_MARK}`, '').replace(` ${WAITING_MARK}`, ''), plan: this.session ? this.planItem.text : undefined,
       warning: this.statusWarning, busy: text.endsWith(WORKING_MARK), waiting: text.endsWith(WAITING_MARK),
     };
@@ -544,6 +595,6 @@ export class Controller implements vscode.Disposable {
 
   /** Everything the controller made, in one place: the chat view, the feed, approvals, reviews, the status bar. */
   dispose(): void {
-    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.reviews, this.transcripts, this.goalItem, this.planItem, this.statusChanged]) d?.dispose();
+    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.clientsItem, this.reviews, this.transcripts, this.goalItem, this.planItem, this.statusChanged]) d?.dispose();
   }
 }

@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { resolveCommand } from './command';
-import { configOverrides, locateTomlKey } from './startup';
+import { configOverrides, locateTomlKey, serverArgs, type ServerMode } from './startup';
 import { PROTOCOL_VERSION, type DshMethods, type DshRequest, type DshServerCapabilities } from './protocol';
 import {
   CloseAction, ErrorAction, LanguageClient, ResponseError, State,
@@ -64,6 +64,8 @@ export class Daemon implements vscode.Disposable {
   private stopping = false;
   /** Counts starts: a request that fails after the daemon went away (or was replaced) says nothing more. */
   generation = 0;
+  /** How the last start reached dshd: the workspace's shared daemon (`connect`) or one of this window's own. */
+  mode: ServerMode = 'connect';
   /** Why the last start failed, with the fix (also shown to the person). */
   lastError: string | undefined;
 
@@ -91,12 +93,14 @@ export class Daemon implements vscode.Disposable {
     this.generation++;
     const config = vscode.workspace.getConfiguration('dsh', folder.uri);
     const command = config.get<string>('server.command', 'dshd');
-    const args = config.get<string[]>('server.args', ['serve']);
+    const cwd = folder.uri.fsPath;
+    this.mode = config.get<string>('server.mode') === 'serve' ? 'serve' : 'connect';
+    // `connect`: the workspace's one daemon, shared with every other editor and ACP client on it.
+    const args = serverArgs(this.mode, config.get<string[]>('server.args', []), cwd);
     const overrides = configOverrides(config.get<Record<string, unknown>>('config', {}), {
       provider: config.get<string>('model.provider'), model: config.get<string>('model.name'),
       baseUrl: config.get<string>('model.baseUrl'), apiKeyEnv: config.get<string>('model.apiKeyEnv'),
     });
-    const cwd = folder.uri.fsPath;
     this.emit('starting');
     const resolved = resolveCommand(command, cwd);
     if (!resolved) {

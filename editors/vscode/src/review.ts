@@ -6,7 +6,8 @@
 // nothing: the question stays open in the chat and the status, and the card opens it again; a
 // withdrawn question or a lost daemon answer nothing: never approval. A review that ends, however
 // it ends, closes every place it was shown (its tabs, its notification, the diff against the
-// previous plan).
+// previous plan). Several clients may be attached to the session: the first answer counts, and a
+// review answered in another one (`dsh/question/resolved`) closes here with no answer from this window.
 import * as vscode from 'vscode';
 import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
@@ -32,6 +33,8 @@ export class PlanReview {
   private settle!: (outcome: ReviewOutcome) => void;
   readonly outcome: Promise<ReviewOutcome>;
   settled = false;
+  /** Another client answered it first (this window sends no answer). */
+  elsewhere = false;
   /** Feedback typed in the chat view's card and not sent yet (kept while the review is open, whatever is closed). */
   draftFeedback = '';
   /** The plan this one revises (the session's previous review), shown side by side on request. */
@@ -116,9 +119,13 @@ export class PlanReviews implements vscode.Disposable {
     return this.all().find((r) => r.question.id === questionId);
   }
 
-  /** Answers one `dsh/questions/ask`: every question is reviewed in turn. */
-  async ask(params: QuestionsAskParams, token: vscode.CancellationToken): Promise<QuestionsAskResult> {
+  /**
+   * Answers one `dsh/questions/ask`: every question is reviewed in turn. Undefined when this window
+   * gives no answer at all: the daemon withdrew the question, or another client answered it first.
+   */
+  async ask(params: QuestionsAskParams, token: vscode.CancellationToken): Promise<QuestionsAskResult | undefined> {
     const outcomes: { questionId: string; outcome: ReviewOutcome }[] = [];
+    let elsewhere = 0;
     for (const question of params.questions) {
       if (token.isCancellationRequested) break;
       if (question.kind !== 'plan-review') continue; // unknown kinds get no answer: the daemon fails closed
@@ -131,8 +138,22 @@ export class PlanReviews implements vscode.Disposable {
         cancelled.dispose();
         await this.close(review);
       }
+      if (review.elsewhere) elsewhere++;
     }
+    if (token.isCancellationRequested || (elsewhere > 0 && outcomes.every((o) => o.outcome.kind === 'dismissed'))) return undefined;
     return buildResult(outcomes);
+  }
+
+  /**
+   * Another client answered this question first: its review ends here unanswered and its windows
+   * close. The plan's title when its review was open here (undefined: nothing was open).
+   */
+  resolvedElsewhere(questionId: string): string | undefined {
+    const review = this.byQuestion(questionId);
+    if (!review || review.settled) return undefined;
+    review.elsewhere = true;
+    review.finish({ kind: 'dismissed' });
+    return review.question.title;
   }
 
   private async show(review: PlanReview): Promise<void> {

@@ -19,6 +19,22 @@ export function configOverrides(config: Table, model: ModelSettings): Table | un
   return Object.keys(merged).length ? merged : undefined;
 }
 
+/** How the extension reaches dshd: `connect` (the workspace's shared daemon, through `dshd connect`) or `serve` (a daemon of its own). */
+export type ServerMode = 'connect' | 'serve';
+
+/** dshd's subcommands: `dsh.server.args` starting with one of them is the whole command line (as before `dsh.server.mode`). */
+const SUBCOMMANDS = new Set(['connect', 'serve']);
+
+/**
+ * The arguments dshd is started with: `connect --workspace <folder>` (the shared daemon, started by
+ * the forwarder when none runs) or `serve` (one daemon for this window alone), then `extra`. Extra
+ * arguments that begin with a subcommand are used as they are, the mode aside.
+ */
+export function serverArgs(mode: string | undefined, extra: readonly string[], folder: string): string[] {
+  if (extra.length && SUBCOMMANDS.has(extra[0])) return [...extra];
+  return mode === 'serve' ? ['serve', ...extra] : ['connect', '--workspace', folder, ...extra];
+}
+
 /** `exit status 1`, `killed by SIGKILL`: how a person reads a process's end. */
 export function describeExit(code: number | null, signal: string | null): string {
   if (signal) return `killed by ${signal}`;

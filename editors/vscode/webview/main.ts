@@ -61,6 +61,10 @@ function renderHeader(h: ChatHeader): void {
   activity.hidden = h.activity.kind === 'idle';
   activity.textContent = h.activity.text;
   activity.className = `activity ${h.activity.kind}`;
+  const others = $('others');
+  others.hidden = !h.others;
+  others.textContent = h.others?.text ?? '';
+  others.title = h.others?.tooltip ?? '';
 }
 
 function renderBusy(): void {

@@ -83,6 +83,11 @@ WORKBENCH_SETTINGS = {
 }
 
 
+# These suites check one window with a daemon of its own (`dshd serve`: its crash is the window's
+# daemon's crash); the shared daemon (`dshd connect`, the default) has suites of its own below.
+OWN_DAEMON = {"dsh.server.mode": "serve"}
+
+
 def write_settings(workspace: Path, **settings) -> None:
     (workspace / ".vscode").mkdir(exist_ok=True)
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({**WORKBENCH_SETTINGS, **settings}, indent=1))
@@ -129,7 +134,7 @@ def test_real_vscode_with_daemon(built, tmp_path: Path) -> None:
     shutil.copy(fixture / "script.json", tmp_path / "script.json")
     dshd = Path(sys.executable).with_name("dshd")
     assert dshd.exists(), f"no dshd beside {sys.executable}"
-    write_settings(tmp_path, **{"dsh.server.command": str(dshd)})
+    write_settings(tmp_path, **{"dsh.server.command": str(dshd), **OWN_DAEMON})
     run_real_vscode(tmp_path, "out/integration/suite.js", ARTIFACTS / "daemon", 300)
 
 
@@ -141,7 +146,7 @@ def test_real_vscode_chat_view(built, tmp_path: Path) -> None:
     (tmp_path / ".dsh").mkdir()
     shutil.copy(fixture / "chat-config.toml", tmp_path / ".dsh" / "config.toml")
     shutil.copy(fixture / "chat-script.json", tmp_path / "script.json")
-    write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
+    write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
     run_real_vscode(tmp_path, "out/integration/chat.js", ARTIFACTS / "chat", 300)
 
 
@@ -172,7 +177,7 @@ def test_real_vscode_model_provider(built, tmp_path: Path) -> None:
         (tmp_path / ".dsh").mkdir()
         (tmp_path / ".dsh" / "config.toml").write_text('plugins = ["plan", "goals"]\n')
         write_settings(tmp_path, **{
-            "dsh.server.command": str(Path(sys.executable).with_name("dshd")),
+            "dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON,
             "dsh.model.provider": "openai", "dsh.model.name": "loopback-model",
             "dsh.model.baseUrl": server.base_url, "dsh.model.apiKeyEnv": MODEL_KEY_ENV,
         })
@@ -220,7 +225,7 @@ def test_real_vscode_hands(built, tmp_path: Path) -> None:
             'plugins = ["plan", "goals", "tools"]\n\n[goals]\nmaxRounds = 40\n\n[tools]\napprove = ["write", "exec"]\n'
         )
         write_settings(tmp_path, **{
-            "dsh.server.command": str(Path(sys.executable).with_name("dshd")),
+            "dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON,
             "dsh.model.provider": "openai", "dsh.model.name": "loopback-model",
             "dsh.model.baseUrl": server.base_url, "dsh.model.apiKeyEnv": MODEL_KEY_ENV,
             # What the person types into an editor stays exactly what they typed.
@@ -240,7 +245,7 @@ def test_real_vscode_untrusted_folder(built, tmp_path: Path) -> None:
     )
     write_settings(tmp_path, **{"dsh.server.command": "/nonexistent/dshd", "dsh.server.args": ["--not-an-option"]})
     run_real_vscode(tmp_path, "out/integration/untrusted.js", ARTIFACTS / "untrusted", 120, untrusted=True,
-                    machine_settings={"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
+                    machine_settings={"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
 
 
 def test_wire_types_match_the_schema() -> None:

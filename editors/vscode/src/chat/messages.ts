@@ -10,6 +10,8 @@ export interface ChatHeader {
   plan?: { text: string; active: boolean };
   /** What runs: `waiting` (a question to the person is open) beats `working` (a turn runs). */
   activity: { kind: 'waiting' | 'working' | 'idle'; text: string };
+  /** Who else is attached to the session (`also here: Neovim`), with their names in full; absent when nobody. */
+  others?: { text: string; tooltip: string };
 }
 
 /** A plan review this window can answer, keyed by the question id its chat card carries. */

@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import type { Controller } from '../controller';
 import { ACTIVITY_WORDS, goalStatus, planStateWords } from '../status';
+import { attachedStatus, attachedWords } from '../attached';
 import type { AnswerableReview, ChatHeader, HostToView, ViewToHost } from './messages';
 import { ChatView, type ChatHost } from './view';
 
@@ -42,6 +43,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
       goal: { text: status.text, tooltip: status.detail.join('\n'), severity: status.tone },
       plan: { text: `plan mode: ${planStateWords(s.plan)}`, active: s.plan.pending ?? s.plan.active },
+      ...(attachedWords(c.attachedClients) ? { others: { text: attachedWords(c.attachedClients), tooltip: attachedStatus(c.attachedClients)!.tooltip } } : {}),
     };
   }
 

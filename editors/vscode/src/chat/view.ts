@@ -45,7 +45,7 @@ export function chatHtml(opts: { cspSource: string; nonce: string; scriptUri: st
     <button id="new-session" class="icon-button" type="button" title="Start a new session">+ New</button>
     <button id="export" class="icon-button" type="button" title="Open the conversation as a markdown document">Export</button>
   </div>
-  <div class="row"><span id="goal-status" class="goal"></span><span id="plan-status" class="plan"></span><span id="busy" hidden>working…</span></div>
+  <div class="row"><span id="goal-status" class="goal"></span><span id="plan-status" class="plan"></span><span id="busy" hidden>working…</span><span id="others" hidden></span></div>
 </header>
 <div id="permissions" aria-live="assertive"></div>
 <main id="log" role="log" aria-live="polite"></main>

@@ -15,7 +15,7 @@ test('in an untrusted folder the extension starts dshd with the user\'s settings
   // dshd would not start. VS Code hides them in Restricted Mode; the user's settings count.
   const settings = JSON.parse(fs.readFileSync(path.join(vscode.workspace.workspaceFolders![0].uri.fsPath, '.vscode', 'settings.json'), 'utf8'));
   assert.deepEqual(settings['dsh.server.args'], ['--not-an-option']);
-  assert.deepEqual(vscode.workspace.getConfiguration('dsh.server').get('args'), ['serve']);
+  assert.deepEqual(vscode.workspace.getConfiguration('dsh.server').get('args'), []);
   assert.equal(settings['dsh.server.command'], '/nonexistent/dshd');
   assert.notEqual(vscode.workspace.getConfiguration('dsh.server').get('command'), '/nonexistent/dshd');
   const ext = vscode.extensions.getExtension<DshApi>('dshd.dshd-vscode')!;

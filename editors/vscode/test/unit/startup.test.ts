@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { configOverrides, describeExit, locateTomlKey } from '../../src/startup';
+import { configOverrides, describeExit, locateTomlKey, serverArgs } from '../../src/startup';
+
+test('dshd is reached through the shared daemon by default, or served for this window alone', () => {
+  assert.deepEqual(serverArgs(undefined, [], '/w/proj'), ['connect', '--workspace', '/w/proj']);
+  assert.deepEqual(serverArgs('connect', ['--log-level', 'debug'], '/w/proj'), ['connect', '--workspace', '/w/proj', '--log-level', 'debug']);
+  assert.deepEqual(serverArgs('serve', [], '/w/proj'), ['serve']);
+  assert.deepEqual(serverArgs('serve', ['--verbose'], '/w/proj'), ['serve', '--verbose']);
+  // Arguments written before the mode existed (["serve"]) still say the whole command line.
+  assert.deepEqual(serverArgs('connect', ['serve'], '/w/proj'), ['serve']);
+  assert.deepEqual(serverArgs('serve', ['connect', '--workspace', '/elsewhere'], '/w/proj'), ['connect', '--workspace', '/elsewhere']);
+});
 
 test('model settings lie over dsh.config\'s [model] table; empty ones change nothing', () => {
   assert.equal(configOverrides({}, {}), undefined);
