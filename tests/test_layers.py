@@ -32,6 +32,7 @@ LAYERS = {
     "demo": 6,
     "cli": 6,
     "client": 6,
+    "shared_daemon": 6,  # `dshd daemon`: the socket, the lock, both doors on one Host
 }
 WIRE_ONLY = ("pygls", "lsprotocol", "dshd_protocol")
 
@@ -74,7 +75,7 @@ def test_every_feature_table_is_composed():
     assert out.returncode == 0, out.stderr
     tables = [p for p in SOURCES if _is_config_table(p)]
     assert len(tables) >= 5, tables
-    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context"}
+    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context", "daemon"}
 
 
 def test_every_package_module_has_a_layer():

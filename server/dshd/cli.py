@@ -2,7 +2,10 @@
 
     dshd                       serve stdio (same as `dshd serve`)
     dshd serve                 the daemon over stdio (dshd.daemon.app:serve)
-    dshd acp                   the Agent Client Protocol over stdio (dshd.acp.app:main)
+    dshd acp --stdio           the Agent Client Protocol over stdio (dshd.acp.app:main)
+    dshd acp                   the same through the workspace's shared daemon (dshd_connect)
+    dshd connect [--workspace DIR]   dsh on stdio through the workspace's shared daemon (dshd_connect)
+    dshd daemon [--workspace DIR]    the shared daemon itself (dshd.shared_daemon:main)
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
     dshd log show PATH [--chat]
@@ -359,9 +362,11 @@ def _parser() -> argparse.ArgumentParser:
     from dshd import __version__
 
     parser.add_argument("--version", action="version", version=f"dshd {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,acp,demo,log,doctor}")
-    sub.add_parser("serve", help="serve JSON-RPC over stdio (the default)", add_help=False)
-    sub.add_parser("acp", help="serve the Agent Client Protocol over stdio (Zed, CodeCompanion, Avante)", add_help=False)
+    sub = parser.add_subparsers(dest="command", metavar="{connect,serve,acp,daemon,demo,log,doctor}")
+    sub.add_parser("connect", help="JSON-RPC on stdio through the workspace's shared daemon (what editors start)", add_help=False)
+    sub.add_parser("serve", help="serve JSON-RPC over stdio in this process (the default)", add_help=False)
+    sub.add_parser("acp", help="the Agent Client Protocol on stdio (Zed, CodeCompanion, Avante); --stdio: in this process", add_help=False)
+    sub.add_parser("daemon", help="run the workspace's shared daemon on its Unix socket", add_help=False)
     # demo parses its own options (including --help): everything after `demo` goes to it.
     sub.add_parser("demo", help="run the scripted scenario as a real client of the daemon", add_help=False)
     log_parser = sub.add_parser("log", help="inspect a session log")
@@ -388,7 +393,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "serve":
         return _run_external("dshd.daemon.app:serve", "serve", argv[1:])
     if argv[0] == "acp":
-        return _run_external("dshd.acp.app:main", "acp", argv[1:])
+        if "--stdio" not in argv[1:]:
+            return _run_external("dshd_connect:acp_main", "acp", argv[1:])
+        return _run_external("dshd.acp.app:main", "acp", [arg for arg in argv[1:] if arg != "--stdio"])
+    if argv[0] == "connect":
+        return _run_external("dshd_connect:connect_main", "connect", argv[1:])
+    if argv[0] == "daemon":
+        return _run_external("dshd.shared_daemon:main", "daemon", argv[1:])
     if argv[0] == "demo":
         return _run_external("dshd.demo:main", "demo", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2

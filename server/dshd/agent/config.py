@@ -4,7 +4,7 @@ Each feature owns its table (keys, defaults, value rules) in its own module:
 
     [plan]     dshd.plugins.plan_config     [goals]   dshd.plugins.goals_config
     [model]    dshd.models.config           [tools]   dshd.tools.config
-    [agent], [context]  dshd.agent.turn_config
+    [agent], [context]  dshd.agent.turn_config  [daemon]  dshd.agent.daemon_config
 
 This module knows none of their keys. It owns only the loader's own keys::
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from dshd.agent import turn_config
+from dshd.agent import daemon_config, turn_config
 from dshd.config_tables import ConfigTable, Table, config_error, key_of, merge_tables
 from dshd.models import config as model_config
 from dshd.tools import config as tools_config
@@ -58,6 +58,7 @@ TABLES: tuple[ConfigTable, ...] = (
     turn_config.AGENT_TABLE,
     tools_config.TABLE,
     turn_config.CONTEXT_TABLE,
+    daemon_config.TABLE,
 )
 
 # Values features read at load time: attributes of Config, never keys.

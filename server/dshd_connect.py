@@ -1,0 +1,392 @@
+"""`dshd connect` and `dshd acp`: the forwarder editors and ACP clients start, and the
+launcher of the `dshd` command.
+
+This module imports only the standard library (never ``dshd``: importing the package
+would cost the 0.5-1 s the forwarder exists to save). It finds the workspace's daemon by
+its Unix socket, starts it when there is none, and copies bytes both ways between its
+own stdio and the socket until either side ends.
+
+Socket: ``$XDG_RUNTIME_DIR/dshd/<16 hex>.sock`` (``/tmp/dshd-<uid>/`` when the runtime
+folder is not set or not ours), the hex being the first 16 of
+``sha256(realpath(workspace) + dshd version)``. The folder must be a real folder of ours
+with mode 0700; anything else fails closed. A connection starts with one line naming the
+protocol (``dsh`` or ``acp``, an ACP line may carry a JSON object of options); the daemon
+answers ``ok dshd <version> <pid>`` and from then on the bytes are the protocol's own. A
+connection that ends before that answer came from a daemon on its way out: the
+forwarder connects again (starting a daemon when needed) without losing a byte, because
+it reads nothing from its own input before the answer.
+
+``main`` is the ``dshd`` console script: ``dshd connect`` and ``dshd acp`` (without
+``--stdio``) run here; everything else imports :mod:`dshd.cli`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import _socket
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+PROTOCOLS = ("dsh", "acp")
+GREETING = b"ok dshd "  # the daemon's answer to the protocol line: b"ok dshd <version> <pid>\n"
+START_TIMEOUT_S = 20.0  # how long to wait for a daemon we started to listen
+_SO_PEERCRED = getattr(_socket, "SO_PEERCRED", 17)
+_MAX_UNIX_PATH = 107
+
+
+class ConnectError(Exception):
+    """Why there is no daemon to talk to (said to the person on stderr)."""
+
+
+def version() -> str:
+    """dshd's version, read from the package's ``__init__.py`` beside this module (the
+    one place it is written) without importing the package."""
+    init = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dshd", "__init__.py")
+    with open(init, encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("__version__"):
+                return line.split("=", 1)[1].strip().strip("\"'")
+    raise ConnectError(f"no __version__ in {init}")
+
+
+def _sha256_hex(data: bytes) -> str:
+    try:
+        from _sha256 import sha256  # Python 3.11: the builtin, without hashlib's OpenSSL load
+    except ImportError:  # 3.12+ keeps it in _sha2
+        try:
+            from _sha2 import sha256  # type: ignore[no-redef]
+        except ImportError:
+            from hashlib import sha256  # type: ignore[no-redef]
+    return sha256(data).hexdigest()
+
+
+def _private_dir(path: str, uid: int) -> str:
+    """Make ``path`` (mode 0700) or check the one there: a real folder, ours, 0700."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConnectError(f"cannot make the socket folder {path}: {exc.strerror}") from None
+    st = os.lstat(path)
+    import stat
+
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConnectError(f"the socket folder {path} is not a folder (a link or a file): remove it")
+    if st.st_uid != uid:
+        raise ConnectError(f"the socket folder {path} belongs to uid {st.st_uid}, not to you (uid {uid}): remove it")
+    if st.st_mode & 0o077:
+        raise ConnectError(
+            f"the socket folder {path} is open to others (mode {st.st_mode & 0o777:o}): `chmod 700` it or remove it"
+        )
+    return path
+
+
+def socket_dir(env: dict | None = None) -> str:
+    """The folder of this user's daemon sockets (made on first use, mode 0700)."""
+    env = os.environ if env is None else env
+    uid = os.getuid()
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        try:
+            st = os.stat(runtime)
+        except OSError:
+            st = None
+        if st is not None and st.st_uid == uid and os.path.isdir(runtime):
+            return _private_dir(os.path.join(runtime, "dshd"), uid)
+    return _private_dir(f"/tmp/dshd-{uid}", uid)
+
+
+def socket_name(workspace: str, dshd_version: str | None = None) -> str:
+    """``<16 hex>.sock``: one name per workspace (its real path) and dshd version."""
+    key = os.path.realpath(workspace) + (dshd_version or version())
+    return _sha256_hex(key.encode("utf-8", "surrogateescape"))[:16] + ".sock"
+
+
+def socket_path(workspace: str, env: dict | None = None) -> str:
+    """Where the daemon of ``workspace`` listens (``<sock>.lock`` and ``<sock>.log`` beside it)."""
+    return os.path.join(socket_dir(env), socket_name(workspace))
+
+
+def peer_uid(sock) -> int:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED)."""
+    cred = sock.getsockopt(_socket.SOL_SOCKET, _SO_PEERCRED, 12)  # struct ucred {pid, uid, gid}
+    return int.from_bytes(cred[4:8], sys.byteorder)
+
+
+def protocol_line(protocol: str, options: dict | None = None) -> bytes:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}")
+    if not options:
+        return protocol.encode() + b"\n"
+    import json
+
+    return protocol.encode() + b" " + json.dumps(options, separators=(",", ":")).encode() + b"\n"
+
+
+def _dial(path: str, line: bytes) -> tuple[object, bytes] | None:
+    """A connection that the daemon answered (with the bytes it sent after its answer),
+    or None when nobody listens or the daemon ended it before answering."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except OSError as exc:
+        sock.close()
+        raise ConnectError(f"cannot connect to {path}: {exc.strerror}") from None
+    try:
+        if peer_uid(sock) != os.getuid():
+            raise ConnectError(f"{path} is served by another user's process: refusing it")
+        sock.sendall(line)
+        sock.settimeout(START_TIMEOUT_S)
+        answer = b""
+        while b"\n" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:  # a daemon on its way out closed it: dial again
+                sock.close()
+                return None
+            answer += chunk
+            if len(answer) > 4096:
+                raise ConnectError(f"{path} answered with something that is not dshd")
+        sock.settimeout(None)
+    except (ConnectionResetError, BrokenPipeError):
+        sock.close()
+        return None
+    except TimeoutError:
+        sock.close()
+        raise ConnectError(f"the daemon at {path} did not answer in {START_TIMEOUT_S:g} s") from None
+    except ConnectError:
+        sock.close()
+        raise
+    first, _, rest = answer.partition(b"\n")
+    if not first.startswith(GREETING):
+        sock.close()
+        raise ConnectError(f"the daemon at {path} refused the connection: {first[:200].decode(errors='replace')}")
+    return sock, rest
+
+
+def _daemon_argv(workspace: str) -> list[str]:
+    # The package beside this file is the version the socket is named for: put its folder
+    # first on the child's path (for the child only; nothing leaks into its environment).
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); from dshd.cli import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", code, "daemon", "--workspace", workspace]
+
+
+def start_daemon(workspace: str, path: str):
+    """Start the workspace's daemon in its own session, its stderr appended to ``<sock>.log``.
+    Racing starts are fine: the daemon that gets ``<sock>.lock`` serves, the others leave."""
+    import subprocess
+
+    log_fd = os.open(path[: -len(".sock")] + ".log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        return subprocess.Popen(
+            _daemon_argv(workspace),
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            start_new_session=True,  # the editor's terminal signals and hangups are not the daemon's
+        )
+    finally:
+        os.close(log_fd)
+
+
+def connect(
+    workspace: str,
+    protocol: str = "dsh",
+    options: dict | None = None,
+    *,
+    start: bool = True,
+    timeout_s: float = START_TIMEOUT_S,
+    env: dict | None = None,
+) -> tuple[object, bytes]:
+    """A socket to ``workspace``'s daemon speaking ``protocol``, after its answer, and any
+    bytes that came with the answer. Starts the daemon when none listens (``start``);
+    raises :class:`ConnectError` saying why when there is none."""
+    import time
+
+    workspace = os.path.realpath(workspace)
+    if not os.path.isdir(workspace):
+        raise ConnectError(f"no such folder: {workspace}")
+    path = socket_path(workspace, env)
+    if len(path.encode()) > _MAX_UNIX_PATH:
+        raise ConnectError(f"the socket path {path} is longer than a Unix socket allows ({_MAX_UNIX_PATH} bytes): set XDG_RUNTIME_DIR to a shorter folder")
+    line = protocol_line(protocol, options)
+    deadline = time.monotonic() + timeout_s
+    child = None
+    pause = 0.002
+    while True:
+        got = _dial(path, line)
+        if got is not None:
+            return got
+        if not start:
+            raise ConnectError(f"no dshd daemon is running for {workspace} (no one listens on {path})")
+        if child is not None and child.poll() not in (None, 0):
+            raise ConnectError(f"the daemon failed to start (exit {child.returncode}); see {path[:-5]}.log")
+        if child is None or child.returncode == 0:
+            # None started yet, or ours left at once because another daemon holds the lock
+            # (it serves now, or it is on its way out and the next one must start).
+            child = start_daemon(workspace, path)
+        if time.monotonic() > deadline:
+            raise ConnectError(f"the daemon did not start listening on {path} in {timeout_s:g} s; see {path[:-5]}.log")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def forward(sock, first: bytes = b"", stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """Copy stdin -> socket and socket -> stdout until the daemon ends the connection.
+    End of stdin is passed on as a half close (the daemon ends that connection only)."""
+    import select
+
+    if first:
+        _write_all(stdout_fd, first)
+    sock_fd = sock.fileno()
+    poller = select.poll()
+    poller.register(sock_fd, select.POLLIN)
+    poller.register(stdin_fd, select.POLLIN)
+    stdin_open = True
+    recv, send = sock.recv, sock.sendall
+    while True:
+        for fd, _events in poller.poll():
+            if fd == sock_fd:
+                try:
+                    data = recv(262144)
+                except ConnectionResetError:
+                    data = b""
+                if not data:
+                    return EXIT_OK  # the daemon ended this connection
+                try:
+                    _write_all(stdout_fd, data)
+                except BrokenPipeError:
+                    return EXIT_OK  # the client went away
+            else:
+                data = os.read(stdin_fd, 262144)
+                if data:
+                    try:
+                        send(data)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return EXIT_FAIL  # the daemon died: the client reconnects
+                elif stdin_open:
+                    stdin_open = False
+                    poller.unregister(stdin_fd)
+                    try:
+                        sock.shutdown(_socket.SHUT_WR)
+                    except OSError:
+                        pass
+
+
+# ---- command line --------------------------------------------------------------------------
+
+CONNECT_USAGE = """usage: dshd connect [--workspace DIR] [--no-start]
+
+Talk dsh (JSON-RPC with LSP framing) on stdio to the workspace's shared daemon, starting
+it when none runs (what editors start by default; `dshd serve` runs one in-process
+daemon for this client alone).
+
+  --workspace DIR   the workspace (default: the current folder)
+  --no-start        fail when no daemon runs instead of starting one
+"""
+
+ACP_USAGE = """usage: dshd acp [--stdio] [--question-timeout SECONDS] [--no-start]
+
+Serve the Agent Client Protocol (ACP v1) on stdio for the workspace in the current
+folder, through the workspace's shared daemon (started when none runs), so a session is
+the same live session every editor sees.
+
+  --stdio                       serve in this process instead (no shared daemon)
+  --question-timeout SECONDS    how long a plan review or an approval waits for the
+                                person before it fails closed
+  --no-start                    fail when no daemon runs instead of starting one
+"""
+
+
+def _usage_error(usage: str, message: str) -> int:
+    sys.stderr.write(usage + f"\ndshd: {message}\n")
+    return EXIT_USAGE
+
+
+def _parse(argv: list[str], usage: str, allowed: dict[str, bool]) -> dict | int:
+    """Tiny option parser (argparse costs a few ms to import): ``allowed`` maps an option
+    to whether it takes a value."""
+    found: dict[str, str | bool] = {}
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("-h", "--help"):
+            sys.stdout.write(usage)
+            return EXIT_OK
+        name, eq, value = arg.partition("=")
+        if name not in allowed:
+            return _usage_error(usage, f"unknown argument {arg!r}")
+        if allowed[name]:
+            if not eq:
+                if not args:
+                    return _usage_error(usage, f"{name} needs a value")
+                value = args.pop(0)
+            found[name] = value
+        elif eq:
+            return _usage_error(usage, f"{name} takes no value")
+        else:
+            found[name] = True
+    return found
+
+
+def _run(workspace: str, protocol: str, options: dict | None, start: bool) -> int:
+    try:
+        sock, first = connect(workspace, protocol, options, start=start)
+    except ConnectError as exc:
+        sys.stderr.write(f"dshd: {exc}\n")
+        return EXIT_FAIL
+    try:
+        return forward(sock, first)
+    except KeyboardInterrupt:
+        return EXIT_FAIL
+
+
+def connect_main(argv: list[str]) -> int:
+    opts = _parse(argv, CONNECT_USAGE, {"--workspace": True, "--no-start": False})
+    if isinstance(opts, int):
+        return opts
+    return _run(str(opts.get("--workspace", os.getcwd())), "dsh", None, not opts.get("--no-start"))
+
+
+def acp_main(argv: list[str]) -> int:
+    """The ACP forwarder (``dshd acp --stdio`` is the in-process door, in dshd.cli)."""
+    opts = _parse(argv, ACP_USAGE, {"--question-timeout": True, "--no-start": False})
+    if isinstance(opts, int):
+        return opts
+    options = None
+    if "--question-timeout" in opts:
+        try:
+            seconds = float(opts["--question-timeout"])
+        except ValueError:
+            return _usage_error(ACP_USAGE, "--question-timeout must be a number of seconds")
+        if not seconds > 0 or seconds == float("inf"):
+            return _usage_error(ACP_USAGE, "--question-timeout must be positive")
+        options = {"questionTimeoutS": seconds}
+    return _run(os.getcwd(), "acp", options, not opts.get("--no-start"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["connect"]:
+        return connect_main(argv[1:])
+    if argv[:1] == ["acp"] and "--stdio" not in argv[1:]:
+        return acp_main(argv[1:])
+    from dshd.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
