@@ -92,7 +92,7 @@ def start_serve(root: Path, env: dict) -> tuple[LspClient, float]:
 
 def start_acp(root: Path, env: dict) -> tuple[AcpClient, float]:
     t0 = time.perf_counter()
-    client = AcpClient(dshd("acp"), env=env, cwd=str(root))
+    client = AcpClient(dshd("acp") + ["--stdio"], env=env, cwd=str(root))
     client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     return client, time.perf_counter() - t0
 

@@ -28,9 +28,13 @@ TS_SDK = NODE_CACHE / "acp-client" / "node_modules" / "@agentclientprotocol" / "
 PermissionAnswer = Callable[[dict], "dict | Awaitable[dict]"]
 
 
-def dshd_acp_command() -> list[str]:
+def dshd_acp_command(*, shared: bool = False) -> list[str]:
+    """`dshd acp --stdio` (the door in its own process); ``shared``: `dshd acp`, the
+    forwarder to the workspace's shared daemon (its environment must then name a private
+    XDG_RUNTIME_DIR, as tests/e2e/test_shared_daemon.py does)."""
     exe = Path(sys.executable).with_name("dshd")
-    return [str(exe), "acp"] if exe.exists() else [sys.executable, "-m", "dshd", "acp"]
+    args = ["acp"] if shared else ["acp", "--stdio"]
+    return [str(exe), *args] if exe.exists() else [sys.executable, "-m", "dshd", *args]
 
 
 def agent_env() -> dict[str, str]:
