@@ -6,7 +6,9 @@
 -- workspace, not files.
 ---@type vim.lsp.Config
 return {
-  cmd = { 'dshd', 'serve' },
+  -- The workspace's shared daemon (started when there is none); `dshd serve` for one
+  -- of this client's own. The plugin adds `--workspace <root>` (see |dsh-setup|).
+  cmd = { 'dshd', 'connect' },
   root_markers = { '.dsh', '.git' },
   capabilities = require('dsh.protocol').client_capabilities,
   handlers = require('dsh.handlers').table(),

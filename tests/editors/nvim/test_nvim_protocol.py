@@ -56,9 +56,10 @@ def test_requests_sent_are_exactly_the_schema_requests(schema, plugin):
     assert sorted(plugin["requests"]) == sorted(methods_of_kind(schema, "request"))
 
 
-def test_the_only_lsp_method_handled_is_the_daemons_notice(plugin):
-    # window/showMessage: the daemon's one notice (config keys it ignored), in Neovim's words.
-    assert plugin["lsp_handled"] == ["window/showMessage"]
+def test_the_only_lsp_methods_handled_are_the_daemons_notice_and_cancel(plugin):
+    # window/showMessage: the daemon's notices (config keys it ignored), in Neovim's words;
+    # $/cancelRequest: the daemon withdrew an ask (answered elsewhere, the turn cancelled).
+    assert sorted(plugin["lsp_handled"]) == ["$/cancelRequest", "window/showMessage"]
 
 
 def test_methods_handled_are_exactly_the_schema_notifications_and_server_requests(schema, plugin):

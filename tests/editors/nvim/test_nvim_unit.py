@@ -498,8 +498,9 @@ def test_client_config_declares_questions_and_handles_every_method(editor):
     assert cfg["root"] == "/tmp/ws"
     assert cfg["init"] == {"config": {"plan": {"section": "x"}}, "trusted": False}
     assert cfg["name"] == "dsh"
-    assert cfg["handlers"] == ["dsh/agent/activity", "dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed", "dsh/permission/ask",
-                               "dsh/plan/changed", "dsh/questions/ask", "dsh/session/event", "window/showMessage"]
+    assert cfg["handlers"] == ["$/cancelRequest", "dsh/agent/activity", "dsh/agent/delta", "dsh/chat/item", "dsh/goal/changed",
+                               "dsh/permission/ask", "dsh/plan/changed", "dsh/question/resolved", "dsh/questions/ask",
+                               "dsh/session/clients", "dsh/session/event", "window/showMessage"]
 
 
 def test_lsp_config_table_is_lspconfig_shaped(editor):
@@ -510,10 +511,10 @@ def test_lsp_config_table_is_lspconfig_shaped(editor):
                  resolved = vim.lsp.config.dsh.cmd }
         """
     )
-    assert cfg["cmd"] == ["dshd", "serve"]
+    assert cfg["cmd"] == ["dshd", "connect"]
     assert cfg["markers"] == [".dsh", ".git"]
     assert cfg["caps"] == {"experimental": {"dsh": {"questions": True, "permissions": True}}}
-    assert cfg["resolved"] == ["dshd", "serve"]
+    assert cfg["resolved"] == ["dshd", "connect"]
 
 
 def test_root_is_found_by_markers(editor, tmp_path):
@@ -599,9 +600,9 @@ ASK = {
 
 # Run the real handler the way Neovim runs a server request: inside a coroutine.
 START_ASK = """
-_G.review_result = nil
+_G.review_result, _G.review_error = nil, nil
 local co = coroutine.create(function(params)
-  _G.review_result = require('dsh.handlers').table()['dsh/questions/ask'](nil, params, {})
+  _G.review_result, _G.review_error = require('dsh.handlers').table()['dsh/questions/ask'](nil, params, {})
 end)
 assert(coroutine.resume(co, ...))
 return coroutine.status(co)
@@ -738,7 +739,9 @@ def test_review_withdrawn_when_the_turn_closes(editor):
             "seq": 9, "type": "turn/close", "at": "2026-11-29T18:40:18.123Z", "turn": 1,
             "data": {"turn": 1, "stopReason": "cancelled"}}},
     )
-    assert editor.wait_for("_G.review_result") == {"answers": []}
+    # Ended unanswered: the request is answered RequestCancelled, never with an answer.
+    assert editor.wait_for("_G.review_error")["code"] == -32800
+    assert editor.lua("return _G.review_result") is None
     assert any("plan review closed" in m for m in editor.messages())
     assert editor.lua("return #require('dsh.asks').waiting()") == 0
 
@@ -840,7 +843,7 @@ def test_review_withdrawn_keeps_drafts_in_the_message(editor):
     assert editor.lua("return #require('dsh.review').list()") == 1  # another call's result
     result["event"]["data"]["callId"] = "c-7"
     editor.lua("require('dsh.handlers').table()['dsh/session/event'](nil, ...)", result)
-    assert editor.wait_for("_G.review_result") == {"answers": []}
+    assert editor.wait_for("_G.review_error")["code"] == -32800
     message = [m for m in editor.messages() if "plan review closed" in m][0]
     assert "line 3: read it twice" in message or "(:Dsh messages)" in message
     full = editor.lua("return require('dsh.errors').history[#require('dsh.errors').history].text")
@@ -1156,9 +1159,9 @@ def test_the_ignored_keys_notice_is_one_short_line(editor):
 # ---- approvals: deliberate keys only, closing decides nothing ------------------------------
 
 START_APPROVAL = """
-_G.approval_result = nil
+_G.approval_result, _G.approval_error = nil, nil
 local co = coroutine.create(function(params)
-  _G.approval_result = require('dsh.handlers').table()['dsh/permission/ask'](nil, params, {})
+  _G.approval_result, _G.approval_error = require('dsh.handlers').table()['dsh/permission/ask'](nil, params, {})
 end)
 assert(coroutine.resume(co, ...))
 return coroutine.status(co)
@@ -1191,3 +1194,132 @@ def test_an_approval_takes_only_its_own_keys_after_500_ms_and_q_decides_nothing(
     editor.feed("s")
     assert editor.wait_for("_G.approval_result") == {"outcome": "allow-session"}
     assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+
+
+# ---- D-4/D-5: several clients on one session -------------------------------------------
+
+CLIENTS = "require('dsh.handlers').table()['dsh/session/clients'](nil, ...)"
+RESOLVED = "require('dsh.handlers').table()['dsh/question/resolved'](nil, ...)"
+
+
+def clients(*names, you=0):
+    return [{"clientId": f"c-{i + 1}", "clientName": name, "you": i == you} for i, name in enumerate(names)]
+
+
+@pytest.mark.parametrize(
+    ("others", "text"),
+    [
+        ([], ""),
+        (["VS Code"], "with VS Code"),
+        (["VS Code", "Zed"], "with VS Code and Zed"),
+        (["VS Code", "Zed", "client 4"], "with VS Code and 2 others"),
+    ],
+)
+def test_who_else_is_attached_in_words(editor, others, text):
+    assert editor.lua("return require('dsh.statusline').others_text(...)", others) == text
+
+
+def test_the_statusline_and_the_chat_bar_show_who_else_is_attached(editor):
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    # Alone (this editor only): nothing more than before.
+    editor.lua(CLIENTS, {"agentId": "a-1", "sessionId": SID, "clients": clients("Neovim")})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+    editor.lua(CLIENTS, {"agentId": "a-1", "sessionId": SID, "clients": clients("Neovim", "Visual Studio Code")})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal · with Visual Studio Code"
+    # Joining is told in one line; this editor is never "another".
+    assert "dsh: this session: Visual Studio Code joined" in editor.messages()
+    # Another agent's list does not touch this statusline.
+    editor.lua(CLIENTS, {"agentId": "a-2", "sessionId": SID, "clients": clients("Neovim", "Zed", "Emacs")})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal · with Visual Studio Code"
+    # The chat's bar says it too, beside the session's title.
+    bar = editor.lua(
+        """
+        local buf = vim.api.nvim_create_buf(true, true)
+        vim.api.nvim_win_set_buf(0, buf)
+        require('dsh.chat').views()[...] = { buf = buf, agent_id = 'a-1', session_id = ..., store = require('dsh.chat.store').new() }
+        return vim.api.nvim_eval_statusline(require('dsh.chat').winbar(), { use_winbar = true }).str
+        """,
+        SID,
+    )
+    assert "new session · with Visual Studio Code" in bar, bar
+    editor.lua(CLIENTS, {"agentId": "a-1", "sessionId": SID, "clients": clients("Visual Studio Code", "Neovim", you=1)})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal · with Visual Studio Code"
+    editor.lua(CLIENTS, {"agentId": "a-1", "sessionId": SID, "clients": clients("Neovim")})
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+    assert "dsh: this session: Visual Studio Code left" in editor.messages()
+
+
+def test_an_answer_given_elsewhere_closes_the_review_and_says_who(editor):
+    ask = {**ASK, "questions": [{**ASK["questions"][0], "id": "plan-review-c-7"}]}
+    open_review(editor, ask)
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    # Another question's news changes nothing here.
+    editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "plan-review-c-6", "kind": "plan-review",
+                          "outcome": "approve", "by": {"clientName": "Visual Studio Code"}})
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "plan-review-c-7", "kind": "plan-review",
+                          "outcome": "approve", "by": {"clientName": "Visual Studio Code"}})
+    # Closed, answered RequestCancelled (no answer of this editor's), and told in one line.
+    assert editor.wait_for("_G.review_error")["code"] == -32800
+    assert editor.lua("return _G.review_result") is None
+    assert editor.lua("return #require('dsh.review').list()") == 0
+    assert 'dsh: plan review "Review the plan": approved by Visual Studio Code' in editor.messages()
+    assert editor.lua("return require('dsh').statusline()") == "◎ no goal"
+
+
+def test_an_approval_answered_elsewhere_closes_and_says_who(editor):
+    assert editor.lua(START_APPROVAL, APPROVAL) == "suspended"
+    editor.wait_for("#require('dsh.approvals').list() == 1")
+    editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "c-9", "kind": "permission",
+                          "outcome": "allow-session", "by": {"clientName": "Zed"}})
+    assert editor.wait_for("_G.approval_error")["code"] == -32800
+    assert editor.lua("return _G.approval_result") is None
+    assert editor.lua("return #require('dsh.approvals').list()") == 0
+    assert "dsh: approval of Edit a.txt: allowed for this session by Zed" in editor.messages()
+
+
+def test_the_ids_of_the_daemons_asks_are_read_from_the_messages(editor):
+    """`$/cancelRequest` names a request by id, which Neovim does not give a handler: the
+    plugin notes the ids of ask messages as they are read, in order, per method."""
+    noted = editor.lua(
+        """
+        local client = require('dsh.client')
+        local asked = {}
+        client.note_asked(vim.json.encode({ jsonrpc = '2.0', id = 'q-1', method = 'dsh/questions/ask', params = {} }), asked)
+        client.note_asked(vim.json.encode({ jsonrpc = '2.0', id = 'p-1', method = 'dsh/permission/ask', params = {} }), asked)
+        client.note_asked(vim.json.encode({ jsonrpc = '2.0', id = 'q-2', method = 'dsh/questions/ask', params = {} }), asked)
+        -- A notification that quotes the method name is no ask.
+        client.note_asked(vim.json.encode({ jsonrpc = '2.0', method = 'dsh/chat/item', params = { text = '"dsh/questions/ask"' } }), asked)
+        return asked
+        """
+    )
+    assert noted == {"dsh/questions/ask": ["q-1", "q-2"], "dsh/permission/ask": ["p-1"]}
+
+
+def test_setup_server_mode_builds_the_command(editor):
+    cmd = "return require('dsh.config').client_config('/tmp/ws').cmd"
+    # By default: the workspace's shared daemon, named by the root.
+    assert editor.lua(cmd) == ["dshd", "connect", "--workspace", "/tmp/ws"]
+    assert editor.lua("return require('dsh.config').client_config('/tmp/ws').cmd_cwd") == "/tmp/ws"
+    editor.lua("require('dsh').setup({ server = 'serve', dshd = '/opt/dshd' })")
+    assert editor.lua(cmd) == ["/opt/dshd", "serve"]
+    editor.lua("require('dsh').setup({ dshd = '/opt/dshd' })")
+    assert editor.lua(cmd) == ["/opt/dshd", "connect", "--workspace", "/tmp/ws"]
+    # A whole command wins.
+    editor.lua("require('dsh').setup({ cmd = { '/opt/dshd', 'serve' }, server = 'connect' })")
+    assert editor.lua(cmd) == ["/opt/dshd", "serve"]
+    bad = editor.lua("return select(2, pcall(require('dsh').setup, { server = 'remote' }))")
+    assert "server" in bad and "'connect' or 'serve'" in bad
+
+
+def test_client_name_is_sent_at_initialize(editor):
+    editor.lua("require('dsh').setup({ client_name = 'Neovim (laptop)' })")
+    params = editor.lua(
+        """
+        local cfg = require('dsh.config').client_config('/tmp/ws')
+        local params = { clientInfo = { name = 'Neovim', version = '0.11.4' } }
+        cfg.before_init(params, cfg)
+        return params.clientInfo
+        """
+    )
+    assert params == {"name": "Neovim (laptop)", "version": "0.11.4"}

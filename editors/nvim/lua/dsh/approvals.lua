@@ -62,8 +62,9 @@ function M.waiting_notice(title)
   return ('%s waits for you: :Dsh answer (ga in the chat)'):format(title)
 end
 
---- Open the float for `params`; `finish(result)` is called exactly once.
-function M.open(params, finish)
+--- Open the float for `params`; `finish(result)` is called exactly once (nil when it
+--- closed unanswered). `request` is the handle of the request it answers (dsh.asks.serve).
+function M.open(params, finish, request)
   local lines, filetype = M.body(params)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
@@ -104,13 +105,21 @@ function M.open(params, finish)
     end
   end
 
-  local unregister = require('dsh.asks').add(params.agentId, params.callId, function(reason)
-    approval.decide(M.answer('reject'))
-    if reason then
-      require('dsh.errors').notify(('approval of %s closed: %s.'):format(tostring(params.title or params.tool), reason), vim.log.levels.WARN)
+  local label = 'approval of ' .. tostring(params.title or params.tool)
+  local unregister = require('dsh.asks').add(params.agentId, params.callId, function(reason, message)
+    -- Unanswered: the request ends as cancelled (dsh.asks.serve), nothing decided here.
+    approval.decide(nil)
+    if message then
+      require('dsh.errors').notify(message, vim.log.levels.INFO)
+    elseif reason then
+      require('dsh.errors').notify(('%s closed: %s.'):format(label, reason), vim.log.levels.WARN)
     end
   end, {
     title = title,
+    label = label,
+    kind = 'permission',
+    question_id = params.callId,
+    request = request,
     show = function()
       approval.show(true)
     end,
@@ -164,14 +173,18 @@ function M.open(params, finish)
   return approval
 end
 
---- The handler of the server request dsh/permission/ask (in Neovim's coroutine).
-function M.ask(params)
+--- The handler of the server request dsh/permission/ask (in Neovim's coroutine): the
+--- person's answer, or RequestCancelled when it ended without one (dsh.asks.serve).
+function M.ask(params, ctx)
   if type(params) ~= 'table' then
     return M.answer('reject')
   end
-  return require('dsh.asks').await('the approval', function(done)
-    M.open(params, done)
-  end) or M.answer('reject')
+  local asks = require('dsh.asks')
+  return asks.serve(ctx, function(request)
+    return asks.await('the approval', function(done)
+      M.open(params, done, request)
+    end) or M.answer('reject')
+  end)
 end
 
 function M.list()

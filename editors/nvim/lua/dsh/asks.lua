@@ -1,12 +1,18 @@
 -- What waits for the person: the plan reviews and approvals open now, each the answer
 -- to one server request. A request ends wherever it ends (the daemon stops waiting,
--- the turn ends, the daemon exits), and its window closes with it.
+-- the turn ends, the daemon exits, another editor on the same session answered first),
+-- and its window closes with it. A request that ends without this editor's answer is
+-- answered with RequestCancelled (-32800): that is no answer, so nothing is decided
+-- here, and a daemon still waiting fails it closed.
 local M = {}
 
--- entry -> true; an entry is { agent_id, call_id, close = fun(reason), show = fun(),
--- title, at } (see M.add).
+-- entry -> true; an entry is { agent_id, call_id, kind, question_id, label,
+-- close = fun(reason, message), show = fun(), title, request, at } (see M.add).
 local open = {}
 local opened = 0 -- entries ever added: their order
+
+-- Server requests being answered, by "<client id>:<request id>" (see M.serve).
+local requests = {}
 
 -- What shows that a question waits: the statusline, the chat line under its tool call.
 local function changed(entry, waiting)
@@ -20,11 +26,25 @@ end
 --- `close(reason)` ends it unanswered (fail-closed); `opts.show()` brings its window
 --- back and into focus (:Dsh answer); `opts.title` names it. Returns the function that
 --- unregisters it (call it once the person answered).
----@param opts {show: fun(), title: string}?
+--- `opts.kind` ('plan-review' | 'permission') and `opts.question_id` (the plan question's
+--- id; an approval's callId) name it as dsh/question/resolved does; `opts.label` names it
+--- in one-line notices; `opts.request` is the handle of the request it answers (M.serve).
+---@param opts {show: fun(), title: string, kind: string?, question_id: string?, label: string?, request: table?}?
 function M.add(agent_id, call_id, close, opts)
   opts = opts or {}
   opened = opened + 1
-  local entry = { agent_id = agent_id, call_id = call_id, close = close, show = opts.show, title = opts.title, at = opened }
+  local entry = {
+    agent_id = agent_id,
+    call_id = call_id,
+    close = close,
+    show = opts.show,
+    title = opts.title,
+    kind = opts.kind,
+    question_id = opts.question_id,
+    label = opts.label or opts.title,
+    request = opts.request,
+    at = opened,
+  }
   open[entry] = true
   changed(entry, true)
   return function()
@@ -35,14 +55,22 @@ function M.add(agent_id, call_id, close, opts)
   end
 end
 
-local function close_where(match, reason)
+--- Close the open entries that `match`, unanswered: their requests end as cancelled.
+--- `message(entry)`, when given, is what the person is told instead of `reason`.
+local function close_where(match, reason, message)
+  local closed = 0
   for _, entry in ipairs(vim.tbl_keys(open)) do
     if open[entry] and match(entry) then
       open[entry] = nil
+      closed = closed + 1
+      if entry.request then
+        entry.request.ended = true
+      end
       changed(entry, false)
-      entry.close(reason)
+      entry.close(reason, message and message(entry) or nil)
     end
   end
+  return closed
 end
 
 --- The questions open (of `agent_id`, when given), oldest first.
@@ -90,6 +118,84 @@ function M.on_event(params)
       return entry.agent_id == params.agentId and entry.call_id == data.callId
     end, 'it ended without your answer (withdrawn or timed out)')
   end
+end
+
+-- What each winning choice did, in words (dsh/question/resolved's outcome).
+M.outcome_words = {
+  approve = 'approved',
+  revise = 'sent back to keep planning',
+  ['allow-once'] = 'allowed once',
+  ['allow-session'] = 'allowed for this session',
+  reject = 'rejected',
+}
+
+--- The one line that says who answered a question shown here, and how (pure):
+--- `plan review "Retries": approved by VS Code`.
+function M.resolved_message(label, outcome, by)
+  local words = M.outcome_words[outcome] or tostring(outcome)
+  return ('%s: %s by %s'):format(tostring(label or 'a question'), words, tostring(by or 'another client'))
+end
+
+--- dsh/question/resolved: another client answered first (or this one did). Its window
+--- here closes, and the person is told in one line who answered what.
+function M.on_resolved(params)
+  if type(params) ~= 'table' or params.questionId == nil then
+    return
+  end
+  local by = type(params.by) == 'table' and params.by.clientName or nil
+  close_where(function(entry)
+    return entry.agent_id == params.agentId
+      and entry.question_id == params.questionId
+      and (params.kind == nil or entry.kind == nil or entry.kind == params.kind)
+  end, nil, function(entry)
+    return M.resolved_message(entry.label, params.outcome, by)
+  end)
+end
+
+--- `$/cancelRequest` from the daemon: it stopped waiting for request `id` (another
+--- client answered, the turn was cancelled, its timeout passed). Its window closes and
+--- the request is answered RequestCancelled.
+function M.on_cancel_request(client_id, id)
+  if id == nil then
+    return
+  end
+  local request = requests[tostring(client_id) .. ':' .. tostring(id)]
+  if not request or request.ended then
+    return
+  end
+  request.ended = true
+  close_where(function(entry)
+    return entry.request == request
+  end, 'dshd stopped waiting for it (the turn was cancelled, or its time ran out)')
+end
+
+--- The error a request that ended without this editor's answer is answered with.
+function M.cancelled_error()
+  return vim.lsp.rpc_response_error(vim.lsp.protocol.ErrorCodes.RequestCancelled, 'closed without an answer')
+end
+
+--- Answer one server request: `fn(request)` runs in its coroutine and returns the result;
+--- `request` is the handle entries of this request are added with (M.add opts.request).
+--- A request that ended without an answer (M.on_cancel_request, M.on_resolved, or any
+--- close) is answered RequestCancelled. `ctx` is the handler's context.
+function M.serve(ctx, fn)
+  local id = require('dsh.client').take_request_id(ctx)
+  local request = { client_id = ctx and ctx.client_id, id = id, ended = false }
+  local key = id ~= nil and (tostring(request.client_id) .. ':' .. tostring(id)) or nil
+  if key then
+    requests[key] = request
+  end
+  local ok, result = pcall(fn, request)
+  if key then
+    requests[key] = nil
+  end
+  if not ok then
+    error(result, 0)
+  end
+  if request.ended then
+    return nil, M.cancelled_error()
+  end
+  return result
 end
 
 --- Inside the coroutine Neovim runs a server request in: `show(done)` opens what the

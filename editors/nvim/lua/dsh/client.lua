@@ -48,7 +48,7 @@ function M.start(path)
   local exe = type(cfg.cmd) == 'table' and cfg.cmd[1] or nil
   if exe and vim.fn.executable(exe) ~= 1 then
     return nil,
-      ('dshd not found: put it on PATH or set cmd in setup() (:checkhealth dsh); tried %s'):format(exe)
+      ('dshd not found: put it on PATH or set dshd in setup() (:checkhealth dsh); tried %s'):format(exe)
   end
   local argv = cfg.cmd
   cfg.cmd = M.guard_initialize(argv, cfg)
@@ -185,7 +185,9 @@ function M.guard_initialize(argv, cfg)
         return on_exit(0, 0)
       end,
     })
-    rpc = vim.lsp.rpc.start(argv, dispatchers, { cwd = cfg.cmd_cwd, env = cfg.cmd_env, detached = cfg.detached })
+    local asked = {} -- method -> ids of its server requests not yet handed to a handler
+    rpc = M.start_rpc(argv, dispatchers, { cwd = cfg.cmd_cwd, env = cfg.cmd_env, detached = cfg.detached }, asked)
+    rpc.dsh_asked = asked
     local request = rpc.request
     rpc.request = function(method, params, callback, notify_reply_callback)
       if method == 'initialize' then
@@ -206,6 +208,59 @@ function M.guard_initialize(argv, cfg)
     end
     return rpc
   end
+end
+
+-- The server requests whose JSON-RPC id the plugin needs: `$/cancelRequest` names a
+-- request by id, and Neovim hands a request's handler its method and params only.
+M.asked_methods = {
+  [require('dsh.protocol').server_requests.questions_ask] = true,
+  [require('dsh.protocol').server_requests.permission_ask] = true,
+}
+
+--- The ids of the asks in `body` (a message as read), appended to `asked[method]`. Only
+--- a message that names an ask method is decoded again: the rest pass at a string find.
+function M.note_asked(body, asked)
+  if not body:find('/ask"', 1, true) then
+    return
+  end
+  local ok, message = pcall(vim.json.decode, body)
+  if ok and type(message) == 'table' and message.id ~= nil and M.asked_methods[message.method] then
+    asked[message.method] = asked[message.method] or {}
+    table.insert(asked[message.method], message.id)
+  end
+end
+
+--- vim.lsp.rpc.start, with every message read seen by M.note_asked first. The read loop
+--- is made by vim.lsp.rpc.create_read_loop while start runs (synchronously), so it is
+--- wrapped for that call only. Handlers run in the order the messages came, so the
+--- first id noted for a method belongs to the first handler of that method still to run.
+function M.start_rpc(argv, dispatchers, extra, asked)
+  local rpc_mod = vim.lsp.rpc
+  local create = rpc_mod.create_read_loop
+  rpc_mod.create_read_loop = function(handle_body, ...)
+    return create(function(body)
+      pcall(M.note_asked, body, asked)
+      return handle_body(body)
+    end, ...)
+  end
+  local ok, rpc = pcall(rpc_mod.start, argv, dispatchers, extra)
+  rpc_mod.create_read_loop = create
+  if not ok then
+    error(rpc, 0)
+  end
+  return rpc
+end
+
+--- The JSON-RPC id of the server request whose handler runs now (`ctx` is the handler's
+--- context), or nil when it is not known (a client started without this wrapper).
+function M.take_request_id(ctx)
+  local client = ctx and ctx.client_id and get_client(ctx.client_id)
+  local asked = client and client.rpc and client.rpc.dsh_asked
+  local ids = asked and asked[ctx.method]
+  if ids and #ids > 0 then
+    return table.remove(ids, 1)
+  end
+  return nil
 end
 
 --- Where Neovim reports a failed `initialize` itself (through on_error, as an assertion

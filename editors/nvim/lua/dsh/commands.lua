@@ -456,6 +456,9 @@ function M.open_session(session_id, reload, how, fn)
     if type(result.activity) == 'string' then
       state.activities[result.agentId] = { activity = result.activity, question = result.question ~= vim.NIL and result.question or nil }
     end
+    if type(result.clients) == 'table' then
+      state.clients[result.agentId] = result.clients -- who else is attached (a shared daemon)
+    end
     become(result.agentId, result.sessionId)
     -- The id only on a plain open (the one chosen); one line either way.
     local label = ({ reopened = 'reopened', last = 'continued (the last one of this workspace)' })[how]
@@ -518,12 +521,14 @@ M.actions = {
     end
     local plan = state.plan() or {}
     local activity = require('dsh.statusline').activity_words[state.activity() or '']
-    notify(('session %s · plan mode %s%s%s · %s'):format(
+    local others = require('dsh.statusline').others_text(state.others())
+    notify(('session %s · plan mode %s%s%s · %s%s'):format(
       state.session_id,
       plan.active and 'on' or 'off',
       plan.pending ~= nil and (' (pending ' .. (plan.pending and 'on' or 'off') .. ')') or '',
       activity and (' · ' .. activity) or '',
-      describe_goal(state.goal())
+      describe_goal(state.goal()),
+      others ~= '' and (' · ' .. others) or ''
     ))
   end,
   ['session.new'] = function(a)

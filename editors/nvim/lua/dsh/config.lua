@@ -2,8 +2,18 @@
 local M = {}
 
 M.defaults = {
-  -- How to start the daemon; nil takes `cmd` from lsp/dsh.lua (`dshd serve`).
+  -- How to reach the daemon: 'connect' (`dshd connect --workspace <root>`: the one
+  -- daemon of the workspace, shared with every other editor and ACP client on it,
+  -- started when there is none) or 'serve' (`dshd serve`: a daemon of this Neovim's own).
+  server = 'connect',
+  -- The dshd executable (a name on $PATH or a full path).
+  dshd = 'dshd',
+  -- The whole command instead (overrides `server` and `dshd`), e.g. { '/opt/dshd', 'serve' };
+  -- nil takes `cmd` from lsp/dsh.lua unless that is the shipped default.
   cmd = nil,
+  -- The name other clients of a shared session see for this Neovim
+  -- (initialize's clientInfo.name); nil: Neovim's own ("Neovim").
+  client_name = nil,
   -- Files or directories that mark the workspace root, nearest first.
   root_markers = nil,
   -- Sent as initializationOptions.config; same shape as .dsh/config.toml.
@@ -26,6 +36,9 @@ M.defaults = {
 M.options = vim.deepcopy(M.defaults)
 
 local known = {
+  server = true,
+  dshd = true,
+  client_name = true,
   cmd = true,
   root_markers = true,
   config = true,
@@ -45,6 +58,15 @@ function M.set(opts)
     end
   end
   vim.validate({
+    server = {
+      opts.server,
+      function(v)
+        return v == nil or v == 'connect' or v == 'serve'
+      end,
+      "'connect' or 'serve'",
+    },
+    dshd = { opts.dshd, 'string', true },
+    client_name = { opts.client_name, 'string', true },
     cmd = { opts.cmd, 'table', true },
     root_markers = { opts.root_markers, 'table', true },
     config = { opts.config, 'table', true },
@@ -119,6 +141,21 @@ function M.settings_config()
   return config
 end
 
+-- The command lsp/dsh.lua ships with: standing for "as the options say".
+M.shipped_cmd = { 'dshd', 'connect' }
+
+--- The command that reaches the daemon of the workspace at `root_dir`, from `server`
+--- and `dshd` (pure over the options).
+---@return string[]
+function M.command(root_dir)
+  local argv = { M.options.dshd or 'dshd', M.options.server or 'connect' }
+  if argv[2] == 'connect' then
+    -- The daemon is the workspace's: name it, whatever Neovim's working directory is.
+    vim.list_extend(argv, { '--workspace', root_dir })
+  end
+  return argv
+end
+
 --- The full vim.lsp.ClientConfig for the workspace at `root_dir`.
 function M.client_config(root_dir)
   local cfg = base_lsp_config()
@@ -129,6 +166,20 @@ function M.client_config(root_dir)
   }
   if M.options.cmd then
     cfg.cmd = vim.deepcopy(M.options.cmd)
+  elseif cfg.cmd == nil or vim.deep_equal(cfg.cmd, M.shipped_cmd) then
+    cfg.cmd = M.command(root_dir)
+  end
+  -- A `dshd connect` without --workspace takes its working directory's daemon.
+  cfg.cmd_cwd = cfg.cmd_cwd or root_dir
+  if M.options.client_name then
+    local before_init = cfg.before_init
+    local name = M.options.client_name
+    cfg.before_init = function(params, config)
+      params.clientInfo = vim.tbl_extend('force', params.clientInfo or {}, { name = name })
+      if type(before_init) == 'function' then
+        before_init(params, config)
+      end
+    end
   end
   local settings = M.settings_config()
   if settings then

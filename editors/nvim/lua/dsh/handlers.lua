@@ -53,14 +53,34 @@ local function agent_activity(_, params)
   require('dsh.state').set_activity(params.agentId, params.activity, params.question)
 end
 
-local function questions_ask(_, params)
+local function questions_ask(_, params, ctx)
   -- Yields until the person answers (see dsh.review); the return value is the result.
-  return require('dsh.review').ask(params)
+  return require('dsh.review').ask(params, ctx)
 end
 
-local function permission_ask(_, params)
+local function permission_ask(_, params, ctx)
   -- Yields until the person answers in the approval float (see dsh.approvals).
-  return require('dsh.approvals').ask(params)
+  return require('dsh.approvals').ask(params, ctx)
+end
+
+-- Who is attached to a session: this editor and any other (dsh/session/clients).
+local function session_clients(_, params)
+  if type(params) ~= 'table' or not params.agentId or type(params.clients) ~= 'table' then
+    return
+  end
+  require('dsh.state').set_clients(params.agentId, params.clients)
+end
+
+-- A question was answered (first answer wins): windows of it close here.
+local function question_resolved(_, params)
+  require('dsh.asks').on_resolved(params)
+end
+
+-- The daemon stopped waiting for one of its requests (an ask): LSP's own cancel.
+local function cancel_request(_, params, ctx)
+  if type(params) == 'table' then
+    require('dsh.asks').on_cancel_request(ctx and ctx.client_id, params.id)
+  end
 end
 
 --- The `handlers` table of the LSP client config: method -> handler.
@@ -72,12 +92,16 @@ function M.table()
     [protocol.notifications.chat_item] = chat_item,
     [protocol.notifications.agent_delta] = agent_delta,
     [protocol.notifications.agent_activity] = agent_activity,
+    [protocol.notifications.session_clients] = session_clients,
+    [protocol.notifications.question_resolved] = question_resolved,
     [protocol.server_requests.questions_ask] = questions_ask,
     [protocol.server_requests.permission_ask] = permission_ask,
     -- Not a dsh method: the daemon's one notice (keys it ignored) in Neovim's words.
     ['window/showMessage'] = function(err, params, ctx)
       require('dsh.trust').on_show_message(err, params, ctx)
     end,
+    -- Not a dsh method either: LSP's cancel, for the daemon's asks.
+    ['$/cancelRequest'] = cancel_request,
   }
 end
 

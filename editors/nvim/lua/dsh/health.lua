@@ -18,14 +18,14 @@ local function check_dshd(root)
   local cfg = require('dsh.config').client_config(root or vim.fn.getcwd())
   local cmd = cfg.cmd
   if type(cmd) ~= 'table' or not cmd[1] then
-    health.error('cmd is not a list of strings', { 'set cmd = { "dshd", "serve" } in require("dsh").setup()' })
+    health.error('cmd is not a list of strings', { 'set dshd = "/path/to/dshd" (or a whole cmd list) in require("dsh").setup()' })
     return nil
   end
   local path = vim.fn.exepath(cmd[1])
   if path == '' then
     health.error(('dshd not found: %q is not an executable on $PATH'):format(cmd[1]), {
       'install dshd (pip install -e . in the dshd repository) or',
-      'set its full path: require("dsh").setup({ cmd = { "/path/to/dshd", "serve" } })',
+      'set its full path: require("dsh").setup({ dshd = "/path/to/dshd" })',
     })
     return nil
   end
@@ -39,6 +39,11 @@ local function check_dshd(root)
       ok and vim.trim((result.stderr or '') .. ' exit ' .. tostring(result.code)) or tostring(result),
       'an older or broken install; reinstall dshd',
     })
+  end
+  if cmd[2] == 'connect' then
+    health.ok("connects to the workspace's shared daemon (dshd connect; server = 'serve' for one of this Neovim's own)")
+  elseif cmd[2] == 'serve' then
+    health.ok("starts a daemon of this Neovim's own (dshd serve; server = 'connect' shares one per workspace)")
   end
   return cmd
 end
@@ -129,7 +134,13 @@ local function check_workspace(cmd)
     health.warn('workspace config not checked: dshd is missing')
     return
   end
-  local outcome = validate_config(cmd, root)
+  -- A fresh `dshd serve` checks the config as this editor would send it; a shared daemon
+  -- already running keeps the config its first client started it with.
+  local check_cmd = cmd
+  if cmd[2] == 'connect' then
+    check_cmd = { cmd[1], 'serve' }
+  end
+  local outcome = validate_config(check_cmd, root)
   if not outcome then
     health.error('dshd did not start on this workspace within 15 s', { 'run `dshd serve` in a terminal to see why' })
   elseif outcome.result then

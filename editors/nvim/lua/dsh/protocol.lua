@@ -39,6 +39,8 @@ M.notifications = {
   chat_item = 'dsh/chat/item',
   agent_delta = 'dsh/agent/delta',
   agent_activity = 'dsh/agent/activity',
+  session_clients = 'dsh/session/clients',
+  question_resolved = 'dsh/question/resolved',
 }
 
 --- Requests the daemon sends to the editor (answered by a person).

@@ -162,10 +162,15 @@ function M.open(question, meta, finish)
   }
 
   -- The question reviews tool call <callId> (its id is "plan-review-<callId>").
-  local unregister = require('dsh.asks').add(review.meta.agentId, tostring(question.id):match('^plan%-review%-(.+)$'), function(reason)
-    review.close(reason)
+  local label = 'plan review "' .. tostring(question.title or 'Plan') .. '"'
+  local unregister = require('dsh.asks').add(review.meta.agentId, tostring(question.id):match('^plan%-review%-(.+)$'), function(reason, message)
+    review.close(reason, message)
   end, {
-    title = 'plan review "' .. tostring(question.title or 'Plan') .. '"',
+    title = label,
+    label = label,
+    kind = 'plan-review',
+    question_id = question.id,
+    request = review.meta.request,
     show = function()
       show(review, true)
     end,
@@ -188,14 +193,20 @@ function M.open(question, meta, finish)
   end
 
   --- Close without an answer because the review ended elsewhere; unsent drafts are
-  --- repeated in the message, so nothing typed vanishes.
-  function review.close(reason)
+  --- repeated in the message, so nothing typed vanishes. `message` (who answered it
+  --- elsewhere) is said instead of `reason`.
+  function review.close(reason, message)
     if review.done then
       return
     end
     local drafts = M.describe_drafts(review.comments, review.feedback) and drafts_text(review)
     review.decide(nil)
-    if reason then
+    if message then
+      require('dsh.errors').notify(
+        message .. (drafts and ('. Not sent: ' .. drafts) or ''),
+        drafts and vim.log.levels.WARN or vim.log.levels.INFO
+      )
+    elseif reason then
       require('dsh.errors').notify(
         'plan review closed: ' .. reason .. '.' .. (drafts and (' Not sent: ' .. drafts) or ''),
         vim.log.levels.WARN
@@ -389,14 +400,25 @@ function M.show_changes(review)
 end
 
 --- The handler of the server request dsh/questions/ask. Runs in the coroutine
---- Neovim gives server requests; returns the result table when the person is done.
-function M.ask(params)
+--- Neovim gives server requests; returns the result table when the person is done
+--- (or RequestCancelled when it ended without their answer: see dsh.asks.serve).
+function M.ask(params, ctx)
+  local asks = require('dsh.asks')
+  return asks.serve(ctx, function(request)
+    return M.answer_all(params, request)
+  end)
+end
+
+function M.answer_all(params, request)
   local answers = {}
   local questions = type(params) == 'table' and params.questions or {}
   for _, question in ipairs(questions) do
+    if request and request.ended then
+      break
+    end
     if question.kind == 'plan-review' then
       local answer = require('dsh.asks').await('the plan review', function(done)
-        M.open(question, { agentId = params.agentId, sessionId = params.sessionId }, done)
+        M.open(question, { agentId = params.agentId, sessionId = params.sessionId, request = request }, done)
       end)
       if answer then
         table.insert(answers, answer)

@@ -18,6 +18,9 @@ M.session_of = {} ---@type table<string, string> agentId -> sessionId
 M.turns = {} ---@type table<string, boolean> agentId -> a turn is open (turn/open .. turn/close)
 -- agentId -> what the daemon last said the agent does (dsh/agent/activity).
 M.activities = {} ---@type table<string, {activity: string, question: string?}>
+-- agentId -> the clients attached to its session, this editor among them (you = true),
+-- as dsh/session/clients last said; nil until it said anything.
+M.clients = {} ---@type table<string, {clientId: string, clientName: string, you: boolean}[]>
 
 local function announce(pattern, data)
   vim.api.nvim_exec_autocmds('User', { pattern = pattern, modeline = false, data = data })
@@ -66,6 +69,19 @@ function M.activity(agent_id)
   return nil
 end
 
+--- The names of the other clients attached to `agent_id`'s session, in the daemon's order.
+---@return string[]
+function M.others(agent_id)
+  agent_id = agent_id or M.agent_id
+  local out = {}
+  for _, c in ipairs(agent_id and M.clients[agent_id] or {}) do
+    if c.you ~= true then
+      table.insert(out, tostring(c.clientName or c.clientId or '?'))
+    end
+  end
+  return out
+end
+
 local function render()
   if not M.agent_id then
     status_text = ''
@@ -74,6 +90,7 @@ local function render()
     status_text = statusline.format(M.goals[M.agent_id] or nil, {
       plan = plan ~= nil and plan.active == true,
       activity = M.activity(M.agent_id),
+      others = M.others(M.agent_id),
     })
   end
 end
@@ -120,6 +137,66 @@ function M.set_activity(agent_id, activity, question)
     return
   end
   M.activities[agent_id] = { activity = activity, question = type(question) == 'string' and question or nil }
+  refresh(agent_id)
+end
+
+--- Who joined and who left between two client lists (pure): names of others only.
+---@return string[] joined, string[] left
+function M.client_changes(before, after)
+  local function others(list)
+    local out = {}
+    for _, c in ipairs(list or {}) do
+      if c.you ~= true and c.clientId then
+        out[c.clientId] = tostring(c.clientName or c.clientId)
+      end
+    end
+    return out
+  end
+  local was, now = others(before), others(after)
+  local joined, left = {}, {}
+  for id, name in pairs(now) do
+    if not was[id] then
+      table.insert(joined, name)
+    end
+  end
+  for id, name in pairs(was) do
+    if not now[id] then
+      table.insert(left, name)
+    end
+  end
+  table.sort(joined)
+  table.sort(left)
+  return joined, left
+end
+
+--- dsh/session/clients (also in dsh/session/open's result): who is attached to
+--- `agent_id`'s session. Others joining or leaving later are told in one line.
+function M.set_clients(agent_id, clients)
+  if type(clients) ~= 'table' then
+    return
+  end
+  local list = {}
+  for _, c in ipairs(clients) do
+    if type(c) == 'table' then
+      table.insert(list, { clientId = c.clientId, clientName = c.clientName, you = c.you == true })
+    end
+  end
+  local before = M.clients[agent_id]
+  M.clients[agent_id] = list
+  if before and agent_id == M.agent_id then
+    local joined, left = M.client_changes(before, list)
+    local parts = {}
+    if #joined > 0 then
+      table.insert(parts, table.concat(joined, ', ') .. ' joined')
+    end
+    if #left > 0 then
+      table.insert(parts, table.concat(left, ', ') .. ' left')
+    end
+    if #parts > 0 then
+      require('dsh.errors').notify('this session: ' .. table.concat(parts, '; '), vim.log.levels.INFO)
+    end
+  end
+  announce('DshClientsChanged', { agentId = agent_id, others = M.others(agent_id) })
   refresh(agent_id)
 end
 
@@ -179,6 +256,7 @@ function M.forget(agent_id)
   M.prompts[agent_id] = nil
   M.turns[agent_id] = nil
   M.activities[agent_id] = nil
+  M.clients[agent_id] = nil
   M.session_of[agent_id] = nil
   require('dsh.asks').close_all('the session was closed or reloaded', agent_id)
   if agent_id == M.agent_id then
@@ -194,6 +272,7 @@ function M.reset()
   M.prompts = {}
   M.turns = {}
   M.activities = {}
+  M.clients = {}
   M.session_of = {}
   M.set_current(nil, nil)
 end

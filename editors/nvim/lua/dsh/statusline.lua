@@ -47,13 +47,29 @@ end
 
 M.activity_words = { working = 'working…', waiting = 'waiting for you', paused = 'paused' }
 
+--- Who else is attached to the session, in a few words (pure): '' alone,
+--- `with VS Code`, `with VS Code and Neovim`, `with VS Code and 2 others`.
+---@param others string[]? the other clients' names
+---@return string
+function M.others_text(others)
+  others = others or {}
+  if #others == 0 then
+    return ''
+  elseif #others == 1 then
+    return 'with ' .. others[1]
+  elseif #others == 2 then
+    return ('with %s and %s'):format(others[1], others[2])
+  end
+  return ('with %s and %d others'):format(others[1], #others - 1)
+end
+
 --- The statusline text: `◎ 3/40 · active`, with `plan` while plan mode is on, a busy
---- mark while a model request or a tool runs, and `waiting for you` while a question
---- (an approval, a plan review) is open:
---- `◎ ⟳ plan · 3/40 · 12.4k tok · active`, `◎ waiting for you · plan · no goal`.
---- `%` is escaped for 'statusline'.
+--- mark while a model request or a tool runs, `waiting for you` while a question
+--- (an approval, a plan review) is open, and who else is attached to the session:
+--- `◎ ⟳ plan · 3/40 · 12.4k tok · active`, `◎ waiting for you · plan · no goal`,
+--- `◎ 3/40 · active · with VS Code`. `%` is escaped for 'statusline'.
 ---@param view table? GoalView
----@param opts table? {plan: boolean, activity: 'working'|'waiting'|'paused'|nil, busy: boolean}
+---@param opts table? {plan: boolean, activity: 'working'|'waiting'|'paused'|nil, busy: boolean, others: string[]?}
 ---@return string
 function M.format(view, opts)
   opts = opts or {}
@@ -65,6 +81,10 @@ function M.format(view, opts)
     head = head .. ' ' .. M.activity_words.waiting .. ' ·'
   end
   local text = head .. ' ' .. (opts.plan and 'plan · ' or '') .. M.goal_text(view)
+  local others = M.others_text(opts.others)
+  if others ~= '' then
+    text = text .. ' · ' .. others
+  end
   return (text:gsub('%%', '%%%%'))
 end
 

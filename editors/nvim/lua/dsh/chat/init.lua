@@ -234,7 +234,8 @@ function M.send(view)
 end
 
 --- The chat window's bar: what the agent does ("working…", "waiting for you",
---- "paused"), the session's title, and on the right the goal as the statusline shows it.
+--- "paused"), the session's title, who else is attached ("with VS Code"), and on the
+--- right the goal as the statusline shows it.
 function M.winbar()
   local view = M.view_of_buf(vim.api.nvim_get_current_buf())
   if not view then
@@ -267,7 +268,8 @@ function M.winbar()
     goal = statusline.format(state.goal(), { plan = plan ~= nil and plan.active == true })
   end
   local activity = statusline.activity_words[state.activity(view.agent_id) or '']
-  local left = (activity and (activity .. ' · ') or '') .. (title or 'new session')
+  local others = statusline.others_text(state.others(view.agent_id))
+  local left = (activity and (activity .. ' · ') or '') .. (title or 'new session') .. (others ~= '' and (' · ' .. others) or '')
   return (' %s%%<%%=%s '):format((left:gsub('%%', '%%%%')), goal)
 end
 
