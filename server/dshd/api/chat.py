@@ -346,6 +346,20 @@ def _outcome_from_text(ok: bool, content: str) -> tuple[str, str | None, str | N
     return "not-reviewed", None, content
 
 
+GOALS_CARRIED = 8  # the goals whose round budget a resumed projection keeps (rounds run for the current one)
+
+
+class ChatCarry(Struct, frozen=True, gc=False, omit_defaults=True):
+    """What a projection takes from the log before a turn boundary into the items after it
+    (all the rest it knows there belongs to turns that are over): the plan review a later
+    one names as its previous, and the round budgets of the goals last changed. With it, a
+    projection resumed at that boundary gives every later item exactly as one fed the
+    whole log (``ChatProjection.resumed``)."""
+
+    reviewed_plan_id: str | None = None
+    goal_rounds: dict[str, int] = {}
+
+
 class ChatProjection:
     """Events and deltas in, upserted items out. Feed it a log from its first event
     (``apply_event`` in seq order) and the deltas as they come; each call returns the
@@ -363,6 +377,16 @@ class ChatProjection:
             projection.apply_delta(delta)
         return projection
 
+    @classmethod
+    def resumed(cls, carry: ChatCarry, after_seq: int, tools: ToolCatalogue | None = None) -> ChatProjection:
+        """A projection to be fed the log from seq ``after_seq + 1`` on, where no turn was
+        open (a boundary at which ``resumable()`` held) and ``carry`` was the carry."""
+        projection = cls(tools)
+        projection._reviewed_plan_id = carry.reviewed_plan_id
+        projection._goal_rounds = dict(carry.goal_rounds)
+        projection.last_seq = after_seq
+        return projection
+
     def __init__(self, tools: ToolCatalogue | None = None) -> None:
         # Tool items are titled by the tools themselves (Tool.describe): the agent's
         # catalogue, or every known plugin's tools for a log read without its agent.
@@ -375,7 +399,7 @@ class ChatProjection:
         self._calls: dict[tuple[int | None, str], str] = {}  # (turn, callId) -> item id, until its result
         self._args_text: dict[str, str] = {}  # streaming tool call -> its arguments so far
         self._streaming: dict[str, None] = {}  # ids of partial items, in order (an ordered set)
-        self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds
+        self._goal_rounds: dict[str, int] = {}  # goal id -> maxRounds, the goal changed last at the end
         self._goal_round_turn: int | None = None  # the turn last started as a goal round
         # The goal item of a change that ended the goal during its round (complete, block,
         # pause), with its event's data: the round's later replies still count their tokens
@@ -426,6 +450,43 @@ class ChatProjection:
             counted += 1
             next_seq = seq
         return out, next_seq
+
+    def page_before(self, before_seq: int, limit: int | None = None) -> tuple[list[ChatItem], int, bool]:
+        """The last ``limit`` items whose ``seq`` is below ``before_seq`` (all when None), in
+        list order, each item without a seq with the item before it; the seq of the last
+        item returned (0: none); and whether the page reaches the first item of the list
+        (nothing older is left here). A ``before_seq`` above the last seq gives the newest page."""
+        order, items = self._order, self._items
+        if self._positions is None:
+            self._page_start(0)  # rebuilds the positions (and whether they ascend)
+        get = lambda index: items[order[index]]  # noqa: E731
+        if self._ascending:
+            end = bisect.bisect_left(self._positions, before_seq)  # type: ignore[arg-type]
+            return _page_before(get, range(end - 1, -1, -1), before_seq, limit)
+        kept = [i for i, p in enumerate(self._positions) if p < before_seq]  # type: ignore[union-attr]
+        return _page_before(get, reversed(kept), before_seq, limit)
+
+    def resumable(self) -> bool:
+        """Whether the projection may be resumed from here (``carry``, ``resumed``): no turn
+        is open and nothing outside a turn waits for a later event."""
+        return not self._open_turns and not self._streaming and all(turn is not None for turn, _ in self._calls)
+
+    def carry(self) -> ChatCarry:
+        rounds = self._goal_rounds
+        kept = dict(list(rounds.items())[-GOALS_CARRIED:]) if len(rounds) > GOALS_CARRIED else dict(rounds)
+        return ChatCarry(reviewed_plan_id=self._reviewed_plan_id, goal_rounds=kept)
+
+    def absorb_earlier(self, earlier: list[ChatItem]) -> None:
+        """Put the items of the log just before this projection's first event (projected
+        from a boundary, all of closed turns: final) in front of its list."""
+        if not earlier:
+            return
+        ids = [item.id for item in earlier]
+        for item in earlier:
+            self._items[item.id] = item
+        self._durable.update(ids)
+        self._order = ids + self._order
+        self._positions = None
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -652,8 +713,10 @@ class ChatProjection:
             goal = _dict(data.get("goal"))
             goal_id = _str(goal.get("id"))
             max_rounds = _int(goal.get("maxRounds"))
-            if max_rounds is not None:
-                self._goal_rounds[goal_id] = max_rounds
+            # The last changed goal goes to the end (the carry keeps the last few).
+            kept = self._goal_rounds.pop(goal_id, None)
+            if max_rounds is not None or kept is not None:
+                self._goal_rounds[goal_id] = max_rounds if max_rounds is not None else kept
             reason = _dict(goal.get("blockedReason"))
             item = GoalItem(
                 id=f"goal-{seq}", seq=seq, at=at, turn=turn, op=op, goal_id=goal_id, revision=_int(goal.get("revision")) or 0,
@@ -805,6 +868,66 @@ class ChatProjection:
             )  # fmt: skip
             self._put(item, changed, durable=False)
         return changed
+
+
+def _page_before(get, indexes, before_seq: int, limit: int | None) -> tuple[list[ChatItem], int, bool]:
+    """page_before over the list positions ``indexes`` (newest first; ``get(index)`` the item)."""
+    picked: list[ChatItem] = []  # newest first
+    pending: list[ChatItem] = []  # items without a seq, until the item they follow decides for them
+    counted = 0
+    start_reached = True
+    for index in indexes:
+        item = get(index)
+        seq = getattr(item, "seq", None)
+        if seq is None:
+            pending.append(item)
+            continue
+        if seq >= before_seq:
+            pending.clear()  # they follow an item of a later page
+            continue
+        if limit is not None and counted >= limit:
+            start_reached = False
+            break
+        picked.extend(pending)
+        pending.clear()
+        picked.append(item)
+        counted += 1
+    if start_reached:
+        picked.extend(pending)  # before the first item with a seq: they open the list
+    picked.reverse()
+    next_seq = next((item.seq for item in reversed(picked) if getattr(item, "seq", None) is not None), 0)
+    return picked, next_seq, start_reached
+
+
+def page_before_list(items: list[ChatItem], before_seq: int, limit: int | None = None) -> tuple[list[ChatItem], int, bool]:
+    """``ChatProjection.page_before`` of a plain list of items (a scan from its end)."""
+    return _page_before(items.__getitem__, range(len(items) - 1, -1, -1), before_seq, limit)
+
+
+def page_after_list(items: Iterable[ChatItem], after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
+    """``ChatProjection.page`` of a plain list of items (a scan from its start)."""
+    out: list[ChatItem] = []
+    next_seq, counted, position = after_seq, 0, 0
+    for item in items:
+        seq = getattr(item, "seq", None)
+        if seq is None:
+            if position >= after_seq:
+                out.append(item)
+            continue
+        position = seq
+        if seq <= after_seq:
+            continue
+        if limit is not None and counted >= limit:
+            break
+        out.append(item)
+        counted += 1
+        next_seq = seq
+    return out, next_seq
+
+
+def counted_items(items: Iterable[ChatItem]) -> int:
+    """How many of ``items`` count toward a page's limit (those with a seq)."""
+    return sum(1 for item in items if getattr(item, "seq", None) is not None)
 
 
 def project(events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> list[ChatItem]:

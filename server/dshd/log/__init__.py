@@ -1,6 +1,7 @@
 """Layer 1: append-only session log, lock, torn tail, checkpoint file. Knows nothing of plans or goals."""
 
 from dshd.log.sessionlog import (
+    CACHE_NAMES,
     CHECKPOINT_NAME,
     LOCK_NAME,
     LOG_NAME,
@@ -17,6 +18,7 @@ from dshd.log.sessionlog import (
 from dshd.log.safefs import UnsafePath, io_error
 
 __all__ = [
+    "CACHE_NAMES",
     "CHECKPOINT_NAME",
     "LOCK_NAME",
     "LOG_NAME",

@@ -33,9 +33,13 @@ LOG_NAME = "log.jsonl"
 LOCK_NAME = "log.lock"
 CHECKPOINT_NAME = "projection.json"
 CHECKPOINT_TMP = CHECKPOINT_NAME + ".tmp"
+# Caches beside the checkpoint, written the same way (read_cache / write_cache): the chat's marks.
+CACHE_NAMES = ("chat-marks.json",)
 TORN_PREFIX = "torn-"
 # Every name a session folder may hold that dshd opens, reads or writes.
-SESSION_FILES = (LOG_NAME, LOCK_NAME, CHECKPOINT_NAME, CHECKPOINT_TMP)
+SESSION_FILES = (LOG_NAME, LOCK_NAME, CHECKPOINT_NAME, CHECKPOINT_TMP) + tuple(
+    name + tail for name in CACHE_NAMES for tail in ("", ".tmp")
+)
 
 # Tail search reads backwards in blocks this size until it finds a newline.
 _TAIL_BLOCK = 64 * 1024
@@ -201,9 +205,9 @@ def _open_session_dir(directory: Path, base: Path | None, *, create: bool = Fals
     return fd
 
 
-def _read_checkpoint(dir_fd: int, directory: Path, limit: int | None) -> bytes | None:
+def _read_checkpoint(dir_fd: int, directory: Path, limit: int | None, name: str = CHECKPOINT_NAME) -> bytes | None:
     try:
-        fd = open_file(dir_fd, CHECKPOINT_NAME, os.O_RDONLY, directory / CHECKPOINT_NAME)
+        fd = open_file(dir_fd, name, os.O_RDONLY, directory / name)
     except FileNotFoundError:
         return None
     try:
@@ -450,13 +454,27 @@ class SessionLog:
         self._require_open()
         return _read_checkpoint(self._dir_fd, self.dir, None)
 
-    def write_checkpoint(self, data: bytes) -> None:
+    def read_cache(self, name: str) -> bytes | None:
+        """A cache file beside the checkpoint (one of CACHE_NAMES), None when absent."""
+        if name not in CACHE_NAMES:
+            raise ValueError(f"not a session cache: {name}")
+        self._require_open()
+        return _read_checkpoint(self._dir_fd, self.dir, None, name)
+
+    def write_cache(self, name: str, data: bytes) -> None:
+        """Replace a cache file (one of CACHE_NAMES) atomically, as the checkpoint is."""
+        if name not in CACHE_NAMES:
+            raise ValueError(f"not a session cache: {name}")
+        self.write_checkpoint(data, name)
+
+    def write_checkpoint(self, data: bytes, name: str = CHECKPOINT_NAME) -> None:
         """Atomic replace: write a new temp file (O_EXCL), fsync, rename over, fsync the folder."""
         self._require_open()
         dir_fd = self._dir_fd
-        tmp_path = self.dir / CHECKPOINT_TMP
+        tmp_name = name + ".tmp"
+        tmp_path = self.dir / tmp_name
         try:
-            before = os.stat(CHECKPOINT_TMP, dir_fd=dir_fd, follow_symlinks=False)
+            before = os.stat(tmp_name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             pass
         else:
@@ -464,18 +482,18 @@ class SessionLog:
             # what a link points to; still, anything but our own regular file is refused.
             if not stat.S_ISREG(before.st_mode):
                 raise UnsafePath(tmp_path, "is a symbolic link" if stat.S_ISLNK(before.st_mode) else "is not a regular file")
-            os.unlink(CHECKPOINT_TMP, dir_fd=dir_fd)
-        fd = open_file(dir_fd, CHECKPOINT_TMP, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tmp_path)
+            os.unlink(tmp_name, dir_fd=dir_fd)
+        fd = open_file(dir_fd, tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, tmp_path)
         try:
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(CHECKPOINT_TMP, CHECKPOINT_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.replace(tmp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             try:
-                os.unlink(CHECKPOINT_TMP, dir_fd=dir_fd)
+                os.unlink(tmp_name, dir_fd=dir_fd)
             except OSError:
                 pass
             raise

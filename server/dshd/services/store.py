@@ -348,6 +348,23 @@ class SessionStore:
         self._index_offsets.insert(i + 1, offset)
         return target, offset
 
+    @property
+    def log_size(self) -> int:
+        """Bytes of the log durable so far (the end of line ``state.seq``)."""
+        return self._log.size
+
+    # ---- caches beside the log (the chat's marks) ---------------------------------------
+
+    def read_cache(self, name: str) -> bytes | None:
+        with self._lock:
+            return self._log.read_cache(name)
+
+    def write_cache(self, name: str, data: bytes) -> None:
+        """Replace a cache file of this session atomically (``dshd.log.CACHE_NAMES``)."""
+        with self._lock:
+            if not self._log.closed:
+                self._log.write_cache(name, data)
+
     # ---- checkpoints and closing -----------------------------------------------------
 
     def checkpoint(self) -> None:

@@ -1,0 +1,149 @@
+"""Chat marks: where the chat of a long log can be projected from without reading what
+comes before, so a page costs the page and not the log.
+
+A mark is a turn boundary of the log (just before a ``turn/open``, no turn open, nothing
+outside a turn waiting) with what the chat carries across it (``ChatCarry``): the byte
+offset of the next line, and a fingerprint of the line before it. A projection resumed
+there (``ChatProjection.resumed``) gives every later item exactly as a projection of the
+whole log does, so the items between two marks can be projected on their own.
+
+Marks are recorded by any projection that reads past the last one (every ``MARK_EVERY``
+events at least, at the next boundary), the live chat included, and kept per session in
+``chat-marks.json`` beside the log: a cache like ``projection.json``. A mark is trusted
+only while the line before it is still the line it was made after (length and sha256);
+the first one that is not ends the list (the log changed under it). Mark 0 (the log's
+start, nothing carried) is always there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import weakref
+from typing import Any
+
+import msgspec
+
+from dshd.api.chat import ChatCarry
+from dshd.errors import DshError
+from dshd.log import read_line_before
+
+MARK_EVERY = 1000  # events at least between two marks: a page reads at most about this many more
+MARKS_NAME = "chat-marks.json"
+MARKS_VERSION = 1
+SAVE_EVERY = 8  # live marks recorded between two writes of the file (and one at close)
+
+log = logging.getLogger(__name__)
+
+
+class ChatMark(msgspec.Struct, frozen=True, gc=False):
+    seq: int  # the last event before the boundary: a resumed projection reads from seq + 1
+    offset: int  # where line seq + 1 starts
+    line_length: int = 0  # the fingerprint of line seq (none for mark 0)
+    line_sha256: str = ""
+    carry: ChatCarry = ChatCarry()
+
+
+class _MarksFile(msgspec.Struct):
+    version: int
+    marks: list[ChatMark]
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(_MarksFile).decode
+
+START = ChatMark(seq=0, offset=0)
+
+
+def line_fingerprint(line: bytes) -> tuple[int, str]:
+    return len(line), hashlib.sha256(line).hexdigest()
+
+
+class ChatMarks:
+    """The marks of one open session (shared by every connection following it)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.marks: list[ChatMark] = [START]
+        self._seqs: list[int] = [0]
+        self._unsaved = 0
+        self._loaded = False
+
+    def load(self) -> None:
+        """Read the marks file once (a missing, unreadable or foreign one: only mark 0)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            raw = self.store.read_cache(MARKS_NAME)
+        except (OSError, DshError) as exc:
+            log.warning("chat marks of %s not read (%s): the chat is projected from the start", self.store.session_id, exc)
+            return
+        if not raw:
+            return
+        try:
+            data = _decode(raw)
+        except msgspec.MsgspecError:
+            return
+        if data.version != MARKS_VERSION:
+            return
+        last_seq = self.store.state.seq
+        for mark in data.marks:
+            if mark.seq <= self.marks[-1].seq or mark.seq >= last_seq or not self._still_true(mark):
+                break
+            self.marks.append(mark)
+            self._seqs.append(mark.seq)
+
+    def _still_true(self, mark: ChatMark) -> bool:
+        try:
+            line = read_line_before(self.store.log_fd, mark.offset, mark.line_length)
+        except OSError:
+            return False
+        return line is not None and line.endswith(b"\n") and line_fingerprint(line) == (mark.line_length, mark.line_sha256)
+
+    @property
+    def last(self) -> ChatMark:
+        return self.marks[-1]
+
+    def index_at_or_before(self, seq: int) -> int:
+        """The last mark whose seq is at most ``seq``."""
+        return bisect.bisect_right(self._seqs, seq) - 1
+
+    def due(self, seq: int) -> bool:
+        """Whether a boundary after event ``seq`` is far enough past the last mark to be one."""
+        return seq - self.marks[-1].seq >= MARK_EVERY
+
+    def add(self, seq: int, offset: int, line: bytes, carry: ChatCarry) -> bool:
+        """Record a boundary after event ``seq`` (``line`` is that event's line, ``offset``
+        where the next starts), if due; True when recorded."""
+        if not self.due(seq):
+            return False
+        length, digest = line_fingerprint(line)
+        self.marks.append(ChatMark(seq=seq, offset=offset, line_length=length, line_sha256=digest, carry=carry))
+        self._seqs.append(seq)
+        self._unsaved += 1
+        return True
+
+    def save(self, *, force: bool = False) -> None:
+        """Write the file when marks were added (every SAVE_EVERY of them, or ``force``).
+        A cache: a failed write is logged, never raised."""
+        if not self._unsaved or (not force and self._unsaved < SAVE_EVERY) or self.store.closed:
+            return
+        try:
+            self.store.write_cache(MARKS_NAME, _encode(_MarksFile(MARKS_VERSION, self.marks[1:])))
+            self._unsaved = 0
+        except (OSError, DshError) as exc:
+            log.error("chat marks of %s not written (ignored; the next look reads more): %s", self.store.session_id, exc)
+
+
+_of_store: "weakref.WeakKeyDictionary[Any, ChatMarks]" = weakref.WeakKeyDictionary()
+
+
+def marks_of(store: Any) -> ChatMarks:
+    """The one ChatMarks of this open session (loaded on first use)."""
+    marks = _of_store.get(store)
+    if marks is None:
+        marks = _of_store[store] = ChatMarks(store)
+    marks.load()
+    return marks
