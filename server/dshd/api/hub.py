@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -37,16 +38,27 @@ import msgspec
 from dshd.agent.deltas import AgentDelta
 from dshd.errors import DshError
 from dshd.folds import ReplayError
-from dshd.log import iter_records
+from dshd.log import find_line_start, iter_records
 from dshd.services.goals import GoalService
 from dshd.services.plan_mode import PlanModeController
-from dshd.api.chat import AssistantMessageItem, ChatItem, ChatProjection, PlanReviewItem, ToolCallItem
+from dshd.api.chat import (
+    AssistantMessageItem,
+    ChatItem,
+    ChatProjection,
+    PlanReviewItem,
+    ToolCallItem,
+    counted_items,
+    page_after_list,
+    page_before_list,
+)
+from dshd.api.chat_marks import START, ChatMark, ChatMarks, marks_of
 
 WINDOW_S = 0.05  # the shortest wait between two partial upserts of one item
 BYTES_PER_S = 200_000  # the most a streaming item sends a second, once its text is long
 
 SLICE_S = 0.005  # the longest a chat build holds the event loop at a time
 PAUSE_TURNS = 4  # then the loop turns this often without it: a request read meanwhile is answered
+SEGMENTS_KEPT = 8  # the segments between chat marks a connection keeps (pages read on around them)
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +88,10 @@ class _Feed:
         self.building: asyncio.Future | None = None  # the chat's build from the log, while it runs
         self.held: list[tuple[bool, Any]] | None = None  # (is_event, event|delta) that came during it
         self.first_pages: list[tuple[int, asyncio.Future]] = []  # (limit, answer) of first pages waiting
+        self.chat_from = 0  # the chat holds the items after this seq (a chat mark's; 0: the whole log)
+        self.marks: ChatMarks | None = None  # the session's chat marks, once the chat is read
+        self.projected: ChatProjection | None = None  # the projection a read of the log is filling
+        self.segments: dict[int, list[ChatItem]] = {}  # mark index -> the items up to the next mark
 
 
 def _streamed_size(item: ChatItem) -> int:
@@ -88,17 +104,24 @@ def _streamed_size(item: ChatItem) -> int:
     return 0
 
 
-def read_log_events(path) -> Iterator[dict[str, Any]]:
-    """The log's events as plain dicts, streamed (the projection takes any shape; a line
-    that is not JSON, or out of place, is reported as a replay would)."""
+def read_log_lines(source, offset: int = 0, line_no: int = 1, end: int | None = None) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
+    """(line_no, offset, line, event as a plain dict) from ``offset`` (the start of line
+    ``line_no``) to ``end``, streamed; a line that is not JSON, or out of place, is reported
+    as a replay would."""
     decode = msgspec.json.Decoder().decode
-    for line_no, _offset, line in iter_records(path):
+    for number, start, line in iter_records(source, offset, line_no, end):
         try:
             event = decode(line)
         except msgspec.DecodeError as exc:
-            raise ReplayError(None, line_no, f"malformed JSON: {exc}") from None
-        if not isinstance(event, dict) or event.get("seq") != line_no:
-            raise ReplayError(None, line_no, f"expected the event with seq {line_no}")
+            raise ReplayError(None, number, f"malformed JSON: {exc}") from None
+        if not isinstance(event, dict) or event.get("seq") != number:
+            raise ReplayError(None, number, f"expected the event with seq {number}")
+        yield number, start, line, event
+
+
+def read_log_events(path) -> Iterator[dict[str, Any]]:
+    """The log's events as plain dicts, streamed (the projection takes any shape)."""
+    for _line_no, _offset, _line, event in read_log_lines(path):
         yield event
 
 
@@ -148,53 +171,100 @@ class Hub:
         if feed.chat is None:
             if feed.building is not None:
                 raise RuntimeError("the chat is being built: use chat_page")
-            for _ in self._build_steps(feed):
+            for _ in self._build_steps(feed, START):
                 pass
+        for _ in self._extend_back_steps(feed, 0):
+            pass
         return feed.chat.page(after_seq, limit)
 
-    async def chat_page(self, agent: Any, after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
-        """``chat``, without holding the event loop while the log is read: the build runs in
-        slices, and a first page (``after_seq`` 0 with a ``limit``) is answered once its
-        items are settled, from the start of the log only."""
+    async def chat_page(
+        self, agent: Any, after_seq: int = 0, limit: int | None = None, before_seq: int | None = None
+    ) -> tuple[list[ChatItem], int]:
+        """``chat``, without holding the event loop while the log is read (the reads run in
+        slices), and reading only what the page needs where the session's chat marks allow:
+        the live chat is projected from the last mark, a page before it from the marks'
+        segments (``before_seq``: the last ``limit`` items below it, the newest page when it
+        is above the last seq). Without marks a first page from the start (``after_seq`` 0
+        with a ``limit``) is answered once its items are settled."""
         self.attach(agent)
         feed = self._feeds[agent.agent_id]
         if feed.chat is None:
             if feed.building is None:
-                feed.building = asyncio.ensure_future(self._build(feed))
+                feed.marks = marks_of(agent.store)
+                start = feed.marks.last
+                feed.chat_from = start.seq
+                feed.building = asyncio.ensure_future(self._build(feed, start))
                 feed.building.add_done_callback(_report_failed_build)
-            if after_seq == 0 and limit is not None:
+            if after_seq == 0 and limit is not None and before_seq is None and feed.chat_from == 0:
                 answer = asyncio.get_running_loop().create_future()
                 feed.first_pages.append((limit, answer))
                 return await answer
             await asyncio.shield(feed.building)
+        if before_seq is not None:
+            return await self._page_before(feed, before_seq, limit)
+        if limit is None:
+            await self._sliced(feed, self._extend_back_steps(feed, after_seq))
+        elif after_seq < feed.chat_from:
+            return await self._page_from_marks(feed, after_seq, limit)
         return feed.chat.page(after_seq, limit)
 
-    def _build_steps(self, feed: _Feed) -> Iterator[None]:
-        """Project the log, then the held deltas and news; yields when a slice is used up.
-        Sets ``feed.chat`` at the end; answers the first pages waiting as they settle."""
+    # ---- reading the log for the chat ------------------------------------------------------
+
+    def _project_steps(self, feed: _Feed, mark: ChatMark, until: ChatMark | None, record: bool) -> Iterator[None]:
+        """Project the log from ``mark`` to mark ``until`` (None: the end) into
+        ``feed.projected``, yielding when a slice is used up; with ``record``, a mark is
+        recorded at each boundary that is due. Answers the first pages waiting as they settle."""
+        agent = feed.agent
+        projection = ChatProjection.resumed(mark.carry, mark.seq, agent.tools) if mark.seq else ChatProjection(agent.tools)
+        feed.projected = projection
+        marks = feed.marks if record else None
+        previous = None  # the line before the one read (a mark's fingerprint)
+        slice_end = time.perf_counter() + SLICE_S
+        end = None if until is None else until.offset
+        for count, (line_no, offset, line, event) in enumerate(read_log_lines(agent.store.log_fd, mark.offset, mark.seq + 1, end), 1):
+            if (
+                marks is not None
+                and previous is not None
+                and event.get("type") == "turn/open"
+                and marks.due(line_no - 1)
+                and projection.resumable()
+            ):
+                marks.add(line_no - 1, offset, previous, projection.carry())
+            projection.apply_event(event)
+            previous = line
+            if feed.first_pages:
+                self._answer_first_pages(feed, projection)
+            if count % 64 == 0 and time.perf_counter() > slice_end:
+                yield
+                slice_end = time.perf_counter() + SLICE_S
+
+    def _build_steps(self, feed: _Feed, mark: ChatMark) -> Iterator[None]:
+        """Project the log from ``mark``, then the held deltas and news; yields when a slice
+        is used up. Sets ``feed.chat`` at the end; answers the first pages waiting as they settle."""
         feed.held = []
-        projection = ChatProjection(feed.agent.tools)  # tool items titled by the agent's own tools
+        if feed.marks is None:
+            feed.marks = marks_of(feed.agent.store)
+        feed.chat_from = mark.seq
         try:
-            slice_end = time.perf_counter() + SLICE_S
-            for count, event in enumerate(read_log_events(feed.agent.store.log_fd), 1):
-                projection.apply_event(event)
-                if feed.first_pages:
-                    self._answer_first_pages(feed, projection)
-                if count % 64 == 0 and time.perf_counter() > slice_end:
-                    yield
-                    slice_end = time.perf_counter() + SLICE_S
+            yield from self._project_steps(feed, mark, None, True)
+            projection = feed.projected
             for delta in feed.running:
                 projection.apply_delta(delta)
         except BaseException as exc:
             feed.held = None
+            feed.chat_from = 0
             for _limit, answer in feed.first_pages:
                 if not answer.done():
                     answer.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
             feed.first_pages = []
             raise
+        feed.projected = None
         feed.running = []
         held, feed.held = feed.held, None
         feed.chat = projection
+        marks = feed.marks
+        feed.agent.on_close(lambda: marks.save(force=True))
+        marks.save(force=True)  # what this read found is kept for the next look (a cache)
         for is_event, news in held:  # what came during the build, in order (events the log read already: skipped)
             if is_event:
                 if news.get("seq", 0) > projection.last_seq:
@@ -222,15 +292,90 @@ class Hub:
                 waiting.append((limit, answer))
         feed.first_pages = waiting
 
-    async def _build(self, feed: _Feed) -> None:
+    async def _build(self, feed: _Feed, mark: ChatMark) -> None:
         try:
-            for _ in self._build_steps(feed):
-                for _turn in range(PAUSE_TURNS):
-                    await asyncio.sleep(0)
-                if self._feeds.get(feed.agent.agent_id) is not feed:
-                    raise DshError("stale-agent", f"agent {feed.agent.agent_id} was closed while its chat was read; open the session again")
+            await self._sliced(feed, self._build_steps(feed, mark))
         finally:
             feed.building = None
+
+    async def _sliced(self, feed: _Feed, steps: Iterator[None]) -> None:
+        """Run a read of the log, letting the loop turn between its slices."""
+        for _ in steps:
+            for _turn in range(PAUSE_TURNS):
+                await asyncio.sleep(0)
+            if self._feeds.get(feed.agent.agent_id) is not feed:
+                raise DshError("stale-agent", f"agent {feed.agent.agent_id} was closed while its chat was read; open the session again")
+
+    def _segment_steps(self, feed: _Feed, index: int) -> Iterator[None]:
+        """The items between mark ``index`` and the next (all of closed turns: final), into
+        ``feed.segments`` (the last few are kept)."""
+        if index in feed.segments:
+            feed.segments[index] = feed.segments.pop(index)  # newest at the end
+            return
+        marks = feed.marks.marks
+        saved = feed.projected
+        try:
+            yield from self._project_steps(feed, marks[index], marks[index + 1], False)
+            items = feed.projected.items()
+        finally:
+            feed.projected = saved
+        feed.segments[index] = items
+        while len(feed.segments) > SEGMENTS_KEPT:
+            feed.segments.pop(next(iter(feed.segments)))
+
+    def _extend_back_steps(self, feed: _Feed, to_seq: int) -> Iterator[None]:
+        """Put the segments before the live chat in front of it until it holds every item
+        after ``to_seq`` (a whole list asked for: it then stays whole)."""
+        marks = feed.marks
+        while feed.chat_from > to_seq:
+            index = marks.index_at_or_before(feed.chat_from) - 1
+            yield from self._segment_steps(feed, index)
+            feed.chat.absorb_earlier(feed.segments.pop(index))
+            feed.chat_from = marks.marks[index].seq
+
+    async def _page_before(self, feed: _Feed, before_seq: int, limit: int | None) -> tuple[list[ChatItem], int]:
+        """The last ``limit`` items below ``before_seq``: from the live chat, then from the
+        segments before it, newest first, until the page is full or the log's start."""
+        parts: list[list[ChatItem]] = []  # newest first
+        counted = 0
+        marks = feed.marks
+        if before_seq > feed.chat_from:
+            items, _next, reached = feed.chat.page_before(before_seq, limit)
+            parts.append(items)
+            counted = counted_items(items)
+            index = marks.index_at_or_before(feed.chat_from) - 1 if reached else -1
+            bound = feed.chat_from + 1
+        else:
+            index = marks.index_at_or_before(max(before_seq - 2, 0))  # the segment holding seq before_seq - 1
+            bound = before_seq
+        while index >= 0 and (limit is None or counted < limit):
+            await self._sliced(feed, self._segment_steps(feed, index))
+            items, _next, reached = page_before_list(feed.segments[index], bound, None if limit is None else limit - counted)
+            parts.append(items)
+            counted += counted_items(items)
+            if not reached:
+                break
+            index -= 1
+        page = [item for part in reversed(parts) for item in part]
+        next_seq = next((item.seq for item in reversed(page) if getattr(item, "seq", None) is not None), 0)
+        return page, next_seq
+
+    async def _page_from_marks(self, feed: _Feed, after_seq: int, limit: int) -> tuple[list[ChatItem], int]:
+        """A page after ``after_seq`` that starts before the live chat: from the segments
+        from the mark at or before it on, then the live chat."""
+        marks = feed.marks
+        index = marks.index_at_or_before(after_seq)
+        older: list[ChatItem] = []
+        while marks.marks[index].seq < feed.chat_from:
+            await self._sliced(feed, self._segment_steps(feed, index))
+            older.extend(feed.segments[index])
+            items, next_seq = page_after_list(older, after_seq, limit)
+            if counted_items(items) >= limit:
+                return items, next_seq
+            index += 1
+        items, next_seq = page_after_list(older, after_seq, limit)
+        rest, rest_next = feed.chat.page(feed.chat_from, limit - counted_items(items))
+        return items + rest, rest_next if rest_next > feed.chat_from else next_seq
 
     def _forget(self, agent_id: str) -> None:
         feed = self._feeds.pop(agent_id, None)
@@ -311,8 +456,27 @@ class Hub:
                 self._upsert(feed, item)
 
     def _chat_event(self, feed: _Feed, data: dict[str, Any]) -> None:
+        seq = data.get("seq")
+        if data.get("type") == "turn/open" and type(seq) is int and feed.marks is not None and feed.marks.due(seq - 1):
+            if feed.chat.resumable():
+                self._live_mark(feed, seq)
         for item in feed.chat.apply_event(data):
             self._upsert(feed, item)
+
+    def _live_mark(self, feed: _Feed, seq: int) -> None:
+        """Mark the boundary before the turn/open ``seq`` the live chat just got: its line
+        and the one before are found reading back from the log's end (a few lines)."""
+        store = feed.agent.store
+        try:
+            end_seq, end = store.state.seq + 1, store.log_size
+            start = find_line_start(store.log_fd, end, end_seq, seq)
+            before = find_line_start(store.log_fd, start, seq, seq - 1)
+            line = os.pread(store.log_fd, start - before, before)
+        except (OSError, ValueError) as exc:
+            log.warning("chat mark at seq %d not recorded: %s", seq, exc)
+            return
+        if feed.marks.add(seq - 1, start, line, feed.chat.carry()):
+            feed.marks.save()
 
     def _chat_delta(self, feed: _Feed, delta: AgentDelta) -> None:
         for item in feed.chat.apply_delta(delta):
