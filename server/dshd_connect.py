@@ -125,9 +125,17 @@ def protocol_line(protocol: str, options: dict | None = None) -> bytes:
     return protocol.encode() + b" " + json.dumps(options, separators=(",", ":")).encode() + b"\n"
 
 
-def _dial(path: str, line: bytes) -> tuple[object, bytes] | None:
-    """A connection that the daemon answered (with the bytes it sent after its answer),
-    or None when nobody listens or the daemon ended it before answering."""
+class Connection:
+    """A connection the daemon answered: the socket, any bytes that came after the
+    answer (the protocol's own), and the daemon's pid."""
+
+    def __init__(self, sock, first: bytes, pid: int | None) -> None:
+        self.sock, self.first, self.pid = sock, first, pid
+
+
+def _dial(path: str, line: bytes) -> Connection | None:
+    """A connection that the daemon answered, or None when nobody listens or the daemon
+    ended it before answering (it was on its way out)."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -165,7 +173,7 @@ def _dial(path: str, line: bytes) -> tuple[object, bytes] | None:
     if not first.startswith(GREETING):
         sock.close()
         raise ConnectError(f"the daemon at {path} refused the connection: {first[:200].decode(errors='replace')}")
-    return sock, rest
+    return Connection(sock, rest, daemon_pid(first))
 
 
 def _daemon_argv(workspace: str) -> list[str]:
@@ -203,10 +211,10 @@ def connect(
     start: bool = True,
     timeout_s: float = START_TIMEOUT_S,
     env: dict | None = None,
-) -> tuple[object, bytes]:
-    """A socket to ``workspace``'s daemon speaking ``protocol``, after its answer, and any
-    bytes that came with the answer. Starts the daemon when none listens (``start``);
-    raises :class:`ConnectError` saying why when there is none."""
+) -> Connection:
+    """A connection to ``workspace``'s daemon speaking ``protocol``, after its answer.
+    Starts the daemon when none listens (``start``); raises :class:`ConnectError` saying
+    why when there is none."""
     import time
 
     workspace = os.path.realpath(workspace)
@@ -243,9 +251,31 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def forward(sock, first: bytes = b"", stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+def daemon_pid(greeting: bytes) -> int | None:
+    """The daemon's pid from its answer ``ok dshd <version> <pid>``."""
+    parts = greeting.split()
+    return int(parts[3]) if len(parts) >= 4 and parts[3].isdigit() else None
+
+
+def _died(pid: int | None) -> bool:
+    """The daemon process is gone or on its way out (a zombie, or exiting: PF_EXITING),
+    as after kill -9, rather than alive and ending one connection as asked."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return True
+    # fields[0] is the state, fields[6] the flags (field 9 of proc(5)); PF_EXITING = 0x4
+    return fields[0] in (b"Z", b"X", b"x") or int(fields[6]) & 0x4 != 0
+
+
+def forward(sock, first: bytes = b"", stdin_fd: int = 0, stdout_fd: int = 1, pid: int | None = None) -> int:
     """Copy stdin -> socket and socket -> stdout until the daemon ends the connection.
-    End of stdin is passed on as a half close (the daemon ends that connection only)."""
+    End of stdin is passed on as a half close (the daemon ends that connection only).
+    Returns 0 when the daemon ended the connection (after ``exit``, or at the end of
+    input), 1 when the daemon died under it (the client's cue to reconnect)."""
     import select
 
     if first:
@@ -264,7 +294,7 @@ def forward(sock, first: bytes = b"", stdin_fd: int = 0, stdout_fd: int = 1) -> 
                 except ConnectionResetError:
                     data = b""
                 if not data:
-                    return EXIT_OK  # the daemon ended this connection
+                    return EXIT_FAIL if _died(pid) else EXIT_OK
                 try:
                     _write_all(stdout_fd, data)
                 except BrokenPipeError:
@@ -275,7 +305,7 @@ def forward(sock, first: bytes = b"", stdin_fd: int = 0, stdout_fd: int = 1) -> 
                     try:
                         send(data)
                     except (BrokenPipeError, ConnectionResetError):
-                        return EXIT_FAIL  # the daemon died: the client reconnects
+                        return EXIT_FAIL if _died(pid) else EXIT_OK
                 elif stdin_open:
                     stdin_open = False
                     poller.unregister(stdin_fd)
@@ -343,12 +373,12 @@ def _parse(argv: list[str], usage: str, allowed: dict[str, bool]) -> dict | int:
 
 def _run(workspace: str, protocol: str, options: dict | None, start: bool) -> int:
     try:
-        sock, first = connect(workspace, protocol, options, start=start)
+        conn = connect(workspace, protocol, options, start=start)
     except ConnectError as exc:
         sys.stderr.write(f"dshd: {exc}\n")
         return EXIT_FAIL
     try:
-        return forward(sock, first)
+        return forward(conn.sock, conn.first, pid=conn.pid)
     except KeyboardInterrupt:
         return EXIT_FAIL
 

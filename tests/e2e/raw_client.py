@@ -72,10 +72,13 @@ def split_frames(data: bytes) -> tuple[list[dict], list[str], bytes]:
 class RawDaemon:
     """`dshd serve` as a child process; blocking requests; notifications collected."""
 
-    def __init__(self, workspace: Path, *, env: dict | None = None, log_level: str = "WARNING") -> None:
+    def __init__(
+        self, workspace: Path, *, env: dict | None = None, log_level: str = "WARNING", command: list[str] | None = None
+    ) -> None:
+        """``command``: what to start instead of `dshd serve` (`dshd connect`, the forwarder)."""
         self.workspace = Path(workspace)
         full_env = {**os.environ, "DSHD_LOG_LEVEL": log_level, **(env or {})}
-        cmd = dshd_command()
+        cmd = command or dshd_command()
         self.proc = subprocess.Popen(
             cmd,
             cwd=str(workspace),

@@ -1,0 +1,260 @@
+"""One daemon per workspace, through real processes: `dshd connect` forwarders (what
+editors start) and the `dshd daemon` they start, on a private $XDG_RUNTIME_DIR per test.
+
+Covered: the first connect starts the daemon and later ones reuse it; one client's
+shutdown/exit ends its connection only; forwarders racing at start end with one daemon;
+a daemon killed with SIGKILL leaves a stale socket and lock that the next connect
+replaces; another uid is refused (by the folder's mode, and by SO_PEERCRED when the
+folder is opened up; the forwarder then refuses the folder); idle exit after
+``[daemon] idleTimeoutS``; SIGKILL in the middle of a turn loses nothing acknowledged,
+the client reattaches and nothing runs by itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dshd import __version__
+from tests.e2e.conftest import write_workspace
+from tests.e2e.raw_client import RawDaemon, log_events
+from tests.shared_daemon_support import Runtime, alive, connect_command, daemons_of, wait_gone
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def runtime():
+    r = Runtime()
+    yield r
+    r.stop()
+
+
+def forwarder(workspace: Path, runtime: Runtime, **kw) -> RawDaemon:
+    return RawDaemon(workspace, env=runtime.env, command=connect_command(), **kw)
+
+
+def socket_file(runtime: Runtime) -> Path:
+    [sock] = runtime.sockets.glob("*.sock")
+    return sock
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: Path, runtime: Runtime) -> None:
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        pid = runtime.daemon_pid()
+        created = a.request("dsh/session/create", {"title": "shared"})
+        # The socket is named for the workspace's real path and dshd's version, in a private folder.
+        name = hashlib.sha256((os.path.realpath(workspace) + __version__).encode()).hexdigest()[:16]
+        sock = socket_file(runtime)
+        assert sock.name == f"{name}.sock"
+        assert stat.S_IMODE(runtime.sockets.stat().st_mode) == 0o700
+        assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+        assert (runtime.sockets / f"{name}.lock").read_text().strip() == str(pid)
+        with forwarder(workspace, runtime) as b:
+            assert "result" in b.initialize()
+            assert runtime.daemon_pids() == [pid] and daemons_of(workspace) == [pid]
+            listed = b.request("dsh/session/list", {})["sessions"]
+            assert created["sessionId"] in [row["sessionId"] for row in listed]
+            # shutdown + exit from one client ends that connection only
+            assert a.shutdown_and_exit() == 0
+            assert alive(pid)
+            again = b.request("dsh/session/list", {})["sessions"]
+            assert created["sessionId"] in [row["sessionId"] for row in again]
+            assert b.shutdown_and_exit() == 0
+            assert b.stdout_faults == [] and a.stdout_faults == []
+    assert alive(pid)  # idle, not gone: the default idle timeout is 60 s
+
+
+def test_forwarders_racing_at_start_end_with_one_daemon(workspace: Path, runtime: Runtime) -> None:
+    racers = [forwarder(workspace, runtime) for _ in range(4)]  # spawned together, before any daemon
+    try:
+        for racer in racers:
+            assert "result" in racer.initialize(), racer.stderr_bytes
+        pid = runtime.daemon_pid()
+        wait_until(lambda: daemons_of(workspace) == [pid], 15, f"still more than one daemon: {daemons_of(workspace)}")
+        created = racers[0].request("dsh/session/create", {"title": "raced"})
+        for racer in racers[1:]:
+            assert created["sessionId"] in [row["sessionId"] for row in racer.request("dsh/session/list", {})["sessions"]]
+        log = next(runtime.sockets.glob("*.log")).read_text()
+        # The race really happened: more than one daemon started; exactly one served.
+        assert log.count(" serving ") == 1, log
+        assert log.count("another daemon serves") >= 1, log
+        for racer in racers:
+            assert racer.shutdown_and_exit() == 0
+    finally:
+        for racer in racers:
+            racer.kill()
+
+
+def test_a_killed_daemon_leaves_a_stale_socket_and_lock_that_the_next_connect_replaces(
+    workspace: Path, runtime: Runtime
+) -> None:
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        created = a.request("dsh/session/create", {"title": "before the kill"})
+        pid = runtime.daemon_pid()
+        sock = socket_file(runtime)
+        lock = sock.with_suffix(".lock")
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(pid, 10)
+        assert a.wait(10) == 1  # the forwarder says its daemon died: the editor's cue to restart it
+    # Stale: the socket file and the lock file stay, and nobody listens.
+    assert stat.S_ISSOCK(sock.lstat().st_mode) and lock.read_text().strip() == str(pid)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with pytest.raises(ConnectionRefusedError):
+        probe.connect(str(sock))
+    probe.close()
+    with forwarder(workspace, runtime) as b:
+        assert "result" in b.initialize()
+        fresh = runtime.daemon_pid()
+        assert fresh != pid and lock.read_text().strip() == str(fresh)
+        opened = b.request("dsh/session/open", {"sessionId": created["sessionId"]})
+        assert opened["sessionId"] == created["sessionId"]
+        assert b.shutdown_and_exit() == 0
+
+
+PROBE = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print(json.dumps({"connect": exc.errno}))
+    sys.exit()
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+try:
+    s.sendall(b"dsh\n" + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+except OSError as exc:  # the daemon closed it first
+    print(json.dumps({"send": exc.errno, "got": ""}))
+    sys.exit()
+s.settimeout(30)
+data = b""
+while b'"capabilities"' not in data:
+    try:
+        chunk = s.recv(65536)
+    except OSError as exc:
+        print(json.dumps({"recv": exc.errno, "got": data.decode(errors="replace")}))
+        sys.exit()
+    if not chunk:
+        break
+    data += chunk
+print(json.dumps({"got": data.decode(errors="replace")}))
+"""
+
+
+def _probe(sock: Path, as_nobody: bool) -> dict:
+    argv = ["/usr/bin/python3", "-I", "-c", PROBE, str(sock)]
+    if as_nobody:
+        argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] + argv
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to run a client as uid 65534")
+def test_another_uid_is_refused(workspace: Path, runtime: Runtime) -> None:
+    os.chmod(runtime.path, 0o711)  # others may pass through the runtime folder, not list it
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        sock = socket_file(runtime)
+        # Control: the probe itself works, as this uid.
+        mine = _probe(sock, as_nobody=False)
+        assert mine["got"].startswith("ok dshd ") and '"capabilities"' in mine["got"], mine
+        # 1. The folder is 0700: another user cannot even reach the socket.
+        assert _probe(sock, as_nobody=True) == {"connect": 13}  # EACCES
+        # 2. Opened up by hand: the kernel lets them connect, the daemon's SO_PEERCRED check
+        #    closes the connection unanswered.
+        os.chmod(runtime.sockets, 0o755)
+        os.chmod(sock, 0o666)
+        theirs = _probe(sock, as_nobody=True)
+        assert "connect" not in theirs and theirs["got"] == "", theirs  # connected, then closed (or reset) unanswered
+        assert _probe(sock, as_nobody=False)["got"].startswith("ok dshd ")  # still served to us
+        log = sock.with_suffix(".log").read_text()
+        assert "refused a connection from uid 65534" in log, log
+        # 3. Our forwarder fails closed on a folder open to others.
+        refused = subprocess.run(connect_command(), cwd=workspace, env={**os.environ, **runtime.env},
+                                 input=b"", capture_output=True, timeout=30)
+        assert refused.returncode == 1 and b"is open to others" in refused.stderr, refused.stderr
+        os.chmod(runtime.sockets, 0o700)
+        assert a.shutdown_and_exit() == 0
+
+
+def test_the_daemon_exits_after_the_idle_timeout_with_no_connection(workspace: Path, runtime: Runtime) -> None:
+    write_workspace(workspace, extra_config="\n[daemon]\nidleTimeoutS = 1.5\n")
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        pid = runtime.daemon_pid()
+        sock = socket_file(runtime)
+        time.sleep(2.5)
+        assert alive(pid)  # a connection open longer than the timeout keeps it
+        assert a.request("dsh/session/list", {}) is not None
+        assert a.shutdown_and_exit() == 0
+    left = time.monotonic()
+    assert wait_gone(pid, 15)
+    waited = time.monotonic() - left
+    assert 1.0 < waited < 12, waited
+    assert not sock.exists()  # the socket goes with it; the lock file stays, unlocked
+    import fcntl
+
+    with open(sock.with_suffix(".lock"), "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # and the next connect starts a fresh daemon
+    with forwarder(workspace, runtime) as b:
+        assert "result" in b.initialize()
+        assert runtime.daemon_pid() != pid
+        assert b.shutdown_and_exit() == 0
+
+
+def test_sigkill_mid_turn_loses_nothing_acknowledged_and_runs_nothing_by_itself(workspace: Path, runtime: Runtime) -> None:
+    write_workspace(workspace, replies=[{"text": "round 1 never ends", "delayMs": 60_000}])
+    (workspace / "after.json").write_text(json.dumps({"replies": [{"text": "round 2"}]}))
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        created = a.request("dsh/session/create", {"title": "crash"})
+        agent, sid = created["agentId"], created["sessionId"]
+        goal = a.request("dsh/goal/create", {"agentId": agent, "objective": "survive", "maxRounds": 2})
+        wait_until(lambda: log_events(workspace, sid)[-1]["type"] == "request/header", 20, "the round never started")
+        a.request("dsh/session/list", {})  # every notification sent so far is read by now
+        told = {n["params"]["event"]["seq"]: n["params"]["event"] for n in a.notifications if n["method"] == "dsh/session/event"}
+        assert told and max(told) >= 4
+        pid = runtime.daemon_pid()
+        os.kill(pid, signal.SIGKILL)
+        assert a.wait(10) == 1
+    before = log_events(workspace, sid)
+    assert before[-1]["type"] == "request/header"  # the turn is open in the log
+    by_seq = {event["seq"]: event for event in before}
+    for seq, event in told.items():  # every event a client was told of is on disk, as told
+        assert by_seq[seq] == event
+    with forwarder(workspace, runtime) as b:
+        assert "result" in b.initialize(options={"config": {"model": {"provider": "scripted", "script": "after.json"}}})
+        opened = b.request("dsh/session/open", {"sessionId": sid})
+        assert opened["goal"]["phase"] == "active" and opened["goal"]["activation"] == "disarmed"
+        assert opened["goal"]["revision"] == goal["revision"]
+        after_open = log_events(workspace, sid)
+        assert after_open[: len(before)] == before
+        assert [(e["type"], e["data"]) for e in after_open[len(before) :]] == [
+            ("turn/close", {"turn": 1, "stopReason": "interrupted"})
+        ]
+        time.sleep(1.0)
+        assert log_events(workspace, sid) == after_open  # nothing started by itself
+        assert b.shutdown_and_exit() == 0
