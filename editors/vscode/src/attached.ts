@@ -43,13 +43,13 @@ export function attachedWords(clients: readonly AttachedClient[]): string {
   return others.length ? `also here: ${namesInWords(others)}` : '';
 }
 
-/** The status bar item: `$(people) Neovim` (undefined when nobody else is attached). */
+/** The status bar item: `$(organization) Neovim` (undefined when nobody else is attached). */
 export function attachedStatus(clients: readonly AttachedClient[]): { text: string; tooltip: string } | undefined {
   const others = otherClients(clients);
   if (!others.length) return undefined;
   const you = clients.find((c) => c.you)?.clientName;
   return {
-    text: `$(people) ${others.length <= 2 ? namesInWords(others) : `${others.length} others`}`,
+    text: `$(organization) ${others.length <= 2 ? namesInWords(others) : `${others.length} others`}`,
     tooltip: `Also attached to this session: ${namesInWords(others)}${you ? ` (this window is "${you}")` : ''}. `
       + 'Prompts, replies, plan reviews and approvals reach every one of you; the first answer to a question counts.',
   };

@@ -248,6 +248,30 @@ def test_real_vscode_untrusted_folder(built, tmp_path: Path) -> None:
                     machine_settings={"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
 
 
+def shared_daemon_env(tmp_path: Path) -> dict[str, str]:
+    """A runtime folder of this test's own: its shared daemon's socket is found by no other test."""
+    run_dir = tmp_path / "xdg-run"
+    run_dir.mkdir(mode=0o700)
+    return {"XDG_RUNTIME_DIR": str(run_dir)}
+
+
+def test_real_vscode_shared_session(built, tmp_path: Path) -> None:
+    """Several clients on one live session (issue 18): VS Code in its default mode (`dshd connect`,
+    the workspace's shared daemon) and a second client, another `dshd connect` process spoken to
+    from the suite, open one session: each sees the other attached (status bar, chat header) and the
+    other's prompt and reply; a plan review and an approval go to both, the first answer counts
+    (either side), the other's windows close with one line saying who answered what; VS Code
+    attaching while a question is open is asked it; the other client leaving disappears from VS Code."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    fixture = EXT / "test" / "integration" / "fixture"
+    (workspace / ".dsh").mkdir()
+    shutil.copy(fixture / "shared-config.toml", workspace / ".dsh" / "config.toml")
+    shutil.copy(fixture / "shared-script.json", workspace / "script.json")
+    write_settings(workspace, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
+    run_real_vscode(workspace, "out/integration/shared.js", ARTIFACTS / "shared", 300, env=shared_daemon_env(tmp_path))
+
+
 def test_wire_types_match_the_schema() -> None:
     """src/protocol.ts is what json-schema-to-typescript makes of the protocol's JSON Schema."""
     run([str(NODE), "scripts/gen-protocol.mjs", "--check"], timeout=120)

@@ -20,12 +20,12 @@ test('who else is attached: every client but this window, in the daemon\'s order
 test('the status bar item shows only when someone else is attached, naming them', () => {
   assert.equal(attachedStatus([me]), undefined);
   const one = attachedStatus([me, nvim])!;
-  assert.equal(one.text, '$(people) Neovim');
+  assert.equal(one.text, '$(organization) Neovim');
   assert.match(one.tooltip, /^Also attached to this session: Neovim \(this window is "Visual Studio Code"\)\./);
   assert.match(one.tooltip, /first answer to a question counts/);
-  assert.equal(attachedStatus([me, nvim, zed])!.text, '$(people) Neovim and Zed');
+  assert.equal(attachedStatus([me, nvim, zed])!.text, '$(organization) Neovim and Zed');
   const many = [me, nvim, zed, { clientId: 'c4', clientName: 'client 4', you: false }];
-  assert.equal(attachedStatus(many)!.text, '$(people) 3 others');
+  assert.equal(attachedStatus(many)!.text, '$(organization) 3 others');
 });
 
 test('one line says who answered what elsewhere', () => {
