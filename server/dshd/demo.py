@@ -26,7 +26,6 @@ import textwrap
 from pathlib import Path
 
 from dshd.api import text
-from dshd.api.words import goal_status
 from dshd.client import DshClient
 
 PLAN_V1 = """# Plan: retries for the HTTP client
@@ -161,8 +160,9 @@ class Transcript:
 
 
 def status_text(goal: dict | None) -> str:
-    """The status bar, in the editors' words (the same text, with the Neovim icon)."""
-    return f"◎ {goal_status(goal)['text']}"
+    """The status bar, in the editors' words: the daemon's own status text of the GoalView
+    it sent (with the Neovim icon)."""
+    return f"◎ {goal['status']['text'] if goal else 'no goal'}"
 
 
 async def run_demo(workspace: Path, out: Transcript) -> None:

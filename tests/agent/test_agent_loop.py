@@ -360,7 +360,7 @@ async def test_workspace_list_sessions(tmp_path):
     listed = {s["sessionId"]: s for s in ws.list_sessions()}
     assert listed[a.session_id]["title"] == "alpha" and "goal" not in listed[a.session_id]
     goal = listed[b.session_id]["goal"]
-    assert goal["id"] == view.id and goal["maxRounds"] == 7 and goal["activation"] == "disarmed"
+    assert goal.id == view.id and goal.max_rounds == 7 and goal.activation == "disarmed"
     assert all(s["updatedAt"].endswith("Z") for s in listed.values())
     await ws.shutdown()
 
@@ -379,8 +379,8 @@ async def test_continuation_driver_spends_rounds_and_blocks_at_budget(tmp_path):
     rounds = [e.data.goalRound.round for e in events_of(agent, "user/message") if e.data.goalRound]
     assert rounds == [1, 2, 3]
     final = goals_of(agent).get()
-    assert final.phase == "blocked" and final.blockedReason.code == "round-budget-exhausted"
-    assert final.roundsStarted == 3 and final.revision == view.revision + 1
+    assert final.phase == "blocked" and final.blocked_reason.code == "round-budget-exhausted"
+    assert final.rounds_started == 3 and final.revision == view.revision + 1
     assert types_of(agent)[-1] == "goal/change"  # blocked after the last turn closed
     await ws.shutdown()
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from dshd.api.words import goal_actions, goal_for_people, goal_status, tokens
+from dshd.api.words import goal_actions, goal_status, tokens
+from dshd.daemon.to_wire import goal_view
 from dshd.errors import DshError
+from dshd.folds.events import BlockedReason
 from dshd.folds.goal_phases import OPS
-from dshd.services.goals import GoalService
+from dshd.services.goals import GoalService, GoalView
 from dshd.services.store import SessionStore
 from dshd_protocol import from_wire
 from dshd_protocol import types as T
@@ -20,54 +22,57 @@ AT = "2026-11-29T18:40:18.123Z"
 
 
 def view(**kw):
-    """A wire GoalView without its words; roundsLeft follows roundsStarted unless given."""
-    v = {"id": "g-1", "revision": 4, "objective": "Ship retries for the HTTP client", "phase": "active", "maxRounds": 40,
-         "roundsStarted": 3, "roundsLeft": 37, "createdAt": AT, "updatedAt": AT, "activation": "armed", "tokensUsed": 0}
+    """A core GoalView; rounds_left follows rounds_started unless given; a blocked_reason
+    may be given as {code, message}."""
+    v = {"id": "g-1", "revision": 4, "objective": "Ship retries for the HTTP client", "phase": "active", "max_rounds": 40,
+         "rounds_started": 3, "rounds_left": 37, "created_at": AT, "updated_at": AT, "activation": "armed", "tokens_used": 0}
     v.update(kw)
-    if "roundsStarted" in kw and "roundsLeft" not in kw:
-        v["roundsLeft"] = max(v["maxRounds"] - v["roundsStarted"], 0)
-    return v
+    if "rounds_started" in kw and "rounds_left" not in kw:
+        v["rounds_left"] = max(v["max_rounds"] - v["rounds_started"], 0)
+    if isinstance(v.get("blocked_reason"), dict):
+        v["blocked_reason"] = BlockedReason(**v["blocked_reason"])
+    return GoalView(**v)
 
 
 DEPENDENCY = {"code": "dependency-conflict", "message": "urllib3 2.x conflicts with the pinned requests 2.25"}
 
 # name, view, text, short, tone, usage, the state line of detail, actions
 CASES = [
-    ("active, rounds running on their own", view(tokensUsed=12400),
+    ("active, rounds running on their own", view(tokens_used=12400),
      "3/40 · 12.4k tok · active", "active", "none", "3 of 40 rounds used, 12.4k tokens",
      "Active: rounds continue on their own.", ["edit", "pause", "complete", "block", "clear"]),
-    ("active after a load: nothing runs until the person resumes", view(activation="disarmed", tokensUsed=12400),
+    ("active after a load: nothing runs until the person resumes", view(activation="disarmed", tokens_used=12400),
      "3/40 · 12.4k tok · waiting for you to resume", "waiting for you to resume", "hint",
      "3 of 40 rounds used, 12.4k tokens", "Active, waiting for you to resume: nothing runs until you do.",
      ["edit", "pause", "resume", "complete", "block", "clear"]),
-    ("active with a token budget", view(roundsStarted=6, tokensUsed=25900, maxTokens=100000),
+    ("active with a token budget", view(rounds_started=6, tokens_used=25900, max_tokens=100000),
      "6/40 · 25.9k/100k tok · active", "active", "none", "6 of 40 rounds used, 25.9k of 100k tokens",
      "Active: rounds continue on their own.", ["edit", "pause", "complete", "block", "clear"]),
-    ("paused", view(phase="paused", activation="disarmed", roundsStarted=5, tokensUsed=31000, maxTokens=200000),
+    ("paused", view(phase="paused", activation="disarmed", rounds_started=5, tokens_used=31000, max_tokens=200000),
      "5/40 · 31k/200k tok · paused", "paused", "none", "5 of 40 rounds used, 31k of 200k tokens",
      "Paused: nothing runs until you resume.", ["edit", "resume", "complete", "block", "clear"]),
-    ("blocked by the agent", view(phase="blocked", activation="disarmed", roundsStarted=12, tokensUsed=48210, blockedReason=DEPENDENCY),
+    ("blocked by the agent", view(phase="blocked", activation="disarmed", rounds_started=12, tokens_used=48210, blocked_reason=DEPENDENCY),
      "12/40 · 48.2k tok · blocked: dependency-conflict", "blocked: dependency-conflict", "warning",
      "12 of 40 rounds used, 48.2k tokens", f"Blocked: {DEPENDENCY['message']} (dependency-conflict)",
      ["edit", "resume", "complete", "clear"]),
-    ("blocked: the round budget is spent", view(phase="blocked", activation="disarmed", roundsStarted=40, tokensUsed=250000,
-        blockedReason={"code": "round-budget-exhausted", "message": "all 40 rounds were used"}),
+    ("blocked: the round budget is spent", view(phase="blocked", activation="disarmed", rounds_started=40, tokens_used=250000,
+        blocked_reason={"code": "round-budget-exhausted", "message": "all 40 rounds were used"}),
      "40/40 · 250k tok · blocked: round-budget-exhausted", "blocked: round-budget-exhausted", "warning",
      "40 of 40 rounds used, 250k tokens", "Blocked: all 40 rounds were used (round-budget-exhausted)",
      ["edit", "complete", "clear"]),
-    ("blocked: the token budget is spent (no resume either)", view(phase="blocked", activation="disarmed", roundsStarted=8,
-        tokensUsed=1260000, maxTokens=1000000, blockedReason={"code": "token-budget-exhausted", "message": "over"}),
+    ("blocked: the token budget is spent (no resume either)", view(phase="blocked", activation="disarmed", rounds_started=8,
+        tokens_used=1260000, max_tokens=1000000, blocked_reason={"code": "token-budget-exhausted", "message": "over"}),
      "8/40 · 1.3M/1M tok · blocked: token-budget-exhausted", "blocked: token-budget-exhausted", "warning",
      "8 of 40 rounds used, 1.3M of 1M tokens", "Blocked: over (token-budget-exhausted)", ["edit", "complete", "clear"]),
-    ("complete", view(phase="complete", activation="disarmed", roundsStarted=6, tokensUsed=950),
+    ("complete", view(phase="complete", activation="disarmed", rounds_started=6, tokens_used=950),
      "6/40 · 950 tok · complete", "complete", "none", "6 of 40 rounds used, 950 tokens", "Complete.", ["create", "clear"]),
-    ("active and disarmed with the round budget spent", view(activation="disarmed", maxRounds=3, roundsStarted=3),
+    ("active and disarmed with the round budget spent", view(activation="disarmed", max_rounds=3, rounds_started=3),
      "3/3 · round budget spent", "round budget spent", "hint", "3 of 3 rounds used",
      "Active, but its round budget is spent: raise it (edit) to go on.", ["edit", "pause", "complete", "block", "clear"]),
     # No token counted and no budget: no token figure (a model that reports no usage).
     ("no tokens counted yet", view(), "3/40 · active", "active", "none", "3 of 40 rounds used",
      "Active: rounds continue on their own.", ["edit", "pause", "complete", "block", "clear"]),
-    ("no tokens counted yet, beside a token budget", view(maxTokens=50000), "3/40 · 0/50k tok · active", "active", "none",
+    ("no tokens counted yet, beside a token budget", view(max_tokens=50000), "3/40 · 0/50k tok · active", "active", "none",
      "3 of 40 rounds used, 0 of 50k tokens", "Active: rounds continue on their own.", ["edit", "pause", "complete", "block", "clear"]),
 ]  # fmt: skip
 
@@ -77,15 +82,16 @@ def test_the_words_of_each_phase(case):
     _, goal, text, short, tone, usage, state, actions = case
     status = goal_status(goal)
     assert (status["text"], status["short"], status["tone"], status["usage"]) == (text, short, tone, usage)
-    assert status["detail"][:3] == [f"Goal: {goal['objective']}", state,
-                                    f"Rounds: {goal['roundsStarted']} of {goal['maxRounds']} used, {goal['roundsLeft']} left"]
+    assert status["detail"][:3] == [f"Goal: {goal.objective}", state,
+                                    f"Rounds: {goal.rounds_started} of {goal.max_rounds} used, {goal.rounds_left} left"]
     assert [a["id"] for a in goal_actions(goal)] == actions
-    # What goes on the wire is a strict wire GoalView, words included, and no revision in them.
-    wire = goal_for_people(goal)
+    # What goes on the wire (the LSP door's converter) is a strict wire GoalView, words
+    # included, and no revision in them.
+    wire = goal_view(goal)
     from_wire(T.GoalView, wire)
+    assert (wire["status"], wire["actions"]) == (status, goal_actions(goal))
     assert "revision" not in " ".join([wire["status"]["text"], *wire["status"]["detail"]]).lower()
     assert "disarmed" not in wire["status"]["text"]
-    assert goal_for_people(wire) == wire  # words already there are made again, not kept
 
 
 def test_no_goal_offers_only_create():
@@ -99,7 +105,7 @@ def test_action_labels_are_words_and_in_a_fixed_order():
 
 
 def test_typed_text_in_the_words_is_escaped():
-    words = goal_status(view(objective="fix\u202eit\nnow", phase="blocked", blockedReason={"code": "x", "message": "a\nb"}))
+    words = goal_status(view(objective="fix\u202eit\nnow", phase="blocked", blocked_reason={"code": "x", "message": "a\nb"}))
     assert words["detail"][0] == "Goal: fix\\u202eit\\nnow" and words["detail"][1] == "Blocked: a\\nb (x)"
 
 
@@ -156,8 +162,7 @@ def _try(service: GoalService, op: str) -> str | None:
 
 @pytest.mark.parametrize("state", ["none", "active-armed", "active-disarmed", "paused", "blocked", "complete"])
 def test_offered_actions_are_exactly_the_accepted_ones(tmp_path, state):
-    offered = [a["id"] for a in goal_actions(_reach(tmp_path / "look", state).get().to_dict()
-                                             if state != "none" else None)]
+    offered = [a["id"] for a in goal_actions(_reach(tmp_path / "look", state).get())]
     for op in OPS:
         refusal = _try(_reach(tmp_path / op, state), op)
         if op in offered:

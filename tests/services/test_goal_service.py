@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-import msgspec
 import pytest
 from agent_support import in_model_call, settle, events_of, make_workspace, replay_strict, goals_of, plan_of
 
 from dshd.errors import DshError
 from dshd.folds import replay
 from dshd.folds.events import GoalRef
-from dshd.services.goals import GoalNotice, GoalService, GoalView
+from dshd.services.goals import GoalNotice, GoalService
 
 
 def kind_of(call) -> DshError:
@@ -53,7 +52,7 @@ async def test_g01_fork_and_resume_inherit_the_goal_through_the_log(ws, tmp_path
     reopened = ws.open_session(agent.session_id, reload=True)
     for other in (forked, reopened):
         got = goals_of(other).get()
-        assert (got.id, got.revision, got.objective, got.maxRounds) == (view.id, 1, "ship the parser", 10)
+        assert (got.id, got.revision, got.objective, got.max_rounds) == (view.id, 1, "ship the parser", 10)
         assert got.activation == "disarmed"
     # Nothing but the session's own files holds goal data.
     files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
@@ -124,9 +123,9 @@ async def test_g04_blocked_reason_needs_kebab_code_and_message(ws, code, message
     error = kind_of(lambda: goals_of(agent).block(view.ref, code, message))
     assert error.kind == "invalid-params" and error.data["field"] == field
     blocked = goals_of(agent).block(view.ref, "dependency-conflict", "libfoo 2 vs 3")
-    assert blocked.phase == "blocked" and blocked.blockedReason.code == "dependency-conflict"
+    assert blocked.phase == "blocked" and blocked.blocked_reason.code == "dependency-conflict"
     resumed = goals_of(agent).resume(blocked.ref)
-    assert resumed.blockedReason is None  # only blocked carries a reason
+    assert resumed.blocked_reason is None  # only blocked carries a reason
     quiet(agent)
 
 
@@ -167,7 +166,7 @@ async def test_g06_transition_table(ws):
     assert (v.phase, v.activation) == ("paused", "disarmed")
     assert kind_of(lambda: g.pause(v.ref)).data == {"phase": "paused"}
     v = g.edit(v.ref, max_rounds=4)
-    assert (v.phase, v.maxRounds, v.revision) == ("paused", 4, 3)
+    assert (v.phase, v.max_rounds, v.revision) == ("paused", 4, 3)
     v = g.block(v.ref, "needs-review", "waiting for a person")
     assert v.phase == "blocked"
     assert kind_of(lambda: g.block(v.ref, "again", "x")).kind == "invalid-transition"
@@ -222,7 +221,7 @@ async def test_g06_max_rounds_not_below_rounds_started_and_resume_needs_budget(t
     goals_of(agent).create("o", 2)
     await settle(agent)  # the driver spends both rounds, then blocks
     v = goals_of(agent).get()
-    assert (v.phase, v.roundsStarted, v.blockedReason.code) == ("blocked", 2, "round-budget-exhausted")
+    assert (v.phase, v.rounds_started, v.blocked_reason.code) == ("blocked", 2, "round-budget-exhausted")
     assert kind_of(lambda: goals_of(agent).edit(v.ref, max_rounds=1)).data["field"] == "maxRounds"
     error = kind_of(lambda: goals_of(agent).resume(v.ref))
     assert error.kind == "budget-exhausted"
@@ -275,9 +274,9 @@ async def test_g08_only_continuation_rounds_spend_the_budget(tmp_path):
     resumed = goals_of(agent).resume(edited.ref)
     goals_of(agent).disarm()
     await agent.wait_idle()
-    spent = goals_of(agent).get().roundsStarted
+    spent = goals_of(agent).get().rounds_started
     await agent.prompt("a person's own question")
-    assert goals_of(agent).get().roundsStarted == spent  # a person's message spends nothing
+    assert goals_of(agent).get().rounds_started == spent  # a person's message spends nothing
     assert resumed.revision == 4  # create 1, budget block 2, edit 3, resume 4
     await ws.shutdown()
 
@@ -288,7 +287,7 @@ async def test_g09_max_rounds_defaults_from_config_and_budget_blocks(tmp_path):
     assert goals_of(agent)._max_rounds_default == 256
     view = goals_of(agent).create("o")
     goals_of(agent).disarm()
-    assert view.maxRounds == 256 and view.roundsLeft == 256
+    assert view.max_rounds == 256 and view.rounds_left == 256
     await ws.shutdown()
     (tmp_path / "b").mkdir()
     ws = make_workspace(tmp_path / "b", config={"goals": {"maxRounds": 2}})
@@ -296,8 +295,8 @@ async def test_g09_max_rounds_defaults_from_config_and_budget_blocks(tmp_path):
     goals_of(agent).create("o")
     await settle(agent)
     view = goals_of(agent).get()
-    assert (view.phase, view.roundsStarted, view.roundsLeft) == ("blocked", 2, 0)
-    assert view.blockedReason.code == "round-budget-exhausted"
+    assert (view.phase, view.rounds_started, view.rounds_left) == ("blocked", 2, 0)
+    assert view.blocked_reason.code == "round-budget-exhausted"
     assert len(events_of(agent, "turn/open")) == 2
     await ws.shutdown()
 
@@ -357,7 +356,7 @@ async def test_g11_notices_after_durable_changes_with_exact_revisions(tmp_path):
     assert notices[-1].view is None and ref.revision == 6
     assert all(durable_at_notice)  # every notice came after its event was on disk
     round_notice = notices[1]
-    assert round_notice.view.roundsStarted == 1  # a status bar can track the budget
+    assert round_notice.view.rounds_started == 1  # a status bar can track the budget
     await ws.shutdown()
 
 
@@ -398,7 +397,7 @@ async def test_g12_goal_block_tool_and_stale_ref(tmp_path):
     goals_of(agent).create("o", 5)
     await settle(agent)
     view = goals_of(agent).get()
-    assert view.phase == "blocked" and view.blockedReason.code == "missing-credentials"
+    assert view.phase == "blocked" and view.blocked_reason.code == "missing-credentials"
     # The model answers a request that showed revision 3; a person edits meanwhile.
     view = goals_of(agent).resume(view.ref)
     goals_of(agent).disarm()
@@ -412,18 +411,6 @@ async def test_g12_goal_block_tool_and_stale_ref(tmp_path):
     await ws.shutdown()
 
 
-def test_goal_view_shape_matches_the_wire():
-    view = GoalView(
-        id="g-1", revision=2, objective="o", phase="active", maxRounds=3, roundsStarted=1, roundsLeft=2,
-        tokensUsed=0, createdAt="t", updatedAt="u", activation="armed",
-    )
-    assert set(view.to_dict()) == {
-        "id", "revision", "objective", "phase", "maxRounds", "roundsStarted", "roundsLeft", "tokensUsed",
-        "createdAt", "updatedAt", "activation",
-    }
-    assert msgspec.structs.replace(view, maxTokens=9).to_dict()["maxTokens"] == 9
-
-
 def test_goal_service_alone_on_a_store(tmp_path):
     """Layer 3 without the agent loop."""
     from dshd.services.store import SessionStore
@@ -435,17 +422,20 @@ def test_goal_service_alone_on_a_store(tmp_path):
     service.disarm()
     assert service.next_round() is None
     store.close()
-    assert v.maxRounds == 4
+    assert v.max_rounds == 4
 
 
 async def test_g11_notice_payload_is_the_wire_shape(ws):
+    """What the LSP door sends for each notice (its converter, daemon/to_wire.py)."""
+    from dshd.daemon.to_wire import goal_notice
+
     agent = ws.create_session()
     notices = []
     goals_of(agent).add_listener(notices.append)
     view = goals_of(agent).create("o")
     view = goals_of(agent).block(view.ref, {"code": "needs-input", "message": "which branch?"})
     goals_of(agent).clear(view.ref)
-    payloads = [n.to_dict() for n in notices]
+    payloads = [goal_notice(n) for n in notices]
     assert payloads[0]["op"] == "create" and payloads[0]["goal"]["activation"] == "armed"
     assert payloads[1]["goal"]["blockedReason"] == {"code": "needs-input", "message": "which branch?"}
     assert payloads[-1] == {"op": "clear", "revision": 3}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from agent_support import events_of, make_workspace, replay_strict, settle, goals_of
 
+from dshd.daemon.to_wire import goal_view
 from dshd.errors import DshError
 from dshd.services.goals import GoalNotice
 
@@ -52,16 +53,16 @@ async def test_rounds_spend_tokens_and_a_round_over_the_budget_blocks_the_goal(t
     notices: list[GoalNotice] = []
     goals_of(agent).add_listener(notices.append)
     created = goals_of(agent).create("o")
-    assert (created.maxTokens, created.tokensUsed) == (250, 0)
+    assert (created.max_tokens, created.tokens_used) == (250, 0)
     await settle(agent)
     view = goals_of(agent).get()
     # 120 after round 1, 240 after round 2 (still under 250), 360 after round 3: blocked.
-    assert (view.phase, view.roundsStarted, view.tokensUsed) == ("blocked", 3, 360)
-    assert view.blockedReason.code == "token-budget-exhausted"
-    assert "360" in view.blockedReason.message and "250" in view.blockedReason.message
-    assert [n.view.tokensUsed for n in notices if n.op == "usage"] == [120, 240, 360]
+    assert (view.phase, view.rounds_started, view.tokens_used) == ("blocked", 3, 360)
+    assert view.blocked_reason.code == "token-budget-exhausted"
+    assert "360" in view.blocked_reason.message and "250" in view.blocked_reason.message
+    assert [n.view.tokens_used for n in notices if n.op == "usage"] == [120, 240, 360]
     await agent.prompt("a person's own question")
-    assert goals_of(agent).get().tokensUsed == 360  # a person's turn spends no goal tokens
+    assert goals_of(agent).get().tokens_used == 360  # a person's turn spends no goal tokens
     folded = replay_strict(agent.store.path).goal
     assert (folded.tokens_used, folded.goal.maxTokens) == (360, 250)
     block = [e.data for e in events_of(agent, "goal/change") if e.data.op == "block"][-1]
@@ -79,17 +80,17 @@ async def test_create_and_edit_take_max_tokens_and_resume_needs_tokens_left(tmp_
     created = goals_of(agent).create("o", max_tokens=100)
     await settle(agent)  # round 1 uses 100 tokens: the budget is spent
     view = goals_of(agent).get()
-    assert (view.phase, view.tokensUsed, view.blockedReason.code) == ("blocked", 100, "token-budget-exhausted")
+    assert (view.phase, view.tokens_used, view.blocked_reason.code) == ("blocked", 100, "token-budget-exhausted")
     assert view.revision == created.revision + 1
     error = kind_of(lambda: goals_of(agent).resume(view.ref))
     assert error.kind == "budget-exhausted" and error.data == {"tokensUsed": 100, "maxTokens": 100}
     assert kind_of(lambda: goals_of(agent).edit(view.ref, max_tokens=100)).data["field"] == "maxTokens"
     edited = goals_of(agent).edit(view.ref, max_tokens=150)
-    assert (edited.maxTokens, edited.phase) == (150, "blocked")
+    assert (edited.max_tokens, edited.phase) == (150, "blocked")
     goals_of(agent).resume(edited.ref)
     await settle(agent)  # round 2: 200 of 150
     view = goals_of(agent).get()
-    assert (view.roundsStarted, view.tokensUsed, view.phase) == (2, 200, "blocked")
+    assert (view.rounds_started, view.tokens_used, view.phase) == (2, 200, "blocked")
     await ws.shutdown()
 
 
@@ -97,10 +98,10 @@ async def test_a_goal_without_a_budget_shows_tokens_but_never_blocks_on_them(tmp
     ws = make_workspace(tmp_path, [{"text": "r", "usage": usage(10**6, 10**6)}] * 2)
     agent = ws.create_session()
     created = goals_of(agent).create("o", max_rounds=2)
-    assert created.maxTokens is None and "maxTokens" not in created.to_dict()
+    assert created.max_tokens is None and "maxTokens" not in goal_view(created)  # the LSP door's converter
     await settle(agent)
     view = goals_of(agent).get()
-    assert (view.tokensUsed, view.blockedReason.code) == (4 * 10**6, "round-budget-exhausted")
+    assert (view.tokens_used, view.blocked_reason.code) == (4 * 10**6, "round-budget-exhausted")
     await ws.shutdown()
 
 

@@ -1,7 +1,8 @@
 """Plain dshd values -> ACP values, and ACP prompt blocks -> the text of a user message.
 
-Only this package knows ACP's shapes; the core hands over plan views, goal views and
-stop reasons as it does to the LSP door.
+The ACP door's one converter (as daemon/to_wire.py is the LSP door's): only this package
+knows ACP's shapes; the core hands over plan views, goal views and stop reasons with
+snake_case names, as it does to the LSP door.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from dshd.api.words import goal_for_people
+from dshd.api.words import goal_words
 from dshd.errors import DshError
+from dshd.services.goals import GoalView
+from dshd.services.plan_mode import PlanView
 
 # ---- plan mode as ACP session modes (and the `mode` config option kept in step) ------
 
@@ -92,14 +95,40 @@ def goal_capability() -> dict[str, Any]:
     return {"version": 1, "controlMethod": GOAL_CONTROL_METHOD, "actions": list(GOAL_ACTIONS)}
 
 
-def goal_meta(view: Any) -> dict[str, Any] | None:
-    """The goal as a client sees it (dshd's GoalView: id, revision, objective, phase,
-    maxRounds, roundsStarted, roundsLeft, activation, ..., and what people read: status,
-    actions, the same words as the LSP door's); None when there is none. ``view`` is a
-    GoalView or its wire dict (a session list row)."""
+def goal_meta(view: GoalView | None) -> dict[str, Any] | None:
+    """The goal as a client sees it (``_meta.goal``): the same fields and words as the LSP
+    door's GoalView (id, revision, objective, phase, maxRounds, roundsStarted, roundsLeft,
+    tokensUsed, createdAt, updatedAt, activation, blockedReason?, maxTokens?, then status
+    and actions); None when there is none. Built here from the core's GoalView."""
     if view is None:
         return None
-    return goal_for_people(view if isinstance(view, dict) else view.to_dict())
+    out: dict[str, Any] = {
+        "id": view.id,
+        "revision": view.revision,
+        "objective": view.objective,
+        "phase": view.phase,
+        "maxRounds": view.max_rounds,
+        "roundsStarted": view.rounds_started,
+        "roundsLeft": view.rounds_left,
+        "tokensUsed": view.tokens_used,
+        "createdAt": view.created_at,
+        "updatedAt": view.updated_at,
+        "activation": view.activation,
+    }
+    if view.blocked_reason is not None:
+        out["blockedReason"] = {"code": view.blocked_reason.code, "message": view.blocked_reason.message}
+    if view.max_tokens is not None:
+        out["maxTokens"] = view.max_tokens
+    out["status"], out["actions"] = goal_words(view)
+    return out
+
+
+def plan_meta(view: PlanView) -> dict[str, Any]:
+    """Plan mode as ``_meta.dsh`` carries it: ``{active, pending?}``."""
+    out: dict[str, Any] = {"active": view.active}
+    if view.pending is not None:
+        out["pending"] = view.pending
+    return out
 
 
 def goal_update(view: Any, op: str | None = None, revision: int | None = None) -> SessionInfoUpdate:

@@ -49,6 +49,7 @@ from dshd.acp.convert import (
     goal_meta,
     mode_state,
     plan_active,
+    plan_meta,
     prompt_text,
 )
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
@@ -244,7 +245,7 @@ class AcpDoor:
 
     async def set_session_mode(self, mode_id: str, session_id: str, **_: Any) -> SetSessionModeResponse:
         outcome, view = self._set_plan(session_id, mode_id, "modeId")
-        return SetSessionModeResponse(field_meta={"dsh": {"outcome": outcome, **view.to_dict()}})
+        return SetSessionModeResponse(field_meta={"dsh": {"outcome": outcome, **plan_meta(view)}})
 
     async def set_config_option(self, config_id: str, session_id: str, value: Any, **_: Any) -> SetSessionConfigOptionResponse:
         if config_id != MODE_CONFIG_ID:
@@ -253,7 +254,7 @@ class AcpDoor:
             raise invalid_params("value", "the mode option takes a mode id")
         outcome, view = self._set_plan(session_id, value, "value")
         return SetSessionConfigOptionResponse(
-            config_options=config_options(view.active), field_meta={"dsh": {"outcome": outcome, **view.to_dict()}}
+            config_options=config_options(view.active), field_meta={"dsh": {"outcome": outcome, **plan_meta(view)}}
         )
 
     def _set_plan(self, session_id: str, mode: str, field: str) -> tuple[str, Any]:

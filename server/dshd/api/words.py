@@ -3,18 +3,22 @@ changes and the goal status line. One copy for every client (the chat items carr
 these texts; every GoalView on the wire carries its ``status`` and ``actions``, which the
 editors render as they are).
 
-Pure functions of plain values (dicts as the log and the wire write them). No revision
+Pure functions of plain values (the log's event data as written, the core's GoalView);
+no wire shape: each door's converter puts these words into its own messages. No revision
 numbers in any text: they stay in the fields of detail views.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dshd.folds.goal_phases import offered_ops
 from dshd.formats import shown
 from dshd.formats import clip  # one line, at most a width (defined once, for the tools' titles too)
+
+if TYPE_CHECKING:
+    from dshd.services.goals import GoalView
 
 # ---- numbers -----------------------------------------------------------------------------
 
@@ -187,18 +191,17 @@ GOAL_ACTION_LABELS = {
 }
 
 
-def _budget_left(view: dict[str, Any]) -> bool:
-    max_tokens, tokens_used = view.get("maxTokens"), view.get("tokensUsed")
-    tokens_left = not isinstance(max_tokens, int) or not isinstance(tokens_used, int) or tokens_used < max_tokens
-    return int(view.get("roundsLeft", 0)) > 0 and tokens_left
+def _budget_left(view: "GoalView") -> bool:
+    tokens_left = view.max_tokens is None or view.tokens_used < view.max_tokens
+    return view.rounds_left > 0 and tokens_left
 
 
-def goal_actions(view: dict[str, Any] | None) -> list[dict[str, str]]:
+def goal_actions(view: "GoalView | None") -> list[dict[str, str]]:
     """The goal actions the daemon accepts now, ``[{id, label}]`` in a fixed order (the
     phase table of ``folds/goal_phases.py``; anything else is ``invalid-transition``)."""
-    if not view:
+    if view is None:
         return list(_actions_for(None, False, False))
-    return list(_actions_for(view.get("phase"), view.get("activation") == "armed", _budget_left(view)))
+    return list(_actions_for(view.phase, view.activation == "armed", _budget_left(view)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -218,28 +221,45 @@ NO_GOAL_STATUS = {
 }
 
 
-def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
-    """What a person reads about a goal (a wire GoalView without its status, or None):
+def goal_status(view: "GoalView | None") -> dict[str, Any]:
+    """What a person reads about a goal (the core's GoalView, or None):
     ``{text, short, tone, usage, detail}``.
 
     ``text`` is the status line without an icon (each editor puts its own in front):
     ``3/40 · 12.4k/100k tok · active``; ``short`` its last part (the phase, or what the goal
     waits for); ``tone`` is ``none``, ``hint`` (waiting for the person) or ``warning``
     (blocked); ``usage`` the budget in a sentence, for notices (``3 of 40 rounds used,
-    12.4k tokens``); ``detail`` the lines of a tooltip or a detail view. No revision."""
-    if not view:
+    12.4k tokens``); ``detail`` the lines of a tooltip or a detail view. No revision.
+    Made once per distinct goal: shared by every answer, so nothing may change it."""
+    if view is None:
         return {**NO_GOAL_STATUS, "detail": list(NO_GOAL_STATUS["detail"])}
-    phase = view.get("phase")
-    used, max_rounds, left = view.get("roundsStarted", 0), view.get("maxRounds", 0), view.get("roundsLeft", 0)
-    waiting = phase == "active" and view.get("activation") != "armed"
-    reason = view.get("blockedReason") if isinstance(view.get("blockedReason"), dict) else None
-    tokens_used, max_tokens = view.get("tokensUsed"), view.get("maxTokens")
+    reason = view.blocked_reason
+    return _status_for(
+        view.objective, view.phase, view.max_rounds, view.rounds_started, view.rounds_left,
+        view.tokens_used, view.max_tokens, view.activation, None if reason is None else (reason.code, reason.message),
+    )  # fmt: skip
+
+
+def goal_words(view: "GoalView | None") -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """``(status, actions)``: what every wire GoalView carries for people to read (each
+    door's converter adds them), so the editors render these and recompute nothing."""
+    return goal_status(view), goal_actions(view)
+
+
+@functools.lru_cache(maxsize=4096)
+def _status_for(
+    objective: str, phase: str, max_rounds: int, used: int, left: int, tokens_used: int, max_tokens: int | None,
+    activation: str, reason: tuple[str, str] | None,
+) -> dict[str, Any]:
+    """goal_status, made once per distinct goal: a listing of 1,000 sessions with goals asks
+    for the same words at every list."""
+    waiting = phase == "active" and activation != "armed"
     counted = tokens_counted(tokens_used, max_tokens)
     budgeted = isinstance(max_tokens, int)
     if waiting:
         short = "waiting for you to resume" if left > 0 else "round budget spent"
     elif phase == "blocked" and reason:
-        short = f"blocked: {reason.get('code')}"
+        short = f"blocked: {reason[0]}"
     else:
         short = str(phase)
     parts = [f"{used}/{max_rounds}"]
@@ -259,39 +279,13 @@ def goal_status(view: dict[str, Any] | None) -> dict[str, Any]:
         state = "Paused: nothing runs until you resume."
     elif phase == "blocked":
         # The objective and the reason were typed by a person or the model: escaped (formats.shown).
-        state = f"Blocked: {shown(str(reason.get('message')))} ({reason.get('code')})" if reason else "Blocked."
+        state = f"Blocked: {shown(reason[1])} ({reason[0]})" if reason else "Blocked."
     else:
         state = "Complete."
-    detail = [f"Goal: {shown(str(view.get('objective', '')))}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
+    detail = [f"Goal: {shown(objective)}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
     if counted:
         detail.append(
             f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if budgeted else f"Tokens: {tokens(tokens_used)} used"
         )
     tone = "warning" if phase == "blocked" else "hint" if waiting else "none"
     return {"text": " · ".join(parts), "short": short, "tone": tone, "usage": usage, "detail": detail}
-
-
-def goal_for_people(view: dict[str, Any]) -> dict[str, Any]:
-    """A wire GoalView with what people read added: ``status`` and ``actions``. The doors
-    send every GoalView through this, so the editors render these and recompute nothing."""
-    plain = {k: v for k, v in view.items() if k not in ("status", "actions")}
-    reason = plain.get("blockedReason")
-    key = tuple(plain.get(k) for k in _STATUS_KEYS) + (
-        (reason.get("code"), reason.get("message")) if isinstance(reason, dict) else None,
-    )
-    return {**plain, "status": _status_for(key), "actions": goal_actions(plain)}
-
-
-# What the words read of a GoalView (blockedReason besides): the cache key of _status_for.
-_STATUS_KEYS = ("objective", "phase", "maxRounds", "roundsStarted", "roundsLeft", "tokensUsed", "maxTokens", "activation")
-
-
-@functools.lru_cache(maxsize=4096)
-def _status_for(key: tuple) -> dict[str, Any]:
-    """goal_status, made once per distinct goal: a listing of 1,000 sessions with goals asks
-    for the same words at every list. Shared by every answer: nothing may change it."""
-    *values, reason = key
-    view = {k: v for k, v in zip(_STATUS_KEYS, values) if v is not None}
-    if reason is not None:
-        view["blockedReason"] = {"code": reason[0], "message": reason[1]}
-    return goal_status(view)

@@ -22,21 +22,16 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlparse
 
-import attrs
-import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
-from dshd.api.chat import delta_to_json, to_json as chat_item_json
 from dshd.api.hub import Hub
-from dshd.api.words import goal_for_people
-from dshd.daemon import handlers
+from dshd.daemon import handlers, to_wire
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.rpc_errors import DshRpcError
@@ -45,8 +40,7 @@ from dshd.api.unchosen_model import workspace_model
 from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
-from dshd.services.goals import GoalNotice, GoalView
-from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error, to_wire
+from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error
 from dshd_protocol.types import DshInitializationOptions
 
 logger = logging.getLogger("dshd.daemon")
@@ -177,51 +171,26 @@ class DshDaemon(DshServer):
         self._notify(agent, "dsh/session/event", {"event": event})
 
     def agent_delta(self, agent, delta) -> None:
-        self._notify(agent, "dsh/agent/delta", delta_to_json(delta))
+        self._notify(agent, "dsh/agent/delta", to_wire.delta(delta))
 
     def plan_changed(self, agent, view) -> None:
-        self._notify(agent, "dsh/plan/changed", self.to_json(view))
+        self._notify(agent, "dsh/plan/changed", to_wire.plan_view(view))
 
     def goal_changed(self, agent, notice) -> None:
-        self._notify(agent, "dsh/goal/changed", self.to_json(notice))
+        self._notify(agent, "dsh/goal/changed", to_wire.goal_notice(notice))
 
     def chat_item(self, agent, item) -> None:
-        self._notify(agent, "dsh/chat/item", {"item": chat_item_json(item)})
+        self._notify(agent, "dsh/chat/item", {"item": to_wire.chat_item(item)})
 
     def activity_changed(self, agent, state) -> None:
-        self._notify(agent, "dsh/agent/activity", state.to_dict())
+        self._notify(agent, "dsh/agent/activity", to_wire.activity(state))
 
     def tool_started(self, agent, call_id: str) -> None:
         pass  # the chat's tool-call item follows it (waiting -> running), through the hub's upserts
 
-    def plan_view(self, agent) -> Any:
+    def plan_view(self, agent) -> dict:
         plan = agent.features.get(PlanModeController)
-        if plan is None:
-            return {"active": False}
-        return self.to_json(plan.get())
-
-    @staticmethod
-    def event_json(event) -> dict:
-        return msgspec.to_builtins(event)
-
-    @staticmethod
-    def to_json(value: Any) -> Any:
-        """Core values (msgspec structs, dataclasses, dicts) as JSON-ready values."""
-        if value is None or isinstance(value, (str, int, float, bool, list, dict)):
-            return value
-        if isinstance(value, GoalView):  # every GoalView goes out with its words (status, actions)
-            return goal_for_people(value.to_dict())
-        if isinstance(value, GoalNotice):
-            payload = value.to_dict()
-            if "goal" in payload:
-                payload["goal"] = goal_for_people(payload["goal"])
-            return payload
-        to_dict = getattr(value, "to_dict", None)
-        if callable(to_dict):
-            return to_dict()
-        if attrs.has(type(value)):
-            return to_wire(value)
-        return msgspec.to_builtins(value)
+        return to_wire.plan_view(None if plan is None else plan.get())
 
 
 class ClientLogHandler(logging.Handler):

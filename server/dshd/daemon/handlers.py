@@ -1,5 +1,6 @@
 """dsh/* request handlers: thin. Each takes the strictly parsed params (dshd_protocol)
-and delegates to the Workspace or the Agent; results are plain JSON values.
+and delegates to the Workspace or the Agent; every result is built as JSON here, from
+the core's plain values, by the door's one converter (daemon/to_wire.py).
 
 Registered on the server by :func:`register`; errors are turned into JSON-RPC answers
 by :func:`_guard` (DshError -> its kind's code; InvalidParams -> -32602 naming the field).
@@ -13,9 +14,8 @@ from typing import Any, Awaitable, Callable
 
 from dshd_protocol import InvalidParams, parse_params, types as t
 
-from dshd.api.chat import to_json as chat_item_json
 from dshd.api.escape import shown
-from dshd.api.words import goal_for_people
+from dshd.daemon import to_wire
 from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
 from dshd.log import io_error
@@ -52,7 +52,7 @@ def _goals(agent) -> GoalService:
 
 
 def _ref(ref: t.GoalRef) -> dict:
-    return {"id": ref.id, "revision": ref.revision}
+    return to_wire.goal_ref(ref)
 
 
 # ---- sessions -----------------------------------------------------------------------
@@ -74,9 +74,7 @@ def _titled(row: dict) -> dict:
     """A session row with its title as a person may read it (api/escape.py); rows are
     shared with the listing cache, so a changed one is a copy."""
     title = row.get("title")
-    goal = row.get("goal")
-    if isinstance(goal, dict):  # a listed goal carries its words too (api/words.goal_for_people)
-        row = {**row, "goal": goal_for_people(goal)}
+    row = to_wire.session_row(row)  # its goal with the words people read
     if not isinstance(title, str) or shown(title) == title:
         return row
     return {**row, "title": shown(title)}
@@ -90,8 +88,8 @@ def session_open(d, p: t.SessionOpenParams):
         "sessionId": agent.session_id,
         "agentId": agent.agent_id,
         "plan": d.plan_view(agent),
-        "goal": d.to_json(goals.get()) if (goals := agent.features.get(GoalService)) is not None else None,
-        **agent.activity.state.to_dict(),
+        "goal": to_wire.goal_view(goals.get()) if (goals := agent.features.get(GoalService)) is not None else None,
+        **to_wire.activity(agent.activity.state),
     }
 
 
@@ -104,7 +102,8 @@ def session_fork(d, p: t.SessionForkParams):
 
 @method(t.SESSION_CLOSE)
 def session_close(d, p: t.AgentParams):
-    d.dsh_workspace.close(p.agent_id)
+    # This connection leaves the session; it closes (lock released) when no other is attached.
+    d.host.close_session(d, d.dsh_workspace, d.dsh_workspace.agent(p.agent_id))
     return None
 
 
@@ -114,7 +113,7 @@ def session_events(d, p: t.SessionEventsParams):
     after = p.after_seq or 0
     events = agent.store.events(after_seq=after, limit=p.limit)
     next_seq = events[-1].seq if events else max(after, 0)
-    return {"events": [d.event_json(e) for e in events], "nextSeq": next_seq}
+    return {"events": [to_wire.event(e) for e in events], "nextSeq": next_seq}
 
 
 # ---- chat ---------------------------------------------------------------------------
@@ -125,7 +124,7 @@ async def chat_get(d, p: t.ChatGetParams):
     agent = d.dsh_workspace.agent(p.agent_id)
     # Built in slices off a long log: the connection's other requests go on meanwhile.
     items, next_seq = await d.hub.chat_page(agent, after_seq=p.after_seq or 0, limit=p.limit)
-    return {"items": [chat_item_json(item) for item in items], "nextSeq": next_seq}
+    return {"items": to_wire.chat_items(items), "nextSeq": next_seq}
 
 
 # ---- the agent ----------------------------------------------------------------------
@@ -171,19 +170,19 @@ def plan_get(d, p: t.AgentParams):
 
 @method(t.GOAL_GET)
 def goal_get(d, p: t.AgentParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).get()
+    return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).get())
 
 
 @method(t.GOAL_CREATE)
 def goal_create(d, p: t.GoalCreateParams):
     goals = _goals(d.dsh_workspace.agent(p.agent_id))
-    return goals.create(p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens)
+    return to_wire.goal_view(goals.create(p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens))
 
 
 @method(t.GOAL_EDIT)
 def goal_edit(d, p: t.GoalEditParams):
     goals = _goals(d.dsh_workspace.agent(p.agent_id))
-    return goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens)
+    return to_wire.goal_view(goals.edit(_ref(p.ref), objective=p.objective, max_rounds=p.max_rounds, max_tokens=p.max_tokens))
 
 
 @method(t.GOAL_PAUSE)
@@ -191,34 +190,33 @@ async def goal_pause(d, p: t.GoalRefParams):
     # The running round is cancelled before the pause is written (plugins/goals.py).
     agent = d.dsh_workspace.agent(p.agent_id)
     _goals(agent)
-    return await pause_goal(agent, _ref(p.ref))
+    return to_wire.goal_view(await pause_goal(agent, _ref(p.ref)))
 
 
 @method(t.GOAL_RESUME)
 def goal_resume(d, p: t.GoalRefParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).resume(_ref(p.ref))
+    return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).resume(_ref(p.ref)))
 
 
 @method(t.GOAL_COMPLETE)
 def goal_complete(d, p: t.GoalRefParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).complete(_ref(p.ref))
+    return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).complete(_ref(p.ref)))
 
 
 @method(t.GOAL_BLOCK)
 def goal_block(d, p: t.GoalBlockParams):
     reason = {"code": p.reason.code, "message": p.reason.message}
-    return _goals(d.dsh_workspace.agent(p.agent_id)).block(_ref(p.ref), reason)
+    return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).block(_ref(p.ref), reason))
 
 
 @method(t.GOAL_CLEAR)
 def goal_clear(d, p: t.GoalRefParams):
-    # clear returns the core's GoalRef (a msgspec struct): make it a plain object
     return {"ref": _ref(_goals(d.dsh_workspace.agent(p.agent_id)).clear(_ref(p.ref)))}
 
 
 @method(t.GOAL_DISARM)
 def goal_disarm(d, p: t.AgentParams):
-    return _goals(d.dsh_workspace.agent(p.agent_id)).disarm()
+    return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).disarm())
 
 
 # ---- permissions ----------------------------------------------------------------------
@@ -270,7 +268,7 @@ def _guard(d, name: str, fn: Handler) -> Handler:
             result = fn(d, parsed)
             if is_async:
                 result = await result
-            return d.to_json(result)
+            return result
         except (DshError, InvalidParams) as exc:
             raise rpc_error(exc) from None
         except OSError as exc:  # disk full, read-only, permission: io-error naming the path, no traceback

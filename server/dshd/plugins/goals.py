@@ -146,12 +146,12 @@ class GoalsPlugin:
             return None
         lines = [
             f"Current goal {view.id} (revision {view.revision}): {view.objective}",
-            f"Phase: {view.phase}. Rounds: {view.roundsStarted} of {view.maxRounds} started, {view.roundsLeft} left.",
+            f"Phase: {view.phase}. Rounds: {view.rounds_started} of {view.max_rounds} started, {view.rounds_left} left.",
         ]
-        if view.maxTokens is not None:
-            lines.append(f"Tokens: {view.tokensUsed} of {view.maxTokens} used by the rounds.")
-        if view.blockedReason is not None:
-            lines.append(f"Blocked: {view.blockedReason.code}: {view.blockedReason.message}")
+        if view.max_tokens is not None:
+            lines.append(f"Tokens: {view.tokens_used} of {view.max_tokens} used by the rounds.")
+        if view.blocked_reason is not None:
+            lines.append(f"Blocked: {view.blocked_reason.code}: {view.blocked_reason.message}")
         if view.phase in ("active", "paused", "blocked"):
             lines.append(
                 "When the goal is achieved call goal_complete; if a problem stops you, "
@@ -239,7 +239,7 @@ class ContinuationDriver:
             objective = view.objective if view is not None else ""
             text = (
                 f"Continue working on the goal: {objective}\n"
-                f"(round {goal_round.round} of {view.maxRounds if view else '?'})"
+                f"(round {goal_round.round} of {view.max_rounds if view else '?'})"
             )
             try:
                 task = self.agent.start_turn(

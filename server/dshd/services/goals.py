@@ -43,24 +43,22 @@ TOKEN_BUDGET_EXHAUSTED_CODE = "token-budget-exhausted"
 
 
 class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
-    """SPEC 6 ``GoalView``; ``msgspec.to_builtins(view)`` is the wire shape."""
+    """A goal as the core hands it to the doors: plain values, snake_case (each door's
+    converter builds its wire GoalView from it: daemon/to_wire.py, acp/convert.py)."""
 
     id: str
     revision: int
     objective: str
     phase: str
-    maxRounds: int
-    roundsStarted: int
-    roundsLeft: int
-    tokensUsed: int  # input + output tokens of the turns started as rounds of this goal
-    createdAt: str
-    updatedAt: str
+    max_rounds: int
+    rounds_started: int
+    rounds_left: int
+    tokens_used: int  # input + output tokens of the turns started as rounds of this goal
+    created_at: str
+    updated_at: str
     activation: str  # "armed" | "disarmed"
-    blockedReason: BlockedReason | None = None
-    maxTokens: int | None = None  # the token budget; absent: none
-
-    def to_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+    blocked_reason: BlockedReason | None = None
+    max_tokens: int | None = None  # the token budget; absent: none
 
     @property
     def ref(self) -> GoalRef:
@@ -73,13 +71,6 @@ class GoalNotice:
     revision: int
     view: GoalView | None  # None after clear
 
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dsh/goal/changed`` payload minus agentId/sessionId (no ``goal`` after clear)."""
-        payload: dict[str, Any] = {"op": self.op, "revision": self.revision}
-        if self.view is not None:
-            payload["goal"] = self.view.to_dict()
-        return payload
-
 
 def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
     """The view of a folded goal state (None: no goal); ``armed`` is the in-process part."""
@@ -91,15 +82,15 @@ def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
         revision=goal.revision,
         objective=goal.objective,
         phase=goal.phase,
-        maxRounds=goal.maxRounds,
-        roundsStarted=goal_state.rounds_started,
-        roundsLeft=max(goal.maxRounds - goal_state.rounds_started, 0),
-        tokensUsed=goal_state.tokens_used,
-        createdAt=goal_state.created_at or "",
-        updatedAt=goal_state.updated_at or "",
+        max_rounds=goal.maxRounds,
+        rounds_started=goal_state.rounds_started,
+        rounds_left=max(goal.maxRounds - goal_state.rounds_started, 0),
+        tokens_used=goal_state.tokens_used,
+        created_at=goal_state.created_at or "",
+        updated_at=goal_state.updated_at or "",
         activation="armed" if armed and goal.phase == "active" else "disarmed",
-        blockedReason=goal.blockedReason,
-        maxTokens=goal.maxTokens,
+        blocked_reason=goal.blockedReason,
+        max_tokens=goal.maxTokens,
     )
 
 

@@ -36,7 +36,7 @@ from dshd.folds.state import TITLE_MAX, SessionState
 from dshd.formats import rfc3339_utc
 from dshd.log import LOG_NAME, SessionReader, UnsafePath, find_complete_end
 from dshd.log.safefs import open_dir, refusal
-from dshd.services.goals import goal_view
+from dshd.services.goals import GoalView, goal_view
 
 log = logging.getLogger("dshd")
 
@@ -147,7 +147,7 @@ class SessionIndex:
 # bound); with this many sessions or more the rows are also kept in the person's cache
 # folder, so the next daemon's first list costs what a later list costs.
 SAVE_FROM = 100
-_SAVED_VERSION = 1
+_SAVED_VERSION = 2  # 2: a row's goal is the core's GoalView (snake_case), no longer the wire's
 _SAVED_MAX = 32 * 1024 * 1024
 
 
@@ -188,6 +188,12 @@ def _load_rows(path: Path, root: Path) -> dict[str, tuple[_Key, dict[str, Any] |
     finally:
         os.close(fd)
     if saved.version != _SAVED_VERSION or saved.root != str(root):
+        return {}
+    try:
+        for _key, row in saved.rows.values():
+            if row is not None and "goal" in row:
+                row["goal"] = msgspec.convert(row["goal"], GoalView)
+    except msgspec.ValidationError:
         return {}
     return {name: (tuple(key), row) for name, (key, row) in saved.rows.items()}  # type: ignore[misc]
 
@@ -301,7 +307,7 @@ def _summary(name: str, state: SessionState, armed: bool, log_st: os.stat_result
     row: dict[str, Any] = {"sessionId": name, "title": state.title, "updatedAt": updated}
     view = goal_view(state.goal, armed)
     if view is not None:
-        row["goal"] = view.to_dict()
+        row["goal"] = view  # the core's GoalView: each door writes it its own way
     return row
 
 

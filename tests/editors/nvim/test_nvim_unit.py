@@ -6,6 +6,7 @@ parser, error messages, transcript rendering, help file) in `nvim --embed --head
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "editors" / "nvim" / "tests"))
 from nvim_harness import PLUGIN_DIR, Editor, write_artifact  # noqa: E402
 
-from dshd.api.words import goal_for_people  # noqa: E402
+from dshd.daemon import to_wire  # noqa: E402
+from dshd.folds.events import BlockedReason  # noqa: E402
+from dshd.services.goals import GoalView  # noqa: E402
 
 SID = "s-0123456789abcdefghjkmnpqrs"
 
@@ -44,7 +47,12 @@ def goal_view(rounds=0, max_rounds=40, phase="active", activation="armed", **ext
         "activation": activation,
     }
     view.update(extra)
-    return goal_for_people(view)
+    # The core's GoalView (snake_case) through the LSP door's converter, as the daemon sends it.
+    core = {re.sub("[A-Z]", lambda m: "_" + m.group(0).lower(), key): value for key, value in view.items()}
+    core.setdefault("tokens_used", 0)
+    if isinstance(core.get("blocked_reason"), dict):
+        core["blocked_reason"] = BlockedReason(**core["blocked_reason"])
+    return to_wire.goal_view(GoalView(**core))
 
 
 # ---- statusline ----------------------------------------------------------------

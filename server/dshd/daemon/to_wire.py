@@ -1,0 +1,164 @@
+"""The LSP door's one converter: core values -> the JSON of ``dsh/*`` (docs/protocol.md).
+
+The core hands the doors plain values with snake_case names and no wire words (chat
+items, GoalView, GoalNotice, PlanView, AgentDelta, activity); only this module knows how
+``dsh/*`` writes them, as rust-analyzer's ``to_proto`` does for LSP. Names go on the wire
+by the protocol's own rule (``dshd_protocol.wire_name``: ``call_id`` -> ``callId``), the
+same rule by which ``dshd_protocol.types`` name their fields, so a core field and its wire
+field are one name; ``tests/daemon/test_to_wire.py`` checks every item kind against the
+wire types. Values the person or the model wrote (tool arguments) go out as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import types as pytypes
+from typing import Any, Union, get_args, get_origin
+
+import msgspec
+from dshd_protocol import wire_name
+
+from dshd.agent.deltas import AgentDelta
+from dshd.api.words import goal_words
+from dshd.services.goals import GoalNotice, GoalView
+
+# ---- goals ------------------------------------------------------------------------------
+
+
+def goal_view(view: GoalView | None) -> dict[str, Any] | None:
+    """The wire GoalView: the goal's fields, then what people read (status, actions)."""
+    if view is None:
+        return None
+    out: dict[str, Any] = {
+        "id": view.id,
+        "revision": view.revision,
+        "objective": view.objective,
+        "phase": view.phase,
+        "maxRounds": view.max_rounds,
+        "roundsStarted": view.rounds_started,
+        "roundsLeft": view.rounds_left,
+        "tokensUsed": view.tokens_used,
+        "createdAt": view.created_at,
+        "updatedAt": view.updated_at,
+        "activation": view.activation,
+    }
+    if view.blocked_reason is not None:
+        out["blockedReason"] = {"code": view.blocked_reason.code, "message": view.blocked_reason.message}
+    if view.max_tokens is not None:
+        out["maxTokens"] = view.max_tokens
+    out["status"], out["actions"] = goal_words(view)
+    return out
+
+
+def goal_notice(notice: GoalNotice) -> dict[str, Any]:
+    """``dsh/goal/changed`` without agentId and sessionId (no ``goal`` after clear)."""
+    out: dict[str, Any] = {"op": notice.op, "revision": notice.revision}
+    if notice.view is not None:
+        out["goal"] = goal_view(notice.view)
+    return out
+
+
+def goal_ref(ref: Any) -> dict[str, Any]:
+    return {"id": ref.id, "revision": ref.revision}
+
+
+def session_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A ``dsh/session/list`` row: the index's row with its goal (a core GoalView) as the
+    wire's. Rows are shared with the listing cache, so a changed one is a copy."""
+    goal = row.get("goal")
+    return row if goal is None else {**row, "goal": goal_view(goal)}
+
+
+# ---- plan mode, activity -------------------------------------------------------------------
+
+
+def plan_view(view: Any) -> dict[str, Any]:
+    """``{active, pending?}``; ``None`` (plan mode not loaded) reads as inactive."""
+    if view is None:
+        return {"active": False}
+    out: dict[str, Any] = {"active": view.active}
+    if view.pending is not None:
+        out["pending"] = view.pending
+    return out
+
+
+def activity(state: Any) -> dict[str, Any]:
+    """``{activity, question?}`` (dsh/agent/activity, and dsh/session/open's fields)."""
+    out: dict[str, Any] = {"activity": state.activity}
+    if state.question is not None:
+        out["question"] = state.question
+    return out
+
+
+# ---- live deltas ----------------------------------------------------------------------------
+
+_DELTA_FIELDS = ("text", "call_id", "name", "attempt", "delay_ms")
+
+
+def delta(value: AgentDelta) -> dict[str, Any]:
+    """An AgentDelta as ``dsh/agent/delta``'s fields (absent ones left out)."""
+    out: dict[str, Any] = {"turn": value.turn, "step": value.step, "kind": value.kind}
+    for attr in _DELTA_FIELDS:
+        field = getattr(value, attr)
+        if field is not None:
+            out[wire_name(attr)] = field
+    return out
+
+
+def delta_from_wire(value: dict[str, Any]) -> AgentDelta:
+    """A delta as ``dsh/agent/delta`` writes it (without agentId and sessionId): the form
+    the chat fixtures are written in."""
+    optional = {attr: value.get(wire_name(attr)) for attr in _DELTA_FIELDS}
+    return AgentDelta(turn=value["turn"], step=value["step"], kind=value["kind"], **optional)
+
+
+# ---- chat items -----------------------------------------------------------------------------
+
+
+def chat_item(item: msgspec.Struct) -> dict[str, Any]:
+    """A chat item (``dshd.api.chat``) as the wire's ``ChatItem``: ``kind`` first, then its
+    fields in order under their wire names, absent optionals left out."""
+    names, nested = _plan(type(item))
+    out = msgspec.to_builtins(item)  # C speed; msgspec leaves out the defaults, tag first
+    renamed = {names.get(key, key): value for key, value in out.items()}
+    for key, inner in nested.items():
+        value = renamed.get(key)
+        if isinstance(value, dict):
+            renamed[key] = {inner.get(k, k): v for k, v in value.items()}
+    return renamed
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """For one item class: its field -> wire name, and for each field holding a struct
+    (a chat item's parts: usage, forkedFrom, goalRound, ...) that struct's own names. A
+    field that holds a plain dict (tool arguments) is never renamed inside."""
+    names = {name: wire_name(name) for name in cls.__struct_fields__}
+    nested: dict[str, dict[str, str]] = {}
+    for field in msgspec.structs.fields(cls):
+        for part in _struct_types(field.type):
+            inner_names, inner_nested = _plan(part)
+            assert not inner_nested, f"{cls.__name__}.{field.name}: two levels of parts"
+            nested[names[field.name]] = inner_names
+    return names, nested
+
+
+def _struct_types(annotation: Any) -> list[type]:
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        return [annotation]
+    if get_origin(annotation) in (Union, pytypes.UnionType):
+        return [t for arg in get_args(annotation) for t in _struct_types(arg)]
+    return []
+
+
+def chat_items(items: list[Any]) -> list[dict[str, Any]]:
+    return [chat_item(item) for item in items]
+
+
+# ---- log events -----------------------------------------------------------------------------
+
+
+def event(value: msgspec.Struct) -> dict[str, Any]:
+    """A committed event as ``dsh/session/event`` and ``dsh/session/events`` send it: the
+    log line's own shape (docs/log-format.md), which the log defines, not the wire."""
+    return msgspec.to_builtins(value)
