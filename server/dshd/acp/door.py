@@ -52,6 +52,7 @@ from dshd.acp.convert import (
     plan_meta,
     prompt_text,
 )
+from dshd.acp.host_client import AcpHostClient
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
 from dshd.acp.live import LiveSession
 from dshd.acp.peer import Peer
@@ -60,6 +61,7 @@ from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
 from dshd.agent.config_layers import load_layers, user_config_path
 from dshd.api.escape import shown
+from dshd.api.host import Host
 from dshd.api.hub import Hub
 from dshd.api.words import STOP_REASONS as STOP_REASON_WORDS
 from dshd.api.unchosen_model import workspace_model
@@ -73,12 +75,21 @@ log = logging.getLogger("dshd.acp")
 MCP_NOT_USED = "dshd does not connect to MCP servers yet"
 
 
-class AcpDoor:
-    def __init__(self, root: Path, *, question_timeout_s: float) -> None:
+class AcpDoor(AcpHostClient):
+    """One ACP connection. ``host``: the process's Host, shared with the other
+    connections (the shared daemon); without one (``dshd acp --stdio``) the door makes its
+    own and closes its sessions when the connection ends."""
+
+    def __init__(self, root: Path, *, question_timeout_s: float, host: Host | None = None) -> None:
         self.root = root
         self.question_timeout_s = question_timeout_s
+        self._owns_host = host is None
+        self.host = Host() if host is None else host
+        self.host.connect(self)
         self.workspace: Workspace | None = None
         self.peer: Peer | None = None
+        self._questions: AcpQuestions | None = None  # made with the peer, used once initialized
+        self._approvals: AcpApprovals | None = None
         self.sessions: dict[str, LiveSession] = {}
         self._config_note: str | None = None  # config keys left out: told once, in the first session
         self.hub = Hub(self)  # follows the agents this connection holds; we are its door
@@ -120,16 +131,20 @@ class AcpDoor:
             log.warning("notification %s with bad params: %s", method, exc)
 
     async def shutdown(self) -> None:
-        """End of input: running turns end as cancelled (the client is gone), then every
-        session closes (checkpoint written, lock released)."""
-        for live in self.sessions.values():
-            if live.agent.turn_running and not live.agent.closed:
-                await live.agent.cancel()
+        """End of input. On a host of its own (``dshd acp --stdio``): running turns end as
+        cancelled (the client is gone), then every session closes (checkpoint written, lock
+        released). On the shared daemon's host: this connection leaves its sessions (the
+        last one out disarms their goals; a turn running goes on, watched by the others)."""
+        if self._owns_host:
+            for live in self.sessions.values():
+                if live.agent.turn_running and not live.agent.closed:
+                    await live.agent.cancel()
+        self.host.disconnect(self)
         for live in self.sessions.values():
             live.close()
         self.sessions.clear()
-        if self.workspace is not None:
-            await self.workspace.shutdown()
+        if self._owns_host:
+            await self.host.shutdown()
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -140,16 +155,17 @@ class AcpDoor:
         self._config_note = config_note(loaded)
         if self._config_note is not None:
             log.warning("%s", self._config_note)
-        config = loaded.config
         assert self.peer is not None
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
-        self.workspace = Workspace(
-            self.root,
-            config,
-            questions=AcpQuestions(self.peer, timeout_s=timeout),
-            approvals=AcpApprovals(self.peer, timeout_s=timeout),
-            model=workspace_model(loaded, editor_trust=False),  # the folder's model left out: say so
-        )
+        self._questions = AcpQuestions(self.peer, timeout_s=timeout)
+        self._approvals = AcpApprovals(self.peer, timeout_s=timeout)
+        name = getattr(client_info, "name", None)
+        if isinstance(name, str) and name.strip():
+            self.client_name = name.strip()
+        # Shared with every connection on this folder (the first one's config stands);
+        # the folder's model left out when untrusted: prompts say so.
+        self.workspace, loaded = self.host.workspace(self.root, loaded, editor_trust=False)
+        config = loaded.config
         log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
         meta: dict[str, Any] = {"dsh": {"trusted": loaded.trusted, "ignored": [i.to_dict() for i in loaded.ignored]}}
         if "goals" in config.plugins:
@@ -310,7 +326,7 @@ class AcpDoor:
             old.close()
         live = LiveSession(agent, self.peer, self.root)  # type: ignore[arg-type]
         self.sessions[agent.session_id] = live
-        self.hub.attach(agent)
+        self.hub.attach(agent)  # news from now on; the host attaches us after the answer (_after_answer)
         return live
 
     # ---- the hub's door (dshd.api.hub.Door): an agent's news, after it is durable --------
@@ -370,6 +386,11 @@ class AcpDoor:
         """Told right after the answer (the client knows the session by then)."""
 
         def tell() -> None:
+            if live.agent.closed or self.sessions.get(live.session_id) is not live:
+                return
+            # Attached once the client knows the session: the others are told, and the
+            # questions open on it come to this client now (session/request_permission).
+            self.host.attach(self, live.agent)
             live.send_commands()
             if self._config_note is not None:
                 live.send_text(self._config_note)

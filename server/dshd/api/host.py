@@ -248,14 +248,13 @@ class Host:
 
     # ---- workspaces ------------------------------------------------------------------
 
-    def workspace(self, root: Path, load: Callable[[], Any], *, editor_trust: bool) -> tuple[Workspace, Any]:
-        """The workspace of ``root`` (one per real path) and the config it was made with.
-        ``load()`` (the door's config layers) runs only for the first connection there:
+    def workspace(self, root: Path, loaded: Any, *, editor_trust: bool) -> tuple[Workspace, Any]:
+        """The workspace of ``root`` (one per real path) and the config it was made with:
+        ``loaded`` (the door's LoadedConfig) makes it for the first connection there;
         later connections share that config (docs/choices.md)."""
         key = os.path.realpath(root)
         held = self._workspaces.get(key)
         if held is None:
-            loaded = load()
             workspace = Workspace(
                 Path(root),
                 loaded.config,
@@ -358,7 +357,8 @@ class Host:
         able = [c for c in self.clients_of(agent) if c.can_answer(kind)]
         if not able:
             raise unavailable(
-                f"no attached client can answer {_ASKED[kind]}: open the session in an editor that can"
+                f"your editor cannot answer {_ASKED[kind]} (nor can any other client attached to this session): "
+                "update its dshd extension, or open the folder in an editor that can"
             )
         question = OpenQuestion(self, agent, kind, question_id, ask_one, outcome_of, unavailable)
         open_questions = self._open.setdefault(agent.agent_id, {})

@@ -1,0 +1,46 @@
+"""An ACP connection as the host's client (dshd.api.host.Client).
+
+:class:`AcpHostClient` is mixed into the door (one per connection). ACP has a way to ask
+(``session/request_permission``, for plan reviews and approvals alike) but no
+notification for who else is attached or for a question answered elsewhere: when another
+client answers first, the host withdraws this connection's ask, and the peer cancels the
+client's request with ``$/cancel_request`` (peer.py), which closes its prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("dshd.acp")
+
+
+class AcpHostClient:
+    client_id: str
+    client_name: str
+
+    def can_answer(self, kind: str) -> bool:
+        # Every ACP client answers session/request_permission (plan reviews ride on it too).
+        return self._questions is not None
+
+    async def ask_questions(self, agent: Any, questions: list[dict[str, Any]]) -> list[Any]:
+        return await self._questions.ask(agent, questions)
+
+    async def ask_approval(self, request: Any) -> Any:
+        return await self._approvals.ask(request)
+
+    def follow(self, agent: Any) -> None:
+        self.hub.attach(agent)
+
+    def unfollow(self, agent: Any) -> None:
+        self.hub.detach(agent.agent_id)
+
+    def clients_changed(self, agent: Any, clients: list[Any]) -> None:
+        others = [c.client_name for c in clients if not c.you]
+        log.info("session %s: attached with %s", agent.session_id, ", ".join(others) or "no other client")
+
+    def question_resolved(self, resolution: Any) -> None:
+        log.info(
+            "session %s: %s %s answered %s by %s",
+            resolution.session_id, resolution.kind, resolution.question_id, resolution.outcome, resolution.by_client_name,
+        )
