@@ -9,6 +9,7 @@ ignore it and read the whole log, so deleting or damaging it changes no result.
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import os
 from dataclasses import dataclass
@@ -191,9 +192,14 @@ def fold_lines(
     return state, count, line, end
 
 
-def _blocks(source: "int | Path", offset: int, end: int) -> Iterator[list[bytes]]:
-    """The lines in [offset, end) of the log (an fd, read with pread, or a path) without
-    their newlines, one list per block read."""
+def _blocks(source: "int | Path", offset: int, end: int) -> Iterator[io.BytesIO]:
+    """The lines in [offset, end) of the log (an fd, read with pread, or a path), one
+    in-memory file of whole lines (each with its newline) per block read.
+
+    Iterating a ``BytesIO`` cuts lines in C as a file does, and each line is dropped as
+    the next is made, so the memory stays warm: about twice as fast as ``bytes.split``,
+    which makes every line of the block first.
+    """
     if not isinstance(source, int):
         fd = open_log_file(source)
         try:
@@ -208,19 +214,19 @@ def _blocks(source: "int | Path", offset: int, end: int) -> Iterator[list[bytes]
         if not chunk:
             break
         pos += len(chunk)
-        if chunk.find(b"\n") < 0:
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
             carry.append(chunk)
             continue
         if carry:
-            carry.append(chunk)
-            chunk = b"".join(carry)
+            carry.append(chunk[:cut])
+            whole = b"".join(carry)
             carry = []
-        lines = chunk.split(b"\n")
-        rest = lines.pop()  # b"" when the chunk ended a line
-        if rest:
-            carry.append(rest)
-        if lines:
-            yield lines
+        else:
+            whole = chunk if cut == len(chunk) else chunk[:cut]
+        if cut < len(chunk):
+            carry.append(chunk[cut:])
+        yield io.BytesIO(whole)
 
 
 def fold_file(
@@ -247,16 +253,15 @@ def fold_file(
         first = next(blocks, None)
         if first is None:
             return None, 0, None
-        line = first[0]
+        line = first.readline()
         try:
             state = apply(None, decode(line))
         except FoldError as exc:
             raise ReplayError(_seq_of(line), line_no, exc.reason) from None
         except msgspec.MsgspecError:
-            raise _reject(line_no, line + b"\n") from None
+            raise _reject(line_no, line) from None
         last = line
-        if len(first) > 1:
-            blocks = itertools.chain([first[1:]], blocks)
+        blocks = itertools.chain([first], blocks)  # the rest of the first block
     folded_first = last is not None
     start_seq = state.seq
     # Line numbers are not counted per line: in a sound prefix, line = first line + events folded.
@@ -286,7 +291,7 @@ def fold_file(
     )
     open_cls, close_cls = TurnOpen, TurnClose
     event = None
-    line = b""
+    line = last  # stays the last line folded when a block holds nothing more
     try:
         for lines in blocks:
             for line in lines:
@@ -393,7 +398,7 @@ def fold_file(
     except FoldError as exc:
         raise ReplayError(event.seq, line_base + seq, exc.reason) from None
     except msgspec.MsgspecError:
-        raise _reject(line_base + seq + 1, line + b"\n") from None
+        raise _reject(line_base + seq + 1, line) from None
     if event is not None:
         goal = _goal_state(goal, rounds, tokens, round_turn)
         state = SessionState(
@@ -408,7 +413,7 @@ def fold_file(
             ContextState(compact_seq, through_seq, frozenset(calls), batch_from, quiet_from),
         )
     count = seq - start_seq + (1 if folded_first else 0)
-    return state, count, None if last is None else last + b"\n"
+    return state, count, last
 
 
 def _goal_state(goal: GoalState, rounds: int, tokens: int, round_turn: int | None) -> GoalState:
