@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 from dshd.agent import Workspace, load_config  # noqa: E402
-from dshd.api.chat import ChatProjection, to_json  # noqa: E402
+from dshd.api.chat import ChatProjection  # noqa: E402
+from dshd.daemon.to_wire import chat_item as to_json  # noqa: E402
 from dshd.api.hub import Hub  # noqa: E402
 
 SESSION_ID = "s-01m8bench0000000000000000p"
