@@ -1,5 +1,6 @@
-"""Chat pages of long sessions: what a first dsh/chat/get costs and what it makes the
-connection's other requests wait, paged the new way beside the old way, in the same run.
+"""Chat pages of long sessions: what a first dsh/chat/get of the newest page, and of a
+page k, costs and what it makes the connection's other requests wait, the new way (chat
+marks) beside the old way (the whole log projected at once), in the same run.
 
     .venv/bin/python bench/chat_pages.py [--sizes 1000,100000,1000000] [--limit 200]
 
@@ -7,18 +8,21 @@ For each size it writes a sound log from byte templates (turns of tool calls, re
 replies; plan mode toggles), opens it in a real Workspace (an Agent on a SessionStore: a
 strict replay, which also checks the log) and measures, through api/hub.py:
 
-  first page     the first dsh/chat/get {afterSeq: 0, limit}: new = Hub.chat_page (answered
-                 once its items are settled), old = the whole log projected at once
-                 (Hub.chat, what the daemon did before), then the page
-  behind         how long a request sent right behind that first get waits for the event
-                 loop (a dsh/plan/get is answered as soon as it runs): new = the first get
-                 yields every few ms; old = it holds the loop for the whole build
-  longest stall  the longest the loop was held at once during the whole new build (and the
-                 longest garbage-collector pause in it; on a loaded machine the OS adds its own)
-  whole build    the new sliced build to the end of the log (a first get of a later page
-                 waits for it; other requests do not) vs the old one
-  page k         a later page of `limit` items at afterSeq = half the log, from the
-                 projection in memory: new = the bisect, old = the scan from the first item
+  newest page, first look   dsh/chat/get {beforeSeq: 2^53-1, limit} on a session no one
+                 ever looked at (no chat marks yet): new = Hub.chat_page, the log read from
+                 the start in slices (it records the marks); old = Hub.chat, the whole log
+                 projected at once (what the daemon did before), then the page
+  newest page, reopened     the same get in a new Workspace on the same session (a new
+                 daemon: the marks kept by the first look): new reads the log after the last
+                 mark; old again projects the whole log
+  behind newest (reopened)  how long a request sent right behind that get waits for the
+                 event loop (a dsh/plan/get is answered as soon as it runs)
+  longest stall             the longest the loop was held at once during that get
+  page k back / forward     a first get of the page before / after seq = half the log, on a
+                 fresh connection of the reopened session: new = the segments between
+                 marks around k; old = the whole log projected, then the page
+  page k in memory          the page after half the log from a projection already built:
+                 new = the bisect; old = the scan from the first item
 
 Ratios are old / new (above 1: the new way is faster or waits less).
 """
@@ -35,7 +39,7 @@ import time
 from pathlib import Path
 
 from dshd.agent import Workspace, load_config  # noqa: E402
-from dshd.api.chat import ChatProjection  # noqa: E402
+from dshd.api.chat import ChatProjection, page_after_list  # noqa: E402
 from dshd.daemon.to_wire import chat_item as to_json  # noqa: E402
 from dshd.api.hub import Hub  # noqa: E402
 
@@ -105,6 +109,9 @@ def _end_of_line(path: Path, line_no: int) -> int:
     return offset
 
 
+NEWEST = 2**53 - 1
+
+
 class Door:
     """A door that takes everything and sends nothing (the wire is not what is measured)."""
 
@@ -114,106 +121,61 @@ class Door:
 
 def scan_page(projection: ChatProjection, after_seq: int, limit: int):
     """The old ChatProjection.page: a scan from the first item."""
-    out, next_seq, counted, position = [], after_seq, 0, 0
-    for item in projection.items():
-        seq = getattr(item, "seq", None)
-        if seq is None:
-            if position >= after_seq:
-                out.append(item)
-            continue
-        position = seq
-        if seq <= after_seq:
-            continue
-        if counted >= limit:
-            break
-        out.append(item)
-        counted += 1
-        next_seq = seq
-    return out, next_seq
+    return page_after_list(projection.items(), after_seq, limit)
 
 
 async def request_behind(started: float) -> float:
-    """A request that arrives right behind the first get: the reader hands it to the
+    """A request that arrives right behind the get: the reader hands it to the
     dispatcher, which starts its handler (a few loop turns); the wait until it runs."""
     for _ in range(3):
         await asyncio.sleep(0)
     return time.perf_counter() - started
 
 
-async def measure_old(agent, limit: int) -> dict[str, float]:
-    hub = Hub(Door())
-    behind = asyncio.ensure_future(request_behind(time.perf_counter()))
-    start = time.perf_counter()
-    page = hub.chat(agent, 0, limit)  # what the handler did: the whole log, on the loop
-    [to_json(i) for i in page[0]]
-    first = time.perf_counter() - start
-    waited = await behind
-    projection = hub._feeds[agent.agent_id].chat
-    after = projection.last_seq // 2
-    reps = 20
-    start = time.perf_counter()
-    for _ in range(reps):
-        scanned = scan_page(projection, after, limit)
-    page_k = (time.perf_counter() - start) / reps
-    assert [to_json(i) for i in scanned[0]] == [to_json(i) for i in projection.page(after, limit)[0]]
-    return {"first": first, "behind": waited, "build": first, "page_k": page_k}
-
-
-async def measure_new(agent, limit: int) -> dict[str, float]:
-    hub = Hub(Door())
+async def timed_get(get) -> dict[str, float]:
+    """Run one get (a coroutine factory) with a request behind it and a loop ticker."""
     stall = 0.0
     done = False
 
-    cpu_stall = 0.0
-
     async def ticker():
-        # The longest wall time between two turns of the loop, and the CPU time this
-        # process spent in it (the rest is the OS running other work on a busy machine).
-        nonlocal stall, cpu_stall
-        last, last_cpu = time.perf_counter(), time.thread_time()
+        nonlocal stall
+        last = time.perf_counter()
         while not done:
             await asyncio.sleep(0)
-            now, now_cpu = time.perf_counter(), time.thread_time()
-            if now - last > stall:
-                stall, cpu_stall = now - last, now_cpu - last_cpu
-            last, last_cpu = now, now_cpu
+            now = time.perf_counter()
+            stall = max(stall, now - last)
+            last = now
 
-    pauses: list[float] = []
-    gc_start = [0.0]
-
-    def on_gc(phase, info):
-        if phase == "start":
-            gc_start[0] = time.perf_counter()
-        else:
-            pauses.append(time.perf_counter() - gc_start[0])
-
-    gc.callbacks.append(on_gc)
     start = time.perf_counter()
-    first_task = asyncio.ensure_future(hub.chat_page(agent, 0, limit))
+    task = asyncio.ensure_future(get())
     behind = asyncio.ensure_future(request_behind(time.perf_counter()))
     ticking = asyncio.ensure_future(ticker())
-    page = await first_task
-    [to_json(i) for i in page[0]]
-    first = time.perf_counter() - start
+    items, _next = await task
+    [to_json(i) for i in items]
+    took = time.perf_counter() - start
     waited = await behind
-    whole = await hub.chat_page(agent, 1, 1)  # waits for the rest of the build
-    build = time.perf_counter() - start
     done = True
     await ticking
-    gc.callbacks.remove(on_gc)
-    projection = hub._feeds[agent.agent_id].chat
-    after = projection.last_seq // 2
-    reps = 200
+    return {"took": took, "behind": waited, "stall": stall, "items": items}
+
+
+def old_get(agent, page) -> dict[str, float]:
+    """The old way: the whole log projected at once on the loop (a request behind it waits all of it)."""
     start = time.perf_counter()
-    for _ in range(reps):
-        paged = projection.page(after, limit)
-    page_k = (time.perf_counter() - start) / reps
-    assert whole and [to_json(i) for i in paged[0]] == [to_json(i) for i in scan_page(projection, after, limit)[0]]
-    return {"first": first, "behind": waited, "stall": stall, "cpu_stall": cpu_stall, "gc": max(pauses, default=0.0), "build": build, "page_k": page_k}
+    hub = Hub(Door())
+    hub.chat(agent)
+    items = page(hub._feeds[agent.agent_id].chat)[0]
+    [to_json(i) for i in items]
+    took = time.perf_counter() - start
+    return {"took": took, "behind": took, "stall": took, "items": items}
 
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:9.2f} ms"
+
+
+def same(a, b) -> None:
+    assert [to_json(i) for i in a] == [to_json(i) for i in b], "the new page differs from the old"
 
 
 async def bench_size(root: Path, events: int, limit: int) -> None:
@@ -228,20 +190,62 @@ async def bench_size(root: Path, events: int, limit: int) -> None:
     agent = workspace.open_session(SESSION_ID)
     opened = time.perf_counter() - start
     print(f"-- {events:,} events ({log.stat().st_size / 1e6:.1f} MB, written in {made:.1f} s; opened in {opened:.2f} s)")
-    old = await measure_old(agent, limit)
+    newest = lambda projection: projection.page_before(NEWEST, limit)[:2]  # noqa: E731
+    half = events // 2
+    back = lambda projection: projection.page_before(half, limit)[:2]  # noqa: E731
+    forward = lambda projection: projection.page(half, limit)  # noqa: E731
+    rows = []
+
     gc.collect()
-    new = await measure_new(agent, limit)
+    first_new = await timed_get(lambda: Hub(Door()).chat_page(agent, before_seq=NEWEST, limit=limit))
     gc.collect()
-    rows = [
-        (f"first page of {limit}", "first"),
-        ("request behind it waits", "behind"),
-        ("whole build", "build"),
-        (f"page k (afterSeq {events // 2:,})", "page_k"),
-    ]
-    for label, key in rows:
-        print(f"  {label:30} new {ms(new[key])}   old {ms(old[key])}   old/new {old[key] / max(new[key], 1e-9):8.1f}x")
-    print(f"  {'longest loop stall (new)':30}     {ms(new['stall'])}   (CPU time in it {ms(new['cpu_stall']).strip()}; longest gc pause {ms(new['gc']).strip()})")
+    first_old = old_get(agent, newest)
+    same(first_new["items"], first_old["items"])
+    rows.append((f"newest page of {limit}, first look", first_new, first_old, "took"))
+    built = Hub(Door())
+    built.chat(agent)
+    projection = built._feeds[agent.agent_id].chat
+    reps = 200
+    start = time.perf_counter()
+    for _ in range(reps):
+        paged = projection.page(half, limit)
+    in_memory_new = (time.perf_counter() - start) / reps
+    start = time.perf_counter()
+    for _ in range(20):
+        scanned = scan_page(projection, half, limit)
+    in_memory_old = (time.perf_counter() - start) / 20
+    same(paged[0], scanned[0])
+    del built, projection
     await workspace.shutdown()
+
+    gc.collect()
+    workspace = Workspace(root, load_config(root, {}))
+    start = time.perf_counter()
+    agent = workspace.open_session(SESSION_ID)
+    reopened = time.perf_counter() - start
+    gc.collect()
+    again_new = await timed_get(lambda: Hub(Door()).chat_page(agent, before_seq=NEWEST, limit=limit))
+    gc.collect()
+    again_old = old_get(agent, newest)
+    same(again_new["items"], again_old["items"])
+    rows.append((f"newest page, reopened", again_new, again_old, "took"))
+    rows.append(("request behind it waits", again_new, again_old, "behind"))
+    rows.append(("longest loop stall in it", again_new, again_old, "stall"))
+    for label, kwargs, page in (
+        (f"page k back (beforeSeq {half:,})", {"before_seq": half}, back),
+        (f"page k forward (afterSeq {half:,})", {"after_seq": half}, forward),
+    ):
+        gc.collect()
+        new = await timed_get(lambda: Hub(Door()).chat_page(agent, limit=limit, **kwargs))
+        gc.collect()
+        old = old_get(agent, page)
+        same(new["items"], old["items"])
+        rows.append((label, new, old, "took"))
+    await workspace.shutdown()
+    print(f"  (reopened in {reopened:.2f} s, from the checkpoint; first look's longest loop stall {ms(first_new['stall']).strip()})")
+    for label, new, old, key in rows:
+        print(f"  {label:36} new {ms(new[key])}   old {ms(old[key])}   old/new {old[key] / max(new[key], 1e-9):8.1f}x")
+    print(f"  {'page k in memory (bisect vs scan)':36} new {ms(in_memory_new)}   old {ms(in_memory_old)}   old/new {in_memory_old / max(in_memory_new, 1e-9):8.1f}x")
 
 
 async def main_async(sizes: list[int], limit: int) -> None:

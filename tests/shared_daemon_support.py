@@ -28,11 +28,10 @@ class Runtime:
     def __init__(self) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="dshx-", dir="/tmp"))
         os.chmod(self.path, 0o700)
-        self.extra: dict[str, str] = {}  # more variables for the forwarders (DSHD_CONNECT_COPY)
 
     @property
     def env(self) -> dict[str, str]:
-        return {"XDG_RUNTIME_DIR": str(self.path), **self.extra}
+        return {"XDG_RUNTIME_DIR": str(self.path)}
 
     @property
     def sockets(self) -> Path:

@@ -617,6 +617,9 @@ ChatItem = Annotated[
 class ChatGetParams:
     agent_id: AgentId
     after_seq: Seq | None = None  # absent: from the first item
+    # The last `limit` items whose seq is below it instead (not with afterSeq): above the
+    # last seq (2^53-1), the newest page; the first item's seq of a page, the page before it.
+    before_seq: Seq | None = None
     limit: PositiveInt | None = None  # absent: no limit
 
 

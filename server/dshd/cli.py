@@ -281,8 +281,7 @@ def _show_chat(path: Path, stop: int | None, error, out) -> int:
     import msgspec
 
     from dshd.api import text
-    from dshd.api.chat import ChatProjection
-    from dshd.daemon.to_wire import chat_item as to_json  # the items as dsh/chat/get sends them
+    from dshd.api.chat import ChatProjection, to_json
     from dshd.log import iter_records
 
     projection = ChatProjection()

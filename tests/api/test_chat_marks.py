@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
@@ -112,7 +113,7 @@ async def test_a_new_daemon_reads_only_the_tail_for_the_newest_page(tmp_path, mo
         await agent.prompt(f"question {n}")
     session_id, last_seq = agent.session_id, agent.store.state.seq
     reference = Hub(Door()).chat(agent)  # the whole log, projected at once
-    assert (agent.store.dir / chat_marks.MARKS_NAME).exists()  # any read of the whole log keeps its marks
+    assert len(chat_marks.marks_of(agent.store).marks) > 10  # any read of the whole log keeps its marks
     first_look = await Hub(Door()).chat_page(agent, before_seq=NEWEST, limit=6)
     assert as_json(first_look) == as_json(_before(reference[0], NEWEST, 6))
     await workspace.shutdown()
@@ -159,6 +160,7 @@ async def test_the_live_chat_adds_marks_and_a_stale_marks_file_is_not_used(tmp_p
     path = agent.store.dir / chat_marks.MARKS_NAME
     for n in range(30):
         await agent.prompt(f"question {n}")
+    await asyncio.sleep(0.5)  # the file is written off the loop
     marks = json.loads(path.read_bytes())["marks"]
     assert len(marks) >= agent.store.state.seq // 20  # recorded live: at the first turn boundary 10 events or more after the last
     session_id = agent.session_id
@@ -171,6 +173,24 @@ async def test_the_live_chat_adds_marks_and_a_stale_marks_file_is_not_used(tmp_p
     hub = Hub(Door())
     await hub.chat_page(agent, before_seq=NEWEST, limit=3)
     assert hub._feeds[agent.agent_id].chat_from == marks[-1]["seq"]
+    await workspace.shutdown()
+
+    # One mark in the middle that no longer matches: the newest page still reads from the
+    # last; a page back that needs the bad one reads again from the marks before it.
+    data = json.loads(path.read_bytes())
+    middle = len(data["marks"]) // 2
+    data["marks"][middle]["line_sha256"] = "0" * 64
+    path.write_text(json.dumps(data))
+    workspace = make_workspace(tmp_path, [])
+    agent = workspace.open_session(session_id)
+    hub = Hub(Door())
+    assert as_json(await hub.chat_page(agent, before_seq=NEWEST, limit=3))[0] == [i for i in reference[0] if "seq" in i][-3:]
+    assert hub._feeds[agent.agent_id].chat_from == marks[-1]["seq"]
+    back = data["marks"][middle]["seq"] + 2
+    page = as_json(await hub.chat_page(agent, before_seq=back, limit=4))[0]
+    assert page == [i for i in reference[0] if "seq" in i and i["seq"] < back][-4:]
+    assert hub._feeds[agent.agent_id].chat_from < data["marks"][middle]["seq"]  # read again from an earlier mark
+    assert as_json(await hub.chat_page(agent)) == reference
     await workspace.shutdown()
 
     # A marks file whose fingerprints no longer match the log: not used, the chat is read from the start.

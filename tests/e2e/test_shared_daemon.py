@@ -57,12 +57,7 @@ def wait_until(predicate, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("mode", ["pass", "copy"])
-def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: Path, runtime: Runtime, mode: str) -> None:
-    """``pass``: the forwarder hands its stdin and stdout to the daemon (pipes, as editors
-    give); ``copy``: it copies every byte itself (what it does for a terminal or a file)."""
-    if mode == "copy":
-        runtime.extra["DSHD_CONNECT_COPY"] = "1"
+def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: Path, runtime: Runtime) -> None:
     with forwarder(workspace, runtime) as a:
         assert "result" in a.initialize()
         pid = runtime.daemon_pid()
@@ -87,34 +82,6 @@ def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: P
             assert b.shutdown_and_exit() == 0
             assert b.stdout_faults == [] and a.stdout_faults == []
     assert alive(pid)  # idle, not gone: the default idle timeout is 60 s
-
-
-def test_stdin_from_a_regular_file_is_copied_through(workspace: Path, runtime: Runtime, tmp_path: Path) -> None:
-    """A file cannot be handed to an event loop: the forwarder copies it (and the answers)."""
-    frames = b""
-    for message in (
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
-        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}},
-        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
-        {"jsonrpc": "2.0", "method": "exit"},
-    ):
-        body = json.dumps(message).encode()
-        frames += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    script = tmp_path / "input.bin"
-    script.write_bytes(frames)
-    with open(script, "rb") as stdin:
-        out = subprocess.run(connect_command(), cwd=workspace, env={**os.environ, **runtime.env}, stdin=stdin,
-                             capture_output=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    from tests.e2e.raw_client import split_frames
-
-    messages, faults, rest = split_frames(out.stdout)
-    assert faults == [] and rest == b""
-    answered = {m["id"]: m for m in messages if "id" in m and "method" not in m}
-    assert "capabilities" in answered[1]["result"] and answered[2]["result"]["sessions"] == []
-    assert answered[3]["result"] is None
 
 
 def test_forwarders_racing_at_start_end_with_one_daemon(workspace: Path, runtime: Runtime) -> None:

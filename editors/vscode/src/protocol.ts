@@ -293,6 +293,10 @@ export interface ChatGetParams {
    */
   afterSeq?: number;
   /**
+   * a log sequence number from 0 to 2^53-1
+   */
+  beforeSeq?: number;
+  /**
    * an integer from 1 to 2^53-1
    */
   limit?: number;

@@ -10,13 +10,15 @@ whole log does, so the items between two marks can be projected on their own.
 Marks are recorded by any projection that reads past the last one (every ``MARK_EVERY``
 events at least, at the next boundary), the live chat included, and kept per session in
 ``chat-marks.json`` beside the log: a cache like ``projection.json``. A mark is trusted
-only while the line before it is still the line it was made after (length and sha256);
-the first one that is not ends the list (the log changed under it). Mark 0 (the log's
+only while the line before it is still the line it was made after (length and sha256),
+checked when a read starts or ends at it; the first one that is not ends the list (the
+log changed under it) and the page is read again from the marks left. Mark 0 (the log's
 start, nothing carried) is always there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import hashlib
 import logging
@@ -29,7 +31,7 @@ from dshd.api.chat import ChatCarry
 from dshd.errors import DshError
 from dshd.log import read_line_before
 
-MARK_EVERY = 1000  # events at least between two marks: a page reads at most about this many more
+MARK_EVERY = 500  # events at least between two marks: a page reads at most about this many more
 MARKS_NAME = "chat-marks.json"
 MARKS_VERSION = 1
 SAVE_EVERY = 8  # live marks recorded between two writes of the file (and one at close)
@@ -69,6 +71,8 @@ class ChatMarks:
         self._seqs: list[int] = [0]
         self._unsaved = 0
         self._loaded = False
+        self._checked: set[int] = set()  # marks found to match the log (mark 0 always does)
+        self._in_flight: asyncio.Future | None = None  # the write off the loop, while it runs
 
     def load(self) -> None:
         """Read the marks file once (a missing, unreadable or foreign one: only mark 0)."""
@@ -90,10 +94,25 @@ class ChatMarks:
             return
         last_seq = self.store.state.seq
         for mark in data.marks:
-            if mark.seq <= self.marks[-1].seq or mark.seq >= last_seq or not self._still_true(mark):
+            if mark.seq <= self.marks[-1].seq or mark.seq >= last_seq:
                 break
             self.marks.append(mark)
             self._seqs.append(mark.seq)
+        # Checked as they are used (one read each): the last one now, the others when a
+        # page reads from them; the first that fails ends the list.
+        while len(self.marks) > 1 and not self.check(len(self.marks) - 1):
+            pass
+
+    def check(self, index: int) -> bool:
+        """Whether mark ``index`` still matches the log; if not, it and every later one go."""
+        if index == 0 or index in self._checked:
+            return index < len(self.marks)
+        if index < len(self.marks) and self._still_true(self.marks[index]):
+            self._checked.add(index)
+            return True
+        del self.marks[index:], self._seqs[index:]
+        self._checked = {i for i in self._checked if i < index}
+        return False
 
     def _still_true(self, mark: ChatMark) -> bool:
         try:
@@ -122,18 +141,34 @@ class ChatMarks:
         length, digest = line_fingerprint(line)
         self.marks.append(ChatMark(seq=seq, offset=offset, line_length=length, line_sha256=digest, carry=carry))
         self._seqs.append(seq)
+        self._checked.add(len(self.marks) - 1)
         self._unsaved += 1
         return True
 
-    def save(self, *, force: bool = False) -> None:
-        """Write the file when marks were added (every SAVE_EVERY of them, or ``force``).
+    def save(self, *, force: bool = False, wait: bool = False) -> None:
+        """Write the file when marks were added (every SAVE_EVERY of them, or ``force``):
+        off the event loop when one runs (the write ends with an fsync), unless ``wait``.
         A cache: a failed write is logged, never raised."""
-        if not self._unsaved or (not force and self._unsaved < SAVE_EVERY) or self.store.closed:
+        in_flight = self._in_flight is not None and not self._in_flight.done()
+        if self.store.closed or not (self._unsaved or (wait and in_flight)):
             return
+        if not force and self._unsaved < SAVE_EVERY:
+            return
+        data = _encode(_MarksFile(MARKS_VERSION, self.marks[1:]))
+        self._unsaved = 0
         try:
-            self.store.write_cache(MARKS_NAME, _encode(_MarksFile(MARKS_VERSION, self.marks[1:])))
-            self._unsaved = 0
-        except (OSError, DshError) as exc:
+            loop = None if wait else asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._write(data)  # (a write still in flight may land after it: an older list, still true)
+        else:
+            self._in_flight = loop.run_in_executor(None, self._write, data)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.store.write_cache(MARKS_NAME, data)  # under the store's lock: one write at a time
+        except (OSError, DshError, ValueError) as exc:
             log.error("chat marks of %s not written (ignored; the next look reads more): %s", self.store.session_id, exc)
 
 

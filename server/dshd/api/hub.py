@@ -125,6 +125,10 @@ def read_log_events(path) -> Iterator[dict[str, Any]]:
         yield event
 
 
+class _MarksChanged(Exception):
+    """A chat mark a read needed no longer matches the log (it and the later ones are gone)."""
+
+
 def _report_failed_build(task: asyncio.Future) -> None:
     # A first page may have been answered before the log's end failed to read: say so here.
     if not task.cancelled() and task.exception() is not None:
@@ -200,13 +204,20 @@ class Hub:
                 feed.first_pages.append((limit, answer))
                 return await answer
             await asyncio.shield(feed.building)
-        if before_seq is not None:
-            return await self._page_before(feed, before_seq, limit)
-        if limit is None:
-            await self._sliced(feed, self._extend_back_steps(feed, after_seq))
-        elif after_seq < feed.chat_from:
-            return await self._page_from_marks(feed, after_seq, limit)
-        return feed.chat.page(after_seq, limit)
+        try:
+            if before_seq is not None:
+                return await self._page_before(feed, before_seq, limit)
+            if limit is None:
+                await self._sliced(feed, self._extend_back_steps(feed, after_seq))
+            elif after_seq < feed.chat_from:
+                return await self._page_from_marks(feed, after_seq, limit)
+            return feed.chat.page(after_seq, limit)
+        except _MarksChanged:
+            # The log before the live chat is not what the marks were made of: read the chat
+            # again from the last mark that still matches (at worst the log's start).
+            log.warning("chat marks of %s no longer match the log: the chat is read again", agent.session_id)
+            feed.chat, feed.chat_from, feed.segments = None, 0, {}
+            return await self.chat_page(agent, after_seq, limit, before_seq)
 
     # ---- reading the log for the chat ------------------------------------------------------
 
@@ -263,7 +274,7 @@ class Hub:
         held, feed.held = feed.held, None
         feed.chat = projection
         marks = feed.marks
-        feed.agent.on_close(lambda: marks.save(force=True))
+        feed.agent.on_close(lambda: marks.save(force=True, wait=True))
         marks.save(force=True)  # what this read found is kept for the next look (a cache)
         for is_event, news in held:  # what came during the build, in order (events the log read already: skipped)
             if is_event:
@@ -312,6 +323,8 @@ class Hub:
         if index in feed.segments:
             feed.segments[index] = feed.segments.pop(index)  # newest at the end
             return
+        if not (feed.marks.check(index) and feed.marks.check(index + 1)):
+            raise _MarksChanged()
         marks = feed.marks.marks
         saved = feed.projected
         try:

@@ -121,9 +121,12 @@ def session_events(d, p: t.SessionEventsParams):
 
 @method(t.CHAT_GET)
 async def chat_get(d, p: t.ChatGetParams):
+    if p.before_seq is not None and p.after_seq is not None:
+        raise DshError("invalid-params", "give afterSeq or beforeSeq, not both", field="beforeSeq")
     agent = d.dsh_workspace.agent(p.agent_id)
-    # Built in slices off a long log: the connection's other requests go on meanwhile.
-    items, next_seq = await d.hub.chat_page(agent, after_seq=p.after_seq or 0, limit=p.limit)
+    # Read in slices off a long log (from the chat marks: the page, not the log): the
+    # connection's other requests go on meanwhile.
+    items, next_seq = await d.hub.chat_page(agent, after_seq=p.after_seq or 0, limit=p.limit, before_seq=p.before_seq)
     return {"items": to_wire.chat_items(items), "nextSeq": next_seq}
 
 
