@@ -149,3 +149,69 @@ def env_with_venv() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     return env
+
+
+# ---- the workspace's shared daemon (`dshd connect`, the plugin's default) ----------------
+
+
+def runtime_dir() -> Path:
+    """A private XDG_RUNTIME_DIR for one test: the daemons it starts put their sockets
+    (and locks and logs) there, apart from every other test's. Short, under /tmp: a Unix
+    socket path may not exceed 107 bytes."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="dsh-rt-"))
+    path.chmod(0o700)
+    return path
+
+
+def shared_editor(workspace: Path, runtime: Path, name: str, **setup: Any) -> Editor:
+    """A Neovim on `workspace` with the plugin's defaults (`dshd connect`: the workspace's
+    shared daemon, started when none runs), seen by other clients as `name`. `setup` adds
+    options of require('dsh').setup()."""
+    editor = Editor(cwd=workspace)
+    # Neovim's environment is its children's: the forwarder, and the daemon it starts.
+    editor.lua("vim.env.XDG_RUNTIME_DIR = ...", str(runtime))
+    editor.lua(
+        "local opts = ...; require('dsh').setup(opts)",
+        {"dshd": dshd_binary(), "client_name": name, **setup},
+    )
+    return editor
+
+
+def daemon_pids(runtime: Path) -> list[int]:
+    """The pids of the shared daemons living under `runtime` (each holds `<sock>.lock` and
+    wrote its pid there), alive now."""
+    pids = []
+    folder = runtime / "dshd"
+    for lock in sorted(folder.glob("*.lock")) if folder.is_dir() else []:
+        text = lock.read_text(encoding="utf-8", errors="replace").strip()
+        if text.isdigit():
+            pid = int(text)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            # The lock file keeps the pid of a daemon that died: only a live dshd counts.
+            cmdline = Path(f"/proc/{pid}/cmdline")
+            if cmdline.exists() and b"daemon" in cmdline.read_bytes():
+                pids.append(pid)
+    return pids
+
+
+def stop_daemons(runtime: Path, wait_s: float = 0.0) -> list[int]:
+    """Wait up to `wait_s` for the daemons under `runtime` to leave by themselves (idle
+    exit), then kill the ones left; returns the pids that had to be killed."""
+    import signal
+
+    deadline = time.monotonic() + wait_s
+    while daemon_pids(runtime) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    killed = daemon_pids(runtime)
+    for pid in killed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(runtime, ignore_errors=True)
+    return killed

@@ -1331,3 +1331,20 @@ def test_client_name_is_sent_at_initialize(editor):
         """
     )
     assert params == {"name": "Neovim (laptop)", "version": "0.11.4"}
+
+
+def test_an_answer_that_came_second_is_told_it_changed_nothing(editor):
+    editor.lua("require('dsh.float').guard_ms = 0")
+    assert editor.lua(START_APPROVAL, APPROVAL) == "suspended"
+    editor.wait_for("#require('dsh.approvals').list() == 1")
+    editor.lua("require('dsh.asks').show_next()")
+    editor.feed("a")
+    assert editor.wait_for("_G.approval_result") == {"outcome": "allow-once"}
+    # The same answer won (from here or elsewhere): nothing to say.
+    editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "c-9", "kind": "permission",
+                          "outcome": "allow-once", "by": {"clientName": "Neovim"}})
+    assert not [m for m in editor.messages() if "changed nothing" in m]
+    # Another answer won: the person learns theirs did nothing.
+    editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "c-9", "kind": "permission",
+                          "outcome": "reject", "by": {"clientName": "Zed"}})
+    assert "dsh: approval of Edit a.txt: rejected by Zed first; your answer changed nothing" in editor.messages()

@@ -130,7 +130,7 @@ function M.open(params, finish, request)
       return
     end
     approval.done = true
-    unregister()
+    unregister(result and result.outcome)
     open[buf] = nil
     if approval.win and vim.api.nvim_win_is_valid(approval.win) then
       vim.api.nvim_win_close(approval.win, true)

@@ -47,12 +47,31 @@ function M.add(agent_id, call_id, close, opts)
   }
   open[entry] = true
   changed(entry, true)
-  return function()
+  return function(outcome)
     if open[entry] then
       open[entry] = nil
       changed(entry, false)
+      if outcome and entry.question_id ~= nil then
+        M.remember_answer(entry, outcome)
+      end
     end
   end
+end
+
+-- The answers this editor sent lately, by "<agentId>\n<questionId>": {label, outcome}; so
+-- that when another client's answer won meanwhile, the person is told theirs did nothing.
+local answered, answered_order = {}, {}
+local ANSWERED_KEPT = 50
+
+function M.remember_answer(entry, outcome)
+  local key = tostring(entry.agent_id) .. '\n' .. tostring(entry.question_id)
+  if not answered[key] then
+    table.insert(answered_order, key)
+    if #answered_order > ANSWERED_KEPT then
+      answered[table.remove(answered_order, 1)] = nil
+    end
+  end
+  answered[key] = { label = entry.label, outcome = outcome }
 end
 
 --- Close the open entries that `match`, unanswered: their requests end as cancelled.
@@ -143,13 +162,30 @@ function M.on_resolved(params)
     return
   end
   local by = type(params.by) == 'table' and params.by.clientName or nil
-  close_where(function(entry)
+  local closed = close_where(function(entry)
     return entry.agent_id == params.agentId
       and entry.question_id == params.questionId
       and (params.kind == nil or entry.kind == nil or entry.kind == params.kind)
   end, nil, function(entry)
     return M.resolved_message(entry.label, params.outcome, by)
   end)
+  if closed > 0 then
+    return
+  end
+  -- Answered here too, but another answer came first: the person's did nothing.
+  local mine = answered[tostring(params.agentId) .. '\n' .. tostring(params.questionId)]
+  if mine and mine.outcome ~= params.outcome then
+    require('dsh.errors').notify(
+      M.lost_message(mine.label, params.outcome, by),
+      vim.log.levels.WARN
+    )
+  end
+end
+
+--- The line for an answer of this editor that came second (pure):
+--- `approval of Edit a.txt: allowed once by VS Code first; your answer changed nothing`.
+function M.lost_message(label, outcome, by)
+  return M.resolved_message(label, outcome, by) .. ' first; your answer changed nothing'
 end
 
 --- `$/cancelRequest` from the daemon: it stopped waiting for request `id` (another

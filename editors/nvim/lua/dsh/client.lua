@@ -51,6 +51,8 @@ function M.start(path)
       ('dshd not found: put it on PATH or set dshd in setup() (:checkhealth dsh); tried %s'):format(exe)
   end
   local argv = cfg.cmd
+  -- `dshd connect`: the workspace's shared daemon, which outlives this client.
+  M.shared = type(argv) == 'table' and argv[2] == 'connect'
   cfg.cmd = M.guard_initialize(argv, cfg)
   local id
   if has_011 then

@@ -785,6 +785,11 @@ M.actions = {
       return client.with_client(started)
     end
     local id = running.id
+    if client.shared then
+      -- Only this connection restarts: the daemon serves others too and keeps the
+      -- settings it started with until it exits (after its last client, idleTimeoutS).
+      notify('reconnecting to the shared daemon; it keeps the settings it started with until it exits (:help dsh-shared)')
+    end
     client.stop()
     -- Wait for the old process to go (it writes checkpoints on shutdown), then start
     -- and reopen the session it had.

@@ -181,7 +181,7 @@ function M.open(question, meta, finish)
       return
     end
     review.done = true
-    unregister()
+    unregister(answer and answer.choice)
     open_reviews[buf] = nil
     if review.win and vim.api.nvim_win_is_valid(review.win) then
       vim.api.nvim_win_close(review.win, true)
