@@ -316,6 +316,8 @@ def test_killing_the_shared_daemon_mid_goal_reattaches_both_and_runs_nothing(sha
         editor.wait_for("require('dsh').statusline():find('waiting for you to resume', 1, true)", timeout=40,
                         what="the session reopened, disarmed")
         editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('reopening your session', 1, true) end)")
+        gone = [m for m in editor.messages() if "went away" in m or "crashed" in m]
+        assert gone == ["dsh: the shared dshd daemon went away; restarting it and reopening your session"], gone
         assert select_session(editor) == session_id
     pids = daemon_pids(shared.runtime)
     assert len(pids) == 1 and pids != [pid], pids

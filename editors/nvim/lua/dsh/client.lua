@@ -157,6 +157,10 @@ function M.on_exit(code, signal, client_id)
     if crashed and not real then
       how = 'dshd crashed' -- started by vim.lsp.enable: Neovim already said how it exited
     end
+    if M.shared and real then
+      -- The forwarder ends when the workspace's daemon does (status 1: it died).
+      how = crashed and 'the shared dshd daemon went away' or 'the shared dshd daemon closed this connection'
+    end
     if not session_id then
       return require('dsh.errors').notify(how .. '; nothing is lost, and any :Dsh command starts it again')
     end
