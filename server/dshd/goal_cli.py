@@ -1,0 +1,353 @@
+"""`dshd goal`: read and change a session's goal from a terminal.
+
+    dshd goal status   [--session ID] [--workspace DIR] [--json]
+    dshd goal create   OBJECTIVE... [--max-rounds N] [--max-tokens N] [...]
+    dshd goal edit     [--objective TEXT] [--max-rounds N] [--max-tokens N] [...]
+    dshd goal pause|resume|complete|clear [...]
+
+Where the goal is changed depends on who holds the session. When nobody does, the log is
+opened here (its lock taken, as an editor's daemon would) and the goal service writes
+to it directly. When a process holds it, that is the workspace's shared daemon (an
+editor has the session open): the command connects to the daemon's socket as one more
+client, opens the session (attaching to the live agent) and sends the same `dsh/goal/*`
+requests an editor sends, so every attached editor sees the change at once. Either way
+the answer is the wire's: ``status --json`` prints the GoalView editors get (or null).
+
+Writes are compare-and-swap like every goal write: the command reads the current goal
+and writes with its ref; a goal changed in between is refused (``stale-revision``),
+never overwritten. Without ``--session`` the session changed last is meant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from dshd.errors import DshError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+OPS = ("status", "create", "edit", "pause", "resume", "complete", "clear")
+CLIENT_NAME = "dshd goal"
+# Pausing waits for a running goal round to end; a person's patience, not a network's.
+DAEMON_TIMEOUT_S = 60.0
+GOALS_OFF = 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml'
+
+
+class GoalCommandError(Exception):
+    """A refusal to report: the wire's error kind, its message and data."""
+
+    def __init__(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.data = kind, message, dict(data or {})
+
+    @classmethod
+    def of(cls, exc: DshError) -> "GoalCommandError":
+        return cls(exc.kind, exc.message, exc.data)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"kind": self.kind, "message": self.message, **self.data}}
+
+
+# ---- the two ways to the goal -----------------------------------------------------------
+
+
+class LogGoals:
+    """The goal of a session nobody holds: its log opened (and locked) here."""
+
+    via = "log"
+
+    def __init__(self, workspace: Path, session_id: str) -> None:
+        from dshd.agent.config_layers import load_layers, user_config_path
+        from dshd.log import io_error
+        from dshd.services.goals import GoalService
+        from dshd.services.store import SessionStore
+
+        config = load_layers(workspace, user_file=user_config_path()).config
+        if "goals" not in config.plugins:
+            raise DshError("plugin-not-loaded", GOALS_OFF)
+        try:
+            self._store = SessionStore.open(workspace / ".dsh" / "sessions", session_id, base=workspace)
+        except FileNotFoundError:
+            raise DshError("invalid-params", f"no session {session_id} in {workspace}", field="session") from None
+        except OSError as exc:
+            raise io_error(exc, workspace / ".dsh" / "sessions", "open") from None
+        self._service = GoalService(self._store, config.goals.maxRounds, config.goals.maxTokens)
+
+    def get(self) -> dict[str, Any] | None:
+        from dshd.daemon import to_wire
+
+        return to_wire.goal_view(self._service.get())
+
+    def write(self, op: str, ref: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
+        from dshd.daemon import to_wire
+
+        service = self._service
+        if op == "create":
+            service.create(fields["objective"], fields.get("maxRounds"), fields.get("maxTokens"))
+        elif op == "edit":
+            service.edit(ref, fields.get("objective"), fields.get("maxRounds"), fields.get("maxTokens"))
+        elif op == "clear":
+            return {"ref": to_wire.goal_ref(service.clear(ref))}
+        else:
+            getattr(service, op)(ref)
+        # No agent runs here: whatever the service armed, nothing runs rounds until the
+        # session is open in an editor and resumed there, so the answer says disarmed.
+        return to_wire.goal_view(service.disarm())
+
+    def close(self) -> None:
+        self._service.detach()
+        self._store.close()
+
+
+class DaemonGoals:
+    """The goal of a session the workspace's shared daemon holds, through its socket:
+    LSP framing, one `initialize`, the session opened (attached), `dsh/goal/*` requests.
+    The connection says it answers no questions, so no review or approval is sent here."""
+
+    via = "daemon"
+
+    def __init__(self, workspace: Path, session_id: str, connection) -> None:
+        self._sock = connection.sock
+        self._sock.settimeout(DAEMON_TIMEOUT_S)
+        self._buffer = bytearray(connection.first)
+        self._next_id = 0
+        self.daemon_pid = connection.pid
+        self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": workspace.as_uri(),
+                "capabilities": {},
+                "clientInfo": {"name": CLIENT_NAME},
+            },
+        )
+        self._send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        self.agent_id = self.request("dsh/session/open", {"sessionId": session_id})["agentId"]
+
+    def get(self) -> dict[str, Any] | None:
+        return self.request("dsh/goal/get", {"agentId": self.agent_id})
+
+    def write(self, op: str, ref: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"agentId": self.agent_id, **fields}
+        if ref is not None:
+            params["ref"] = ref
+        return self.request(f"dsh/goal/{op}", params)
+
+    def close(self) -> None:
+        try:
+            self.request("shutdown", None)
+            self._send({"jsonrpc": "2.0", "method": "exit"})
+        except (GoalCommandError, OSError):
+            pass  # the answer is already in hand; the daemon ends the connection either way
+        finally:
+            self._sock.close()
+
+    # ---- JSON-RPC over the socket -------------------------------------------------------
+
+    def request(self, method: str, params: Any) -> Any:
+        self._next_id += 1
+        msg_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self._send(message)
+        while True:
+            reply = self._receive()
+            if "method" in reply:
+                if "id" in reply:  # a request of the daemon's: this client answers none
+                    self._send({"jsonrpc": "2.0", "id": reply["id"], "error": {"code": -32601, "message": "dshd goal answers no requests"}})
+                continue  # notifications are for editors
+            if reply.get("id") != msg_id:
+                continue
+            if "error" in reply:
+                error = reply["error"]
+                data = dict(error.get("data") or {})
+                kind = data.pop("kind", "error")
+                raise GoalCommandError(kind, str(error.get("message", "the daemon refused")), data)
+            return reply.get("result")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        self._sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def _receive(self) -> dict[str, Any]:
+        while True:
+            head_end = self._buffer.find(b"\r\n\r\n")
+            if head_end >= 0:
+                length = _content_length(bytes(self._buffer[:head_end]))
+                start = head_end + 4
+                if len(self._buffer) >= start + length:
+                    body = bytes(self._buffer[start : start + length])
+                    del self._buffer[: start + length]
+                    return json.loads(body)
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError:
+                raise GoalCommandError("io-error", f"the daemon did not answer in {DAEMON_TIMEOUT_S:g} s") from None
+            if not chunk:
+                raise GoalCommandError("io-error", "the daemon closed the connection before answering")
+            self._buffer += chunk
+
+
+def _content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    raise GoalCommandError("io-error", "the daemon sent a message without Content-Length")
+
+
+def open_goals(workspace: Path, session_id: str) -> LogGoals | DaemonGoals:
+    """The goal of ``session_id``: on its log when nobody holds the session, else
+    through the shared daemon that does."""
+    from dshd.log import SessionLocked
+
+    try:
+        return LogGoals(workspace, session_id)
+    except SessionLocked as exc:
+        holder = exc.data.get("pid")
+    import dshd_connect
+
+    try:
+        connection = dshd_connect.connect(str(workspace), "dsh", start=False)
+    except dshd_connect.ConnectError as exc:
+        who = f"process {holder}" if holder else "another process"
+        raise GoalCommandError(
+            "session-locked",
+            f"session {session_id} is held by {who}, and no shared daemon of this workspace answers ({exc}): "
+            "change the goal where the session is open",
+            {"pid": holder},
+        ) from None
+    goals = None
+    try:
+        goals = DaemonGoals(workspace, session_id, connection)
+        return goals
+    finally:
+        if goals is None:
+            connection.sock.close()
+
+
+def newest_session(workspace: Path) -> str:
+    """The session whose log changed last (what `dshd goal` means without --session)."""
+    from dshd.agent import is_session_id
+    from dshd.services.listing import SessionIndex
+
+    rows = [row for row in SessionIndex(workspace, is_session_id).rows(lambda _sid: None) if "refused" not in row]
+    if not rows:
+        raise GoalCommandError("invalid-params", f"no session in {workspace}: open one in an editor first", {"field": "session"})
+    return max(rows, key=lambda row: row["updatedAt"] or "")["sessionId"]
+
+
+# ---- the command ------------------------------------------------------------------------
+
+
+def run(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]) -> tuple[str, Any]:
+    """(session id, the wire answer) of ``op`` on the goal of ``session_id`` (default: the newest)."""
+    if session_id is None:
+        session_id = newest_session(workspace)
+    else:
+        from dshd.agent import is_session_id
+
+        if not is_session_id(session_id):
+            raise GoalCommandError(
+                "invalid-params", f"--session: {session_id!r} is not a session id (s- and 26 letters and digits)",
+                {"field": "session"},
+            )
+    goals = open_goals(workspace, session_id)
+    try:
+        if op == "status":
+            return session_id, goals.get()
+        ref = None
+        if op != "create":
+            current = goals.get()
+            if current is None:
+                raise GoalCommandError("no-goal", f"session {session_id} has no goal: `dshd goal create OBJECTIVE` makes one")
+            ref = {"id": current["id"], "revision": current["revision"]}
+        return session_id, goals.write(op, ref, fields)
+    finally:
+        goals.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dshd goal", description="Read or change the goal of a session.")
+    sub = parser.add_subparsers(dest="op", metavar="{" + ",".join(OPS) + "}", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--session", metavar="ID", help="the session (default: the one changed last)")
+        p.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
+        p.add_argument("--json", action="store_true", help="print the answer as the wire's JSON (status: the GoalView)")
+        return p
+
+    command("status", "show the goal")
+    create = command("create", "set a new goal (when there is none, or it is complete)")
+    create.add_argument("objective", nargs="+", metavar="OBJECTIVE", help="what the goal is (words are joined)")
+    create.add_argument("--max-rounds", type=int, metavar="N", help="round budget (default: [goals] maxRounds)")
+    create.add_argument("--max-tokens", type=int, metavar="N", help="token budget (default: [goals] maxTokens)")
+    edit = command("edit", "change the objective or raise a budget")
+    edit.add_argument("--objective", metavar="TEXT")
+    edit.add_argument("--max-rounds", type=int, metavar="N")
+    edit.add_argument("--max-tokens", type=int, metavar="N")
+    command("pause", "pause the goal (a running round is cancelled first)")
+    command("resume", "resume a paused or blocked goal")
+    command("complete", "mark the goal complete")
+    command("clear", "remove the goal")
+    return parser
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if args.op == "create":
+        fields["objective"] = " ".join(args.objective)
+    elif args.op == "edit" and args.objective is not None:
+        fields["objective"] = args.objective
+    if args.op in ("create", "edit"):
+        if args.max_rounds is not None:
+            fields["maxRounds"] = args.max_rounds
+        if args.max_tokens is not None:
+            fields["maxTokens"] = args.max_tokens
+    return fields
+
+
+def describe(op: str, session_id: str, answer: Any) -> str:
+    """The answer for people, in the daemon's own words (status text and detail)."""
+    if op == "clear":
+        ref = answer["ref"]
+        return f"Cleared goal {ref['id']} of session {session_id}."
+    if answer is None:
+        return f"No goal in session {session_id}."
+    status = answer["status"]
+    lines = [f"{answer['id']} · {status['text']}", *(f"  {line}" for line in status["detail"])]
+    here = [a["label"] for a in answer["actions"] if a["id"] in OPS]
+    if here:
+        lines.append("  Next: " + ", ".join(here))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)  # usage errors exit 2
+    if args.op == "edit" and args.objective is None and args.max_rounds is None and args.max_tokens is None:
+        print("dshd goal edit: give --objective, --max-rounds and/or --max-tokens", file=sys.stderr)
+        return EXIT_USAGE
+    workspace = Path(os.path.realpath(args.workspace))
+    try:
+        if not workspace.is_dir():
+            raise GoalCommandError("invalid-params", f"no such folder: {workspace}", {"field": "workspace"})
+        try:
+            session_id, answer = run(workspace, args.op, args.session, _fields(args))
+        except DshError as exc:
+            raise GoalCommandError.of(exc) from None
+    except GoalCommandError as exc:
+        if args.json:
+            print(json.dumps(exc.to_json(), ensure_ascii=False))
+        print(f"dshd goal {args.op}: {exc.message}", file=sys.stderr)
+        return EXIT_FAIL
+    print(json.dumps(answer, ensure_ascii=False) if args.json else describe(args.op, session_id, answer))
+    return EXIT_OK
+
+
+__all__ = ["main", "run", "open_goals", "LogGoals", "DaemonGoals"]

@@ -1,0 +1,196 @@
+"""`dshd goal` (D-8), run as the real `dshd` console script.
+
+On a log nobody holds it writes to the log itself, and its `status --json` is the GoalView
+a daemon gives an editor for the same session. When the workspace's shared daemon holds
+the session (an editor opened it through `dshd connect`), it goes through the daemon: the
+editor is told at once, and the answer is the live agent's. A session held by a process
+that is not the shared daemon is refused, naming it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dshd.agent import new_session_id
+from dshd.services.store import SessionStore
+from tests.e2e.conftest import write_workspace
+from tests.e2e.raw_client import RawDaemon, log_events
+from tests.shared_daemon_support import DSHD, Runtime, connect_command
+
+pytestmark = pytest.mark.slow
+
+COMMAND = [str(DSHD)] if DSHD.exists() else [sys.executable, "-m", "dshd"]
+
+
+@pytest.fixture
+def runtime():
+    # A private runtime folder: the person's own daemons are never reached.
+    r = Runtime()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return write_workspace(tmp_path / "ws")
+
+
+def new_session(workspace: Path) -> str:
+    session_id = new_session_id()
+    SessionStore.create(workspace / ".dsh" / "sessions", session_id, title="goal cli").close()
+    return session_id
+
+
+def goal(runtime: Runtime, workspace: Path, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(
+        COMMAND + ["goal", *args],
+        cwd=workspace,
+        env={**os.environ, **runtime.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def answer(proc: subprocess.CompletedProcess):
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def goal_ops(workspace: Path, session_id: str) -> list[str]:
+    return [e["data"]["op"] for e in log_events(workspace, session_id) if e["type"] == "goal/change"]
+
+
+def test_goal_commands_on_a_log_nobody_holds(runtime, workspace):
+    older = new_session(workspace)
+    session = new_session(workspace)  # changed last: the one meant without --session
+    assert answer(goal(runtime, workspace, "status", "--json")) is None
+    created = answer(goal(runtime, workspace, "create", "Make", "the", "tests", "pass", "--max-rounds", "5", "--json"))
+    assert created["objective"] == "Make the tests pass" and created["maxRounds"] == 5 and created["revision"] == 1
+    # No agent runs here: the goal waits for a person to resume it in an editor.
+    assert created["activation"] == "disarmed" and created["status"]["short"] == "waiting for you to resume"
+    paused = answer(goal(runtime, workspace, "pause", "--session", session, "--json"))
+    assert (paused["phase"], paused["revision"]) == ("paused", 2)
+    edited = answer(goal(runtime, workspace, "edit", "--max-rounds", "9", "--objective", "Ship it", "--json"))
+    assert (edited["maxRounds"], edited["objective"], edited["phase"], edited["revision"]) == (9, "Ship it", "paused", 3)
+    resumed = answer(goal(runtime, workspace, "resume", "--json"))
+    assert (resumed["phase"], resumed["revision"]) == ("active", 4)
+    people = goal(runtime, workspace, "status")
+    assert people.returncode == 0 and people.stdout.startswith(f"{created['id']} · {resumed['status']['text']}\n")
+    assert "  Goal: Ship it\n" in people.stdout
+    assert goal_ops(workspace, session) == ["create", "pause", "edit", "resume"]
+    assert goal_ops(workspace, older) == []
+
+    # status --json is the GoalView a daemon gives an editor for this session.
+    status = answer(goal(runtime, workspace, "status", "--json"))
+    with RawDaemon(workspace) as editor:
+        editor.initialize()
+        agent = editor.request("dsh/session/open", {"sessionId": session})["agentId"]
+        assert editor.request("dsh/goal/get", {"agentId": agent}) == status
+        assert editor.shutdown_and_exit() == 0
+
+    completed = answer(goal(runtime, workspace, "complete", "--json"))
+    assert completed["phase"] == "complete" and [a["id"] for a in completed["actions"]] == ["create", "clear"]
+    cleared = answer(goal(runtime, workspace, "clear", "--json"))
+    assert cleared == {"ref": {"id": created["id"], "revision": 6}}
+    assert answer(goal(runtime, workspace, "status", "--json")) is None
+    assert goal_ops(workspace, session) == ["create", "pause", "edit", "resume", "complete", "clear"]
+
+
+def test_goal_commands_go_through_the_shared_daemon_that_holds_the_session(runtime, workspace):
+    session = new_session(workspace)
+    # A goal made while nobody holds the session: after the editor's load it is disarmed,
+    # so nothing runs rounds while the commands below change it.
+    made = answer(goal(runtime, workspace, "create", "Polish the parser", "--max-rounds", "40", "--json"))
+    with RawDaemon(workspace, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()
+        agent = editor.request("dsh/session/open", {"sessionId": session})["agentId"]
+        daemon_pid = runtime.daemon_pid()
+
+        paused = answer(goal(runtime, workspace, "pause", "--json"))
+        assert (paused["id"], paused["phase"], paused["revision"]) == (made["id"], "paused", 2)
+        # Through the daemon: the attached editor was told at once, with the same view,
+        # and saw the command attach as a client of its own name (a request of the
+        # editor's reads what came before its answer).
+        assert editor.request("dsh/goal/get", {"agentId": agent}) == paused
+        changed = [n["params"] for n in editor.notifications if n["method"] == "dsh/goal/changed"]
+        assert changed and changed[-1]["op"] == "pause" and changed[-1]["goal"] == paused
+        assert changed[-1]["agentId"] == agent and changed[-1]["sessionId"] == session
+        joined = [n["params"] for n in editor.notifications if n["method"] == "dsh/session/clients"]
+        assert any("dshd goal" in [c["clientName"] for c in p["clients"]] for p in joined)
+
+        edited = answer(goal(runtime, workspace, "edit", "--max-rounds", "41", "--session", session, "--json"))
+        assert editor.request("dsh/goal/get", {"agentId": agent}) == edited
+        assert answer(goal(runtime, workspace, "status", "--json")) == edited
+
+        # A goal created through the daemon is armed by the live agent (only it can be):
+        # one round runs, then the round budget blocks it.
+        answer(goal(runtime, workspace, "clear", "--json"))
+        created = answer(goal(runtime, workspace, "create", "Round", "once", "--max-rounds", "1", "--json"))
+        assert created["activation"] == "armed" and created["revision"] == 1
+        editor.request("dsh/session/list", {})
+        assert any(
+            n["params"].get("op") == "create" and n["params"]["goal"]["id"] == created["id"]
+            for n in editor.notifications
+            if n["method"] == "dsh/goal/changed"
+        )
+        assert runtime.daemon_pids() == [daemon_pid]  # the command started no daemon of its own
+        assert editor.shutdown_and_exit() == 0
+    assert goal_ops(workspace, session)[:5] == ["create", "pause", "edit", "clear", "create"]
+
+
+def test_a_session_held_by_another_process_is_refused_and_nothing_is_written(runtime, workspace):
+    session = new_session(workspace)
+    answer(goal(runtime, workspace, "create", "Hold on", "--json"))
+    log = workspace / ".dsh" / "sessions" / session / "log.jsonl"
+    with RawDaemon(workspace) as serve:  # `dshd serve`: a daemon of its own, no socket
+        serve.initialize()
+        serve.request("dsh/session/open", {"sessionId": session})
+        before = log.read_bytes()
+        refused = goal(runtime, workspace, "pause", "--json")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        error = json.loads(refused.stdout)["error"]
+        assert error["kind"] == "session-locked" and error["pid"] == serve.proc.pid
+        assert f"process {serve.proc.pid}" in refused.stderr
+        assert log.read_bytes() == before
+        assert serve.shutdown_and_exit() == 0
+    # The same command once the session is free: it was the lock that refused it.
+    assert answer(goal(runtime, workspace, "pause", "--json"))["phase"] == "paused"
+
+
+def test_bad_input_is_a_clear_error_never_a_traceback(runtime, workspace, tmp_path):
+    session = new_session(workspace)
+    cases = {
+        ("pause", "--json"): ("no-goal", "has no goal"),
+        ("status", "--session", "s-nope", "--json"): ("invalid-params", "session id"),
+        ("status", "--session", new_session_id(), "--json"): ("invalid-params", "no session"),
+        ("create", "x", "--max-rounds", "0", "--json"): ("invalid-params", "maxRounds"),
+    }
+    for args, (kind, words) in cases.items():
+        proc = goal(runtime, workspace, *args)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert error["kind"] == kind and words in error["message"], (args, error)
+    # Usage errors exit 2 (argparse), also an edit that changes nothing.
+    for args in (("edit",), ("create",), ("create", "x", "--max-rounds", "many"), ("frobnicate",)):
+        proc = goal(runtime, workspace, *args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    # Goals turned off: the same refusal the daemon gives.
+    off = write_workspace(tmp_path / "off", plugins=["plan"])
+    new_session(off)
+    proc = goal(runtime, off, "status", "--json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["error"]["kind"] == "plugin-not-loaded"
+    # A workspace with no session at all.
+    empty = write_workspace(tmp_path / "empty")
+    proc = goal(runtime, empty, "status")
+    assert proc.returncode == 1 and "no session in" in proc.stderr
+    # The good case in the same workspace as the refusals: the probe itself works.
+    assert answer(goal(runtime, workspace, "create", "x", "--json"))["objective"] == "x"
+    assert goal_ops(workspace, session) == ["create"]
