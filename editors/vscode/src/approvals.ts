@@ -15,6 +15,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
+import { RecentlyWithdrawn } from './attached';
 import type { PendingPermission } from './chat/messages';
 import { diffTarget, previewEdit } from './editPreview';
 import type { PermissionAskParams, PermissionAskResult } from './protocol';
@@ -69,6 +70,7 @@ export class Approvals implements vscode.Disposable {
   /** A new request arrived (the chat view shows itself, without taking the focus). */
   readonly onDidAsk = this.asked.event;
   private readonly disposables: vscode.Disposable[] = [];
+  private readonly withdrawn = new RecentlyWithdrawn();
 
   constructor(private readonly root: () => string | undefined) {
     this.disposables.push(
@@ -104,7 +106,10 @@ export class Approvals implements vscode.Disposable {
   async ask(params: PermissionAsk, token: vscode.CancellationToken): Promise<PermissionAnswer | undefined> {
     const request = new PermissionRequest(params, ++this.count);
     if (token.isCancellationRequested) return undefined;
-    const withdrawn = token.onCancellationRequested(() => request.finish(undefined));
+    const withdrawn = token.onCancellationRequested(() => {
+      if (!request.settled) this.withdrawn.add(params.callId, params.title);
+      request.finish(undefined);
+    });
     this.open.set(request.id, request);
     try {
       await this.setContext();
@@ -237,7 +242,7 @@ export class Approvals implements vscode.Disposable {
    */
   resolvedElsewhere(callId: string): string | undefined {
     const r = [...this.open.values()].find((x) => x.params.callId === callId && !x.settled);
-    if (!r) return undefined;
+    if (!r) return this.withdrawn.take(callId); // withdrawn just before the news came
     r.finish(undefined);
     return r.params.title;
   }

@@ -80,3 +80,25 @@ export function resolvedWords(p: Pick<QuestionResolvedParams, 'kind' | 'outcome'
   if (p.outcome === 'reject') return `${who} rejected ${what}.`;
   return `${who} answered ${what} (${p.outcome}).`;
 }
+
+/**
+ * The questions the daemon withdrew from this window lately (question id -> title): the daemon
+ * tells every client who answered (`dsh/question/resolved`) and withdraws the others' asks, and
+ * the withdrawal may be read first (vscode-jsonrpc acts on `$/cancelRequest` as it arrives). A
+ * few are kept, so the news that follows still names what was answered.
+ */
+export class RecentlyWithdrawn {
+  private readonly titles = new Map<string, string>();
+  constructor(private readonly keep = 20) {}
+  add(questionId: string, title: string): void {
+    this.titles.delete(questionId);
+    this.titles.set(questionId, title);
+    while (this.titles.size > this.keep) this.titles.delete(this.titles.keys().next().value as string);
+  }
+  /** The title of a question withdrawn lately (forgotten once taken). */
+  take(questionId: string): string | undefined {
+    const title = this.titles.get(questionId);
+    this.titles.delete(questionId);
+    return title;
+  }
+}

@@ -232,6 +232,8 @@ export class Controller implements vscode.Disposable {
    */
   private async recover(exit: ExitInfo | undefined): Promise<void> {
     const how = exit ? describeExit(exit.code, exit.signal) : 'exit status unknown';
+    // With the shared daemon the process this window started is the forwarder: it ends when the daemon does.
+    const ended = this.daemon.mode === 'connect' ? `The shared dshd daemon went away (its dshd connect: ${how})` : `dshd crashed (${how})`;
     const auto = Date.now() - this.lastAutoRestart > AUTO_RESTART_INTERVAL_MS;
     if (auto) {
       this.lastAutoRestart = Date.now();
@@ -239,13 +241,13 @@ export class Controller implements vscode.Disposable {
         const s = this.session;
         const reopened = s ? ` and reopened ${s.title ? `"${s.title}"` : 'your session'}` : '';
         const pick = await vscode.window.showWarningMessage(
-          `dshd crashed (${how}). It was restarted${reopened}; open plan reviews ended unanswered${s?.goal?.phase === 'active' ? ' and the goal waits for you to resume' : ''}.`, 'Show Log');
+          `${ended}. It was restarted${reopened}; open plan reviews ended unanswered${s?.goal?.phase === 'active' ? ' and the goal waits for you to resume' : ''}.`, 'Show Log');
         if (pick === 'Show Log') this.daemon.showLog();
         return;
       }
       return; // the failed start said why, once
     }
-    const pick = await vscode.window.showErrorMessage(`dshd crashed (${how}). Open plan reviews ended unanswered.`, 'Restart dshd', 'Show Log');
+    const pick = await vscode.window.showErrorMessage(`${ended}. Open plan reviews ended unanswered.`, 'Restart dshd', 'Show Log');
     if (pick === 'Restart dshd') await this.startDaemon();
     if (pick === 'Show Log') this.daemon.showLog();
   }

@@ -10,6 +10,7 @@
 // review answered in another one (`dsh/question/resolved`) closes here with no answer from this window.
 import * as vscode from 'vscode';
 import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
+import { RecentlyWithdrawn } from './attached';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
 import type { PlanReviewQuestion, QuestionsAskParams, QuestionsAskResult } from './protocol';
 import { planFileName, unsentSummary } from './reviewWords';
@@ -87,6 +88,7 @@ export class PlanReviews implements vscode.Disposable {
   /** A review opened (the chat view shows itself, without taking the focus). */
   readonly onDidAsk = this.asked.event;
   previousPlan: PreviousPlanLookup | undefined;
+  private readonly withdrawn = new RecentlyWithdrawn();
 
   constructor() {
     this.controller = vscode.comments.createCommentController(CONTROLLER_ID, 'Plan review');
@@ -130,7 +132,10 @@ export class PlanReviews implements vscode.Disposable {
       if (token.isCancellationRequested) break;
       if (question.kind !== 'plan-review') continue; // unknown kinds get no answer: the daemon fails closed
       const review = new PlanReview(params, question);
-      const cancelled = token.onCancellationRequested(() => review.finish({ kind: 'dismissed' }));
+      const cancelled = token.onCancellationRequested(() => {
+        if (!review.settled) this.withdrawn.add(question.id, question.title);
+        review.finish({ kind: 'dismissed' });
+      });
       try {
         await this.show(review);
         outcomes.push({ questionId: question.id, outcome: await review.outcome });
@@ -150,7 +155,7 @@ export class PlanReviews implements vscode.Disposable {
    */
   resolvedElsewhere(questionId: string): string | undefined {
     const review = this.byQuestion(questionId);
-    if (!review || review.settled) return undefined;
+    if (!review || review.settled) return this.withdrawn.take(questionId); // withdrawn just before the news came
     review.elsewhere = true;
     review.finish({ kind: 'dismissed' });
     return review.question.title;

@@ -168,4 +168,43 @@ test('the other client leaves: VS Code no longer shows it', async () => {
   await screenshot('shared-alone-again');
 });
 
+/** The pid of the workspace's shared daemon: the text of the lock it holds for its life (`<sock>.lock`). */
+function daemonPid(): number | undefined {
+  const dir = path.join(process.env.XDG_RUNTIME_DIR ?? '', 'dshd');
+  for (const lock of fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => n.endsWith('.lock')) : []) {
+    const pid = Number(fs.readFileSync(path.join(dir, lock), 'utf8').trim());
+    try { if (pid > 0) { process.kill(pid, 0); return pid; } } catch { /* a daemon that died left its lock file */ }
+  }
+  return undefined;
+}
+
+test('the shared daemon is killed mid-turn: VS Code says so once, dshd connect starts a fresh daemon, the session reopens, nothing runs by itself', async () => {
+  const sessionId = c.session!.sessionId;
+  const before = daemonPid();
+  assert.ok(before, 'no daemon pid in the lock file');
+  const shown = c.noticesShown.length;
+  void vscode.commands.executeCommand('dsh.agent.prompt', { text: 'Take the long step' });
+  await waitFor('the turn to run', () => c.statusText().busy, 20000);
+  const log = path.join(folder(), '.dsh', 'sessions', sessionId, 'log.jsonl');
+  await waitFor('the prompt in the log', () => fs.readFileSync(log, 'utf8').includes('Take the long step'));
+  const states: string[] = [];
+  c.daemon.onConnection((state) => states.push(state));
+  process.kill(before, 'SIGKILL');
+  await waitFor('VS Code to see the connection end', () => states.includes('stopped'), 20000);
+  await waitFor('VS Code to reconnect and reopen the session', () => states.includes('running') && c.connection === 'running' && c.session?.sessionId === sessionId, 60000);
+  const after = daemonPid();
+  assert.ok(after && after !== before, `the same daemon (${before} -> ${after})`);
+  await waitFor('the one notice', async () => (await notificationTexts()).some((t) => t.includes('daemon went away')), 20000);
+  // The prompt the daemon had acknowledged is still in the log; the turn it killed is closed as
+  // interrupted when the session is loaded again, and no turn starts by itself.
+  const events = () => fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  assert.ok(events().some((e) => e.type === 'turn/close' && e.data?.stopReason === 'interrupted'), 'the killed turn was not closed as interrupted');
+  const opens = events().filter((e) => e.type === 'turn/open').length;
+  await new Promise((r) => setTimeout(r, 4000));
+  assert.equal(events().filter((e) => e.type === 'turn/open').length, opens, 'a turn started by itself after the restart');
+  assert.equal(c.statusText().busy, false);
+  assert.equal(c.noticesShown.length >= shown, true);
+  await screenshot('shared-daemon-killed');
+});
+
 export async function run(): Promise<void> { await runAll(); }

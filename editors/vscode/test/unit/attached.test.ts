@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { attachedStatus, attachedWords, namesInWords, otherClients, resolvedWords, type AttachedClient } from '../../src/attached';
+import { attachedStatus, attachedWords, namesInWords, otherClients, RecentlyWithdrawn, resolvedWords, type AttachedClient } from '../../src/attached';
 
 const me: AttachedClient = { clientId: 'c1', clientName: 'Visual Studio Code', you: true };
 const nvim: AttachedClient = { clientId: 'c2', clientName: 'Neovim', you: false };
@@ -41,4 +41,16 @@ test('one line says who answered what elsewhere', () => {
   assert.equal(resolvedWords({ kind: 'plan-review', outcome: 'later', by }), 'Neovim answered the plan (later).');
   const long = resolvedWords({ kind: 'plan-review', outcome: 'approve', by }, 'x'.repeat(100));
   assert.ok(long.length < 90 && long.includes('…"'), long);
+});
+
+test('a question withdrawn just before the news of its answer is still named, once; a few are kept', () => {
+  const w = new RecentlyWithdrawn(2);
+  w.add('q1', 'Plan: retries');
+  assert.equal(w.take('q1'), 'Plan: retries');
+  assert.equal(w.take('q1'), undefined, 'taken once');
+  w.add('a', 'A'); w.add('b', 'B'); w.add('c', 'C');
+  assert.equal(w.take('a'), undefined, 'the oldest went');
+  assert.equal(w.take('b'), 'B');
+  assert.equal(w.take('c'), 'C');
+  assert.equal(w.take('never'), undefined);
 });
