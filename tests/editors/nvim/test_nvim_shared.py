@@ -380,3 +380,63 @@ def test_the_daemons_cancel_request_names_the_ask_it_withdraws(shared):
     a.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('plan review closed', 1, true) end)")
     assert told(a, "plan review closed: dshd stopped waiting for it"), a.messages()
     a.wait_for("not require('dsh.state').busy()", what="the turn over")
+
+
+def test_tui_two_neovims_one_review_answered_in_the_other(shared):
+    """Neovim's own terminal UI, twice, in tmux: each statusline names the other; the plan
+    review opens on both screens, B approves, and A's float goes with one line saying so."""
+    import shutil
+
+    from editors.nvim.test_nvim_daemon import Tmux
+    from nvim_harness import PLUGIN_DIR, dshd_binary, nvim_binary
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed: the TUI capture needs it")
+    workspace = shared.start([EXIT_WITH_PLAN, {"text": "on it"}])
+    screens = {}
+    for name in ("nvim A", "nvim B"):
+        init = shared.tmp_path / f"init-{name[-1]}.lua"
+        init.write_text(
+            f"""
+vim.opt.rtp:prepend({json.dumps(str(PLUGIN_DIR))})
+vim.o.laststatus = 2
+vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
+require('dsh').setup({{ dshd = {json.dumps(dshd_binary())}, client_name = {json.dumps(name)}, notify_turns = false }})
+""",
+            encoding="utf-8",
+        )
+        screens[name] = Tmux(f"dsh-shared-{name[-1]}-{os.getpid()}", workspace,
+                             ["env", "TERM=xterm-256color", f"XDG_RUNTIME_DIR={shared.runtime}",
+                              nvim_binary(), "-n", "-i", "NONE", "-u", str(init)])
+    a, b = screens["nvim A"], screens["nvim B"]
+    try:
+        a.wait_for("~")
+        b.wait_for("~")
+        a.keys(":Dsh session new", "Enter")
+        a.wait_for("◎ no goal")
+        [session_dir] = (workspace / ".dsh" / "sessions").iterdir()
+        b.keys(f":Dsh session open {session_dir.name}", "Enter")
+        b.wait_for("◎ no goal · with nvim A")
+        a.wait_for("◎ no goal · with nvim B")
+        a.keys(":Dsh plan on", "Enter")
+        a.wait_for("◎ plan · no goal · with nvim B")
+        a.keys(":Dsh prompt add retries", "Enter")
+        a.wait_for("keep planning")
+        screen_b = b.wait_for("keep planning")
+        write_artifact("tui-shared-review-b.txt", screen_b)
+        assert "◎ waiting for you · plan · no goal · with nvim A" in b.wait_for("waiting for you")
+        b.keys(":Dsh answer", "Enter")
+        time.sleep(0.7)
+        b.keys("a")
+        screen_a = a.wait_for('approved by nvim B')
+        screen_a = a.wait_gone("keep planning")
+        write_artifact("tui-shared-answered-elsewhere-a.txt", screen_a)
+        assert "◎ no goal · with nvim B" in a.wait_for("◎ no goal · with nvim B", timeout=30)
+        [result] = tool_results(log_events(workspace, session_dir.name), "exit_plan_mode")
+        assert result["ok"] is True
+    finally:
+        for tui in screens.values():
+            tui.keys(":qa!", "Enter")
+        time.sleep(0.5)
+        for tui in screens.values():
+            tui.kill()
