@@ -4,7 +4,8 @@ mutated (a key dropped, a value of any JSON type, an unknown key, the whole para
 replaced, the method renamed, a nested value changed), sent under any request id to ONE
 live process. Every request is answered, with a result or an error that is not an
 internal error (-32603 would be a bug), the process never dies, and stdout carries only
-framed JSON-RPC.
+framed JSON-RPC. It runs twice: on `dshd serve`, and through `dshd connect` on the
+workspace's shared daemon.
 
 ``DSHD_SERVE_FUZZ_EXAMPLES`` sets the number of requests (default 1500). A long run by
 hand (``DSHD_SERVE_FUZZ_EXAMPLES=10000 pytest --timeout=0 tests/e2e/test_fuzz_serve.py``) needs
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 from dshd_protocol import METHODS
 from tests.request_mutations import fuzz_settings, mutated
 
+from tests.shared_daemon_support import Runtime, alive, connect_command
+
 from .conftest import write_workspace
 from .raw_client import RawDaemon
 
@@ -36,6 +39,7 @@ class Live:
 
     def __init__(self, d: RawDaemon, session_id: str) -> None:
         self.d, self.session_id = d, session_id
+        self.daemon: int | None = None  # the shared daemon's pid (through `dshd connect`)
         self.refresh()
 
     def refresh(self) -> None:
@@ -45,16 +49,26 @@ class Live:
         self.ref = {"id": goal["id"], "revision": goal["revision"]}
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
+@pytest.fixture(scope="module", params=["serve", "connect"])
+def live(request, tmp_path_factory):
+    """``serve``: `dshd serve`; ``connect``: the same through `dshd connect` and the
+    workspace's shared daemon (on a private runtime folder)."""
     root = write_workspace(tmp_path_factory.mktemp("serve-fuzz") / "ws", plugins=["plan", "goals", "tools"])
     (root / "notes.txt").write_text("one\n")
-    d = RawDaemon(root)
-    assert "result" in d.initialize()
-    session_id = d.request("dsh/session/create", {"title": "fuzzed"})["sessionId"]
-    yield Live(d, session_id)
-    assert d.shutdown_and_exit() == 0
-    assert d.stdout_faults == []
+    runtime = Runtime() if request.param == "connect" else None
+    d = RawDaemon(root) if runtime is None else RawDaemon(root, env=runtime.env, command=connect_command())
+    try:
+        assert "result" in d.initialize()
+        session_id = d.request("dsh/session/create", {"title": "fuzzed"})["sessionId"]
+        live = Live(d, session_id)
+        live.daemon = runtime.daemon_pid() if runtime is not None else None
+        yield live
+        assert d.shutdown_and_exit() == 0
+        assert d.stdout_faults == []
+    finally:
+        d.kill()
+        if runtime is not None:
+            runtime.stop()
 
 
 def templates(live: Live) -> list[tuple[str, dict]]:
@@ -152,6 +166,7 @@ def test_mutated_requests_are_always_answered(live, data) -> None:
     live.refresh()
     assert d.call("dsh/agent/cancel", {"agentId": live.agent_id}, timeout=30).get("result", "error") is None
     assert d.proc.poll() is None
+    assert live.daemon is None or alive(live.daemon)  # the shared daemon lives on too
     assert d.stdout_faults == []
     d.notifications.clear()  # news of earlier requests: not needed
     d.unmatched.clear()
