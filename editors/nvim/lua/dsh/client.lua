@@ -243,6 +243,10 @@ end
 function M.start_rpc(argv, dispatchers, extra, asked)
   local rpc_mod = vim.lsp.rpc
   local create = rpc_mod.create_read_loop
+  if type(create) ~= 'function' then
+    -- A Neovim without it: no ids, so windows close on dsh/question/resolved and events.
+    return rpc_mod.start(argv, dispatchers, extra)
+  end
   rpc_mod.create_read_loop = function(handle_body, ...)
     return create(function(body)
       pcall(M.note_asked, body, asked)
