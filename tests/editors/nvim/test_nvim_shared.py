@@ -440,3 +440,17 @@ require('dsh').setup({{ dshd = {json.dumps(dshd_binary())}, client_name = {json.
         time.sleep(0.5)
         for tui in screens.values():
             tui.kill()
+
+
+def test_checkhealth_says_the_daemon_is_shared_and_checks_the_config_in_its_own(shared):
+    workspace = shared.start([])
+    a = shared.editor("nvim A")
+    a.cmd("checkhealth dsh")
+    report = "\n".join(a.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    write_artifact("checkhealth-shared.txt", report + "\n")
+    assert "ERROR" not in report, report
+    assert "OK connects to the workspace's shared daemon (dshd connect" in report
+    assert f"OK workspace: {workspace}" in report
+    # The config is checked by a fresh `dshd serve`, so no shared daemon was left behind.
+    assert "OK workspace config valid" in report
+    assert daemon_pids(shared.runtime) == []
