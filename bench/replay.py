@@ -8,6 +8,8 @@ measures, in this one run:
 
   parse floor    msgspec typed decode of every line of the same file (no checks, no fold)
   strict replay  dshd.folds.replay(path, use_checkpoint=False): decode + every G-5 rule
+  loop floor     the parse floor plus a Python loop that reads each event's class, seq and
+                 turn (no rule): the best a fold written in Python can reach
   cold open      SessionLog.open + replay + close of the 1M log with a checkpoint 1,000
                  events before the end, vs the same for a 1,000-event log with no checkpoint
   peak RSS       a child process that does the full strict replay (ru_maxrss via wait4),
@@ -163,6 +165,22 @@ def parse_floor(path: Path) -> int:
     return n
 
 
+def loop_floor(path: Path) -> int:
+    """The parse floor plus the least a fold written in Python does per event: read its
+    class, seq and turn and compare the seq (no rule checked, nothing kept). What strict
+    replay can reach at best while its loop is Python."""
+    decode = ev.decode_line
+    seq = 0
+    with open(path, "rb", buffering=1 << 20) as f:
+        for line in f:
+            event = decode(line)
+            seq += 1
+            cls, turn = event.__class__, event.turn
+            if event.seq != seq:
+                raise AssertionError(seq)
+    return seq
+
+
 def timed(fn, repeat: int) -> tuple[float, float, object]:
     """Median wall time, median CPU time of this process, last result."""
     walls, cpus = [], []
@@ -228,12 +246,16 @@ def main() -> None:
 
         # Interleaved rounds, so machine noise hits both alike; CPU time is the steadier figure
         # on a shared machine.
-        floor_w, floor_c, replay_w, replay_c = [], [], [], []
+        floor_w, floor_c, replay_w, replay_c, loop_w, loop_c = [], [], [], [], [], []
         for _ in range(args.repeat):
             w, c, n = timed(lambda: parse_floor(big), 1)
             assert n == args.events
             floor_w.append(w)
             floor_c.append(c)
+            w, c, n = timed(lambda: loop_floor(big), 1)
+            assert n == args.events
+            loop_w.append(w)
+            loop_c.append(c)
             w, c, result = timed(lambda: replay(big, use_checkpoint=False), 1)
             assert result.events == args.events
             replay_w.append(w)
@@ -243,6 +265,9 @@ def main() -> None:
         print(f"parse floor (msgspec typed decode, streaming): wall {fw:.3f} s, cpu {fc:.3f} s  ({args.events / fw / 1e6:.2f} M events/s)")
         print(f"strict full replay:                            wall {rw:.3f} s, cpu {rc:.3f} s  ({args.events / rw / 1e6:.2f} M events/s)")
         print(f"  replay speed / parse floor speed = {fw / rw:.2f}x wall, {fc / rc:.2f}x cpu  (target >= 0.8x)")
+        lw, lc = statistics.median(loop_w), statistics.median(loop_c)
+        print(f"  (the floor plus a Python loop reading each event's class, seq and turn, no rule: "
+              f"{fw / lw:.2f}x wall, {fc / lc:.2f}x cpu of the floor)")
 
         # Checkpoint TAIL events before the end of the big log.
         cut_line = args.events - TAIL
