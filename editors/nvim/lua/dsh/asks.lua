@@ -25,7 +25,7 @@ end
 --- Register a window that answers a request about tool call `call_id` of `agent_id`;
 --- `close(reason)` ends it unanswered (fail-closed); `opts.show()` brings its window
 --- back and into focus (:Dsh answer); `opts.title` names it. Returns the function that
---- unregisters it (call it once the person answered).
+--- unregisters it: call it with the answer's outcome once the person answered.
 --- `opts.kind` ('plan-review' | 'permission') and `opts.question_id` (the plan question's
 --- id; an approval's callId) name it as dsh/question/resolved does; `opts.label` names it
 --- in one-line notices; `opts.request` is the handle of the request it answers (M.serve).
@@ -175,11 +175,21 @@ function M.on_resolved(params)
   -- Answered here too, but another answer came first: the person's did nothing.
   local mine = answered[tostring(params.agentId) .. '\n' .. tostring(params.questionId)]
   if mine and mine.outcome ~= params.outcome then
+    M.lost_told_at = vim.uv.now()
     require('dsh.errors').notify(
       M.lost_message(mine.label, params.outcome, by),
       vim.log.levels.WARN
     )
   end
+end
+
+--- Whether the daemon's own "your answer changed nothing" notice (it sends one when the
+--- answer reached it after it withdrew the ask) only repeats what was just told here.
+function M.repeats_lost_notice(message)
+  return type(message) == 'string'
+    and message:find('changed nothing', 1, true) ~= nil
+    and M.lost_told_at ~= nil
+    and vim.uv.now() - M.lost_told_at < 5000
 end
 
 --- The line for an answer of this editor that came second (pure):

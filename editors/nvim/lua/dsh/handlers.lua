@@ -98,6 +98,9 @@ function M.table()
     [protocol.server_requests.permission_ask] = permission_ask,
     -- Not a dsh method: the daemon's one notice (keys it ignored) in Neovim's words.
     ['window/showMessage'] = function(err, params, ctx)
+      if type(params) == 'table' and require('dsh.asks').repeats_lost_notice(params.message) then
+        return -- already said in this editor's words (dsh.asks.on_resolved)
+      end
       require('dsh.trust').on_show_message(err, params, ctx)
     end,
     -- Not a dsh method either: LSP's cancel, for the daemon's asks.
