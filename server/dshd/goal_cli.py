@@ -187,7 +187,11 @@ class DaemonGoals:
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
-                raise GoalCommandError("io-error", f"the daemon did not answer in {DAEMON_TIMEOUT_S:g} s") from None
+                raise GoalCommandError(
+                    "io-error",
+                    f"the daemon did not answer in {DAEMON_TIMEOUT_S:g} s (it may still make the change: "
+                    "`dshd goal status` shows what it did)",
+                ) from None
             if not chunk:
                 raise GoalCommandError("io-error", "the daemon closed the connection before answering")
             self._buffer += chunk
