@@ -7,7 +7,9 @@ a daemon killed with SIGKILL leaves a stale socket and lock that the next connec
 replaces; another uid is refused (by the folder's mode, and by SO_PEERCRED when the
 folder is opened up; the forwarder then refuses the folder); idle exit after
 ``[daemon] idleTimeoutS``; SIGKILL in the middle of a turn loses nothing acknowledged,
-the client reattaches and nothing runs by itself.
+the client reattaches and nothing runs by itself; SIGKILL at random moments of a stream
+of durable writes loses none that was acknowledged. (The serve fuzzer runs through the
+forwarder too: tests/e2e/test_fuzz_serve.py.)
 """
 
 from __future__ import annotations
@@ -57,7 +59,12 @@ def wait_until(predicate, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: Path, runtime: Runtime) -> None:
+@pytest.mark.parametrize("mode", ["pass", "copy"])
+def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: Path, runtime: Runtime, mode: str) -> None:
+    """``pass``: the forwarder hands its stdin and stdout to the daemon (pipes, as editors
+    give); ``copy``: it copies every byte itself (what it does for a terminal or a file)."""
+    if mode == "copy":
+        runtime.extra["DSHD_CONNECT_COPY"] = "1"
     with forwarder(workspace, runtime) as a:
         assert "result" in a.initialize()
         pid = runtime.daemon_pid()
@@ -82,6 +89,34 @@ def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: P
             assert b.shutdown_and_exit() == 0
             assert b.stdout_faults == [] and a.stdout_faults == []
     assert alive(pid)  # idle, not gone: the default idle timeout is 60 s
+
+
+def test_stdin_from_a_regular_file_is_copied_through(workspace: Path, runtime: Runtime, tmp_path: Path) -> None:
+    """A file cannot be handed to an event loop: the forwarder copies it (and the answers)."""
+    frames = b""
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
+        {"jsonrpc": "2.0", "method": "exit"},
+    ):
+        body = json.dumps(message).encode()
+        frames += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    script = tmp_path / "input.bin"
+    script.write_bytes(frames)
+    with open(script, "rb") as stdin:
+        out = subprocess.run(connect_command(), cwd=workspace, env={**os.environ, **runtime.env}, stdin=stdin,
+                             capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from tests.e2e.raw_client import split_frames
+
+    messages, faults, rest = split_frames(out.stdout)
+    assert faults == [] and rest == b""
+    answered = {m["id"]: m for m in messages if "id" in m and "method" not in m}
+    assert "capabilities" in answered[1]["result"] and answered[2]["result"]["sessions"] == []
+    assert answered[3]["result"] is None
 
 
 def test_forwarders_racing_at_start_end_with_one_daemon(workspace: Path, runtime: Runtime) -> None:
@@ -258,3 +293,59 @@ def test_sigkill_mid_turn_loses_nothing_acknowledged_and_runs_nothing_by_itself(
         time.sleep(1.0)
         assert log_events(workspace, sid) == after_open  # nothing started by itself
         assert b.shutdown_and_exit() == 0
+
+
+def test_sigkill_at_random_moments_through_the_forwarder_loses_nothing_acknowledged(workspace: Path, runtime: Runtime) -> None:
+    """Kill chaos through `dshd connect`: a pipeline of plan toggles, each a durable event,
+    and SIGKILL of the shared daemon at a random moment; every toggle answered "committed"
+    is in the log, which stays sound; the next connect starts a fresh daemon that opens the
+    session."""
+    import random
+
+    rng = random.Random(20261201)
+    session = None
+    answered: list[int] = []
+    sent_total: list[int] = []
+    for round_no in range(4):
+        with forwarder(workspace, runtime) as d:
+            assert "result" in d.initialize(), d.stderr_bytes
+            if session is None:
+                session = d.request("dsh/session/create", {"title": "chaos"})["sessionId"]
+            agent = d.request("dsh/session/open", {"sessionId": session})["agentId"]
+            active = d.request("dsh/plan/get", {"agentId": agent})["active"]
+            before = [e for e in log_events(workspace, session) if e["type"] == "plan/mode"]
+            pid = runtime.daemon_pid()
+            kill_at = time.monotonic() + rng.uniform(0.2, 1.2)
+            sent = 0
+            while time.monotonic() < kill_at:  # a steady stream, one toggle a millisecond
+                active = not active
+                d.send({"jsonrpc": "2.0", "id": f"t{sent}", "method": "dsh/plan/set", "params": {"agentId": agent, "active": active}})
+                sent += 1
+                time.sleep(0.001)
+            os.kill(pid, signal.SIGKILL)
+            assert wait_gone(pid, 10)
+            committed = 0
+            while True:
+                try:
+                    reply = d.next_response(timeout=15)
+                except EOFError:
+                    break
+                if reply.get("result", {}).get("outcome") == "committed":
+                    committed += 1
+            assert d.wait(10) == 1  # the daemon died under it
+            assert d.stdout_faults == []
+        after = [e for e in log_events(workspace, session) if e["type"] == "plan/mode"]
+        assert after[: len(before)] == before
+        assert len(after) - len(before) >= committed, (round_no, committed, len(after) - len(before))
+        answered.append(committed)
+        sent_total.append(sent)
+        verify = subprocess.run([sys.executable, "-m", "dshd", "log", "verify", "--json",
+                                 str(workspace / ".dsh" / "sessions" / session / "log.jsonl")],
+                                capture_output=True, text=True, timeout=60)
+        assert json.loads(verify.stdout)["ok"] is True, verify.stdout
+    # The kills fell inside the stream: some toggles were acknowledged, not all of them.
+    assert sum(answered) > 0 and any(a < n for a, n in zip(answered, sent_total)), (answered, sent_total)
+    with forwarder(workspace, runtime) as last:
+        assert "result" in last.initialize()
+        assert last.request("dsh/session/open", {"sessionId": session})["sessionId"] == session
+        assert last.shutdown_and_exit() == 0
