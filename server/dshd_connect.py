@@ -371,13 +371,52 @@ def _parse(argv: list[str], usage: str, allowed: dict[str, bool]) -> dict | int:
     return found
 
 
+def _passable(fd: int) -> bool:
+    """A pipe or a socket: what the daemon's event loop can read and write directly."""
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def hand_over(conn: Connection, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """Pass our stdin and stdout to the daemon (SCM_RIGHTS), which then reads and writes
+    them itself: no byte goes through this process. Then wait until the daemon ends the
+    connection; our own copies point at /dev/null meanwhile, so the client sees the end
+    of output as soon as the daemon closes its copies (or dies)."""
+    fds = stdin_fd.to_bytes(4, sys.byteorder) + stdout_fd.to_bytes(4, sys.byteorder)
+    conn.sock.sendmsg([b"F"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, stdin_fd)
+    os.dup2(null, stdout_fd)
+    os.close(null)
+    try:
+        while conn.sock.recv(4096):
+            pass
+    except OSError:
+        pass
+    return EXIT_FAIL if _died(conn.pid) else EXIT_OK
+
+
 def _run(workspace: str, protocol: str, options: dict | None, start: bool) -> int:
+    # Pipes and sockets (what editors and ACP clients give a child) are handed to the
+    # daemon; anything else (a terminal, a file) is copied through this process.
+    passing = not os.environ.get("DSHD_CONNECT_COPY") and _passable(0) and _passable(1)
+    if passing:
+        options = {**(options or {}), "fds": True}
     try:
         conn = connect(workspace, protocol, options, start=start)
     except ConnectError as exc:
         sys.stderr.write(f"dshd: {exc}\n")
         return EXIT_FAIL
     try:
+        if passing:
+            if conn.first:
+                _write_all(1, conn.first)
+            return hand_over(conn)
         return forward(conn.sock, conn.first, pid=conn.pid)
     except KeyboardInterrupt:
         return EXIT_FAIL

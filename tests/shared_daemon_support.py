@@ -28,10 +28,11 @@ class Runtime:
     def __init__(self) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="dshx-", dir="/tmp"))
         os.chmod(self.path, 0o700)
+        self.extra: dict[str, str] = {}  # more variables for the forwarders (DSHD_CONNECT_COPY)
 
     @property
     def env(self) -> dict[str, str]:
-        return {"XDG_RUNTIME_DIR": str(self.path)}
+        return {"XDG_RUNTIME_DIR": str(self.path), **self.extra}
 
     @property
     def sockets(self) -> Path:

@@ -131,19 +131,75 @@ def idle_timeout_s(root: Path) -> float:
 # ---- serving ---------------------------------------------------------------------------------
 
 
-class _SocketOut:
-    """What the ACP transport writes to (``write`` + ``flush``): the connection's writer."""
+class _Out:
+    """What the doors write to: ``write`` (+ ``flush`` for ACP's transport, ``close``
+    for the dsh server) on an asyncio transport or stream writer."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    def __init__(self, sink) -> None:
+        self._sink = sink
 
     def write(self, data: bytes) -> None:
-        if self._writer.is_closing():
+        if self._sink.is_closing():
             raise BrokenPipeError("the client closed the connection")
-        self._writer.write(data)
+        self._sink.write(data)
 
     def flush(self) -> None:
         pass
+
+    def close(self) -> None:
+        self._sink.close()
+
+
+class _PipeEnd(asyncio.Protocol):
+    """The protocol of the client's stdout pipe (written by the daemon)."""
+
+    def __init__(self) -> None:
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+
+async def _recv_line(loop, conn: socket.socket) -> tuple[bytes, bytes] | None:
+    """The protocol line and what came after it (a client may send its first messages
+    without waiting for the answer); None at end of input or when it is too long."""
+    data = b""
+    while b"\n" not in data:
+        chunk = await loop.sock_recv(conn, MAX_PROTOCOL_LINE)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > MAX_PROTOCOL_LINE and b"\n" not in data[:MAX_PROTOCOL_LINE]:
+            return None
+    line, _, rest = data.partition(b"\n")
+    return line, rest
+
+
+async def _recv_fds(loop, conn: socket.socket) -> list[int]:
+    """The client's stdin and stdout, passed with SCM_RIGHTS after the answer."""
+    space = socket.CMSG_SPACE(2 * 4)
+    while True:
+        try:
+            data, ancillary, _flags, _addr = conn.recvmsg(1, space)
+            break
+        except (BlockingIOError, InterruptedError):
+            ready = loop.create_future()
+            loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
+            try:
+                await ready
+            finally:
+                loop.remove_reader(conn.fileno())
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds += [int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, usable, 4)]
+    if data != b"F" or len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError("the client did not pass its stdin and stdout")
+    return fds
 
 
 class SharedDaemon:
@@ -176,13 +232,11 @@ class SharedDaemon:
         self._stop.set()
 
     async def run(self) -> None:
-        server = await asyncio.start_unix_server(
-            self._on_connection, sock=self.listener, limit=dshd_connect_limit()
-        )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
         log.info("serving %s on %s (idle timeout %g s)", self.root, self.socket_path, self.idle_s)
+        accepting = asyncio.ensure_future(self._accept())
         self._arm_idle()
         try:
             await self._stop.wait()
@@ -190,12 +244,29 @@ class SharedDaemon:
             # The socket goes first: a client arriving now starts the next daemon (which
             # waits for our lock) instead of reaching one that is leaving.
             self._unlink_socket()
-            server.close()
+            accepting.cancel()
+            self.listener.close()
             for task in list(self.connections):
                 task.cancel()
             if self.connections:
                 await asyncio.wait(list(self.connections), timeout=10)
             await self.host.shutdown()
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _addr = await loop.sock_accept(self.listener)
+            except OSError as exc:  # EMFILE and the like: say so, breathe, go on
+                log.warning("accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            task = asyncio.ensure_future(self._on_connection(conn))
+            self.connections.add(task)
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
 
     def _unlink_socket(self) -> None:
         try:
@@ -206,56 +277,97 @@ class SharedDaemon:
 
     # ---- one connection ----------------------------------------------------------------
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._stop.is_set():
-            writer.close()
-            return
+    async def _on_connection(self, conn: socket.socket) -> None:
         task = asyncio.current_task()
-        self.connections.add(task)
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
         try:
-            await self._serve(reader, writer)
+            await self._serve(conn)
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("a connection failed")
         finally:
             self.connections.discard(task)
-            if not writer.is_closing():
-                writer.close()
+            conn.close()
             if not self._stop.is_set():
                 self._arm_idle()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
+    async def _serve(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            uid = dshd_connect.peer_uid(sock)
+            uid = dshd_connect.peer_uid(conn)
         except OSError:
             uid = None
         if uid != os.getuid():
             log.warning("refused a connection from uid %s (this daemon serves uid %d only)", uid, os.getuid())
             return
         try:
-            line = await asyncio.wait_for(reader.readuntil(b"\n"), PROTOCOL_LINE_TIMEOUT_S)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            return  # a probe (another daemon looking), or a client that never said which protocol
+            line = await asyncio.wait_for(_recv_line(loop, conn), PROTOCOL_LINE_TIMEOUT_S)
+        except (asyncio.TimeoutError, ConnectionError):
+            return
+        if line is None:
+            return  # a probe (another daemon looking), or a client that left at once
+        line, early = line
         protocol, _, rest = line.strip().partition(b" ")
-        if len(line) > MAX_PROTOCOL_LINE or protocol not in (b"dsh", b"acp"):
-            writer.write(b"error the first line must name the protocol: dsh or acp\n")
-            return
         options = _options(rest)
-        if options is None:
-            writer.write(b"error the options after the protocol must be one JSON object\n")
+        if protocol not in (b"dsh", b"acp"):
+            await loop.sock_sendall(conn, b"error the first line must name the protocol: dsh or acp\n")
             return
-        writer.write(self.greeting)
-        if protocol == b"dsh":
-            await self._serve_dsh(reader, writer)
-        else:
-            await self._serve_acp(reader, writer, options)
+        if options is None:
+            await loop.sock_sendall(conn, b"error the options after the protocol must be one JSON object\n")
+            return
+        await loop.sock_sendall(conn, self.greeting)
+        if options.get("fds") is True:
+            if early:
+                await loop.sock_sendall(conn, b"error nothing may follow the protocol line before the answer when passing fds\n")
+                return
+            await self._serve_passed_fds(conn, protocol, options)
+            return
+        reader = asyncio.StreamReader(limit=_max_message())
+        reader.feed_data(early)
+        transport, stream_protocol = await loop.connect_accepted_socket(lambda: asyncio.StreamReaderProtocol(reader), conn)
+        writer = asyncio.StreamWriter(transport, stream_protocol, reader, loop)
+        try:
+            await self._serve_door(protocol, reader, _Out(writer), options)
+        finally:
+            writer.close()
 
-    async def _serve_dsh(self, reader, writer) -> None:
+    async def _serve_passed_fds(self, conn: socket.socket, protocol: bytes, options: dict) -> None:
+        """The client passed its own stdin and stdout: the door reads and writes them
+        directly (no byte goes through the forwarder), and the socket only tells each
+        side that the other is still there."""
+        loop = asyncio.get_running_loop()
+        fd_in, fd_out = await _recv_fds(loop, conn)
+        reader = asyncio.StreamReader(limit=_max_message())
+        pipe_in = os.fdopen(fd_in, "rb", buffering=0)
+        pipe_out = os.fdopen(fd_out, "wb", buffering=0)
+        read_transport = write_transport = None
+        try:
+            read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_in)
+            write_transport, _ = await loop.connect_write_pipe(_PipeEnd, pipe_out)
+        except (ValueError, OSError):
+            for transport, pipe in ((read_transport, pipe_in), (write_transport, pipe_out)):
+                transport.close() if transport is not None else pipe.close()
+            raise
+        door = asyncio.ensure_future(self._serve_door(protocol, reader, _Out(write_transport), options))
+        # The forwarder waits on the socket; it closing (killed, or its client gone) ends
+        # this connection too.
+        gone = asyncio.ensure_future(loop.sock_recv(conn, 1))
+        try:
+            await asyncio.wait({door, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            door.cancel()
+            gone.cancel()
+            await asyncio.gather(door, gone, return_exceptions=True)
+            read_transport.close()
+            write_transport.close()
+
+    async def _serve_door(self, protocol: bytes, reader, out: _Out, options: dict) -> None:
+        if protocol == b"dsh":
+            await self._serve_dsh(reader, out)
+        else:
+            await self._serve_acp(reader, out, options)
+
+    async def _serve_dsh(self, reader, out: _Out) -> None:
         from dshd.daemon.app import ClientLogHandler, DshDaemon
         from dshd.daemon.server import serve_connection
         from dshd.models.errors import RedactingFormatter
@@ -266,20 +378,20 @@ class SharedDaemon:
         dshd_logger = logging.getLogger("dshd")
         dshd_logger.addHandler(handler)
         try:
-            await serve_connection(server, reader, writer)
+            await serve_connection(server, reader, out)
         finally:
             dshd_logger.removeHandler(handler)
 
-    async def _serve_acp(self, reader, writer, options: dict) -> None:
+    async def _serve_acp(self, reader, out: _Out, options: dict) -> None:
         from dshd.acp.door import AcpDoor
         from dshd.acp.transport import LineTransport
         from dshd.agent.questions import ANSWER_TIMEOUT_S
 
         timeout = options.get("questionTimeoutS", ANSWER_TIMEOUT_S)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
-            writer.write(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"questionTimeoutS must be a positive number of seconds"}}\n')
+            out.write(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"questionTimeoutS must be a positive number of seconds"}}\n')
             return
-        transport = LineTransport(reader, _SocketOut(writer))
+        transport = LineTransport(reader, out)
         door = _with_host(AcpDoor, self.host, self.root, question_timeout_s=float(timeout))
         connection = door.connect(transport)
         try:
@@ -310,7 +422,7 @@ def _with_host(cls, host, *args, **kwargs):
     return cls(*args, host=host, **kwargs)
 
 
-def dshd_connect_limit() -> int:
+def _max_message() -> int:
     from dshd.transport.stdio import MAX_MESSAGE
 
     return MAX_MESSAGE
@@ -345,8 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     stream = logging.StreamHandler()
     stream.setFormatter(RedactingFormatter("%(asctime)s dshd[%(process)d] %(levelname)s %(name)s: %(message)s"))
     # DSHD_LOG_LEVEL for everything, and this module's INFO lines (start, exit) always.
-    stream.addFilter(lambda record: record.levelno >= level or record.name == log.name and record.levelno >= logging.INFO)
-    logging.basicConfig(level=min(level, logging.INFO), handlers=[stream])
+    # The root stays at DSHD_LOG_LEVEL: pygls logs every message at INFO (NOTES.md: that
+    # halves throughput); dshd's own INFO records also go to each editor's output panel.
+    stream.addFilter(lambda record: record.levelno >= level or record.name == log.name)
+    logging.basicConfig(level=level, handlers=[stream])
+    client_level = logging.getLevelName(os.environ.get("DSHD_CLIENT_LOG_LEVEL", "INFO").upper())
+    logging.getLogger("dshd").setLevel(min(level, client_level))
+    log.setLevel(logging.INFO)
 
     root = Path(os.path.realpath(args.workspace))
     if not root.is_dir():
