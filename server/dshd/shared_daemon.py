@@ -372,7 +372,7 @@ class SharedDaemon:
         from dshd.daemon.server import serve_connection
         from dshd.models.errors import RedactingFormatter
 
-        server = _with_host(DshDaemon, self.host)
+        server = DshDaemon(self.host)  # one per connection, all on the process's host
         handler = ClientLogHandler(server, logging.getLevelName(os.environ.get("DSHD_CLIENT_LOG_LEVEL", "INFO").upper()))
         handler.setFormatter(RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
         dshd_logger = logging.getLogger("dshd")
@@ -392,7 +392,7 @@ class SharedDaemon:
             out.write(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"questionTimeoutS must be a positive number of seconds"}}\n')
             return
         transport = LineTransport(reader, out)
-        door = _with_host(AcpDoor, self.host, self.root, question_timeout_s=float(timeout))
+        door = AcpDoor(self.root, question_timeout_s=float(timeout), host=self.host)
         connection = door.connect(transport)
         try:
             await connection.main_loop()
@@ -411,15 +411,6 @@ def _options(rest: bytes) -> dict | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def _with_host(cls, host, *args, **kwargs):
-    """A door's connection object on the shared host."""
-    import inspect
-
-    if "host" not in inspect.signature(cls).parameters:  # TODO(E): until both doors take the host
-        return cls(*args, **kwargs)
-    return cls(*args, host=host, **kwargs)
 
 
 def _max_message() -> int:

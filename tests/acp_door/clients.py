@@ -66,6 +66,15 @@ class AcpTestClient:
         # How permission requests are answered; the default fails the test loudly.
         self.answer_permission: PermissionAnswer = self._unexpected_permission
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
+        # Through the workspace's shared daemon (`dshd acp`) instead of `dshd acp --stdio`:
+        # set ``shared_env`` to the variables that name its private runtime folder.
+        self.shared_env: dict[str, str] | None = None
+
+    def agent_command(self) -> list[str]:
+        return dshd_acp_command(shared=self.shared_env is not None)
+
+    def agent_env(self) -> dict[str, str]:
+        return {**agent_env(), **(self.shared_env or {})}
 
     @staticmethod
     def _unexpected_permission(params: dict) -> dict:
@@ -173,13 +182,13 @@ class PythonSdkClient(AcpTestClient):
                 return acp.RequestPermissionResponse.model_validate(await owner._on_permission(params))
 
         self._stderr = open(self.stderr_path, "ab")
-        command = dshd_acp_command()
+        command = self.agent_command()
         self._context = acp.spawn_agent_process(
             Client(),
             command[0],
             *command[1:],
             cwd=self.workspace,
-            env=agent_env(),
+            env=self.agent_env(),
             transport_kwargs={"stderr": self._stderr.fileno()},
         )
         self.conn, self.process = await self._context.__aenter__()
@@ -254,9 +263,9 @@ class TsSdkClient(AcpTestClient):
             raise RuntimeError(f"the TypeScript ACP client is not installed ({NODE}, {TS_SDK}): run ./run setup")
         self._stderr = open(self.stderr_path, "ab")
         env = {
-            **agent_env(),
+            **self.agent_env(),
             "ACP_SDK_ENTRY": (TS_SDK / "dist" / "v1" / "stable" / "acp.js").as_uri(),
-            "ACP_AGENT_COMMAND": json.dumps(dshd_acp_command()),
+            "ACP_AGENT_COMMAND": json.dumps(self.agent_command()),
             "ACP_AGENT_CWD": str(self.workspace),
         }
         self.process = await asyncio.create_subprocess_exec(
