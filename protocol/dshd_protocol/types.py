@@ -781,6 +781,49 @@ class AgentActivityParams:
     question: OpenQuestionKind | None = None
 
 
+# ---- several clients on one session ----------------------------------------------------
+
+ResolvedQuestionKind = Literal["plan-review", "permission"]
+# The winning answer's choice: a plan review's, or a permission's outcome.
+QuestionOutcome = Literal["approve", "revise", "allow-once", "allow-session", "reject"]
+
+
+@attrs.frozen(kw_only=True)
+class AttachedClient:
+    client_id: NonBlankText  # the daemon's id of the connection, e.g. "c-3"
+    client_name: NonBlankText  # initialize's clientInfo.name, else "client <n>"
+    you: bool  # true in the list sent to that connection itself
+
+
+@attrs.frozen(kw_only=True)
+class SessionClientsParams:
+    """The connections attached to this live session changed (one attached or left): the
+    whole list, sent to every attached connection."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    clients: Annotated[list[AttachedClient], Rule(min_items=1, description="at least the receiver")]
+
+
+@attrs.frozen(kw_only=True)
+class QuestionAnswerer:
+    client_name: NonBlankText
+
+
+@attrs.frozen(kw_only=True)
+class QuestionResolvedParams:
+    """A plan review or an approval was answered (by any attached client): every attached
+    client closes its window for it. ``questionId`` is the plan question's ``id``, or the
+    permission's ``callId``; an answer sent after this changes nothing."""
+
+    agent_id: AgentId
+    session_id: SessionId
+    question_id: NonBlankText
+    kind: ResolvedQuestionKind
+    outcome: QuestionOutcome
+    by: QuestionAnswerer
+
+
 # ---- initialize -----------------------------------------------------------------------
 
 
@@ -870,6 +913,8 @@ CHAT_GET = "dsh/chat/get"
 CHAT_ITEM = "dsh/chat/item"
 AGENT_DELTA = "dsh/agent/delta"
 AGENT_ACTIVITY = "dsh/agent/activity"
+SESSION_CLIENTS = "dsh/session/clients"
+QUESTION_RESOLVED = "dsh/question/resolved"
 
 OptionalGoalView = Union[GoalView, None]
 
@@ -906,6 +951,8 @@ METHODS: dict[str, MethodSpec] = {
     CHAT_ITEM: MethodSpec(kind="notification", params=ChatItemParams),
     AGENT_DELTA: MethodSpec(kind="notification", params=AgentDeltaParams),
     AGENT_ACTIVITY: MethodSpec(kind="notification", params=AgentActivityParams),
+    SESSION_CLIENTS: MethodSpec(kind="notification", params=SessionClientsParams),
+    QUESTION_RESOLVED: MethodSpec(kind="notification", params=QuestionResolvedParams),
 }
 
 # Named types with no method of their own that the schema still describes.

@@ -206,7 +206,7 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         notifications = c.check_notifications()
         assert {n["method"] for n in notifications} == {
             "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/chat/item", "dsh/agent/delta",
-            "dsh/agent/activity",
+            "dsh/agent/activity", "dsh/session/clients", "dsh/question/resolved",
         }  # fmt: skip
         missing = set(METHODS) - c.seen
         assert not missing, f"the scenario never exercised {sorted(missing)}"

@@ -245,6 +245,21 @@ export interface ChatUsage {
   outputTokens: number;
 }
 /**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "AttachedClient".
+ */
+export interface AttachedClient {
+  /**
+   * a non-blank string
+   */
+  clientId: string;
+  /**
+   * a non-blank string
+   */
+  clientName: string;
+  you: boolean;
+}
+/**
  * Why a goal is blocked (G-4).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1121,6 +1136,39 @@ export interface PromptResult {
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "QuestionAnswerer".
+ */
+export interface QuestionAnswerer {
+  /**
+   * a non-blank string
+   */
+  clientName: string;
+}
+/**
+ * A plan review or an approval was answered (by any attached client): every attached client closes its window for it. ``questionId`` is the plan question's ``id``, or the permission's ``callId``; an answer sent after this changes nothing.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "QuestionResolvedParams".
+ */
+export interface QuestionResolvedParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  /**
+   * a non-blank string
+   */
+  questionId: string;
+  kind: "plan-review" | "permission";
+  outcome: "approve" | "revise" | "allow-once" | "allow-session" | "reject";
+  by: QuestionAnswerer;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "QuestionsAskParams".
  */
 export interface QuestionsAskParams {
@@ -1145,6 +1193,28 @@ export interface QuestionsAskParams {
  */
 export interface QuestionsAskResult {
   answers: Answer[];
+}
+/**
+ * The connections attached to this live session changed (one attached or left): the whole list, sent to every attached connection.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "SessionClientsParams".
+ */
+export interface SessionClientsParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  /**
+   * at least the receiver
+   *
+   * @minItems 1
+   */
+  clients: [AttachedClient, ...AttachedClient[]];
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1372,5 +1442,7 @@ export interface DshMethods {
   'dsh/chat/item': { kind: 'notification'; params: ChatItemParams };
   'dsh/agent/delta': { kind: 'notification'; params: AgentDeltaParams };
   'dsh/agent/activity': { kind: 'notification'; params: AgentActivityParams };
+  'dsh/session/clients': { kind: 'notification'; params: SessionClientsParams };
+  'dsh/question/resolved': { kind: 'notification'; params: QuestionResolvedParams };
 }
 export type DshRequest = { [M in keyof DshMethods]: DshMethods[M]['kind'] extends 'request' ? M : never }[keyof DshMethods];
