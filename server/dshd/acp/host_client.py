@@ -44,3 +44,7 @@ class AcpHostClient:
             "session %s: %s %s answered %s by %s",
             resolution.session_id, resolution.kind, resolution.question_id, resolution.outcome, resolution.by_client_name,
         )
+
+    def answer_too_late(self, resolution: Any) -> None:
+        # ACP has no message for it: the client's choice simply changed nothing.
+        log.info("session %s: a late answer to %s %s changed nothing", resolution.session_id, resolution.kind, resolution.question_id)

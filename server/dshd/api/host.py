@@ -85,6 +85,7 @@ class Client(Protocol):
     def unfollow(self, agent: Any) -> None: ...  # stop forwarding it
     def clients_changed(self, agent: Any, clients: list[AttachedClient]) -> None: ...
     def question_resolved(self, resolution: Resolution) -> None: ...
+    def answer_too_late(self, resolution: Resolution) -> None: ...  # its answer came after the winner's
 
 
 def _plan_outcome(question_id: str, answers: Any) -> str | None:
@@ -126,6 +127,7 @@ class OpenQuestion:
         self.asks: dict[str, tuple[Client, asyncio.Task]] = {}  # by client id, while open
         self.answer: asyncio.Future = asyncio.get_running_loop().create_future()
         self._invalid: list[Any] = []  # answers that were no valid choice (the seam judges the last)
+        self.resolution: Resolution | None = None  # set when the first valid answer came
         self._why: str | None = None  # why the last ask ended without an answer
 
     def offer(self, client: Client) -> None:
@@ -144,6 +146,12 @@ class OpenQuestion:
 
     def _ended(self, client: Client, task: asyncio.Task) -> None:
         if self.answer.done():
+            if self.resolution is not None and not task.cancelled() and task.exception() is None:
+                # Answered after the winner, before its ask could be withdrawn: changed nothing.
+                try:
+                    client.answer_too_late(self.resolution)
+                except Exception:
+                    log.exception("a door failed to take a late answer")
             return
         if task.cancelled():
             self._why = f"{client.client_name} went away"
@@ -153,6 +161,10 @@ class OpenQuestion:
             answer = task.result()
             outcome = self._outcome_of(answer)
             if outcome is not None:
+                agent = self.agent
+                self.resolution = Resolution(
+                    agent.agent_id, agent.session_id, self.question_id, self.kind, outcome, client.client_name
+                )
                 self.answer.set_result((client, answer, outcome))
                 return
             self._invalid.append(answer)
@@ -366,7 +378,7 @@ class Host:
         try:
             for client in able:
                 question.offer(client)
-            winner, answer, outcome = await asyncio.shield(question.answer)
+            _winner, answer, _outcome = await asyncio.shield(question.answer)
         except BaseException:
             question.withdraw()  # the turn was cancelled, or nobody answered: every window closes
             raise
@@ -377,11 +389,10 @@ class Host:
                 self._open.pop(agent.agent_id, None)
             if not question.answer.done():
                 question.answer.cancel()
-        if outcome is not None:
-            resolution = Resolution(agent.agent_id, agent.session_id, question_id, kind, outcome, winner.client_name)
+        if question.resolution is not None:
             for client in self.clients_of(agent):
                 try:
-                    client.question_resolved(resolution)
+                    client.question_resolved(question.resolution)
                 except Exception:
                     log.exception("a door failed to take a resolution")
         question.withdraw()  # after the news: the others' windows close on it

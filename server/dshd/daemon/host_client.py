@@ -83,6 +83,13 @@ class HostClient:
             questions = params.get("questions") or [{}]
             question_id, what = questions[0].get("id"), "plan review"
         resolution = self._resolutions.get((params.get("agentId"), question_id))
+        self._tell_too_late(what, resolution)
+
+    def answer_too_late(self, resolution: Resolution) -> None:
+        """This connection answered after the winner, before its ask was withdrawn."""
+        self._tell_too_late("plan review" if resolution.kind == "plan-review" else "approval", resolution)
+
+    def _tell_too_late(self, what: str, resolution: Resolution | None) -> None:
         if resolution is not None:
             why = f"{resolution.by_client_name} answered it first ({resolution.outcome})"
         else:
