@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay import generate_log  # noqa: E402  (the same realistic log)
 
 from dshd.agent.deltas import AgentDelta  # noqa: E402
-from dshd.api.chat import ChatProjection, to_json  # noqa: E402
+from dshd.api.chat import ChatProjection  # noqa: E402
+from dshd.daemon.to_wire import chat_item as to_json  # noqa: E402
 from dshd.api.hub import read_log_events  # noqa: E402
 from dshd.folds import replay  # noqa: E402
 from dshd.services.store import SessionStore  # noqa: E402

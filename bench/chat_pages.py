@@ -40,6 +40,7 @@ from pathlib import Path
 
 from dshd.agent import Workspace, load_config  # noqa: E402
 from dshd.api.chat import ChatProjection, page_after_list  # noqa: E402
+from dshd.daemon.to_wire import   # noqa: E402
 from dshd.daemon.to_wire import chat_item as to_json  # noqa: E402
 from dshd.api.hub import Hub  # noqa: E402
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from dshd.api import chat, words
-from dshd.api.chat import ChatProjection, delta_from_json, project, to_json
+from dshd.api.chat import ChatProjection, project
+from dshd.daemon.to_wire import chat_item as to_json, delta_from_wire as delta_from_json
 from dshd_protocol import from_wire
 from dshd_protocol import types as T
 from dshd_protocol.schema import load_schema

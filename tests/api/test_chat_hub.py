@@ -12,7 +12,7 @@ import pytest
 from agent_support import in_model_call, make_workspace, until
 
 from dshd.agent.deltas import AgentDelta
-from dshd.api.chat import to_json
+from dshd.daemon.to_wire import chat_item as to_json
 from dshd.api.hub import Hub
 
 

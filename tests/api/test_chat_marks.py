@@ -22,6 +22,7 @@ from tests.api.test_chat_pages import Door, as_json, projected, random_log
 
 from dshd.api import chat_marks
 from dshd.api.chat import ChatCarry, ChatProjection, counted_items, page_after_list, page_before_list
+from dshd.daemon.to_wire import 
 from dshd.daemon.to_wire import chat_item as to_json
 from dshd.api.hub import Hub
 

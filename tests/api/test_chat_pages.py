@@ -19,7 +19,8 @@ from agent_support import make_workspace
 
 from dshd.agent.deltas import AgentDelta
 from dshd.api import hub as hub_module
-from dshd.api.chat import ChatProjection, to_json
+from dshd.api.chat import ChatProjection
+from dshd.daemon.to_wire import chat_item as to_json
 from dshd.api.hub import Hub
 
 

@@ -15,7 +15,8 @@ from dshd.acp.live import LiveSession
 from dshd.acp.updates import UpdateTranslator
 from dshd.agent.approvals import ApprovalAnswer, InProcessApprovals
 from dshd.agent.tools import Tool, ToolDescription, ToolLocation, ToolOutcome, default_description
-from dshd.api.chat import ChatProjection, to_json
+from dshd.api.chat import ChatProjection
+from dshd.daemon.to_wire import chat_item as to_json
 from dshd.api.hub import Hub
 from dshd.plugins import known_tools
 from tests.agent_support import make_workspace

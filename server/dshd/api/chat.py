@@ -15,9 +15,10 @@ Kinds: ``session``, ``user-message``, ``assistant-message``, ``tool-call``,
 ``retry``. Event types this module does not know project to nothing; a malformed known
 event projects with what it has, never an exception.
 
-Items are msgspec structs (camelCase names via ``rename``); a front door converts them
-(``msgspec.to_builtins`` gives the JSON the ``dsh/chat/*`` methods send). This module
-knows no wire package (layer 5, shared by both doors).
+Items are plain core values: frozen msgspec structs with snake_case names and no wire
+name. A front door converts them (the LSP door's ``dshd.daemon.to_wire.chat_item`` gives
+the JSON the ``dsh/chat/*`` methods send). This module knows no wire package (layer 5,
+shared by both doors).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dshd.plugins import known_tools
 from dshd.plugins import plan as plan_plugin
 
 
-class _Value(Struct, rename="camel", omit_defaults=True, frozen=True, kw_only=True, gc=False):
+class _Value(Struct, omit_defaults=True, frozen=True, kw_only=True, gc=False):
     # gc=False: items are immutable trees (no cycles), so the collector need not walk the
     # hundreds of thousands a long session holds (its pauses would stall the event loop).
     pass
@@ -226,32 +227,6 @@ KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__a
 AUTOMATIC_DECISIONS = ("policy", "session")
 # Who wrote a note dshd itself added to the conversation (source "plugin"), as people read it.
 PLUGIN_LABELS = {"plan": "Plan mode"}
-
-
-def to_json(item: ChatItem) -> dict[str, Any]:
-    """The item as JSON-ready values (camelCase, absent optionals left out)."""
-    return msgspec.to_builtins(item)
-
-
-# A delta's optional fields and their names in ``dsh/agent/delta`` (camelCase).
-_DELTA_FIELDS = (("text", "text"), ("call_id", "callId"), ("name", "name"), ("attempt", "attempt"), ("delay_ms", "delayMs"))
-
-
-def delta_to_json(delta: AgentDelta) -> dict[str, Any]:
-    """An AgentDelta as the wire's ``dsh/agent/delta`` fields (absent ones left out)."""
-    out: dict[str, Any] = {"turn": delta.turn, "step": delta.step, "kind": delta.kind}
-    for attr, key in _DELTA_FIELDS:
-        value = getattr(delta, attr)
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def delta_from_json(value: dict[str, Any]) -> AgentDelta:
-    """A delta written as ``dsh/agent/delta`` writes it (camelCase; without agentId and
-    sessionId): the form the fixtures use."""
-    optional = {attr: value.get(key) for attr, key in _DELTA_FIELDS}
-    return AgentDelta(turn=value["turn"], step=value["step"], kind=value["kind"], **optional)
 
 
 def _int(value: Any) -> int | None:

@@ -1,7 +1,8 @@
 """Chat items as plain text lines, for terminals (``dshd demo``, ``dshd log show --chat``).
 
-Takes items as JSON (``dshd.api.chat.to_json``, or ``dsh/chat/item`` params): a terminal
-client renders what the editors render, from the same items and their words.
+Takes items as the wire writes them (``dsh/chat/item`` params, or
+``dshd.daemon.to_wire.chat_item``): a terminal client renders what the editors render,
+from the same items and their words.
 
 ``opening(item)`` is what to print when an item first appears (a tool call being made, a
 plan up for review); ``closing(item)`` what to print when it is settled (the result, the

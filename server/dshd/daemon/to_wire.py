@@ -117,30 +117,36 @@ def delta_from_wire(value: dict[str, Any]) -> AgentDelta:
 
 def chat_item(item: msgspec.Struct) -> dict[str, Any]:
     """A chat item (``dshd.api.chat``) as the wire's ``ChatItem``: ``kind`` first, then its
-    fields in order under their wire names, absent optionals left out."""
-    names, nested = _plan(type(item))
-    out = msgspec.to_builtins(item)  # C speed; msgspec leaves out the defaults, tag first
-    renamed = {names.get(key, key): value for key, value in out.items()}
-    for key, inner in nested.items():
-        value = renamed.get(key)
-        if isinstance(value, dict):
-            renamed[key] = {inner.get(k, k): v for k, v in value.items()}
-    return renamed
+    fields in order under their wire names, absent optionals (a field at its default) left
+    out; a part (usage, forkedFrom, goalRound, ...) the same way, a plain dict (tool
+    arguments) as it is."""
+    tag, fields = _plan(type(item))
+    out: dict[str, Any] = {} if tag is None else {"kind": tag}
+    for attr, key, default, part in fields:
+        value = getattr(item, attr)
+        if value is default or (default is not _REQUIRED and type(value) is type(default) and value == default):
+            continue
+        out[key] = chat_item(value) if part and value is not None else value
+    return out
+
+
+_REQUIRED = object()
 
 
 @functools.cache
-def _plan(cls: type) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """For one item class: its field -> wire name, and for each field holding a struct
-    (a chat item's parts: usage, forkedFrom, goalRound, ...) that struct's own names. A
-    field that holds a plain dict (tool arguments) is never renamed inside."""
-    names = {name: wire_name(name) for name in cls.__struct_fields__}
-    nested: dict[str, dict[str, str]] = {}
-    for field in msgspec.structs.fields(cls):
-        for part in _struct_types(field.type):
-            inner_names, inner_nested = _plan(part)
-            assert not inner_nested, f"{cls.__name__}.{field.name}: two levels of parts"
-            nested[names[field.name]] = inner_names
-    return names, nested
+def _plan(cls: type) -> tuple[str | None, tuple[tuple[str, str, Any, bool], ...]]:
+    """For one item (or part) class: its tag, and per field (attribute, wire name,
+    default or _REQUIRED, whether it holds a part)."""
+    fields = tuple(
+        (
+            field.name,
+            wire_name(field.name),
+            _REQUIRED if field.default is msgspec.NODEFAULT else field.default,
+            bool(_struct_types(field.type)),
+        )
+        for field in msgspec.structs.fields(cls)
+    )
+    return cls.__struct_config__.tag, fields
 
 
 def _struct_types(annotation: Any) -> list[type]:
