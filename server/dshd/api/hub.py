@@ -92,6 +92,7 @@ class _Feed:
         self.marks: ChatMarks | None = None  # the session's chat marks, once the chat is read
         self.projected: ChatProjection | None = None  # the projection a read of the log is filling
         self.segments: dict[int, list[ChatItem]] = {}  # mark index -> the items up to the next mark
+        self.removers: list = []  # the agent's listeners this feed added (detach takes them back)
 
 
 def _streamed_size(item: ChatItem) -> int:
@@ -145,24 +146,42 @@ class Hub:
         if agent.agent_id in self._feeds:
             return
         feed = self._feeds[agent.agent_id] = _Feed(agent)
-        agent.add_event_listener(lambda event: self._on_event(feed, event))
-        agent.add_delta_listener(lambda delta: self._on_delta(feed, delta))
+        removers = feed.removers  # what detach() takes back (closing the agent drops them all)
+        removers.append(agent.add_event_listener(lambda event: self._on_event(feed, event)))
+        removers.append(agent.add_delta_listener(lambda delta: self._on_delta(feed, delta)))
         add_activity_listener = getattr(agent, "add_activity_listener", None)
         if add_activity_listener is not None:
-            add_activity_listener(lambda state: self._call("activity_changed", agent, state))
+            removers.append(add_activity_listener(lambda state: self._call("activity_changed", agent, state)))
         add_tool_start_listener = getattr(agent, "add_tool_start_listener", None)
         if add_tool_start_listener is not None:
-            add_tool_start_listener(lambda call_id: self._on_tool_started(feed, call_id))
+            removers.append(add_tool_start_listener(lambda call_id: self._on_tool_started(feed, call_id)))
         activity = getattr(agent, "activity", None)
         if hasattr(activity, "add_call_listener"):
-            agent.on_close(activity.add_call_listener(lambda call_id, waiting: self._on_call_waiting(feed, call_id, waiting)))
+            removers.append(activity.add_call_listener(lambda call_id, waiting: self._on_call_waiting(feed, call_id, waiting)))
+            agent.on_close(removers[-1])
         plan = agent.features.get(PlanModeController)
         if plan is not None:
-            agent.on_close(plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
+            removers.append(plan.add_listener(lambda view: self._call("plan_changed", agent, view)))
+            agent.on_close(removers[-1])
         goals = agent.features.get(GoalService)
         if goals is not None:
-            agent.on_close(goals.add_listener(lambda notice: self._call("goal_changed", agent, notice)))
+            removers.append(goals.add_listener(lambda notice: self._call("goal_changed", agent, notice)))
+            agent.on_close(removers[-1])
         agent.on_close(lambda: self._forget(agent.agent_id))
+
+    def detach(self, agent_id: str) -> None:
+        """Stop following this agent (another connection may go on following it)."""
+        feed = self._feeds.get(agent_id)
+        if feed is None:
+            return
+        for remove in feed.removers:
+            if callable(remove):
+                try:
+                    remove()
+                except Exception:
+                    log.exception("could not remove a listener of %s", agent_id)
+        feed.removers.clear()
+        self._forget(agent_id)
 
     def attached(self, agent_id: str) -> bool:
         return agent_id in self._feeds
