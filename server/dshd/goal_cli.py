@@ -165,14 +165,17 @@ class DaemonGoals:
                 continue
             if "error" in reply:
                 error = reply["error"]
-                data = dict(error.get("data") or {})
+                data = error.get("data") if isinstance(error.get("data"), dict) else {}
                 kind = data.pop("kind", "error")
-                raise GoalCommandError(kind, str(error.get("message", "the daemon refused")), data)
+                raise GoalCommandError(kind, str(error.get("message", "the daemon refused")), {"code": error.get("code"), **data})
             return reply.get("result")
 
     def _send(self, message: dict[str, Any]) -> None:
         body = json.dumps(message, separators=(",", ":")).encode()
-        self._sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        try:
+            self._sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        except OSError as exc:
+            raise GoalCommandError("io-error", f"the connection to the daemon broke: {exc.strerror or exc}") from None
 
     def _receive(self) -> dict[str, Any]:
         while True:
@@ -183,7 +186,13 @@ class DaemonGoals:
                 if len(self._buffer) >= start + length:
                     body = bytes(self._buffer[start : start + length])
                     del self._buffer[: start + length]
-                    return json.loads(body)
+                    try:
+                        message = json.loads(body)
+                    except ValueError:
+                        message = None
+                    if not isinstance(message, dict):
+                        raise GoalCommandError("io-error", "the daemon sent something that is not a JSON-RPC message")
+                    return message
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
@@ -192,6 +201,8 @@ class DaemonGoals:
                     f"the daemon did not answer in {DAEMON_TIMEOUT_S:g} s (it may still make the change: "
                     "`dshd goal status` shows what it did)",
                 ) from None
+            except OSError as exc:
+                raise GoalCommandError("io-error", f"the connection to the daemon broke: {exc.strerror or exc}") from None
             if not chunk:
                 raise GoalCommandError("io-error", "the daemon closed the connection before answering")
             self._buffer += chunk
@@ -200,7 +211,7 @@ class DaemonGoals:
 def _content_length(head: bytes) -> int:
     for line in head.split(b"\r\n"):
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
             return int(value.strip())
     raise GoalCommandError("io-error", "the daemon sent a message without Content-Length")
 
@@ -345,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             session_id, answer = run(workspace, args.op, args.session, _fields(args))
         except DshError as exc:
             raise GoalCommandError.of(exc) from None
+        except OSError as exc:  # what no layer below turned into a DshError
+            raise GoalCommandError("io-error", f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")) from None
     except GoalCommandError as exc:
         if args.json:
             print(json.dumps(exc.to_json(), ensure_ascii=False))
