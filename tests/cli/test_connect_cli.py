@@ -1,0 +1,79 @@
+"""`dshd connect` / `dshd acp` as commands: the forwarder imports only the standard
+library (the `dshd` console script reaches it without importing the package), and says
+clearly what is wrong (usage errors exit 2, an unreachable daemon exits 1)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import write_workspace
+from tests.e2e.raw_client import RawDaemon
+from tests.shared_daemon_support import DSHD, Runtime, connect_command
+
+COMMAND = [str(DSHD)] if DSHD.exists() else [sys.executable, "-m", "dshd"]
+HEAVY = ("dshd", "dshd_protocol", "pygls", "lsprotocol", "msgspec", "attrs", "cattrs", "acp", "asyncio")
+
+
+@pytest.fixture
+def runtime():
+    r = Runtime()
+    yield r
+    r.stop()
+
+
+def run(args: list[str], cwd: Path, env: dict, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(COMMAND + args, cwd=cwd, env={**os.environ, **env}, input=stdin, capture_output=True, timeout=60)
+
+
+def test_the_dshd_script_starts_at_the_launcher() -> None:
+    if not DSHD.exists():
+        pytest.skip("no dshd console script beside this Python")
+    script = DSHD.read_text()
+    assert "from dshd_connect import main" in script and "from dshd.cli" not in script
+
+
+@pytest.mark.slow
+def test_the_forwarder_imports_only_the_standard_library(tmp_path: Path, runtime: Runtime) -> None:
+    workspace = write_workspace(tmp_path / "ws")
+    with RawDaemon(workspace, env=runtime.env, command=connect_command()) as editor:  # the daemon runs
+        assert "result" in editor.initialize()
+        code = (
+            "import sys, dshd_connect\n"
+            "conn = dshd_connect.connect(sys.argv[1], 'dsh', start=False)\n"
+            f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+            "print(repr({'pid': conn.pid, 'heavy': heavy}))\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code, str(workspace)], env={**os.environ, **runtime.env},
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        found = ast.literal_eval(out.stdout)
+        assert found["pid"] == runtime.daemon_pid()  # it reached the daemon: the probe works
+        assert found["heavy"] == [], found
+        assert editor.shutdown_and_exit() == 0
+
+
+def test_usage_errors_exit_2_and_say_why(tmp_path: Path, runtime: Runtime) -> None:
+    for args, text in [
+        (["connect", "--bogus"], b"unknown argument '--bogus'"),
+        (["connect", "--workspace"], b"--workspace needs a value"),
+        (["acp", "--question-timeout", "soon"], b"--question-timeout must be a number of seconds"),
+        (["acp", "--question-timeout=0"], b"--question-timeout must be positive"),
+    ]:
+        out = run(args, tmp_path, runtime.env)
+        assert out.returncode == 2 and text in out.stderr, (args, out.stderr)
+    helped = run(["connect", "--help"], tmp_path, runtime.env)
+    assert helped.returncode == 0 and b"usage: dshd connect" in helped.stdout
+
+
+def test_no_daemon_to_reach_exits_1_saying_why(tmp_path: Path, runtime: Runtime) -> None:
+    missing = run(["connect", "--workspace", str(tmp_path / "nope")], tmp_path, runtime.env)
+    assert missing.returncode == 1 and b"no such folder" in missing.stderr, missing.stderr
+    none = run(["connect", "--no-start"], tmp_path, runtime.env)
+    assert none.returncode == 1 and b"no dshd daemon is running" in none.stderr, none.stderr
+    assert not list(runtime.sockets.glob("*.lock"))  # --no-start started nothing
