@@ -20,16 +20,18 @@ def _not_json(text: str) -> Any:
 
 
 class RawAcp:
-    def __init__(self, workspace: Path, stderr_path: Path) -> None:
+    def __init__(self, workspace: Path, stderr_path: Path, *, shared_env: dict | None = None) -> None:
+        """``shared_env``: go through the workspace's shared daemon (`dshd acp`), with these
+        variables (its private runtime folder); else `dshd acp --stdio`."""
         self.workspace = workspace
         self._stderr = open(stderr_path, "ab")
         self.proc = subprocess.Popen(
-            dshd_acp_command(),
+            dshd_acp_command(shared=shared_env is not None),
             cwd=workspace,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env=agent_env(),
+            env={**agent_env(), **(shared_env or {})},
         )
         self.messages: "queue.Queue[dict]" = queue.Queue()
         self.received: list[dict] = []

@@ -2,7 +2,8 @@
 mutated (a key dropped, a value of any JSON type, an unknown key, the whole params
 replaced, the method renamed), sent to one live process. Every request is answered, with
 a result or an error that is not an internal error (-32603 would be a bug), the process
-never dies, and stdout carries nothing but JSON-RPC lines.
+never dies, and stdout carries nothing but JSON-RPC lines. It runs twice: on
+`dshd acp --stdio`, and through `dshd acp` on the workspace's shared daemon.
 
 ``DSHD_ACP_FUZZ_EXAMPLES`` sets the number of requests (default 1500). A long run by
 hand (``DSHD_ACP_FUZZ_EXAMPLES=10000 pytest --timeout=0 tests/acp_door/test_fuzz.py``) needs
@@ -21,21 +22,31 @@ from hypothesis import strategies as st
 from tests.acp_door.raw import RawAcp
 from tests.e2e.conftest import write_workspace
 from tests.request_mutations import fuzz_settings, mutated
+from tests.shared_daemon_support import Runtime
 
 EXAMPLES = int(os.environ.get("DSHD_ACP_FUZZ_EXAMPLES", "1500"))
 INTERNAL_ERROR = -32603
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory):
+@pytest.fixture(scope="module", params=["stdio", "shared"])
+def agent(request, tmp_path_factory):
+    """``stdio``: `dshd acp --stdio`; ``shared``: `dshd acp`, the forwarder to the
+    workspace's shared daemon (on a private runtime folder)."""
     root = write_workspace(tmp_path_factory.mktemp("acp-fuzz") / "ws", plugins=["plan", "goals", "tools"])
     (root / "notes.txt").write_text("one\n")
-    raw = RawAcp(root, root.parent / "dshd-acp.stderr")
-    raw.initialize()
-    sid = raw.request("session/new", {"cwd": str(root), "mcpServers": []})["result"]["sessionId"]
-    yield raw, root, sid
-    assert raw.close() == 0
-    assert raw.stdout_faults == []
+    runtime = Runtime() if request.param == "shared" else None
+    raw = RawAcp(root, root.parent / "dshd-acp.stderr", shared_env=runtime.env if runtime else None)
+    try:
+        raw.initialize()
+        sid = raw.request("session/new", {"cwd": str(root), "mcpServers": []})["result"]["sessionId"]
+        yield raw, root, sid
+        assert raw.close() == 0
+        assert raw.stdout_faults == []
+    finally:
+        if raw.proc.poll() is None:
+            raw.proc.kill()
+        if runtime is not None:
+            runtime.stop()
 
 
 def templates(root: str, sid: str) -> list[tuple[str, dict]]:
