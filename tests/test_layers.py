@@ -4,6 +4,7 @@ and layers 1-4 run without pygls, lsprotocol or the wire package."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,11 @@ LAYERS = {
     "shared_daemon": 6,  # `dshd daemon`: the socket, the lock, both doors on one Host
 }
 WIRE_ONLY = ("pygls", "lsprotocol", "dshd_protocol")
+# The wire package's vocabulary (standard library only): the error kinds and the tokens
+# (session ids, kebab-case codes). Every layer takes them from there instead of keeping
+# a copy; nothing else of the wire package reaches below the doors.
+WIRE_VOCABULARY = ("dshd_protocol.errors", "dshd_protocol.ids")
+PROTOCOL = PACKAGE.parents[1] / "protocol" / "dshd_protocol"
 
 
 def _module_layer(path: Path) -> tuple[str, int]:
@@ -88,6 +94,8 @@ def test_layer_imports_point_inwards(path: Path):
     top, layer = _module_layer(path)
     for name in _imports(path):
         root = name.split(".")[0]
+        if name in WIRE_VOCABULARY:
+            continue
         if layer <= 4:
             assert root not in WIRE_ONLY + ("acp",), f"{path.name} (layer {layer}) imports {name}"
         if root == "dshd" and name.count(".") >= 1:
@@ -128,7 +136,8 @@ def test_core_layers_import_without_pygls():
         "        raise\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, 'dshd.' + sub + '.'):\n"
         "        importlib.import_module(m.name)\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'dshd_protocol', 'acp')]\n"
+        "vocabulary = {'dshd_protocol', 'dshd_protocol.errors', 'dshd_protocol.ids'}\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'dshd_protocol', 'acp', 'cattrs') and m not in vocabulary]\n"
         "assert not bad, bad\n"
         "print('ok')\n"
     )
@@ -249,3 +258,121 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
+
+
+# ---- wire shapes only at the doors (issue 17 #2) ---------------------------------------------
+# The core hands the doors plain values (snake_case, no wire names); each door has one
+# converter (daemon/to_wire.py, acp/convert.py). What may not come back below the doors:
+# struct fields named as the wire names them, a copy of the error kinds, a copy of the
+# protocol's token patterns.
+
+DOORS = ("daemon", "acp")
+# Formats the core itself owns, whose names are camelCase by their own documents: the log's
+# lines (docs/log-format.md), the checkpoint file, and the store's peek at a line's callId.
+# The config tables (the config file's keys, docs/configuration.md) are found by name.
+CORE_FORMATS = {"folds/events.py", "folds/replay.py", "services/store.py"}
+_CAMEL = re.compile(r"^[a-z]+[A-Z]")
+
+
+def _camel_fields(path: Path) -> list[str]:
+    """``Class.field`` of every annotated class field named in camelCase, and every class
+    made with ``rename=`` (a struct that writes the wire's names)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ClassDef):
+            found += [
+                f"{node.name}.{stmt.target.id}"
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and _CAMEL.match(stmt.target.id)
+            ]
+            found += [f"{node.name}(rename=...)" for kw in node.keywords if kw.arg == "rename"]
+    return found
+
+
+def _below_the_doors(path: Path) -> bool:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] not in DOORS and _module_layer(path)[1] <= 5
+
+
+def test_no_wire_names_in_core_structs():
+    offenders = {
+        str(p.relative_to(PACKAGE)): names
+        for p in SOURCES
+        if _below_the_doors(p) and not _is_config_table(p) and str(p.relative_to(PACKAGE)) not in CORE_FORMATS
+        for names in [_camel_fields(p)]
+        if names
+    }
+    assert not offenders, f"wire names below the doors (give the door's converter the mapping): {offenders}"
+    # Positive control: the finder sees the camelCase fields the doors and the log do have.
+    assert "GoalRequest.sessionId" in _camel_fields(PACKAGE / "acp" / "goals.py")
+    assert "GoalSnapshot.maxRounds" in _camel_fields(PACKAGE / "folds" / "events.py")
+
+
+def _string_sets(path: Path) -> list[set[str]]:
+    """The string elements of every tuple, list, set and dict literal in a module."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        elements = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and elements:
+            out.append({e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)})
+    return out
+
+
+def _wire_error_kinds() -> set[str]:
+    namespace: dict = {}
+    exec((PROTOCOL / "errors.py").read_text(), namespace)
+    return set(namespace["ERROR_KINDS"])
+
+
+def test_no_copy_of_the_error_kinds():
+    """The kinds are listed once, in dshd_protocol/errors.py; a module that needs them
+    imports them (dshd.errors, acp/errors.py do)."""
+    kinds = _wire_error_kinds()
+    copies = [
+        str(p.relative_to(PACKAGE))
+        for p in SOURCES
+        if any(len(found & kinds) >= 3 for found in _string_sets(p))
+    ]
+    assert not copies, f"a copy of the wire's error kinds: {copies}"
+    # Positive control: the same look finds the one list where it is.
+    assert any(len(found & kinds) >= 3 for found in _string_sets(PROTOCOL / "errors.py"))
+
+
+# Pieces of the token rules no copy could do without: the session id's base32 class and
+# alphabet, and the kebab-case body.
+_TOKEN_PIECES = ("0-9a-hjkmnp-tv-z", "0123456789abcdefghjkmnpqrstvwxyz", "[a-z0-9]+(")
+
+
+def _token_pieces(path: Path) -> list[str]:
+    return [
+        piece
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for piece in _TOKEN_PIECES
+        if piece in node.value
+    ]
+
+
+def test_no_copy_of_the_token_patterns():
+    copies = {str(p.relative_to(PACKAGE)): found for p in SOURCES for found in [_token_pieces(p)] if found}
+    assert not copies, f"a copy of the protocol's token patterns (use dshd_protocol.ids): {copies}"
+    # Positive control: each piece is found where the rules are defined.
+    assert set(_token_pieces(PROTOCOL / "ids.py")) == set(_TOKEN_PIECES)
+
+
+def test_the_vocabulary_is_standard_library_only():
+    """What the core imports of the wire package pulls in nothing else (no attrs, cattrs,
+    no other module of the package)."""
+    for name in WIRE_VOCABULARY:
+        path = PROTOCOL / (name.split(".")[1] + ".py")
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{name} imports .{node.module}"
+                roots = [node.module.split(".")[0]]
+            else:
+                continue
+            for root in roots:
+                assert root in sys.stdlib_module_names or root == "__future__", f"{name} imports {root}"

@@ -1,4 +1,8 @@
-"""Session id tokens: the only strings `sessionId` may hold on the wire.
+"""The tokens of the protocol, defined once for the wire and the core: session ids and
+lowercase-kebab-case codes. Standard library only: dshd's core (which imports no wire
+type) checks and issues these from here.
+
+Session ids: the only strings `sessionId` may hold on the wire.
 
 A session id names a directory (`.dsh/sessions/<sessionId>/`), so the wire accepts only
 tokens the daemon could have issued: ``s-`` followed by 26 characters of lowercase
@@ -19,6 +23,16 @@ SESSION_ID_PREFIX = "s-"
 SESSION_ID_PATTERN = r"^s-[0-9a-hjkmnp-tv-z]{26}$"
 
 _session_id_re = re.compile(SESSION_ID_PATTERN)
+
+# Codes (error kinds, a blocked goal's reason code, `round-budget-exhausted`). Anchored, as
+# the schema writes it; checked with fullmatch (a trailing newline is not a code).
+KEBAB_CASE = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+_kebab_re = re.compile(KEBAB_CASE)
+
+
+def is_kebab_case(value: object) -> bool:
+    """True for a lowercase-kebab-case string: ``ci-down``, ``round-budget-exhausted``."""
+    return isinstance(value, str) and _kebab_re.fullmatch(value) is not None
 
 
 def is_session_id(value: object) -> bool:

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Union
 
 import attrs
 
-from .ids import SESSION_ID_PATTERN
+from .ids import KEBAB_CASE, SESSION_ID_PATTERN
 
 PROTOCOL_VERSION = 1
 
@@ -58,7 +58,6 @@ class Tagged:
 
 
 NON_BLANK = r"\S"
-KEBAB_CASE = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
 # Integers stop at 2^53 - 1: above it JavaScript (VS Code) can no longer hold them exactly.
 MAX_SAFE_INTEGER = 2**53 - 1

@@ -1,31 +1,18 @@
 """Domain errors shared by every layer (this module imports nothing of dshd).
 
-Each error has a stable kebab-case ``kind`` (SPEC section 6) and structured ``data``
+Each error has a stable kebab-case ``kind`` and structured ``data``
 (``field``, ``current``, ``phase``, ``key``, ``seq``, ``line``, ``reason``, ``pid``).
 The daemon turns a ``DshError`` into a JSON-RPC error whose ``data`` is
-``{"kind": kind, **data}``; the core raises it without knowing about JSON-RPC.
+``{"kind": kind, **data}``; the core raises it without knowing about JSON-RPC. The kinds
+are the protocol's vocabulary, listed once in ``dshd_protocol.errors`` (standard library
+only, the one part of the wire package the core imports).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-ERROR_KINDS = (
-    "invalid-params",
-    "unknown-agent",
-    "stale-agent",
-    "stale-revision",
-    "invalid-transition",
-    "no-goal",
-    "budget-exhausted",
-    "plugin-not-loaded",
-    "invalid-config",
-    "replay-failed",
-    "session-locked",
-    "turn-open",
-    "unsafe-path",
-    "io-error",
-)
+from dshd_protocol.errors import ERROR_KINDS
 
 
 class DshError(Exception):

@@ -4,8 +4,8 @@ nothing of dshd):
 - RFC 3339 UTC timestamps with milliseconds and ``Z`` (``2026-11-29T18:40:18.123Z``): the
   log envelope's ``at``, goal ``createdAt``/``updatedAt``/``clearedAt``, session times.
 - lowercase-kebab-case codes (``round-budget-exhausted``): blocked reasons, error kinds.
-  The wire package states the same rule as a JSON Schema pattern
-  (``dshd_protocol.types.KEBAB_CASE``); a test checks the two agree.
+  The rule is the protocol's (``dshd_protocol.ids``, standard library only), imported
+  here for every layer, not restated.
 - text a person reads (:func:`shown`, :func:`shown_lines`): control, bidirectional and
   line-break characters escaped, so what a person approves is what runs. Here (layer 0)
   so that the tools' listings use it as well as both doors; ``dshd.api.escape`` says more.
@@ -16,12 +16,7 @@ from __future__ import annotations
 import re
 import time
 
-KEBAB_CASE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-
-
-def is_kebab_case(code: object) -> bool:
-    """True for a lowercase-kebab-case string: ``ci-down``, ``round-budget-exhausted``."""
-    return isinstance(code, str) and KEBAB_CASE.fullmatch(code) is not None
+from dshd_protocol.ids import is_kebab_case
 
 
 def rfc3339_utc(ns: int) -> str:

@@ -15,15 +15,11 @@ from typing import Any
 from acp import RequestError
 from pydantic import ValidationError
 
-from dshd.errors import ERROR_KINDS, DshError
+from dshd.errors import DshError
+from dshd_protocol.errors import ERROR_CODES  # the kinds' codes, as on the LSP door: one table
+from dshd_protocol.errors import INVALID_PARAMS_CODE as INVALID_PARAMS
 
-INVALID_PARAMS = -32602
 INVALID_REQUEST = -32600
-# dshd's domain errors take -32001, -32002, ... in the order of ERROR_KINDS, as on the
-# LSP door (a test checks both doors agree).
-ERROR_CODES: dict[str, int] = {"invalid-params": INVALID_PARAMS} | {
-    kind: -32000 - n for n, kind in enumerate(ERROR_KINDS[1:], start=1)
-}
 
 
 def invalid_params(field: str, message: str) -> RequestError:

@@ -3,10 +3,10 @@
 Identity rules (SPEC 6 "Sessions and agents"):
 
 * ``sessionId`` = ``s-`` + 26 characters of lowercase Crockford base32 (a ULID: 48 bits
-  of milliseconds, 80 random bits, so ids sort by creation), issued here; the same
-  token format as ``dshd_protocol.ids`` (which layer 4 may not import).
-  :func:`is_session_id` is the core's check (anything else, e.g. ``../x``, is
-  ``invalid-params`` field ``sessionId``).
+  of milliseconds, 80 random bits, so ids sort by creation), issued here by the
+  protocol's own token rule (``dshd_protocol.ids``: vocabulary, the one part of the
+  wire package the core imports). :func:`is_session_id` is the check (anything else,
+  e.g. ``../x``, is ``invalid-params`` field ``sessionId``).
 * ``agentId`` = ``a-`` + 16 hex characters, fresh for every load. Opening a session
   this workspace already holds returns its live agent; ``reload=True`` closes it and
   loads again. Ids of agents that were replaced or closed get ``stale-agent``; ids
@@ -27,9 +27,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
-import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +43,9 @@ from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
 from dshd.services.listing import SessionIndex
 from dshd.services.store import SessionStore
+from dshd_protocol.ids import is_session_id, new_session_id
 
 log = logging.getLogger(__name__)
-
-_SESSION_ID_RE = re.compile(r"s-[0-9a-hjkmnp-tv-z]{26}")
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
-
-
-def is_session_id(value: object) -> bool:
-    """True for a token this daemon could have issued: ``s-`` + 26 Crockford base32."""
-    return isinstance(value, str) and _SESSION_ID_RE.fullmatch(value) is not None
-
-
-def new_session_id() -> str:
-    value = (time.time_ns() // 1_000_000 << 80) | secrets.randbits(80)
-    return "s-" + "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in reversed(range(26)))
-
 
 def _check_session_id(session_id: object) -> str:
     if not is_session_id(session_id):
