@@ -30,7 +30,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, Protocol
 
 import msgspec
@@ -90,7 +90,6 @@ class _Feed:
         self.first_pages: list[tuple[int, asyncio.Future]] = []  # (limit, answer) of first pages waiting
         self.chat_from = 0  # the chat holds the items after this seq (a chat mark's; 0: the whole log)
         self.marks: ChatMarks | None = None  # the session's chat marks, once the chat is read
-        self.projected: ChatProjection | None = None  # the projection a read of the log is filling
         self.segments: dict[int, list[ChatItem]] = {}  # mark index -> the items up to the next mark
         self.removers: list = []  # the agent's listeners this feed added (detach takes them back)
 
@@ -222,7 +221,11 @@ class Hub:
                 answer = asyncio.get_running_loop().create_future()
                 feed.first_pages.append((limit, answer))
                 return await answer
-            await asyncio.shield(feed.building)
+            # A page wholly before the last mark is read from the segments at once; the live
+            # chat's read (for the upserts and later pages) goes on beside it.
+            wholly_before = before_seq is not None and before_seq <= feed.chat_from
+            if not wholly_before and not (before_seq is None and limit is not None and after_seq < feed.chat_from):
+                await asyncio.shield(feed.building)
         try:
             if before_seq is not None:
                 return await self._page_before(feed, before_seq, limit)
@@ -235,18 +238,19 @@ class Hub:
             # The log before the live chat is not what the marks were made of: read the chat
             # again from the last mark that still matches (at worst the log's start).
             log.warning("chat marks of %s no longer match the log: the chat is read again", agent.session_id)
+            if feed.building is not None:
+                await asyncio.wait({feed.building})  # (its chat is dropped: it starts at a mark that may be gone)
             feed.chat, feed.chat_from, feed.segments = None, 0, {}
             return await self.chat_page(agent, after_seq, limit, before_seq)
 
     # ---- reading the log for the chat ------------------------------------------------------
 
-    def _project_steps(self, feed: _Feed, mark: ChatMark, until: ChatMark | None, record: bool) -> Iterator[None]:
-        """Project the log from ``mark`` to mark ``until`` (None: the end) into
-        ``feed.projected``, yielding when a slice is used up; with ``record``, a mark is
+    def _project_steps(self, feed: _Feed, mark: ChatMark, until: ChatMark | None, record: bool) -> Generator[None, None, ChatProjection]:
+        """Project the log from ``mark`` to mark ``until`` (None: the end) and return the
+        projection, yielding when a slice is used up; with ``record``, a mark is
         recorded at each boundary that is due. Answers the first pages waiting as they settle."""
         agent = feed.agent
         projection = ChatProjection.resumed(mark.carry, mark.seq, agent.tools) if mark.seq else ChatProjection(agent.tools)
-        feed.projected = projection
         marks = feed.marks if record else None
         previous = None  # the line before the one read (a mark's fingerprint)
         slice_end = time.perf_counter() + SLICE_S
@@ -262,11 +266,12 @@ class Hub:
                 marks.add(line_no - 1, offset, previous, projection.carry())
             projection.apply_event(event)
             previous = line
-            if feed.first_pages:
+            if record and feed.first_pages:
                 self._answer_first_pages(feed, projection)
             if count % 64 == 0 and time.perf_counter() > slice_end:
                 yield
                 slice_end = time.perf_counter() + SLICE_S
+        return projection
 
     def _build_steps(self, feed: _Feed, mark: ChatMark) -> Iterator[None]:
         """Project the log from ``mark``, then the held deltas and news; yields when a slice
@@ -276,8 +281,7 @@ class Hub:
             feed.marks = marks_of(feed.agent.store)
         feed.chat_from = mark.seq
         try:
-            yield from self._project_steps(feed, mark, None, True)
-            projection = feed.projected
+            projection = yield from self._project_steps(feed, mark, None, True)
             for delta in feed.running:
                 projection.apply_delta(delta)
         except BaseException as exc:
@@ -288,7 +292,6 @@ class Hub:
                     answer.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
             feed.first_pages = []
             raise
-        feed.projected = None
         feed.running = []
         held, feed.held = feed.held, None
         feed.chat = projection
@@ -345,13 +348,8 @@ class Hub:
         if not (feed.marks.check(index) and feed.marks.check(index + 1)):
             raise _MarksChanged()
         marks = feed.marks.marks
-        saved = feed.projected
-        try:
-            yield from self._project_steps(feed, marks[index], marks[index + 1], False)
-            items = feed.projected.items()
-        finally:
-            feed.projected = saved
-        feed.segments[index] = items
+        projection = yield from self._project_steps(feed, marks[index], marks[index + 1], False)
+        feed.segments[index] = projection.items()
         while len(feed.segments) > SEGMENTS_KEPT:
             feed.segments.pop(next(iter(feed.segments)))
 
@@ -406,6 +404,8 @@ class Hub:
                 return items, next_seq
             index += 1
         items, next_seq = page_after_list(older, after_seq, limit)
+        if feed.chat is None:
+            await asyncio.shield(feed.building)  # the page goes on into the live chat
         rest, rest_next = feed.chat.page(feed.chat_from, limit - counted_items(items))
         return items + rest, rest_next if rest_next > feed.chat_from else next_seq
 
