@@ -2,27 +2,15 @@
 // answered a question first (`dsh/question/resolved`), in the words the status bar, the chat
 // header and the one-line notice use. Pure (no vscode import): node's test runner checks it.
 
-/** One connection attached to the session, as the daemon lists it (`you`: this window's own). */
-export interface AttachedClient { clientId: string; clientName: string; you: boolean }
+import type { AttachedClient, QuestionResolvedParams, SessionClientsParams } from './protocol';
 
-/** `dsh/session/clients`: every connection attached to the session, sent whenever the set changes. */
-export interface SessionClientsParams { agentId: string; sessionId: string; clients: AttachedClient[] }
+// The wire's own types (protocol/dshd_protocol, generated into protocol.ts): `dsh/session/clients`
+// lists every connection attached to a session (`you`: this window's own), sent whenever the set
+// changes; `dsh/question/resolved` says a question got its first valid answer, and from whom.
+export type { AttachedClient, QuestionResolvedParams, SessionClientsParams };
 
-export type ResolvedOutcome = 'approve' | 'revise' | 'allow-once' | 'allow-session' | 'reject';
-
-/**
- * `dsh/question/resolved`: a question to the people (a plan review, an approval) got its first
- * valid answer, from `by`; every other attached client closes its windows for it.
- */
-export interface QuestionResolvedParams {
-  agentId: string;
-  sessionId: string;
-  /** The plan question's `id`, or the permission request's `callId`. */
-  questionId: string;
-  kind: 'plan-review' | 'permission';
-  outcome: ResolvedOutcome | string;
-  by: { clientName: string };
-}
+/** What the one line needs of a resolution; an outcome or kind a newer daemon sends is still said. */
+export interface Resolved { kind: string; outcome: string; by: { clientName: string } }
 
 /** The names of the other clients attached (not this window), in the daemon's order. */
 export function otherClients(clients: readonly AttachedClient[]): string[] {
@@ -55,6 +43,26 @@ export function attachedStatus(clients: readonly AttachedClient[]): { text: stri
   };
 }
 
+/**
+ * Who joined and who left between two lists of the same session (`Neovim joined this session.`),
+ * for a passing status bar message; undefined when the others are the same. The first list seen
+ * (`before` undefined) is no change: the person opened the session and sees who is there.
+ */
+export function clientsChange(before: readonly AttachedClient[] | undefined, after: readonly AttachedClient[]): string | undefined {
+  if (!before) return undefined;
+  const was = new Map(before.filter((c) => !c.you).map((c) => [c.clientId, c.clientName]));
+  const now = new Map(after.filter((c) => !c.you).map((c) => [c.clientId, c.clientName]));
+  const joined = [...now].filter(([id]) => !was.has(id)).map(([, name]) => name);
+  const left = [...was].filter(([id]) => !now.has(id)).map(([, name]) => name);
+  const parts = [
+    ...(joined.length ? [`${namesInWords(joined)} joined this session`] : []),
+    ...(left.length ? [`${namesInWords(left)} left it`] : []),
+  ];
+  if (!parts.length) return undefined;
+  const text = parts.join('; ');
+  return `${left.length && !joined.length ? text.replace(' left it', ' left this session') : text}.`;
+}
+
 /** Quoted, and cut short: a title in a one-line notice. */
 function quoted(title: string | undefined): string {
   if (!title) return '';
@@ -66,7 +74,7 @@ function quoted(title: string | undefined): string {
  * The one line that says who answered what elsewhere: `Neovim approved the plan "Plan: retries".`
  * `title`: the question's title as this window showed it (the plan's, the request's).
  */
-export function resolvedWords(p: Pick<QuestionResolvedParams, 'kind' | 'outcome' | 'by'>, title?: string): string {
+export function resolvedWords(p: Resolved, title?: string): string {
   const who = p.by.clientName || 'another client';
   if (p.kind === 'plan-review') {
     const plan = `the plan${quoted(title)}`;

@@ -20,7 +20,7 @@ import { describeExit } from './startup';
 import { GoalCommands } from './goalCommands';
 import { Transcripts } from './transcript';
 import { titleFromPrompt } from './titles';
-import { attachedStatus, resolvedWords, type AttachedClient, type QuestionResolvedParams, type SessionClientsParams } from './attached';
+import { attachedStatus, clientsChange, resolvedWords, type AttachedClient, type QuestionResolvedParams, type SessionClientsParams } from './attached';
 import { LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
 
 const REMEMBERED_KEY = 'dsh.session';
@@ -55,6 +55,8 @@ export class Controller implements vscode.Disposable {
    * kept per agent because the list may come before the answer to `dsh/session/open`.
    */
   private readonly attached = new Map<string, AttachedClient[]>();
+  /** Who joined or left the open session, as this window said it in passing (tests read it). */
+  readonly clientChanges: string[] = [];
   /** The questions another client answered first, as this window said it (tests read it). */
   readonly resolvedElsewhere: string[] = [];
   private readonly statusChanged = new vscode.EventEmitter<void>();
@@ -304,8 +306,12 @@ export class Controller implements vscode.Disposable {
 
   private onSessionClients(p: SessionClientsParams): void {
     if (typeof p.agentId !== 'string' || !Array.isArray(p.clients)) return;
+    const change = clientsChange(this.attached.get(p.agentId), p.clients);
     this.attached.set(p.agentId, p.clients);
-    if (p.agentId === this.session?.agentId) this.render();
+    if (p.agentId !== this.session?.agentId) return;
+    this.render();
+    // In passing: the status bar item and the header say who is here for as long as they are.
+    if (change) { this.clientChanges.push(change); vscode.window.setStatusBarMessage(change, 6000); }
   }
 
   /** The clients attached to the open session with this window (empty: none known, or alone). */

@@ -16,6 +16,8 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -248,11 +250,14 @@ def test_real_vscode_untrusted_folder(built, tmp_path: Path) -> None:
                     machine_settings={"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
 
 
-def shared_daemon_env(tmp_path: Path) -> dict[str, str]:
-    """A runtime folder of this test's own: its shared daemon's socket is found by no other test."""
-    run_dir = tmp_path / "xdg-run"
-    run_dir.mkdir(mode=0o700)
-    return {"XDG_RUNTIME_DIR": str(run_dir)}
+def shared_daemon_pids(run_dir: Path) -> list[int]:
+    """The live shared daemons under a runtime folder (each writes its pid into the lock it holds)."""
+    pids = []
+    for lock in (run_dir / "dshd").glob("*.lock") if (run_dir / "dshd").is_dir() else []:
+        text = lock.read_text(errors="replace").strip()
+        if text.isdigit() and Path(f"/proc/{text}").exists() and b"daemon" in Path(f"/proc/{text}/cmdline").read_bytes():
+            pids.append(int(text))
+    return pids
 
 
 def test_real_vscode_shared_session(built, tmp_path: Path) -> None:
@@ -261,7 +266,9 @@ def test_real_vscode_shared_session(built, tmp_path: Path) -> None:
     from the suite, open one session: each sees the other attached (status bar, chat header) and the
     other's prompt and reply; a plan review and an approval go to both, the first answer counts
     (either side), the other's windows close with one line saying who answered what; VS Code
-    attaching while a question is open is asked it; the other client leaving disappears from VS Code."""
+    attaching while a question is open is asked it; the other client leaving disappears from VS Code;
+    kill -9 of the daemon mid-turn: VS Code reattaches to a fresh one, nothing runs by itself; with
+    every client gone the daemon exits by itself."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     fixture = EXT / "test" / "integration" / "fixture"
@@ -269,7 +276,17 @@ def test_real_vscode_shared_session(built, tmp_path: Path) -> None:
     shutil.copy(fixture / "shared-config.toml", workspace / ".dsh" / "config.toml")
     shutil.copy(fixture / "shared-script.json", workspace / "script.json")
     write_settings(workspace, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd"))})
-    run_real_vscode(workspace, "out/integration/shared.js", ARTIFACTS / "shared", 300, env=shared_daemon_env(tmp_path))
+    # Short, under /tmp: a Unix socket's path may not exceed 107 bytes.
+    run_dir = Path(tempfile.mkdtemp(prefix="dsh-rt-"))
+    try:
+        run_real_vscode(workspace, "out/integration/shared.js", ARTIFACTS / "shared", 300, env={"XDG_RUNTIME_DIR": str(run_dir)})
+        # Every client gone, the daemon exits by itself ([daemon] idleTimeoutS = 5 in the workspace's config).
+        deadline = time.monotonic() + 30
+        while shared_daemon_pids(run_dir):
+            assert time.monotonic() < deadline, f"the shared daemon is still running: {shared_daemon_pids(run_dir)}"
+            time.sleep(0.2)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def test_wire_types_match_the_schema() -> None:

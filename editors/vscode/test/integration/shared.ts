@@ -54,6 +54,7 @@ test('another client opens the same session: it gets the live agent, and each se
   // As an editor that shows the conversation does: its chat items, then their upserts as they come.
   await peer.request('dsh/chat/get', { agentId: opened.agentId });
   await waitFor('the other client in the status bar', () => c.statusText().others === `$(organization) ${PEER}`);
+  assert.deepEqual(c.clientChanges, [`${PEER} joined this session.`]);
   assert.match(String(c.clientsItem.tooltip), new RegExp(`Also attached to this session: ${PEER}`));
   await waitFor('"also here" in the chat header', async () => (await chat.texts('#others:visible')).join('') === `also here: ${PEER}`);
   // The peer is told the same list from its side: itself, and this window by its name.
@@ -164,6 +165,7 @@ test('VS Code attaches while a question is open: it is asked too, answers it, an
 test('the other client leaves: VS Code no longer shows it', async () => {
   await peer.close();
   await waitFor('the status bar item to go', () => c.statusText().others === undefined);
+  assert.equal(c.clientChanges[c.clientChanges.length - 1], `${PEER} left this session.`);
   await waitFor('"also here" to go', async () => (await chat.count('#others:visible')) === 0);
   await screenshot('shared-alone-again');
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { attachedStatus, attachedWords, namesInWords, otherClients, RecentlyWithdrawn, resolvedWords, type AttachedClient } from '../../src/attached';
+import { attachedStatus, attachedWords, clientsChange, namesInWords, otherClients, RecentlyWithdrawn, resolvedWords, type AttachedClient } from '../../src/attached';
 
 const me: AttachedClient = { clientId: 'c1', clientName: 'Visual Studio Code', you: true };
 const nvim: AttachedClient = { clientId: 'c2', clientName: 'Neovim', you: false };
@@ -53,4 +53,15 @@ test('a question withdrawn just before the news of its answer is still named, on
   assert.equal(w.take('b'), 'B');
   assert.equal(w.take('c'), 'C');
   assert.equal(w.take('never'), undefined);
+});
+
+test('who joined and who left, said in passing; the first list and the same others say nothing', () => {
+  assert.equal(clientsChange(undefined, [me, nvim]), undefined);
+  assert.equal(clientsChange([me], [me, nvim]), 'Neovim joined this session.');
+  assert.equal(clientsChange([me, nvim], [me]), 'Neovim left this session.');
+  assert.equal(clientsChange([me, nvim], [me, zed]), 'Zed joined this session; Neovim left it.');
+  assert.equal(clientsChange([me, nvim], [nvim, me]), undefined);
+  // Two windows of the same name are told apart by their ids.
+  const nvim2 = { ...nvim, clientId: 'c9' };
+  assert.equal(clientsChange([me, nvim], [me, nvim, nvim2]), 'Neovim joined this session.');
 });
