@@ -3,7 +3,8 @@
 1. Garbage on stdin (random bytes, broken Content-Length headers, bodies that are not
    JSON or not JSON-RPC): each gets the JSON-RPC answer it deserves (-32700 / -32600 /
    -32601 / -32602) or none when no frame can be delimited, and the next request is
-   answered. Sent with our own framing (tests/e2e/raw_client.py), not pytest-lsp.
+   answered. Sent with our own framing (tests/e2e/raw_client.py), not pytest-lsp; to
+   `dshd serve` and through `dshd connect` (pipes handed over, and bytes copied).
 2. A hypothesis property over thousands of malformed params for every request method,
    against ONE daemon: it never crashes, never writes a session log, and answers
    -32602 with ``data.kind == "invalid-params"`` naming exactly the broken field.
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 
 from dshd_protocol import METHODS
 from dshd_protocol.strategies import malformed_wire
+
+from tests.shared_daemon_support import Runtime, connect_command
 
 from .conftest import write_workspace
 from .raw_client import RawDaemon, log_events, log_path
@@ -95,9 +98,27 @@ GARBAGE: list[tuple[str, bytes, tuple[int, Any] | None]] = [
 ]
 
 
-def test_garbage_on_the_wire_is_answered_or_skipped(workspace: Path) -> None:
+@pytest.fixture(params=["serve", "connect", "connect-copy"])
+def door(request):
+    """How the garbage reaches the daemon: `dshd serve`; `dshd connect` handing its pipes
+    to the shared daemon; `dshd connect` copying every byte itself."""
+    runtime = None if request.param == "serve" else Runtime()
+    if request.param == "connect-copy":
+        runtime.extra["DSHD_CONNECT_COPY"] = "1"
+
+    def start(workspace: Path) -> RawDaemon:
+        if runtime is None:
+            return RawDaemon(workspace)
+        return RawDaemon(workspace, env=runtime.env, command=connect_command())
+
+    yield start
+    if runtime is not None:
+        runtime.stop()
+
+
+def test_garbage_on_the_wire_is_answered_or_skipped(workspace: Path, door) -> None:
     write_workspace(workspace, replies=[{"text": "still here"}])
-    with RawDaemon(workspace) as d:
+    with door(workspace) as d:
         d.initialize()
         created = d.request("dsh/session/create", {"title": "robust"})
         size = log_path(workspace, created["sessionId"]).stat().st_size
@@ -120,9 +141,9 @@ def test_garbage_on_the_wire_is_answered_or_skipped(workspace: Path) -> None:
     assert d.stdout_faults == []
 
 
-def test_garbage_split_across_writes_and_glued_to_requests(workspace: Path) -> None:
+def test_garbage_split_across_writes_and_glued_to_requests(workspace: Path, door) -> None:
     """Frames cut at odd places and glued together: each whole frame is answered."""
-    with RawDaemon(workspace) as d:
+    with door(workspace) as d:
         d.initialize()
         requests = b"".join(
             frame(json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "dsh/session/list", "params": {}}).encode())
