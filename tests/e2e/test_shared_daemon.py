@@ -9,7 +9,8 @@ folder is opened up; the forwarder then refuses the folder); idle exit after
 ``[daemon] idleTimeoutS``; SIGKILL in the middle of a turn loses nothing acknowledged,
 the client reattaches and nothing runs by itself; SIGKILL at random moments of a stream
 of durable writes loses none that was acknowledged. (The serve fuzzer runs through the
-forwarder too: tests/e2e/test_fuzz_serve.py.)
+forwarder too: tests/e2e/test_fuzz_serve.py.) The last client leaving disarms the goal and
+the daemon exits after the idle time.
 """
 
 from __future__ import annotations
@@ -349,3 +350,46 @@ def test_sigkill_at_random_moments_through_the_forwarder_loses_nothing_acknowled
         assert "result" in last.initialize()
         assert last.request("dsh/session/open", {"sessionId": session})["sessionId"] == session
         assert last.shutdown_and_exit() == 0
+
+
+def test_the_last_client_leaving_disarms_the_goal_and_the_daemon_exits_after_the_idle_time(
+    workspace: Path, runtime: Runtime
+) -> None:
+    """Two clients on a session whose goal runs rounds: the first leaving changes nothing;
+    the last leaving disarms the goal (the round running ends, no next one starts); a
+    client coming back finds it disarmed; with nobody left the daemon exits after
+    ``[daemon] idleTimeoutS``."""
+    replies = [{"text": f"round {n}", "delayMs": 400} for n in range(1, 30)]
+    write_workspace(workspace, replies=replies, extra_config="\n[daemon]\nidleTimeoutS = 4\n")
+    a = forwarder(workspace, runtime)
+    b = forwarder(workspace, runtime)
+    try:
+        assert "result" in a.initialize() and "result" in b.initialize()
+        created = a.request("dsh/session/create", {"title": "watched"})
+        sid = created["sessionId"]
+        a.request("dsh/goal/create", {"agentId": created["agentId"], "objective": "keep going", "maxRounds": 25})
+        opened = b.request("dsh/session/open", {"sessionId": sid})
+        assert opened["agentId"] == created["agentId"] and opened["goal"]["activation"] == "armed"
+        assert a.shutdown_and_exit() == 0  # one of two leaves: the rounds go on
+        rounds = lambda: sum(1 for e in log_events(workspace, sid) if e["type"] == "user/message" and "goalRound" in e["data"])  # noqa: E731
+        going = rounds()
+        wait_until(lambda: rounds() > going, 10, "the rounds stopped while a client was still attached")
+        pid = runtime.daemon_pid()
+        assert b.shutdown_and_exit() == 0  # the last one leaves
+        time.sleep(1.5)  # the round running then ends (400 ms), and none follows
+        settled = rounds()
+        time.sleep(1.0)
+        assert rounds() == settled, "a round started with nobody attached"
+        assert alive(pid)
+        with forwarder(workspace, runtime) as c:  # back before the idle time ran out: the same daemon
+            assert "result" in c.initialize()
+            assert runtime.daemon_pid() == pid
+            again = c.request("dsh/session/open", {"sessionId": sid})
+            assert again["goal"]["phase"] == "active" and again["goal"]["activation"] == "disarmed"
+            assert c.shutdown_and_exit() == 0
+        left = time.monotonic()
+        assert wait_gone(pid, 15)
+        assert 3.0 < time.monotonic() - left < 12
+    finally:
+        a.kill()
+        b.kill()
