@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ import msgspec
 from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpdate, UnstructuredCommandInput
 
 from dshd.acp.convert import goal_meta, goal_update, mode_updates
-from dshd.acp.updates import UpdateTranslator, agent_text
+from dshd.acp.updates import UpdateTranslator, agent_text, user_text
 from dshd.api.escape import shown
 from dshd.services.goals import GoalService
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dshd.acp")
 
 KEPT_CLOSES = 16  # turn/close payloads kept for prompts that wait on a turn
+KEPT_OWN_PROMPTS = 16  # prompts this client sent whose user/message has not come back yet
 
 
 class LiveSession:
@@ -50,6 +51,9 @@ class LiveSession:
         self.mode = agent.store.state.plan.active
         self._closes: OrderedDict[int, Any] = OrderedDict()
         self._waiters: dict[int, list[asyncio.Future]] = {}
+        # The client shows what its own person typed; a prompt from another client attached
+        # to the session (the shared daemon) is sent as a user message.
+        self._own_prompts: deque[str] = deque(maxlen=KEPT_OWN_PROMPTS)
 
     def close(self) -> None:
         for waiters in self._waiters.values():
@@ -98,6 +102,7 @@ class LiveSession:
     async def prompt(self, text: str) -> dict[str, Any]:
         """``{"turn", "stopReason", "error"?}`` of the turn this prompt ran in."""
         agent = self.agent
+        self._own_prompts.append(text)
         if agent.turn_running and not text.startswith("/"):
             turn = agent.store.state.turn.last_turn
             waiter = asyncio.get_running_loop().create_future()
@@ -114,6 +119,12 @@ class LiveSession:
             self.peer.update(self.session_id, update)
 
     def on_event(self, event: dict[str, Any]) -> None:
+        data = event.get("data") or {}
+        if event.get("type") == "user/message" and data.get("source") == "user":
+            if data.get("text") in self._own_prompts:
+                self._own_prompts.remove(data["text"])
+            else:  # another client's prompt
+                self._send([user_text(data, f"user-{event.get('seq')}")])
         self._send(self.translator.event(event))
         if event.get("type") == "turn/close":
             self._turn_closed(event["data"])
