@@ -6,8 +6,10 @@ permissions.py) ask through :class:`PermissionAsk`: a tool call and the options 
 from; the answer is the chosen ``optionId``. Every other way it can end raises the seam's
 "unavailable" error: a ``cancelled`` outcome (clients send it for open requests on
 ``session/cancel``), an error reply, a malformed reply, a lost connection, the timeout.
-Cancelling the awaiting task (the turn was cancelled) stops waiting; ACP gives no way to
-withdraw the request itself, and the client cancels it on ``session/cancel``.
+Cancelling the awaiting task (the turn was cancelled, the question was answered in another
+client attached to the session, the timeout) stops waiting and cancels the request in the
+client with ACP's ``$/cancel_request`` (peer.py); clients also cancel open requests
+themselves on ``session/cancel``.
 """
 
 from __future__ import annotations
