@@ -6,7 +6,8 @@ private $XDG_RUNTIME_DIR per test.
 Covered: an ACP SDK client and a dsh client on one session see each other's prompts and
 replies; the first answer to an approval wins with both answering (either side first; the
 other's request withdrawn: `$/cancelRequest` to the dsh client, `$/cancel_request` to the
-ACP client; the late dsh answer told it changed nothing); a client attaching mid-question
+ACP client; the late dsh answer told it changed nothing); a plan review answered in the
+ACP client closes in the dsh client (resolved, withdrawn); a client attaching mid-question
 is asked and answers; the last client leaving disarms the goal (nothing runs by itself)
 and the daemon exits after its idle time.
 """
@@ -261,6 +262,41 @@ def test_the_first_answer_wins_between_a_dsh_and_an_acp_client(workspace: Path, 
         [decision] = [e["data"] for e in log_events(workspace, sid) if e["type"] == "permission/decision"]
         assert (decision["outcome"], decision["by"]) == (outcome, "person")
         assert (workspace / "src" / "app.py").read_text() == (EDITED if outcome == "allow-once" else ORIGINAL)
+    finally:
+        acp.close()
+        dsh.close_stdin()
+        dsh.wait(10)
+
+
+def test_a_plan_review_answered_in_an_acp_client_closes_it_in_the_dsh_client(workspace: Path, runtime: Runtime, tmp_path: Path):
+    plan = "# Plan: answer once\n\n1. Ask both.\n"
+    write_workspace(workspace, replies=[{"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": plan}}]}, {"text": "Starting."}])
+    dsh = DshClient(workspace, runtime)
+    acp = RawSharedAcp(workspace, runtime, tmp_path / "acp.stderr")
+    try:
+        assert "result" in dsh.initialize(questions=True, permissions=True)
+        created = dsh.request("dsh/session/create", {})
+        sid, agent = created["sessionId"], created["agentId"]
+        assert dsh.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})["stopReason"] == "command"
+        acp.initialize("raw-acp")
+        acp.load(sid)
+        dsh.pump(lambda: any(len(p["clients"]) == 2 for p in dsh.of("dsh/session/clients")))
+
+        prompt = dsh.start("dsh/agent/prompt", {"agentId": agent, "text": "plan it"})
+        ask = dsh.ask("dsh/questions/ask")
+        [question] = ask["params"]["questions"]
+        request = acp.permission_request()  # the same review, as ACP asks it
+        assert [o["optionId"] for o in request["params"]["options"]] == ["approve", "keep-planning"]
+        acp.send({"id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "approve"}}})
+
+        assert dsh.result_of(prompt)["stopReason"] == "end-turn"
+        [resolved] = dsh.pump(lambda: dsh.of("dsh/question/resolved"))
+        assert resolved == {"agentId": agent, "sessionId": sid, "questionId": question["id"], "kind": "plan-review",
+                            "outcome": "approve", "by": {"clientName": "raw-acp"}}  # fmt: skip
+        assert dsh.pump(lambda: [n for n in dsh.notifications if n["method"] == "$/cancelRequest"])[0]["params"] == {"id": ask["id"]}
+        reviews = [e["data"].get("review") for e in log_events(workspace, sid) if e["type"] == "tool/result"]
+        assert reviews == [{"outcome": "approved"}]
+        assert dsh.request("dsh/plan/get", {"agentId": agent})["active"] is False
     finally:
         acp.close()
         dsh.close_stdin()
