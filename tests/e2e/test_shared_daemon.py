@@ -393,3 +393,26 @@ def test_the_last_client_leaving_disarms_the_goal_and_the_daemon_exits_after_the
     finally:
         a.kill()
         b.kill()
+
+
+def test_sigterm_stops_the_daemon_cleanly(workspace: Path, runtime: Runtime) -> None:
+    """SIGTERM: the connections end, every session is closed (its lock released, its
+    checkpoint written), the socket goes, then the lock; the forwarder's client sees the end
+    of its output."""
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        created = a.request("dsh/session/create", {"title": "stopped"})
+        session_dir = workspace / ".dsh" / "sessions" / created["sessionId"]
+        pid = runtime.daemon_pid()
+        sock = socket_file(runtime)
+        assert not (session_dir / "projection.json").exists()  # written when the session closes
+        os.kill(pid, signal.SIGTERM)
+        assert wait_gone(pid, 15)
+        assert a.wait(10) in (0, 1)  # its daemon ended the connection (as it left)
+    assert not sock.exists()
+    assert (session_dir / "projection.json").exists()  # closed, not abandoned
+    import fcntl
+
+    for lock in (sock.with_suffix(".lock"), session_dir / "log.lock"):  # both released
+        with open(lock, "rb") as held:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
