@@ -172,6 +172,27 @@ def test_records_stream_without_loading_the_file(tmp_path):
     assert peak < 3_000_000  # a read buffer, not the 10 MB file
 
 
+@pytest.mark.parametrize("buffer", [1, 2, 3, 7, 64, 1 << 20])
+def test_records_are_the_lines_whatever_the_read_buffer(tmp_path, monkeypatch, buffer):
+    # Lines shorter and longer than a read, empty ones, a torn tail; from any line on.
+    from dshd.log import sessionlog
+
+    monkeypatch.setattr(sessionlog, "_READ_BUFFER", buffer)
+    lines = [b"x" * n + b"\n" for n in (0, 1, 5, 0, 17, 2, 100, 3, 0, 64, 1)]
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"".join(lines) + b"torn")
+    for first in range(len(lines) + 1):
+        offset = sum(map(len, lines[:first]))
+        expected = []
+        pos = offset
+        for number, line in enumerate(lines[first:], first + 1):
+            expected.append((number, pos, line))
+            pos += len(line)
+        assert list(iter_records(path, offset, first + 1)) == expected
+        end = sum(map(len, lines[: first + 2]))  # an end before the last line
+        assert list(iter_records(path, offset, first + 1, end)) == [r for r in expected if r[1] < end]
+
+
 def test_strict_replay_streams(tmp_path):
     path = tmp_path / LOG_NAME
     generate_log(path, 20_000)  # the benchmark's realistic log, ~4 MB
