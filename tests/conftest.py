@@ -9,7 +9,14 @@ import os
 import pytest
 from pathlib import Path
 
-EDITORS = Path(__file__).resolve().parent / "editors"
+TESTS = Path(__file__).resolve().parent
+EDITORS = TESTS / "editors"
+# Tests that run commands in bubblewrap against the real kernel, besides tests/sandbox/ and
+# those marked needs_sandbox (sandbox_support.py).
+SANDBOX_FILES = {
+    TESTS / "e2e" / name
+    for name in ("test_tools.py", "test_command_cwd.py", "test_command_lifetime.py", "test_host_sockets.py")
+}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -24,7 +31,13 @@ def no_user_config(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Markers by place: everything under tests/editors/ drives a real editor."""
+    """Markers by place: everything under tests/editors/ drives a real editor; tests/sandbox/,
+    the command suites and every needs_sandbox test use bubblewrap."""
     for item in items:
         if EDITORS in item.path.parents:
             item.add_marker(pytest.mark.editor)
+        needs_bwrap = any(
+            str(mark.kwargs.get("reason", "")).startswith("no sandbox here") for mark in item.iter_markers("skipif")
+        )
+        if needs_bwrap or item.path in SANDBOX_FILES or TESTS / "sandbox" in item.path.parents:
+            item.add_marker(pytest.mark.sandbox)
