@@ -77,3 +77,10 @@ def test_no_daemon_to_reach_exits_1_saying_why(tmp_path: Path, runtime: Runtime)
     none = run(["connect", "--no-start"], tmp_path, runtime.env)
     assert none.returncode == 1 and b"no dshd daemon is running" in none.stderr, none.stderr
     assert not list(runtime.sockets.glob("*.lock"))  # --no-start started nothing
+
+
+def test_a_socket_path_too_long_for_unix_is_refused_saying_how_to_fix_it(tmp_path: Path) -> None:
+    deep = tmp_path / ("x" * 60) / ("y" * 60)
+    deep.mkdir(parents=True, mode=0o700)
+    out = run(["connect"], tmp_path, {"XDG_RUNTIME_DIR": str(deep)})
+    assert out.returncode == 1 and b"longer than a Unix socket allows" in out.stderr, out.stderr

@@ -416,3 +416,28 @@ def test_sigterm_stops_the_daemon_cleanly(workspace: Path, runtime: Runtime) -> 
     for lock in (sock.with_suffix(".lock"), session_dir / "log.lock"):  # both released
         with open(lock, "rb") as held:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _raw_first_line(sock: Path, line: bytes) -> bytes:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(20)
+    probe.connect(str(sock))
+    probe.sendall(line)
+    data = b""
+    while chunk := probe.recv(4096):
+        data += chunk
+        if b"\n" in data:
+            break
+    probe.close()
+    return data
+
+
+def test_a_first_line_that_names_no_protocol_is_answered_and_closed(workspace: Path, runtime: Runtime) -> None:
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        sock = socket_file(runtime)
+        assert _raw_first_line(sock, b"dsh\n").startswith(b"ok dshd ")  # control: a good line is answered
+        assert _raw_first_line(sock, b"http/1.1\n").startswith(b"error the first line must name the protocol")
+        assert _raw_first_line(sock, b"acp [1]\n").startswith(b"error the options after the protocol must be one JSON object")
+        assert a.request("dsh/session/list", {}) is not None  # the daemon serves on
+        assert a.shutdown_and_exit() == 0
