@@ -224,6 +224,8 @@ async def test_nobody_able_fails_closed_at_once_and_an_able_client_is_asked(tmp_
     assert (tmp_path / "src" / "app.py").read_text() == ORIGINAL
     decisions = [e["data"] for e in of_type(read_log(tmp_path, sid), "permission/decision")]
     assert [(d["outcome"], d["by"]) for d in decisions] == [("allow-once", "person"), ("reject", "fail-closed")]
+    refused = of_type(read_log(tmp_path, sid), "tool/result")[-1]["data"]
+    assert refused["ok"] is False and "your editor cannot answer approvals" in refused["content"]
 
 
 async def test_the_only_able_client_leaving_mid_question_fails_it_closed(tmp_path, host):

@@ -210,7 +210,7 @@ class SharedApprovals:
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
         agent = self._host.live_agent(request.agent_id)
         if agent is None:
-            raise ApprovalsUnavailable("no client is attached to this session")
+            raise ApprovalsUnavailable("no client is attached to this session to answer approvals")
         return await self._host.ask(
             agent,
             "permission",
@@ -366,7 +366,10 @@ class Host:
         """Ask every attached client that can answer; the first valid answer is returned
         (then the others are told and withdrawn). Fails closed at once when no attached
         client can answer, and when every ask ended without an answer."""
-        able = [c for c in self.clients_of(agent) if c.can_answer(kind)]
+        attached = self.clients_of(agent)
+        able = [c for c in attached if c.can_answer(kind)]
+        if not attached:
+            raise unavailable(f"no client is attached to this session to answer {_ASKED[kind]} (the last one left)")
         if not able:
             raise unavailable(
                 f"your editor cannot answer {_ASKED[kind]} (nor can any other client attached to this session): "
