@@ -18,13 +18,15 @@ works (and fails clearly) whatever state the rest of the package is in.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -360,6 +362,8 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse  # not on the way to `serve` (its start-up is measured: bench/startup.py)
+
     parser = argparse.ArgumentParser(prog="dshd", description="Editor daemon for coding agents.")
     from dshd import __version__
 

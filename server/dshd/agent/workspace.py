@@ -120,8 +120,10 @@ class Workspace:
         self._agents: dict[str, Agent] = {}  # live, by agentId
         self._by_session: dict[str, Agent] = {}
         self._retired: set[str] = set()  # agentIds issued and no longer live
-        # Plugins by name, imported once; the loop itself imports none of them.
-        self._plugins = [importlib.import_module(f"dshd.plugins.{name}") for name in config.plugins]
+        # Plugins by name, imported once, when the first agent needs them (not on the way to
+        # the daemon's initialize answer: the tools plugin alone pulls in pathspec and
+        # difflib); the loop itself imports none of them.
+        self._plugin_modules: list[Any] | None = None
         # AGENTS.md: a core section of every agent (not a plugin), one stat cache per workspace.
         self.instructions = ProjectInstructions(self.root)
 
@@ -235,7 +237,7 @@ class Workspace:
             raise
         try:
             agent.sections.add(self.instructions.section())
-            for name, plugin in zip(self.config.plugins, self._plugins):
+            for name, plugin in zip(self.config.plugins, self._plugins()):
                 agent.plugins[name] = plugin.attach(agent, self.config)
         except BaseException:
             agent.close()
@@ -243,6 +245,11 @@ class Workspace:
         self._agents[agent.agent_id] = agent
         self._by_session[agent.session_id] = agent
         return agent
+
+    def _plugins(self) -> list[Any]:
+        if self._plugin_modules is None:
+            self._plugin_modules = [importlib.import_module(f"dshd.plugins.{name}") for name in self.config.plugins]
+        return self._plugin_modules
 
     def _retire(self, agent: Agent) -> None:
         self._agents.pop(agent.agent_id, None)

@@ -8,7 +8,6 @@ key) and every message is scrubbed of the key's value before it leaves the provi
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import ipaddress
 import logging
@@ -167,6 +166,8 @@ def retry_after(headers: Any) -> float | None:
         try:
             return max(0.0, float(value))
         except ValueError:
+            import email.utils  # only for a Retry-After date, a rare answer
+
             when = email.utils.parsedate_to_datetime(value)
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError, OverflowError):

@@ -30,15 +30,16 @@ import stat
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from dshd.agent.tools import ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
 from dshd.tools import safepath
 from dshd.tools.files import READ_FILE_CAP, Refused, check_arguments
 from dshd.formats import shown as escaped
 from dshd.tools.paths import PathRefused, resolve, shown
+
+if TYPE_CHECKING:
+    import pathspec
 
 LIST_CAP = 1000  # paths listed
 MATCH_CAP = 200  # matches shown
@@ -144,6 +145,8 @@ async def _rg_paths(args: list[str], cwd: Path) -> tuple[list[bytes], bytes, int
 def _spec(glob: str, field: str) -> pathspec.PathSpec:
     if not glob.strip():
         raise Refused(f"{field} is empty")
+    import pathspec  # on the first glob, not when the tools load (it probes its backends)
+
     try:
         return pathspec.GitIgnoreSpec.from_lines([glob])
     except Exception as exc:  # noqa: BLE001 - pathspec raises several kinds for a bad pattern
