@@ -219,3 +219,38 @@ def _before(items, before_seq, limit):
 
 def _after(items, after_seq, limit):
     return page_after_list(items, after_seq, limit)
+
+
+async def test_a_session_run_with_no_chat_open_keeps_its_marks(tmp_path, monkeypatch):
+    """A door follows the agent (Hub.attach) but nobody reads the chat (a headless or
+    ACP-only run): the marks still follow the log, so the next look reads only the tail.
+    Control: the same run without any hub attached leaves no marks behind."""
+    monkeypatch.setattr(chat_marks, "MARK_EVERY", 10)
+    monkeypatch.setattr(chat_marks, "FOLLOW_GAP", 40)
+    ids = {}
+    for followed in (False, True):
+        root = tmp_path / ("followed" if followed else "alone")
+        root.mkdir()
+        workspace = make_workspace(root, _talk(25))
+        agent = workspace.create_session("headless")
+        if followed:
+            Hub(Door()).attach(agent)
+        for n in range(25):
+            await agent.prompt(f"question {n}")
+        ids[followed] = (root, agent.session_id, agent.store.state.seq)
+        await workspace.shutdown()
+    root, session_id, last_seq = ids[False]
+    assert not (root / ".dsh" / "sessions" / session_id / chat_marks.MARKS_NAME).exists()
+    root, session_id, last_seq = ids[True]
+    marks = json.loads((root / ".dsh" / "sessions" / session_id / chat_marks.MARKS_NAME).read_bytes())["marks"]
+    assert len(marks) >= last_seq // 20 and marks[-1]["seq"] > last_seq - 30
+
+    workspace = make_workspace(root, [])
+    agent = workspace.open_session(session_id)
+    reference = Hub(Door()).chat(agent)
+    counting = CountingProjection(monkeypatch)
+    hub = Hub(Door())
+    newest = await hub.chat_page(agent, before_seq=NEWEST, limit=4)
+    assert as_json(newest) == as_json(_before(reference[0], NEWEST, 4))
+    assert counting.events <= 60 and hub._feeds[agent.agent_id].chat_from == marks[-1]["seq"]
+    await workspace.shutdown()

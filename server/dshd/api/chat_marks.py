@@ -8,7 +8,8 @@ there (``ChatProjection.resumed``) gives every later item exactly as a projectio
 whole log does, so the items between two marks can be projected on their own.
 
 Marks are recorded by any projection that reads past the last one (every ``MARK_EVERY``
-events at least, at the next boundary), the live chat included, and kept per session in
+events at least, at the next boundary), the live chat included, and for a session a door
+follows with no chat open (``ChatMarks.follow``); they are kept per session in
 ``chat-marks.json`` beside the log: a cache like ``projection.json``. A mark is trusted
 only while the line before it is still the line it was made after (length and sha256),
 checked when a read starts or ends at it; the first one that is not ends the list (the
@@ -27,16 +28,36 @@ from typing import Any
 
 import msgspec
 
-from dshd.api.chat import ChatCarry
+from dshd.api.chat import ChatCarry, ChatProjection
 from dshd.errors import DshError
-from dshd.log import read_line_before
+from dshd.folds import ReplayError
+from dshd.folds.events import TurnOpen
+from dshd.log import iter_records, read_line_before
 
 MARK_EVERY = 500  # events at least between two marks: a page reads at most about this many more
 MARKS_NAME = "chat-marks.json"
 MARKS_VERSION = 1
 SAVE_EVERY = 8  # live marks recorded between two writes of the file (and one at close)
+# A session followed with no chat open catches its marks up only over at most this many
+# events (a longer unmarked stretch, e.g. a log from before marks, waits for a first look).
+FOLLOW_GAP = 4 * MARK_EVERY
 
 log = logging.getLogger(__name__)
+
+
+def read_log_lines(source, offset: int = 0, line_no: int = 1, end: int | None = None):
+    """(line_no, offset, line, event as a plain dict) from ``offset`` (the start of line
+    ``line_no``) to ``end``, streamed; a line that is not JSON, or out of place, is reported
+    as a replay would."""
+    decode = msgspec.json.Decoder().decode
+    for number, start, line in iter_records(source, offset, line_no, end):
+        try:
+            event = decode(line)
+        except msgspec.DecodeError as exc:
+            raise ReplayError(None, number, f"malformed JSON: {exc}") from None
+        if not isinstance(event, dict) or event.get("seq") != number:
+            raise ReplayError(None, number, f"expected the event with seq {number}")
+        yield number, start, line, event
 
 
 class ChatMark(msgspec.Struct, frozen=True, gc=False):
@@ -73,6 +94,8 @@ class ChatMarks:
         self._loaded = False
         self._checked: set[int] = set()  # marks found to match the log (mark 0 always does)
         self._in_flight: asyncio.Future | None = None  # the write off the loop, while it runs
+        self._following = False
+        self._tools: Any = None
 
     def load(self) -> None:
         """Read the marks file once (a missing, unreadable or foreign one: only mark 0)."""
@@ -170,6 +193,49 @@ class ChatMarks:
             self.store.write_cache(MARKS_NAME, data)  # under the store's lock: one write at a time
         except (OSError, DshError, ValueError) as exc:
             log.error("chat marks of %s not written (ignored; the next look reads more): %s", self.store.session_id, exc)
+
+
+    # ---- following a session with no chat open ---------------------------------------------
+
+    def follow(self, agent: Any) -> None:
+        """Keep the marks current while ``agent`` runs, whether or not anyone reads its chat
+        (a headless or ACP-only run): at each due turn/open, the few hundred events since the
+        last mark are projected (soon after, on the loop) and the boundary is recorded."""
+        if self._following or self.store.state.seq - self.last.seq > FOLLOW_GAP:
+            return
+        self._following = True
+        self._tools = agent.tools
+
+        def on_event(event: Any) -> None:
+            if isinstance(event, TurnOpen) and self.due(event.seq - 1):
+                try:
+                    asyncio.get_running_loop().call_soon(self.catch_up, event.seq - 1)
+                except RuntimeError:
+                    self.catch_up(event.seq - 1)
+
+        agent.add_event_listener(on_event)
+        agent.on_close(lambda: self.save(force=True, wait=True))
+
+    def catch_up(self, seq: int) -> None:
+        """Project from the last mark through event ``seq`` and record the due boundaries on
+        the way (the one after ``seq`` included: the caller saw a turn/open follow it)."""
+        if self.store.closed or not self.due(seq) or seq - self.last.seq > FOLLOW_GAP:
+            return
+        start = self.last
+        projection = ChatProjection.resumed(start.carry, start.seq, self._tools) if start.seq else ChatProjection(self._tools)
+        previous = None
+        try:
+            for line_no, offset, line, event in read_log_lines(self.store.log_fd, start.offset, start.seq + 1):
+                if previous is not None and event.get("type") == "turn/open" and self.due(line_no - 1) and projection.resumable():
+                    self.add(line_no - 1, offset, previous, projection.carry())
+                if line_no > seq:
+                    break
+                projection.apply_event(event)
+                previous = line
+        except (OSError, ReplayError) as exc:
+            log.warning("chat marks of %s not caught up: %s", self.store.session_id, exc)
+            return
+        self.save()
 
 
 _of_store: "weakref.WeakKeyDictionary[Any, ChatMarks]" = weakref.WeakKeyDictionary()

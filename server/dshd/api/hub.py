@@ -37,8 +37,7 @@ import msgspec
 
 from dshd.agent.deltas import AgentDelta
 from dshd.errors import DshError
-from dshd.folds import ReplayError
-from dshd.log import find_line_start, iter_records
+from dshd.log import find_line_start
 from dshd.services.goals import GoalService
 from dshd.services.plan_mode import PlanModeController
 from dshd.api.chat import (
@@ -51,7 +50,7 @@ from dshd.api.chat import (
     page_after_list,
     page_before_list,
 )
-from dshd.api.chat_marks import START, ChatMark, ChatMarks, marks_of
+from dshd.api.chat_marks import START, ChatMark, ChatMarks, marks_of, read_log_lines
 
 WINDOW_S = 0.05  # the shortest wait between two partial upserts of one item
 BYTES_PER_S = 200_000  # the most a streaming item sends a second, once its text is long
@@ -104,21 +103,6 @@ def _streamed_size(item: ChatItem) -> int:
     return 0
 
 
-def read_log_lines(source, offset: int = 0, line_no: int = 1, end: int | None = None) -> Iterator[tuple[int, int, bytes, dict[str, Any]]]:
-    """(line_no, offset, line, event as a plain dict) from ``offset`` (the start of line
-    ``line_no``) to ``end``, streamed; a line that is not JSON, or out of place, is reported
-    as a replay would."""
-    decode = msgspec.json.Decoder().decode
-    for number, start, line in iter_records(source, offset, line_no, end):
-        try:
-            event = decode(line)
-        except msgspec.DecodeError as exc:
-            raise ReplayError(None, number, f"malformed JSON: {exc}") from None
-        if not isinstance(event, dict) or event.get("seq") != number:
-            raise ReplayError(None, number, f"expected the event with seq {number}")
-        yield number, start, line, event
-
-
 def read_log_events(path) -> Iterator[dict[str, Any]]:
     """The log's events as plain dicts, streamed (the projection takes any shape)."""
     for _line_no, _offset, _line, event in read_log_lines(path):
@@ -145,6 +129,7 @@ class Hub:
         if agent.agent_id in self._feeds:
             return
         feed = self._feeds[agent.agent_id] = _Feed(agent)
+        marks_of(agent.store).follow(agent)  # the chat's marks stay current, chat open or not
         removers = feed.removers  # what detach() takes back (closing the agent drops them all)
         removers.append(agent.add_event_listener(lambda event: self._on_event(feed, event)))
         removers.append(agent.add_delta_listener(lambda delta: self._on_delta(feed, delta)))
