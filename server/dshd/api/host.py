@@ -128,6 +128,7 @@ class OpenQuestion:
         self.answer: asyncio.Future = asyncio.get_running_loop().create_future()
         self._invalid: list[Any] = []  # answers that were no valid choice (the seam judges the last)
         self.resolution: Resolution | None = None  # set when the first valid answer came
+        self._settled: set[str] = set()  # clients whose ask ended and was looked at
         self._why: str | None = None  # why the last ask ended without an answer
 
     def offer(self, client: Client) -> None:
@@ -145,6 +146,7 @@ class OpenQuestion:
             entry[1].cancel()
 
     def _ended(self, client: Client, task: asyncio.Task) -> None:
+        self._settled.add(client.client_id)
         if self.answer.done():
             if self.resolution is not None and not task.cancelled() and task.exception() is None:
                 # Answered after the winner, before its ask could be withdrawn: changed nothing.
@@ -168,8 +170,8 @@ class OpenQuestion:
                 self.answer.set_result((client, answer, outcome))
                 return
             self._invalid.append(answer)
-        if any(not t.done() for _c, t in self.asks.values()):
-            return  # someone else may still answer
+        if any(client_id not in self._settled for client_id in self.asks):
+            return  # someone else may still answer (or did, and is looked at next)
         if self._invalid:
             self.answer.set_result((client, self._invalid[-1], None))
         else:
