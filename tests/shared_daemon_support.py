@@ -25,8 +25,8 @@ class Runtime:
     """A private runtime folder (short: a socket path has at most 107 bytes) and the
     daemons whose lock files are in it."""
 
-    def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="dshx-", dir="/tmp"))
+    def __init__(self, base: str = "/tmp") -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="dshx-", dir=base))
         os.chmod(self.path, 0o700)
         self.extra: dict[str, str] = {}  # more variables for the forwarders (DSHD_CONNECT_COPY)
 

@@ -9,8 +9,8 @@ opened twice is one live session).
   before anything else and held for the daemon's whole life. Only the holder unlinks a
   stale socket and binds, so of daemons started at once exactly one serves; the others
   see it answer and leave (or, while the holder is on its way out, wait for the lock).
-- Each connection: the peer's uid (``SO_PEERCRED``) must be ours, else it is closed
-  unanswered; its first line names the protocol (``dsh``: LSP framing, ``acp``: NDJSON,
+- Each connection: the peer's uid (``SO_PEERCRED``) must be ours, and the peer no process
+  this daemon started (an agent's command), else it is closed unanswered; its first line names the protocol (``dsh``: LSP framing, ``acp``: NDJSON,
   optionally followed by a JSON object of options); the daemon answers
   ``ok dshd <version> <pid>`` and runs that door over the connection. ``shutdown`` /
   ``exit`` or the end of input end that connection only.
@@ -300,6 +300,12 @@ class SharedDaemon:
         if uid != os.getuid():
             log.warning("refused a connection from uid %s (this daemon serves uid %d only)", uid, os.getuid())
             return
+        peer = _peer_pid(conn)
+        if peer is None or _runs_under_us(peer):
+            # A command the agent runs (its sandbox is our child, in a PID namespace that
+            # dies with it) must not become a client: it could answer its own approvals.
+            log.warning("refused a connection from pid %s: a process this daemon started", peer)
+            return
         try:
             line = await asyncio.wait_for(_recv_line(loop, conn), PROTOCOL_LINE_TIMEOUT_S)
         except (asyncio.TimeoutError, ConnectionError):
@@ -399,6 +405,31 @@ class SharedDaemon:
         finally:
             await door.shutdown()
             await connection.close()
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    try:
+        cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    except OSError:
+        return None
+    return int.from_bytes(cred[0:4], sys.byteorder) or None
+
+
+def _runs_under_us(pid: int) -> bool:
+    """``pid`` is this process or one of its descendants (read up the parent chain in
+    /proc). A chain that cannot be read counts as ours: fail closed."""
+    me = os.getpid()
+    for _ in range(4096):
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return True
+    return True
 
 
 def _options(rest: bytes) -> dict | None:

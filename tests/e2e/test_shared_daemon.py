@@ -441,3 +441,54 @@ def test_a_first_line_that_names_no_protocol_is_answered_and_closed(workspace: P
         assert _raw_first_line(sock, b"acp [1]\n").startswith(b"error the options after the protocol must be one JSON object")
         assert a.request("dsh/session/list", {}) is not None  # the daemon serves on
         assert a.shutdown_and_exit() == 0
+
+
+SOCKET_PROBE = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b"dsh\n")
+    got = s.recv(4096)
+except OSError as exc:
+    got = ("error %d" % exc.errno).encode()
+print("probe:", got.decode(errors="replace").strip() or "closed")
+"""
+
+
+@pytest.mark.sandbox
+def test_a_command_the_agent_runs_cannot_become_a_client(workspace: Path, tmp_path: Path) -> None:
+    """An agent's command that reaches the daemon's socket (the network on shares the
+    machine's sockets) is refused: it could answer its own approvals. Control: the same
+    probe run by the test, not by the daemon, is answered."""
+    from tests.sandbox_support import AVAILABLE, PYTHON, WHY_NOT
+
+    if not AVAILABLE:
+        pytest.skip(f"no sandbox here: {WHY_NOT}")
+    runtime = Runtime(base="/var/tmp")  # a workspace-write sandbox has a /tmp of its own
+    try:
+        import dshd_connect
+
+        sock = Path(dshd_connect.socket_path(str(workspace), env=runtime.env))  # where the daemon will listen
+        command = f"{PYTHON} -I probe.py {sock}"
+        replies = [{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}, {"text": "done"}]
+        write_workspace(workspace, replies=replies, plugins=["plan", "goals", "tools"],
+                        extra_config='\n[tools]\nsandbox = "workspace-write"\nnetwork = true\napprove = []\n')
+        (workspace / "probe.py").write_text(SOCKET_PROBE)
+        with forwarder(workspace, runtime) as a:
+            assert "result" in a.initialize(options={"trusted": True})  # network = true is the person's own
+            assert socket_file(runtime) == sock
+            mine = subprocess.run([PYTHON, "-I", str(workspace / "probe.py"), str(sock)], capture_output=True, text=True, timeout=30)
+            assert mine.stdout.startswith("probe: ok dshd "), mine  # the probe works, from outside
+            created = a.request("dsh/session/create", {})
+            assert a.request("dsh/agent/prompt", {"agentId": created["agentId"], "text": "probe"}, timeout=60)["stopReason"] == "end-turn"
+            [result] = [e for e in log_events(workspace, created["sessionId"]) if e["type"] == "tool/result"]
+            assert result["data"]["ok"], result["data"]
+            # It reached the socket (no ENOENT, EACCES or ECONNREFUSED): the daemon closed it unanswered.
+            assert any(f"probe: {end}" in result["data"]["content"] for end in ("closed", "error 104", "error 32")), result["data"]
+            log = sock.with_suffix(".log").read_text()
+            assert "a process this daemon started" in log, log
+            assert a.shutdown_and_exit() == 0
+    finally:
+        runtime.stop()
