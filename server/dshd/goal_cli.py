@@ -15,7 +15,8 @@ the answer is the wire's: ``status --json`` prints the GoalView editors get (or 
 
 Writes are compare-and-swap like every goal write: the command reads the current goal
 and writes with its ref; a goal changed in between is refused (``stale-revision``),
-never overwritten. Without ``--session`` the session changed last is meant.
+never overwritten. Without ``--session`` the session changed last is meant; without
+``--workspace``, the nearest folder from here up that holds ``.dsh``.
 """
 
 from __future__ import annotations
@@ -246,6 +247,16 @@ def open_goals(workspace: Path, session_id: str) -> LogGoals | DaemonGoals:
             connection.sock.close()
 
 
+def find_workspace(here: Path) -> Path:
+    """The nearest folder from ``here`` up that holds a ``.dsh`` folder (a real one, not a
+    link), as git finds its repository; ``here`` when none does."""
+    here = Path(os.path.realpath(here))
+    for folder in (here, *here.parents):
+        if (folder / ".dsh").is_dir() and not (folder / ".dsh").is_symlink():
+            return folder
+    return here
+
+
 def newest_session(workspace: Path) -> str:
     """The session whose log changed last (what `dshd goal` means without --session)."""
     from dshd.agent import is_session_id
@@ -294,7 +305,10 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("--session", metavar="ID", help="the session (default: the one changed last)")
-        p.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
+        p.add_argument(
+            "--workspace", type=Path, metavar="DIR",
+            help="the workspace (default: the nearest folder from here up that holds .dsh, else here)",
+        )
         p.add_argument("--json", action="store_true", help="print the answer as the wire's JSON (status: the GoalView)")
         return p
 
@@ -348,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.op == "edit" and args.objective is None and args.max_rounds is None and args.max_tokens is None:
         print("dshd goal edit: give --objective, --max-rounds and/or --max-tokens", file=sys.stderr)
         return EXIT_USAGE
-    workspace = Path(os.path.realpath(args.workspace))
+    workspace = Path(os.path.realpath(args.workspace)) if args.workspace is not None else find_workspace(Path.cwd())
     try:
         if not workspace.is_dir():
             raise GoalCommandError("invalid-params", f"no such folder: {workspace}", {"field": "workspace"})

@@ -191,6 +191,11 @@ def test_bad_input_is_a_clear_error_never_a_traceback(runtime, workspace, tmp_pa
     empty = write_workspace(tmp_path / "empty")
     proc = goal(runtime, empty, "status")
     assert proc.returncode == 1 and "no session in" in proc.stderr
+    # From a folder inside the workspace the command finds it (the nearest .dsh up).
+    inside = workspace / "src" / "deep"
+    inside.mkdir(parents=True)
+    proc = goal(runtime, inside, "status", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout) is None, proc.stderr
     # The good case in the same workspace as the refusals: the probe itself works.
     assert answer(goal(runtime, workspace, "create", "x", "--json"))["objective"] == "x"
     assert goal_ops(workspace, session) == ["create"]
