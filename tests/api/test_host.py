@@ -19,9 +19,17 @@ class Agent:
         self.agent_id, self.session_id, self.closed = "a-1", "s-1", False
         self.features = Features()
         self.closers: list = []
+        self.delta_listeners: list = []
+        self.event_listeners: list = []
 
     def on_close(self, fn) -> None:
         self.closers.append(fn)
+
+    def add_delta_listener(self, fn):
+        self.delta_listeners.append(fn)
+
+    def add_event_listener(self, fn):
+        self.event_listeners.append(fn)
 
 
 class Client:
@@ -55,7 +63,8 @@ class Client:
     async def ask_approval(self, request):
         return await self._ask()
 
-    def follow(self, agent) -> None: ...
+    def follow(self, agent, running) -> None:
+        self.running = running
     def unfollow(self, agent) -> None: ...
 
     def clients_changed(self, agent, clients) -> None:
@@ -178,3 +187,25 @@ def test_client_lists_mark_the_receiver_and_follow_leaving():
     host.on_empty = lambda: emptied.append(True)
     host.disconnect(a)
     assert emptied == [True]
+
+
+def test_a_client_attaching_mid_turn_gets_the_deltas_streamed_so_far():
+    from dshd.agent.deltas import AgentDelta
+    from dshd.folds.events import TurnClose
+
+    host, agent = Host(), Agent()
+    first = Client("first")
+    attach(host, agent, first)
+    assert first.running == []
+    pieces = [AgentDelta(1, 1, "text", text="Hello, "), AgentDelta(1, 1, "text", text="world")]
+    for delta in pieces:
+        for fn in agent.delta_listeners:
+            fn(delta)
+    late = Client("late")
+    attach(host, agent, late)
+    assert late.running == pieces  # the reply from its start
+    for fn in agent.event_listeners:
+        fn(TurnClose(seq=9, at="2026-12-01T00:00:00.000Z", turn=1, data={"turn": 1, "stopReason": "end-turn"}))
+    later = Client("later")
+    attach(host, agent, later)
+    assert later.running == []  # the turn ended: its deltas are in the log now

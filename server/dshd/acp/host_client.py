@@ -29,8 +29,8 @@ class AcpHostClient:
     async def ask_approval(self, request: Any) -> Any:
         return await self._approvals.ask(request)
 
-    def follow(self, agent: Any) -> None:
-        self.hub.attach(agent)
+    def follow(self, agent: Any, running: list[Any]) -> None:
+        self.hub.attach(agent)  # ACP shows no chat items: the running turn's deltas are not needed
 
     def unfollow(self, agent: Any) -> None:
         self.hub.detach(agent.agent_id)

@@ -40,6 +40,7 @@ from dshd.agent.approvals import ApprovalAnswer, ApprovalRequest, ApprovalsUnava
 from dshd.agent.questions import AgentRef, QuestionsUnavailable
 from dshd.agent.workspace import Workspace
 from dshd.api.unchosen_model import workspace_model
+from dshd.folds.events import TurnClose
 from dshd.services.goals import GoalService
 
 log = logging.getLogger("dshd.host")
@@ -81,7 +82,8 @@ class Client(Protocol):
     def can_answer(self, kind: QuestionKind) -> bool: ...
     async def ask_questions(self, agent: Any, questions: list[dict[str, Any]]) -> list[Any]: ...
     async def ask_approval(self, request: ApprovalRequest) -> ApprovalAnswer: ...
-    def follow(self, agent: Any) -> None: ...  # forward the agent's news from now on
+    def follow(self, agent: Any, running: list[Any]) -> None: ...  # forward the agent's news from now on
+    # (``running``: the deltas of the turn running now, streamed before this client came)
     def unfollow(self, agent: Any) -> None: ...  # stop forwarding it
     def clients_changed(self, agent: Any, clients: list[AttachedClient]) -> None: ...
     def question_resolved(self, resolution: Resolution) -> None: ...
@@ -237,6 +239,7 @@ class Host:
         self._attached: dict[str, dict[str, Client]] = {}  # agent id -> client id -> client, in attach order
         self._agents: dict[str, Any] = {}  # agent id -> the live agent some client is attached to
         self._open: dict[str, dict[str, OpenQuestion]] = {}  # agent id -> question id -> question
+        self._running: dict[str, list[Any]] = {}  # agent id -> the deltas of its running turn
 
     # ---- connections -----------------------------------------------------------------
 
@@ -299,11 +302,15 @@ class Host:
         if attached is None:
             attached = self._attached[agent.agent_id] = {}
             self._agents[agent.agent_id] = agent
+            # What the turn running now streamed so far: a client attaching mid-reply gets it.
+            running = self._running[agent.agent_id] = []
+            agent.add_delta_listener(running.append)
+            agent.add_event_listener(lambda event: running.clear() if isinstance(event, TurnClose) else None)
             agent.on_close(lambda: self._forget(agent.agent_id))
         if client.client_id in attached:
             return
         attached[client.client_id] = client
-        client.follow(agent)
+        client.follow(agent, list(self._running.get(agent.agent_id, ())))
         self._tell_clients(agent)
         for question in list(self._open.get(agent.agent_id, {}).values()):
             question.offer(client)
@@ -344,6 +351,7 @@ class Host:
     def _forget(self, agent_id: str) -> None:
         self._attached.pop(agent_id, None)
         self._agents.pop(agent_id, None)
+        self._running.pop(agent_id, None)
 
     def _tell_clients(self, agent: Any) -> None:
         attached = self.clients_of(agent)

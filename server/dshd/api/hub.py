@@ -124,11 +124,15 @@ class Hub:
         self.door = door
         self._feeds: dict[str, _Feed] = {}
 
-    def attach(self, agent: Any) -> None:
-        """Follow this agent (once; later calls do nothing). Its listeners go when it closes."""
+    def attach(self, agent: Any, running: list[AgentDelta] | None = None) -> None:
+        """Follow this agent (once; later calls do nothing). Its listeners go when it closes.
+        ``running``: the deltas of the turn running now, streamed before this connection
+        came (the host keeps them), so its chat shows the reply from its start."""
         if agent.agent_id in self._feeds:
             return
         feed = self._feeds[agent.agent_id] = _Feed(agent)
+        if running:
+            feed.running = list(running)
         marks_of(agent.store).follow(agent)  # the chat's marks stay current, chat open or not
         removers = feed.removers  # what detach() takes back (closing the agent drops them all)
         removers.append(agent.add_event_listener(lambda event: self._on_event(feed, event)))

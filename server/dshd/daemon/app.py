@@ -31,6 +31,8 @@ from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
 from dshd.api.hub import Hub
+from dshd.daemon.host import Host
+from dshd.daemon.host_client import HostClient
 from dshd.daemon import handlers, to_wire
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
@@ -57,9 +59,17 @@ def _invalid_init(field: str, message: str) -> DshRpcError:
     return DshRpcError(err["code"], err["message"], err["data"])
 
 
-class DshDaemon(DshServer):
-    def __init__(self) -> None:
+class DshDaemon(HostClient, DshServer):
+    """One dsh connection. ``host``: the process's Host, shared with the other
+    connections (the shared daemon); without one (``dshd serve``) the connection makes
+    its own and closes its sessions when it ends."""
+
+    def __init__(self, host: Host | None = None) -> None:
         super().__init__()
+        self._owns_host = host is None
+        self.host = Host() if host is None else host
+        self.host.connect(self)
+        self._init_host_client()
         self.dsh_workspace: Workspace | None = None
         self.config_report: LoadedConfig | None = None
         self.questions = WireQuestions(self)
@@ -92,20 +102,21 @@ class DshDaemon(DshServer):
         except DshError as exc:
             err = jsonrpc_error(exc.kind, exc.message, **exc.data)
             raise DshRpcError(err["code"], err["message"], err["data"]) from None
-        self.config_report = loaded
-        config = loaded.config
         experimental = params.capabilities.experimental if params.capabilities else None
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
         self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
-        self.dsh_workspace = Workspace(
-            root,
-            config,
-            questions=self.questions,
-            approvals=self.approvals,
-            # An untrusted folder's model left out: prompts are told why (api/unchosen_model.py).
-            model=workspace_model(loaded, editor_trust=True),
-        )
+        client_info = getattr(params, "client_info", None)
+        if client_info is not None and isinstance(client_info.name, str) and client_info.name.strip():
+            self.client_name = client_info.name.strip()
+        # Shared with every connection on this folder: the first one's config stands.
+        self.dsh_workspace, self.config_report = self.host.workspace(root, loaded, editor_trust=True)
+        if self.config_report is not loaded and self.config_report.to_dict() != loaded.to_dict():
+            logger.warning(
+                "workspace %s is already open in this daemon with the settings of the client that opened it first; "
+                "this client's settings are not used until the daemon restarts",
+                root,
+            )
         logger.info(
             "workspace %s (questions: %s, permissions: %s)",
             root, self.questions.client_can_answer, self.approvals.client_can_answer,
@@ -140,13 +151,21 @@ class DshDaemon(DshServer):
     async def on_stop(self) -> None:
         self.questions.fail_all()
         self.approvals.fail_all()
-        if self.dsh_workspace is not None:
-            await self.dsh_workspace.shutdown()
+        # This connection only: it leaves its sessions (the last one out disarms their goals).
+        self.host.disconnect(self)
+        if self._owns_host:
+            await self.host.shutdown()
 
     # ---- agents and notifications ------------------------------------------------
 
     def attach(self, agent) -> None:
-        """Forward this agent's changes to the client (once per agent)."""
+        """Attach this connection to the agent (once): the host tells every attached
+        connection, asks this one the agent's open questions, and calls follow_agent."""
+        self.host.attach(self, agent)
+
+    def follow_agent(self, agent, running=None) -> None:
+        """Forward this agent's changes to the client (once per agent); ``running``: the
+        deltas its running turn streamed before this connection came."""
         if self.hub.attached(agent.agent_id):
             return
         torn = agent.store.torn_tail
@@ -158,7 +177,7 @@ class DshDaemon(DshServer):
         if self._trace is not None:
             trace, sid = self._trace, agent.session_id
             agent.store.on_durable = lambda event: trace.write(f"{sid} {event.seq} {time.monotonic_ns()}\n")
-        self.hub.attach(agent)
+        self.hub.attach(agent, running)
 
     # The hub's door (dshd.api.hub.Door): each agent's news as dsh/* notifications,
     # carrying that agent's id only.

@@ -46,8 +46,8 @@ class HostClient:
     async def ask_approval(self, request: Any) -> Any:
         return await self.approvals.ask(request)
 
-    def follow(self, agent: Any) -> None:
-        self.follow_agent(agent)
+    def follow(self, agent: Any, running: list[Any]) -> None:
+        self.follow_agent(agent, running)
 
     def unfollow(self, agent: Any) -> None:
         self.hub.detach(agent.agent_id)
