@@ -200,8 +200,10 @@ class ChatMarks:
     def follow(self, agent: Any) -> None:
         """Keep the marks current while ``agent`` runs, whether or not anyone reads its chat
         (a headless or ACP-only run): at each due turn/open, the few hundred events since the
-        last mark are projected (soon after, on the loop) and the boundary is recorded."""
-        if self._following or self.store.state.seq - self.last.seq > FOLLOW_GAP:
+        last mark are projected (soon after, on the loop) and the boundary is recorded; while
+        the stretch since the last mark is longer than FOLLOW_GAP (a log from before marks,
+        until a first look reads it) nothing is read."""
+        if self._following:
             return
         self._following = True
         self._tools = agent.tools
