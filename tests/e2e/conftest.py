@@ -69,6 +69,7 @@ class Daemon:
         # True: start daemons with initializationOptions.trusted, for tests whose workspace
         # config loosens guarded keys (approve, sandbox) as the person's own settings.
         self.trusted = False
+        self.runtime = None  # the shared daemon's runtime folder, with DSHD_E2E_VIA=connect
 
     async def start(
         self,
@@ -87,8 +88,19 @@ class Daemon:
         env = {**os.environ, "DSHD_LOG_LEVEL": os.environ.get("DSHD_LOG_LEVEL", "WARNING"), **(env or {})}
         if self.trusted:
             init_options = {"trusted": True, **(init_options or {})}
+        command = None
+        if os.environ.get("DSHD_E2E_VIA") == "connect":
+            # By hand: DSHD_E2E_VIA=connect runs these tests through `dshd connect` and one
+            # shared daemon per test (tests that kill "the daemon" then kill the forwarder).
+            from tests.shared_daemon_support import Runtime, connect_command
+
+            if self.runtime is None:
+                self.runtime = Runtime()
+            env = {**env, **self.runtime.env}
+            command = connect_command()
         await client.start(
-            self.root, config=config, questions=questions, env=env, init_options=init_options, permissions=permissions
+            self.root, config=config, questions=questions, env=env, init_options=init_options, permissions=permissions,
+            command=command,
         )
         self.clients.append(client)
         return client
@@ -97,6 +109,8 @@ class Daemon:
         for client in self.clients:
             if not client.lsp.stopped:
                 await client.stop()
+        if self.runtime is not None:
+            self.runtime.stop()
 
 
 @pytest.fixture
