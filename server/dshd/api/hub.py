@@ -90,6 +90,7 @@ class _Feed:
         self.chat_from = 0  # the chat holds the items after this seq (a chat mark's; 0: the whole log)
         self.marks: ChatMarks | None = None  # the session's chat marks, once the chat is read
         self.segments: dict[int, list[ChatItem]] = {}  # mark index -> the items up to the next mark
+        self.last_build: asyncio.Future | None = None  # the last read of the live chat (done: its outcome)
         self.removers: list = []  # the agent's listeners this feed added (detach takes them back)
 
 
@@ -204,7 +205,7 @@ class Hub:
                 feed.marks = marks_of(agent.store)
                 start = feed.marks.last
                 feed.chat_from = start.seq
-                feed.building = asyncio.ensure_future(self._build(feed, start))
+                feed.building = feed.last_build = asyncio.ensure_future(self._build(feed, start))
                 feed.building.add_done_callback(_report_failed_build)
             if after_seq == 0 and limit is not None and before_seq is None and feed.chat_from == 0:
                 answer = asyncio.get_running_loop().create_future()
@@ -393,8 +394,8 @@ class Hub:
                 return items, next_seq
             index += 1
         items, next_seq = page_after_list(older, after_seq, limit)
-        if feed.chat is None:
-            await asyncio.shield(feed.building)  # the page goes on into the live chat
+        if feed.chat is None:  # the page goes on into the live chat (a failed read: its error)
+            await asyncio.shield(feed.building or feed.last_build)
         rest, rest_next = feed.chat.page(feed.chat_from, limit - counted_items(items))
         return items + rest, rest_next if rest_next > feed.chat_from else next_seq
 
