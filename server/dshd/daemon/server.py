@@ -501,12 +501,6 @@ class DshServer:
         self.protocol.shut_down = True
         self.protocol.send_response(msg_id, None)
 
-    def _cancel_handling(self) -> None:
-        for task in list(self._handling.values()):
-            task.cancel()
-        self._handling.clear()
-
-
 async def _call(handler: Handler, params: Any) -> Any:
     return handler(params)
 
@@ -532,9 +526,10 @@ async def serve_connection(server: DshServer, reader: asyncio.StreamReader, writ
         try:
             await server.on_stop()
         finally:
-            # Nothing more goes out: answers of requests still running have nobody to read them.
+            # Nothing more goes out. Requests still running are not cancelled (a turn this
+            # connection started may be watched by others on the shared daemon): their
+            # answers have nobody to read them and are dropped. Our asks fail closed.
             server.protocol.writer = None
-            server._cancel_handling()
             server.protocol.fail_requests(RuntimeError("the connection ended"))
             writer.close()
 
