@@ -120,6 +120,20 @@ async def test_a_client_without_a_name_is_client_n(tmp_path, host):
     assert listing["clients"] == [{"clientId": a.daemon.client_id, "clientName": f"client {number}", "you": True}]
 
 
+async def test_a_client_name_is_escaped_and_cut_before_others_read_it(tmp_path, host):
+    write_workspace(tmp_path)
+    a = await join(host, tmp_path, "Alpha")
+    created = await a.call("dsh/session/create", {})
+    b = await join(host, tmp_path, "evil\u202etxt.exe\nsecond line " + "x" * 200)
+    await b.call("dsh/session/open", {"sessionId": created["sessionId"]})
+    [(_, _), (name, you)] = (await a.until(lambda: [c for c in a.clients_seen() if len(c) == 2]))[-1]
+    assert you is False
+    assert name.startswith("evil\\u202etxt.exe\\nsecond line x") and "\u202e" not in name and "\n" not in name
+    assert len(name) == 80 and name.endswith("…")
+    # Control: a plain name is kept as given.
+    assert a.clients_seen()[-1][0] == ("Alpha", True)
+
+
 # ---- D-5: one answer wins --------------------------------------------------------------------
 
 

@@ -61,7 +61,7 @@ from dshd.acp.questions import AcpQuestions
 from dshd.acp.transport import LineTransport
 from dshd.agent.config_layers import load_layers, user_config_path
 from dshd.api.escape import shown
-from dshd.api.host import Host
+from dshd.api.host import Host, client_name
 from dshd.api.hub import Hub
 from dshd.api.words import STOP_REASONS as STOP_REASON_WORDS
 from dshd.api.unchosen_model import workspace_model
@@ -159,9 +159,7 @@ class AcpDoor(AcpHostClient):
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
         self._questions = AcpQuestions(self.peer, timeout_s=timeout)
         self._approvals = AcpApprovals(self.peer, timeout_s=timeout)
-        name = getattr(client_info, "name", None)
-        if isinstance(name, str) and name.strip():
-            self.client_name = name.strip()
+        self.client_name = client_name(getattr(client_info, "name", None), self.client_name)
         # Shared with every connection on this folder (the first one's config stands);
         # the folder's model left out when untrusted: prompts say so.
         self.workspace, loaded = self.host.workspace(self.root, loaded, editor_trust=False)

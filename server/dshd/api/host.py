@@ -39,6 +39,7 @@ import attrs
 from dshd.agent.approvals import ApprovalAnswer, ApprovalRequest, ApprovalsUnavailable
 from dshd.agent.questions import AgentRef, QuestionsUnavailable
 from dshd.agent.workspace import Workspace
+from dshd.api.escape import shown
 from dshd.api.unchosen_model import workspace_model
 from dshd.folds.events import TurnClose
 from dshd.services.goals import GoalService
@@ -226,6 +227,17 @@ class SharedApprovals:
 
 
 _ASKED = {"plan-review": "plan reviews", "permission": "approvals"}
+CLIENT_NAME_MAX = 80  # characters of a client's own name kept (what other clients show)
+
+
+def client_name(given: Any, fallback: str) -> str:
+    """The name a client gave at initialize, as other people will read it: one line,
+    escaped (api/escape.py: no control or bidi character can disguise who answered),
+    at most CLIENT_NAME_MAX characters; ``fallback`` when it gave none."""
+    if not isinstance(given, str) or not given.strip():
+        return fallback
+    name = shown(given.strip())
+    return name if len(name) <= CLIENT_NAME_MAX else name[: CLIENT_NAME_MAX - 1] + "…"
 
 
 class Host:
@@ -424,4 +436,5 @@ __all__ = [
     "Resolution",
     "SharedApprovals",
     "SharedQuestions",
+    "client_name",
 ]

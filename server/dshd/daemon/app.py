@@ -31,7 +31,7 @@ from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
 from dshd.api.hub import Hub
-from dshd.daemon.host import Host
+from dshd.daemon.host import Host, client_name
 from dshd.daemon.host_client import HostClient
 from dshd.daemon import handlers, to_wire
 from dshd.daemon.permissions import WireApprovals
@@ -106,9 +106,7 @@ class DshDaemon(HostClient, DshServer):
         dsh_caps = experimental.get("dsh") if isinstance(experimental, dict) else None
         self.questions.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("questions") is True
         self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
-        client_info = getattr(params, "client_info", None)
-        if client_info is not None and isinstance(client_info.name, str) and client_info.name.strip():
-            self.client_name = client_info.name.strip()
+        self.client_name = client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name)
         # Shared with every connection on this folder: the first one's config stands.
         self.dsh_workspace, self.config_report = self.host.workspace(root, loaded, editor_trust=True)
         if self.config_report is not loaded and self.config_report.to_dict() != loaded.to_dict():

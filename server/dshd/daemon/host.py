@@ -16,6 +16,6 @@ both); ``await host.shutdown()`` closes every session when the process stops.
 shuts it down when stdio ends.
 """
 
-from dshd.api.host import AttachedClient, Client, Host, OpenQuestion, QuestionKind, Resolution
+from dshd.api.host import AttachedClient, Client, Host, OpenQuestion, QuestionKind, Resolution, client_name
 
-__all__ = ["AttachedClient", "Client", "Host", "OpenQuestion", "QuestionKind", "Resolution"]
+__all__ = ["AttachedClient", "Client", "Host", "OpenQuestion", "QuestionKind", "Resolution", "client_name"]
