@@ -18,6 +18,7 @@ works (and fails clearly) whatever state the rest of the package is in.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -396,9 +397,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        return _run_external("dshd.daemon.app:serve", "serve", [])
-    if argv[0] == "serve":
+    if not argv or argv[0] == "serve":
+        # No cyclic garbage collection while the daemon's modules load (they make only
+        # objects that live for the process): the first initialize answer freezes them
+        # out of every later collection and turns collection back on (daemon/server.py).
+        gc.disable()
         return _run_external("dshd.daemon.app:serve", "serve", argv[1:])
     if argv[0] == "acp":
         if "--stdio" not in argv[1:]:

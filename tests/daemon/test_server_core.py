@@ -132,3 +132,27 @@ async def test_a_fault_is_32603_without_its_traceback_and_the_server_goes_on(tmp
     assert (await client.call("t/nope", {}))["error"] == {"code": -32601, "message": "Method Not Found: t/nope"}
     client.writer.close()
     await asyncio.wait_for(served, 10)
+
+
+async def test_the_first_initialize_turns_collection_back_on_after_start_up(tmp_path: Path) -> None:
+    """`dshd serve` loads with cyclic collection off (cli.py); initialize's answer ends
+    start-up: the start-up objects frozen, collection on again."""
+    import gc
+
+    frozen_before = gc.get_freeze_count()
+    gc.disable()
+    try:
+        server, client, served = await started(tmp_path)
+        assert gc.isenabled() and gc.get_freeze_count() > frozen_before
+        # Control: with collection on (the shared daemon), a later initialize leaves it as it is.
+        (reader, writer), other = await connected_pair()
+        second = asyncio.ensure_future(serve_connection(Probe(), reader, writer))
+        frozen = gc.get_freeze_count()
+        assert "result" in await other.call("initialize", INIT)
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.enable()
+        gc.unfreeze()
+    for c, s in ((client, served), (other, second)):
+        c.writer.close()
+        await asyncio.wait_for(s, 10)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import functools
+import gc
 import inspect
 import json
 import logging
@@ -483,6 +484,8 @@ class DshServer:
         except Exception as exc:
             self.protocol.send_error(msg_id, self._error_answer(msg_id, exc))
             return
+        finally:
+            _end_of_start_up()
         self.initialized = True  # only a successful initialize counts
         capabilities = {
             "positionEncoding": position_encoding(parsed.capabilities),
@@ -500,6 +503,16 @@ class DshServer:
         self.protocol.fail_requests()
         self.protocol.shut_down = True
         self.protocol.send_response(msg_id, None)
+
+def _end_of_start_up() -> None:
+    """`dshd serve` loads its modules with cyclic collection off (cli.py): what start-up
+    made lives as long as the process, so it is frozen out of every later collection
+    (each full one would walk it again) and collection is turned back on. A no-op when
+    collection is on (the shared daemon, tests)."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
 
 async def _call(handler: Handler, params: Any) -> Any:
     return handler(params)
