@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcException
 
 from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.questions import ANSWER_TIMEOUT_S
@@ -37,7 +35,7 @@ from dshd.daemon import handlers, to_wire
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.rpc_errors import DshRpcError
-from dshd.daemon.server import DshServer
+from dshd.daemon.server import DshServer, InitializeParams
 from dshd.api.unchosen_model import workspace_model
 from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
@@ -46,6 +44,8 @@ from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error
 from dshd_protocol.types import DshInitializationOptions
 
 logger = logging.getLogger("dshd.daemon")
+
+MESSAGE_TYPE_WARNING = 2  # LSP's MessageType.Warning
 
 def _uri_to_path(uri: str) -> Path:
     parsed = urlparse(uri)
@@ -79,14 +79,13 @@ class DshDaemon(HostClient, DshServer):
         # bench/rpc.py to measure fsync -> client holds the notification.
         trace_path = os.environ.get("DSHD_TRACE_DURABLE")
         self._trace = open(trace_path, "a", buffering=1) if trace_path else None
-        # pygls tags the handler with attributes: a plain function, not a bound method.
-        self.feature(types.INITIALIZE)(lambda params: self._on_initialize(params))
-        self.feature(types.INITIALIZED)(lambda params: self._on_initialized())
+        self.feature("initialize")(self._on_initialize)
+        self.feature("initialized")(lambda params: self._on_initialized())
         handlers.register(self)
 
     # ---- lifecycle ----------------------------------------------------------------
 
-    def _on_initialize(self, params: types.InitializeParams) -> None:
+    def _on_initialize(self, params: InitializeParams) -> None:
         root = self._workspace_root(params)
         raw = params.initialization_options
         try:
@@ -126,10 +125,10 @@ class DshDaemon(HostClient, DshServer):
         if notice is not None:
             logger.warning("%s", notice)
             self.protocol.notify(
-                types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=types.MessageType.Warning, message=notice)
+                "window/showMessage", {"type": MESSAGE_TYPE_WARNING, "message": notice}
             )
 
-    def _workspace_root(self, params: types.InitializeParams) -> Path:
+    def _workspace_root(self, params: InitializeParams) -> Path:
         try:
             if params.root_uri:
                 return _uri_to_path(params.root_uri)
@@ -215,9 +214,9 @@ class ClientLogHandler(logging.Handler):
     panel), besides stderr. Records raised while sending are not sent again."""
 
     LEVELS = {
-        logging.ERROR: types.MessageType.Error,
-        logging.WARNING: types.MessageType.Warning,
-        logging.INFO: types.MessageType.Info,
+        logging.ERROR: 1,  # LSP's MessageType: Error, Warning, Info, Log
+        logging.WARNING: 2,
+        logging.INFO: 3,
     }
 
     def __init__(self, server: DshServer, level: int) -> None:
@@ -228,11 +227,11 @@ class ClientLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if self._sending or self._server.protocol.writer is None:
             return
-        kind = next((v for k, v in self.LEVELS.items() if record.levelno >= k), types.MessageType.Log)
+        kind = next((v for k, v in self.LEVELS.items() if record.levelno >= k), 4)
         self._sending = True
         try:
             self._server.protocol.notify(
-                types.WINDOW_LOG_MESSAGE, types.LogMessageParams(type=kind, message=self.format(record))
+                "window/logMessage", {"type": kind, "message": self.format(record)}
             )
         except Exception:
             pass
@@ -243,8 +242,8 @@ class ClientLogHandler(logging.Handler):
 def serve(argv: list[str] | None = None) -> int:
     from dshd.daemon.server import run_stdio
 
-    # stderr gets DSHD_LOG_LEVEL (default WARNING: pygls logs every message at INFO,
-    # which halves throughput); the editor's output panel gets dshd's own INFO and up.
+    # stderr gets DSHD_LOG_LEVEL (default WARNING: logging every message at INFO halves
+    # throughput); the editor's output panel gets dshd's own INFO and up.
     stderr_level = logging.getLevelName(os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper())
     client_level = logging.getLevelName(os.environ.get("DSHD_CLIENT_LOG_LEVEL", "INFO").upper())
     stream = logging.StreamHandler()
