@@ -18,17 +18,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 
 from dshd.agent.config_layers import LoadedConfig, load_layers, user_config_path
 from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
-from dshd.api.hub import Hub
 from dshd.daemon.host import Host, client_name
 from dshd.daemon.host_client import HostClient
 from dshd.daemon import handlers, to_wire
@@ -42,6 +43,9 @@ from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
 from dshd_protocol import InvalidMessage, from_wire, jsonrpc_error
 from dshd_protocol.types import DshInitializationOptions
+
+if TYPE_CHECKING:
+    from dshd.api.hub import Hub
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -74,7 +78,6 @@ class DshDaemon(HostClient, DshServer):
         self.config_report: LoadedConfig | None = None
         self.questions = WireQuestions(self)
         self.approvals = WireApprovals(self)
-        self.hub = Hub(self)
         # DSHD_TRACE_DURABLE=<file>: "sessionId seq monotonic_ns" per durable event, for
         # bench/rpc.py to measure fsync -> client holds the notification.
         trace_path = os.environ.get("DSHD_TRACE_DURABLE")
@@ -82,6 +85,14 @@ class DshDaemon(HostClient, DshServer):
         self.feature("initialize")(self._on_initialize)
         self.feature("initialized")(lambda params: self._on_initialized())
         handlers.register(self)
+
+    @functools.cached_property
+    def hub(self) -> Hub:
+        """The connection's fan-out of its agents' news, made when the first agent is
+        followed: the chat projection it brings is not needed to answer initialize."""
+        from dshd.api.hub import Hub
+
+        return Hub(self)
 
     # ---- lifecycle ----------------------------------------------------------------
 
