@@ -382,6 +382,14 @@ def _passable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
+def _same_file(fd_a: int, fd_b: int) -> bool:
+    """One socket as both stdin and stdout. asyncio's write side of a socket watches it
+    for reading to learn that the peer closed, so data arriving there could read as that:
+    such a pair is copied, not handed over."""
+    a, b = os.fstat(fd_a), os.fstat(fd_b)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def hand_over(conn: Connection, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
     """Pass our stdin and stdout to the daemon (SCM_RIGHTS), which then reads and writes
     them itself: no byte goes through this process. Then wait until the daemon ends the
@@ -404,7 +412,7 @@ def hand_over(conn: Connection, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
 def _run(workspace: str, protocol: str, options: dict | None, start: bool) -> int:
     # Pipes and sockets (what editors and ACP clients give a child) are handed to the
     # daemon; anything else (a terminal, a file) is copied through this process.
-    passing = not os.environ.get("DSHD_CONNECT_COPY") and _passable(0) and _passable(1)
+    passing = not os.environ.get("DSHD_CONNECT_COPY") and _passable(0) and _passable(1) and not _same_file(0, 1)
     if passing:
         options = {**(options or {}), "fds": True}
     try:

@@ -492,3 +492,26 @@ def test_a_command_the_agent_runs_cannot_become_a_client(workspace: Path, tmp_pa
             assert a.shutdown_and_exit() == 0
     finally:
         runtime.stop()
+
+
+def test_one_socket_as_stdin_and_stdout_is_copied_through(workspace: Path, runtime: Runtime) -> None:
+    """A client that gives `dshd connect` one socket for both (socat does): copied, and it works."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(connect_command(), cwd=workspace, env={**os.environ, **runtime.env},
+                            stdin=theirs, stdout=theirs, stderr=subprocess.PIPE)
+    theirs.close()
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}}).encode()
+        ours.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        ours.settimeout(60)
+        data = b""
+        while b'"id": 1' not in data and b'"id":1' not in data:
+            chunk = ours.recv(65536)
+            assert chunk, proc.stderr.read() if proc.poll() is not None else "closed"
+            data += chunk
+        assert b'"capabilities"' in data
+        assert runtime.daemon_pid()
+    finally:
+        ours.close()
+        assert proc.wait(20) in (0, 1)
