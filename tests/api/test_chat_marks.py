@@ -21,6 +21,7 @@ from agent_support import make_workspace
 from tests.api.test_chat_pages import Door, as_json, projected, random_log
 
 from dshd.api import chat_marks
+from dshd.api import hub as hub_module
 from dshd.api.chat import ChatCarry, ChatProjection, counted_items, page_after_list, page_before_list
 from dshd.daemon.to_wire import chat_item as to_json
 from dshd.api.hub import Hub
@@ -148,6 +149,26 @@ async def test_a_new_daemon_reads_only_the_tail_for_the_newest_page(tmp_path, mo
         if building is not None:
             await building
         assert counting.events <= 3 * 12 + 40, after
+    # A page read from segments lets the loop run other work between its slices (a request
+    # behind it is answered meanwhile); control: the synchronous whole read lets none run.
+    monkeypatch.setattr(hub_module, "SLICE_S", 0.0)
+    monkeypatch.setattr(hub_module, "CLOCK_EVERY", 1)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    ticking = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0)
+    before_ticks = ticks
+    Hub(Door()).chat(agent)
+    assert ticks == before_ticks
+    page = await Hub(Door()).chat_page(agent, before_seq=last_seq // 2, limit=5)
+    assert ticks > before_ticks + 4 and as_json(page) == as_json(_before(reference[0], last_seq // 2, 5))
+    ticking.cancel()
     # The whole list, asked of a hub that read only the tail, is the whole log's (and then stays whole).
     assert as_json(await hub.chat_page(agent)) == as_json(reference)
     assert feed.chat_from == 0 and as_json(await hub.chat_page(agent, before_seq=NEWEST, limit=6)) == as_json(newest)

@@ -57,6 +57,7 @@ BYTES_PER_S = 200_000  # the most a streaming item sends a second, once its text
 
 SLICE_S = 0.005  # the longest a chat build holds the event loop at a time
 PAUSE_TURNS = 4  # then the loop turns this often without it: a request read meanwhile is answered
+CLOCK_EVERY = 64  # events projected between two looks at the clock
 SEGMENTS_KEPT = 8  # the segments between chat marks a connection keeps (pages read on around them)
 
 log = logging.getLogger(__name__)
@@ -258,7 +259,7 @@ class Hub:
             previous = line
             if record and feed.first_pages:
                 self._answer_first_pages(feed, projection)
-            if count % 64 == 0 and time.perf_counter() > slice_end:
+            if count % CLOCK_EVERY == 0 and time.perf_counter() > slice_end:
                 yield
                 slice_end = time.perf_counter() + SLICE_S
         return projection
