@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { resolveCommand } from './command';
-import { configOverrides, locateTomlKey, serverArgs, type ServerMode } from './startup';
+import { configOverrides, locateTomlKey, serverArgs, settingsNotInForce, type ServerMode } from './startup';
 import { PROTOCOL_VERSION, type DshMethods, type DshRequest, type DshServerCapabilities } from './protocol';
 import {
   CloseAction, ErrorAction, LanguageClient, ResponseError, State,
@@ -172,7 +172,41 @@ export class Daemon implements vscode.Disposable {
     started = true;
     this.lastError = undefined;
     this.emit('running');
+    this.sharedSettingsNotInForce = [];
+    this.sharedSettingsChecked = this.mode === 'connect' ? this.checkSharedSettings(overrides) : Promise.resolve();
     return true;
+  }
+
+  /** What the last connection to a shared daemon found not in force there (tests read it). */
+  sharedSettingsNotInForce: string[] = [];
+  /** Settles when that was read (the warning, if any, is on its way then). */
+  sharedSettingsChecked: Promise<void> = Promise.resolve();
+
+  /**
+   * The shared daemon keeps the config and trust of the client that started it while it lives:
+   * when this window's differ, the person is told what is in force instead, and how to get theirs.
+   */
+  private async checkSharedSettings(overrides: Record<string, unknown> | undefined): Promise<void> {
+    const generation = this.generation;
+    let differ: string[];
+    try {
+      const inForce = await this.request('dsh/config/get', {});
+      differ = settingsNotInForce(overrides, inForce.effective, vscode.workspace.isTrusted, inForce.trusted);
+    } catch (e) {
+      this.output.appendLine(`dsh/config/get: ${asDaemonError(e).message}`);
+      return;
+    }
+    if (generation !== this.generation) return;
+    this.sharedSettingsNotInForce = differ;
+    if (!differ.length) return;
+    const message = `This window joined the workspace's shared dshd daemon, which another client started with other settings: ${differ.join('; ')}. `
+      + 'Yours apply when the daemon starts again (once every editor on this folder has left it), or in a daemon of this window\'s own.';
+    this.output.appendLine(message);
+    const own = 'Use a Daemon of This Window\'s Own';
+    void vscode.window.showWarningMessage(message, own, 'Show Log').then(async (pick) => {
+      if (pick === own) await vscode.workspace.getConfiguration('dsh').update('server.mode', 'serve', vscode.ConfigurationTarget.Workspace);
+      if (pick === 'Show Log') this.output.show();
+    });
   }
 
   private fail(why: string, fix: string) {

@@ -35,6 +35,40 @@ export function serverArgs(mode: string | undefined, extra: readonly string[], f
   return mode === 'serve' ? ['serve', ...extra] : ['connect', '--workspace', folder, ...extra];
 }
 
+/** The value at a dotted path of a table (undefined when any part is missing). */
+function at(table: unknown, dotted: string): unknown {
+  let v: unknown = table;
+  for (const k of dotted.split('.')) {
+    if (!v || typeof v !== 'object' || Array.isArray(v) || !(k in (v as object))) return undefined;
+    v = (v as Table)[k];
+  }
+  return v;
+}
+
+/** Every leaf of a table as a dotted path (a list is one leaf). */
+function leaves(table: Table, prefix = ''): [string, unknown][] {
+  return Object.entries(table).flatMap(([k, v]) => (v && typeof v === 'object' && !Array.isArray(v)
+    ? leaves(v as Table, `${prefix}${k}.`) : [[`${prefix}${k}`, v] as [string, unknown]]));
+}
+
+/**
+ * What this window asked of the daemon and is not in force there: a shared daemon keeps the config
+ * and the trust of the client that started it while it lives. `sent`: this window's overrides;
+ * `effective` and `trustedThere`: what `dsh/config/get` answers. Empty when all is as asked.
+ */
+export function settingsNotInForce(sent: Table | undefined, effective: unknown, trustedHere: boolean, trustedThere: boolean): string[] {
+  const out: string[] = [];
+  if (trustedHere !== trustedThere) {
+    out.push(trustedThere ? 'the folder is trusted there (its .dsh/config.toml applies in full)'
+      : 'the folder is not trusted there (its .dsh/config.toml may not choose the model server, the key or a looser sandbox)');
+  }
+  for (const [key, mine] of leaves(sent ?? {})) {
+    const there = at(effective, key);
+    if (JSON.stringify(there) !== JSON.stringify(mine)) out.push(`${key} is ${there === undefined ? 'not set' : JSON.stringify(there)} there, not ${JSON.stringify(mine)}`);
+  }
+  return out;
+}
+
 /** `exit status 1`, `killed by SIGKILL`: how a person reads a process's end. */
 export function describeExit(code: number | null, signal: string | null): string {
   if (signal) return `killed by ${signal}`;

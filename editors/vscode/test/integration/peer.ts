@@ -21,8 +21,12 @@ export class Peer {
   readonly asks: PeerAsk[] = [];
   private constructor(readonly name: string, readonly child: ChildProcess, readonly conn: rpc.MessageConnection) {}
 
-  /** Starts `<dshd> connect --workspace <folder>` and initializes as `name` (answering questions and approvals). */
-  static async start(dshd: string, folder: string, name: string, env: NodeJS.ProcessEnv = process.env): Promise<Peer> {
+  /**
+   * Starts `<dshd> connect --workspace <folder>` and initializes as `name` (answering questions and
+   * approvals; `trusted`: what it says of the folder, true unless told).
+   */
+  static async start(dshd: string, folder: string, name: string, opts: { trusted?: boolean } = {}): Promise<Peer> {
+    const env = process.env;
     const child = spawn(dshd, ['connect', '--workspace', folder], { cwd: folder, stdio: ['pipe', 'pipe', 'pipe'], env });
     let stderr = '';
     child.stderr!.on('data', (b: Buffer) => { stderr = (stderr + b.toString()).slice(-4000); });
@@ -48,7 +52,7 @@ export class Peer {
       processId: process.pid, clientInfo: { name }, rootUri: `file://${folder}`,
       workspaceFolders: [{ uri: `file://${folder}`, name: 'ws' }],
       capabilities: { experimental: { dsh: { questions: true, permissions: true } } },
-      initializationOptions: { trusted: true },
+      initializationOptions: { trusted: opts.trusted ?? true },
     });
     await Promise.race([init, exited]);
     await conn.sendNotification('initialized', {});

@@ -45,6 +45,9 @@ test('VS Code reaches the workspace\'s shared daemon through dshd connect (the d
   const s = await vscode.commands.executeCommand<{ sessionId: string }>('dsh.session.new', { title: 'one session, two clients' });
   assert.ok(s?.sessionId);
   assert.equal(c.statusText().others, undefined, 'nobody else is attached yet');
+  // The daemon was started for this window: its settings are the ones in force (no false warning).
+  await c.daemon.sharedSettingsChecked;
+  assert.deepEqual(c.daemon.sharedSettingsNotInForce, []);
 });
 
 test('another client opens the same session: it gets the live agent, and each sees the other attached', async () => {
@@ -207,6 +210,23 @@ test('the shared daemon is killed mid-turn: VS Code says so once, dshd connect s
   assert.equal(c.statusText().busy, false);
   assert.equal(c.noticesShown.length >= shown, true);
   await screenshot('shared-daemon-killed');
+});
+
+test('a shared daemon another client started with other settings: VS Code says what is in force instead, and how to get its own', async () => {
+  await c.daemon.stop();
+  await waitFor('the idle daemon to exit', () => daemonPid() === undefined, 30000);
+  // Another client starts the workspace's daemon first, saying the folder is not trusted.
+  const wary = await Peer.start(dshd(), folder(), 'wary client', { trusted: false });
+  try {
+    assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
+    await c.daemon.sharedSettingsChecked;
+    assert.match(c.daemon.sharedSettingsNotInForce[0], /^the folder is not trusted there/);
+    const said = await waitFor('the warning', async () => (await notificationTexts()).find((t) => t.includes('another client started with other settings')), 20000);
+    assert.match(said, /Yours apply when the daemon starts again/);
+    await screenshot('shared-settings-not-in-force');
+  } finally {
+    await wary.close();
+  }
 });
 
 export async function run(): Promise<void> { await runAll(); }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { configOverrides, describeExit, locateTomlKey, serverArgs } from '../../src/startup';
+import { configOverrides, describeExit, locateTomlKey, serverArgs, settingsNotInForce } from '../../src/startup';
 
 test('dshd is reached through the shared daemon by default, or served for this window alone', () => {
   assert.deepEqual(serverArgs(undefined, [], '/w/proj'), ['connect', '--workspace', '/w/proj']);
@@ -46,4 +46,15 @@ test('a config key is found under its table, as a dotted key, or at its table he
   assert.deepEqual(locateTomlKey(toml, 'goals.maxTokens'), { line: 2, column: 0 }); // absent: its table
   assert.deepEqual(locateTomlKey('tools.sandbox = "x"\n', 'tools.sandbox'), { line: 0, column: 0 });
   assert.equal(locateTomlKey(toml, 'context.compactAt'), undefined);
+});
+
+test('settings a shared daemon does not use (another client started it) are named, with what is in force', () => {
+  const effective = { model: { provider: 'scripted', script: 'script.json' }, goals: { maxRounds: 20 }, tools: { approve: ['write', 'exec'] } };
+  assert.deepEqual(settingsNotInForce(undefined, effective, true, true), []);
+  assert.deepEqual(settingsNotInForce({ goals: { maxRounds: 20 }, tools: { approve: ['write', 'exec'] } }, effective, true, true), []);
+  assert.deepEqual(settingsNotInForce({ model: { provider: 'openai', model: 'gpt-4.1-mini' } }, effective, true, true),
+    ['model.provider is "scripted" there, not "openai"', 'model.model is not set there, not "gpt-4.1-mini"']);
+  assert.deepEqual(settingsNotInForce({ tools: { approve: ['exec'] } }, effective, true, true), ['tools.approve is ["write","exec"] there, not ["exec"]']);
+  assert.match(settingsNotInForce(undefined, effective, true, false)[0], /^the folder is not trusted there/);
+  assert.match(settingsNotInForce(undefined, effective, false, true)[0], /^the folder is trusted there/);
 });
