@@ -79,7 +79,9 @@ def rows_by_id(listed: dict) -> dict[str, dict]:
     return {row["sessionId"]: row for row in listed["sessions"]}
 
 
-@pytest.mark.parametrize("name", ["projection.json.tmp", "log.lock", "log.jsonl", "projection.json", "torn-1.bin"])
+@pytest.mark.parametrize(
+    "name", ["projection.json.tmp", "log.lock", "log.jsonl", "projection.json", "torn-1.bin", "chat-marks.json", "chat-marks.json.tmp"]
+)
 async def test_a_session_file_that_is_a_link_is_refused_and_nothing_outside_changes(tmp_path, daemons, name):
     root = write_workspace(daemons.root, replies=[{"text": "fine"}])
     home = outside(tmp_path)
