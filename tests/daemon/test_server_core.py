@@ -156,3 +156,42 @@ async def test_the_first_initialize_turns_collection_back_on_after_start_up(tmp_
     for c, s in ((client, served), (other, second)):
         c.writer.close()
         await asyncio.wait_for(s, 10)
+
+
+class RecordingWriter:
+    """A writer that notes which thread wrote each frame (serve_connection takes any
+    object with write and close)."""
+
+    def __init__(self, inner: asyncio.StreamWriter) -> None:
+        self.inner = inner
+        self.threads: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        import threading
+
+        self.threads.append(threading.get_ident())
+        self.inner.write(data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_frame_sent_from_a_worker_thread_is_written_on_the_loop(tmp_path: Path) -> None:
+    """A log record from a worker thread becomes a window/logMessage: an asyncio stream
+    may be written from its loop only."""
+    import threading
+
+    (reader, writer), client = await connected_pair()
+    out = RecordingWriter(writer)
+    server = Probe()
+    served = asyncio.ensure_future(serve_connection(server, reader, out))
+    assert "result" in await client.call("initialize", INIT)
+    loop_thread = threading.get_ident()
+    worker = await asyncio.get_running_loop().run_in_executor(None, threading.get_ident)
+    assert worker != loop_thread  # control: the executor runs elsewhere
+    await asyncio.get_running_loop().run_in_executor(None, server.protocol.send_notification, "t/from-a-thread", {"n": 1})
+    note = await read_until(client, lambda m: m.get("method") == "t/from-a-thread")
+    assert note["params"] == {"n": 1}
+    assert set(out.threads) == {loop_thread}
+    client.writer.close()
+    await asyncio.wait_for(served, 10)

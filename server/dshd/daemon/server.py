@@ -31,6 +31,7 @@ import inspect
 import json
 import logging
 import re
+import threading
 import uuid
 from typing import Any, Callable, Literal
 
@@ -219,9 +220,16 @@ class DshProtocol:
         self.writer: Any = None
         self._request_futures: dict[Any, asyncio.Future] = {}
         self.shut_down = False  # shutdown was answered: only exit counts now
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
 
     def set_writer(self, writer: Any) -> None:
         self.writer = writer
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test writing to a buffer): every write is direct
+            self._loop = None
+        self._loop_thread = threading.get_ident() if self._loop is not None else None
 
     def send_notification(self, method: str, params: Any) -> None:
         """A notification of plain JSON values (and msgspec structs), encoded by msgspec:
@@ -316,6 +324,16 @@ class DshProtocol:
         self._write_frame(body)
 
     def _write_frame(self, body: bytes) -> None:
+        if self._loop_thread is not None and threading.get_ident() != self._loop_thread:
+            # A record logged in a worker thread (the client log handler): an asyncio
+            # transport may be written from its own loop only; the frame goes there.
+            try:
+                self._loop.call_soon_threadsafe(self._write_frame, body)
+            except RuntimeError:
+                pass  # the loop has closed: the connection with it
+            return
+        if self.writer is None:
+            return
         try:
             self.writer.write(transport.encode_frame(body))
         except (BrokenPipeError, ConnectionResetError):
