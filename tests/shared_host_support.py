@@ -32,6 +32,7 @@ class Conn:
         self.pending: dict[int, asyncio.Future] = {}
         self.notes: list[dict] = []
         self.asked: list[dict] = []  # the daemon's requests, in order
+        self.arrived: list[dict] = []  # every message, in the order it came
         self._changed = asyncio.Event()
         self.reading = asyncio.ensure_future(self._read_all())
         self.daemon: DshDaemon | None = None
@@ -58,6 +59,7 @@ class Conn:
         try:
             while True:
                 message = await self._read_one()
+                self.arrived.append(message)
                 if "method" not in message:
                     future = self.pending.pop(message.get("id"), None)
                     if future is not None and not future.done():

@@ -202,9 +202,13 @@ async def test_a_client_attaching_mid_question_is_asked_and_may_answer(tmp_path,
     ask_a = await a.request_for("dsh/permission/ask")  # A leaves it open
 
     b = await join(host, tmp_path, "Beta")
-    await b.call("dsh/session/open", {"sessionId": sid})
+    opened = await b.call("dsh/session/open", {"sessionId": sid})
+    assert opened["activity"] == "waiting" and opened["question"] == "approval"
     ask_b = await b.request_for("dsh/permission/ask")  # sent to B when it attached
     assert ask_b["params"] == ask_a["params"]
+    # after the answer that told B the agent's id
+    answer_at = next(i for i, m in enumerate(b.arrived) if "method" not in m and m.get("result") is opened)
+    assert answer_at < b.arrived.index(ask_b)
     b.answer(ask_b, {"outcome": "allow-once"})
     assert (await turn)["stopReason"] == "end-turn"
     assert (tmp_path / "src" / "app.py").read_text() == EDITED

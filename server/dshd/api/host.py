@@ -47,6 +47,7 @@ from dshd.services.goals import GoalService
 log = logging.getLogger("dshd.host")
 
 QuestionKind = Literal["plan-review", "permission"]
+ATTACH_TURNS = 4  # loop turns an attaching client's first ask waits: its open's answer goes first
 
 
 @attrs.frozen
@@ -134,13 +135,22 @@ class OpenQuestion:
         self._settled: set[str] = set()  # clients whose ask ended and was looked at
         self._why: str | None = None  # why the last ask ended without an answer
 
-    def offer(self, client: Client) -> None:
-        """Ask this client too (once)."""
+    def offer(self, client: Client, *, attaching: bool = False) -> None:
+        """Ask this client too (once). ``attaching``: it is attaching now, inside the
+        request that attaches it: asked once that request's answer is out (the client
+        knows the agent by then)."""
         if self.answer.done() or client.client_id in self.asks or not client.can_answer(self.kind):
             return
-        task = asyncio.ensure_future(self._ask_one(client))
+        task = asyncio.ensure_future(self._after_answer(client) if attaching else self._ask_one(client))
         self.asks[client.client_id] = (client, task)
         task.add_done_callback(lambda done: self._ended(client, done))
+
+    async def _after_answer(self, client: Client) -> Any:
+        # The request that attaches a client answers when its handler's task ends; a few
+        # loop turns later that answer is written, and the question follows it.
+        for _turn in range(ATTACH_TURNS):
+            await asyncio.sleep(0)
+        return await self._ask_one(client)
 
     def drop(self, client: Client) -> None:
         """The client left: its ask ends (fails closed if it was the last one)."""
@@ -325,7 +335,7 @@ class Host:
         client.follow(agent, list(self._running.get(agent.agent_id, ())))
         self._tell_clients(agent)
         for question in list(self._open.get(agent.agent_id, {}).values()):
-            question.offer(client)
+            question.offer(client, attaching=True)
 
     def detach(self, client: Client, agent: Any) -> None:
         """The client stops following the agent; its asks there end. The last one to
