@@ -10,10 +10,12 @@ opened twice is one live session).
   stale socket and binds, so of daemons started at once exactly one serves; the others
   see it answer and leave (or, while the holder is on its way out, wait for the lock).
 - Each connection: the peer's uid (``SO_PEERCRED``) must be ours, and the peer no process
-  this daemon started (an agent's command), else it is closed unanswered; its first line names the protocol (``dsh``: LSP framing, ``acp``: NDJSON,
-  optionally followed by a JSON object of options); the daemon answers
-  ``ok dshd <version> <pid>`` and runs that door over the connection. ``shutdown`` /
-  ``exit`` or the end of input end that connection only.
+  this daemon started (an agent's command), else it is closed unanswered; its first line
+  names the protocol (``dsh``: LSP framing, ``acp``: NDJSON, optionally followed by a JSON
+  object of options); the daemon answers ``ok dshd <version> <pid>`` and runs that door
+  over the connection, or over the client's own stdin and stdout when the options say
+  ``"fds": true`` and they follow (SCM_RIGHTS). ``shutdown`` / ``exit`` or the end of
+  input end that connection only.
 - Lifetime: with no connection for ``[daemon] idleTimeoutS`` seconds (the user config and
   the workspace file; ``--idle-timeout`` overrides), the daemon stops listening (the
   socket goes first, so a new client starts a new daemon rather than reaching this one),
@@ -352,7 +354,10 @@ class SharedDaemon:
             write_transport, _ = await loop.connect_write_pipe(_PipeEnd, pipe_out)
         except (ValueError, OSError):
             for transport, pipe in ((read_transport, pipe_in), (write_transport, pipe_out)):
-                transport.close() if transport is not None else pipe.close()
+                if transport is not None:
+                    transport.close()
+                else:
+                    pipe.close()
             raise
         door = asyncio.ensure_future(self._serve_door(protocol, reader, _Out(write_transport), options))
         # The forwarder waits on the socket; it closing (killed, or its client gone) ends
