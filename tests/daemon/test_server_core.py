@@ -195,3 +195,20 @@ async def test_a_frame_sent_from_a_worker_thread_is_written_on_the_loop(tmp_path
     assert set(out.threads) == {loop_thread}
     client.writer.close()
     await asyncio.wait_for(served, 10)
+
+
+async def test_a_result_holding_a_wire_type_goes_out_in_its_wire_form(tmp_path: Path) -> None:
+    """An attrs wire type in a result is written as the wire names it (camelCase), never
+    with its Python field names; a plain result is written as it is (control)."""
+    from dshd_protocol import types as T
+
+    server, client, served = await started(tmp_path)
+    server.feature("t/ref")(lambda params: {"ref": T.GoalRef(id="g-1", revision=3), "maxRounds": 2})
+    assert (await client.call("t/ref", {}))["result"] == {"ref": {"id": "g-1", "revision": 3}, "maxRounds": 2}
+    params = T.GoalRefParams(agent_id="a-0123456789abcdef", ref=T.GoalRef(id="g", revision=1))
+    server.feature("t/view")(lambda _: {"goal": params})
+    sent = (await client.call("t/view", {}))["result"]["goal"]
+    assert sent["agentId"] == "a-0123456789abcdef" and "agent_id" not in sent
+    assert (await client.call("t/sync", {"n": 5}))["result"] == {"n": 5}
+    client.writer.close()
+    await asyncio.wait_for(served, 10)

@@ -244,7 +244,7 @@ class DshProtocol:
             # A lone surrogate (a provider that split a character's \ud83d\ude00 escape
             # across two chunks: json.dumps writes it as an escape, msgspec refuses it),
             # or a value msgspec does not know: the general path.
-            self._send_data(message)
+            self._send_data(message, plain=False)
             return
         self._write_frame(body)
 
@@ -300,15 +300,19 @@ class DshProtocol:
             else:
                 self._write_frame(body)
                 return
-        self._send_data({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "result": result}, plain=False)
 
     def send_error(self, msg_id: Any, error: dict[str, Any]) -> None:
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
 
-    def _send_data(self, data: dict[str, Any]) -> None:
+    def _send_data(self, data: dict[str, Any], *, plain: bool = True) -> None:
+        """``plain``: JSON values only, msgspec first; else (or when msgspec refuses)
+        json.dumps with the hook (an attrs value in its wire form, not its field names)."""
         if self.writer is None:
             return
         try:
+            if not plain:
+                raise TypeError("not plain JSON")
             body = _encode(data)
         except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
             try:
