@@ -3,8 +3,9 @@ launcher of the `dshd` command.
 
 This module imports only the standard library (never ``dshd``: importing the package
 would cost the 0.5-1 s the forwarder exists to save). It finds the workspace's daemon by
-its Unix socket, starts it when there is none, and copies bytes both ways between its
-own stdio and the socket until either side ends.
+its Unix socket, starts it when there is none, and hands its own stdin and stdout to the
+daemon (when they are pipes or sockets: the daemon then serves them directly), or else
+copies bytes both ways between its stdio and the socket until either side ends.
 
 Socket: ``$XDG_RUNTIME_DIR/dshd/<16 hex>.sock`` (``/tmp/dshd-<uid>/`` when the runtime
 folder is not set or not ours), the hex being the first 16 of
@@ -84,8 +85,9 @@ def _private_dir(path: str, uid: int) -> str:
 
 
 def socket_dir(env: dict | None = None) -> str:
-    """The folder of this user's daemon sockets (made on first use, mode 0700)."""
-    env = os.environ if env is None else env
+    """The folder of this user's daemon sockets (made on first use, mode 0700). ``env``:
+    variables over this process's environment (as the daemon started with them sees it)."""
+    env = os.environ if env is None else {**os.environ, **env}
     uid = os.getuid()
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
@@ -184,7 +186,7 @@ def _daemon_argv(workspace: str) -> list[str]:
     return [sys.executable, "-c", code, "daemon", "--workspace", workspace]
 
 
-def start_daemon(workspace: str, path: str):
+def start_daemon(workspace: str, path: str, env: dict | None = None):
     """Start the workspace's daemon in its own session, its stderr appended to ``<sock>.log``.
     Racing starts are fine: the daemon that gets ``<sock>.lock`` serves, the others leave."""
     import subprocess
@@ -198,6 +200,7 @@ def start_daemon(workspace: str, path: str):
             stdout=log_fd,
             stderr=log_fd,
             start_new_session=True,  # the editor's terminal signals and hangups are not the daemon's
+            env=None if env is None else {**os.environ, **env},  # the variables the socket was named under
         )
     finally:
         os.close(log_fd)
@@ -238,7 +241,7 @@ def connect(
         if child is None or child.returncode == 0:
             # None started yet, or ours left at once because another daemon holds the lock
             # (it serves now, or it is on its way out and the next one must start).
-            child = start_daemon(workspace, path)
+            child = start_daemon(workspace, path, env)
         if time.monotonic() > deadline:
             raise ConnectError(f"the daemon did not start listening on {path} in {timeout_s:g} s; see {path[:-5]}.log")
         time.sleep(pause)
