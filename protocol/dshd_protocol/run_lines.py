@@ -1,0 +1,131 @@
+"""The lines `dshd run --json` prints, and their JSON Schema (draft 2020-12).
+
+    python -m dshd_protocol.run_lines           # rewrite the checked-in dshd-run.schema.json
+    python -m dshd_protocol.run_lines --check   # exit 1 when the checked-in file is stale
+
+One JSON object a line on stdout: a ``session`` line first, then every chat item as the
+``dsh/chat/item`` notification carries it (its params, under ``type: "item"``), then one
+``result`` line last. The chat items and the goal are the wire types editors get, so the
+schema reuses their definitions (:mod:`dshd_protocol.schema` builds both documents).
+"""
+
+# No `from __future__ import annotations`: the schema builder reads real type objects.
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .schema import DIALECT, _Builder
+from .types import AgentId, ChatItem, GoalView, NonBlankText, NonNegativeInt, SessionId
+
+RUN_SCHEMA_PATH = Path(__file__).with_name("dshd-run.schema.json")
+REGENERATE = "python -m dshd_protocol.run_lines"
+
+
+@attrs.frozen(kw_only=True)
+class RunSessionLine:
+    """The first line: the session the run works in (``created``: made for this run;
+    ``daemon``: the run goes through the workspace's shared daemon, else in this process)."""
+
+    type: Literal["session"]
+    session_id: SessionId
+    agent_id: AgentId
+    created: bool
+    daemon: bool
+    workspace: str
+
+
+@attrs.frozen(kw_only=True)
+class RunItemLine:
+    """One chat item, with the ids ``dsh/chat/item`` carries beside it."""
+
+    type: Literal["item"]
+    agent_id: AgentId
+    session_id: SessionId
+    item: ChatItem
+
+
+@attrs.frozen(kw_only=True)
+class RunUsage:
+    input_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt
+
+
+@attrs.frozen(kw_only=True)
+class RunError:
+    kind: NonBlankText
+    message: str
+
+
+@attrs.frozen(kw_only=True)
+class RunResultLine:
+    """The last line. ``exitCode`` is the process's exit status; ``stopReason`` the last
+    turn's (or the goal's end); ``plan`` the plan that waits for a person's review;
+    ``refusedApprovals`` the tool calls refused because nobody could approve them."""
+
+    type: Literal["result"]
+    stop_reason: str
+    exit_code: Literal[0, 1, 2, 3, 4, 130]
+    session_id: SessionId
+    duration_ms: NonNegativeInt
+    usage: RunUsage
+    goal: GoalView | None = None
+    plan: str | None = None
+    refused_approvals: list[str] | None = None
+    error: RunError | None = None
+
+
+LINE_TYPES = (RunSessionLine, RunItemLine, RunResultLine)
+
+
+class _RunBuilder(_Builder):
+    def of(self, tp: Any) -> dict[str, Any]:
+        # The base builder knows string literals only; the exit code is a literal of ints.
+        args = getattr(tp, "__args__", ())
+        if getattr(tp, "__origin__", None) is Literal and args and all(isinstance(a, int) for a in args):
+            return {"type": "integer", "enum": list(args)}
+        return super().of(tp)
+
+
+def build_run_schema() -> dict[str, Any]:
+    builder = _RunBuilder()
+    lines = [builder.ref(cls) for cls in LINE_TYPES]
+    return {
+        "$schema": DIALECT,
+        "$id": "urn:dshd:run-lines:v1",
+        "title": "dshd run --json: one line",
+        "description": f"Generated from dshd_protocol.run_lines; regenerate with `{REGENERATE}`. "
+        "Every line of stdout is one of these; the first is a session line, the last a result line.",
+        "oneOf": lines,
+        "$defs": dict(sorted(builder.defs.items())),
+    }
+
+
+def render_run_schema() -> str:
+    return json.dumps(build_run_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def load_run_schema() -> dict[str, Any]:
+    return json.loads(RUN_SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    text = render_run_schema()
+    if args == ["--check"]:
+        if not RUN_SCHEMA_PATH.exists() or RUN_SCHEMA_PATH.read_text(encoding="utf-8") != text:
+            print(f"{RUN_SCHEMA_PATH} is stale; regenerate with: {REGENERATE}", file=sys.stderr)
+            return 1
+        return 0
+    if args:
+        print("usage: python -m dshd_protocol.run_lines [--check]", file=sys.stderr)
+        return 2
+    RUN_SCHEMA_PATH.write_text(text, encoding="utf-8")
+    print(f"wrote {RUN_SCHEMA_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
