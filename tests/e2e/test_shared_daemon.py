@@ -515,3 +515,12 @@ def test_one_socket_as_stdin_and_stdout_is_copied_through(workspace: Path, runti
     finally:
         ours.close()
         assert proc.wait(20) in (0, 1)
+
+
+def test_dshd_serve_accepts_and_ignores_the_daemon_table(workspace: Path) -> None:
+    write_workspace(workspace, extra_config="\n[daemon]\nidleTimeoutS = 0.5\n")
+    with RawDaemon(workspace) as d:
+        assert "result" in d.initialize()  # accepted: no invalid-config
+        time.sleep(1.5)  # longer than the idle timeout, with nothing asked
+        assert d.proc.poll() is None and d.request("dsh/session/list", {}) == {"sessions": []}
+        assert d.shutdown_and_exit() == 0
