@@ -11,6 +11,7 @@
     dshd log show PATH [--chat]
     dshd doctor [--workspace DIR] [--json] [--trusted]
     dshd goal status|create|edit|pause|resume|complete|clear [--session ID] [--json]   (dshd.goal_cli:main)
+    dshd run [PROMPT|-] [--session ID|--last] [--plan] [--goal OBJECTIVE] [...]   (dshd.run_cli:main)
 
 `serve` and `demo` live in other modules, imported only when asked for, so `dshd log`
 works (and fails clearly) whatever state the rest of the package is in.
@@ -369,7 +370,7 @@ def _parser() -> argparse.ArgumentParser:
     from dshd import __version__
 
     parser.add_argument("--version", action="version", version=f"dshd {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{connect,serve,acp,daemon,demo,log,doctor,goal}")
+    sub = parser.add_subparsers(dest="command", metavar="{connect,serve,acp,daemon,demo,log,doctor,goal,run}")
     sub.add_parser("connect", help="JSON-RPC on stdio through the workspace's shared daemon (what editors start)", add_help=False)
     sub.add_parser("serve", help="serve JSON-RPC over stdio in this process (the default)", add_help=False)
     sub.add_parser("acp", help="the Agent Client Protocol on stdio (Zed, CodeCompanion, Avante); --stdio: in this process", add_help=False)
@@ -386,6 +387,8 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--chat", action="store_true", help="print the conversation as the editors show it, not the events")
     # goal parses its own options (including --help): everything after `goal` goes to it.
     sub.add_parser("goal", help="show or change a session's goal (through the shared daemon when it holds the session)", add_help=False)
+    # run parses its own options (including --help): everything after `run` goes to it.
+    sub.add_parser("run", help="run one prompt, or a goal until it ends, without an editor (exit status says how it ended)", add_help=False)
     doctor = sub.add_parser("doctor", help="check that the configured model provider answers and its key is set")
     doctor.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
@@ -415,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run_external("dshd.demo:main", "demo", argv[1:])
     if argv[0] == "goal":
         return _run_external("dshd.goal_cli:main", "goal", argv[1:])
+    if argv[0] == "run":
+        return _run_external("dshd.run_cli:main", "run", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2
     if args.command == "doctor":
         return _doctor(args.workspace.resolve(), args.json, args.trusted)
