@@ -11,7 +11,7 @@ M.tree = {
   cancel = {},
   plan = { 'on', 'off' },
   goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
-  chat = { 'split', 'tab', 'here' },
+  chat = { 'split', 'tab', 'here', 'older' },
   config = {},
   sandbox = { 'read-only', 'workspace-write', 'full-access' },
   approve = { 'none', 'write', 'exec', 'read' },
@@ -108,10 +108,13 @@ function M.parse(args, bang)
     end
     return { action = sub, text = rest }
   elseif sub == 'chat' then
+    if rest == 'older' then
+      return { action = 'chat.older' }
+    end
     if rest == '' or rest == 'split' or rest == 'tab' or rest == 'here' then
       return { action = 'chat', where = rest ~= '' and rest or 'split' }
     end
-    return nil, 'usage: :Dsh chat [split|tab|here]'
+    return nil, 'usage: :Dsh chat [split|tab|here|older]'
   elseif sub == 'sandbox' then
     if rest == '' then
       return { action = 'permission.show' }
@@ -749,6 +752,9 @@ M.actions = {
   end,
   chat = function(a)
     require('dsh.chat').open(a.where)
+  end,
+  ['chat.older'] = function()
+    require('dsh.chat').older()
   end,
   config = function()
     require('dsh.configfile').open()

@@ -45,48 +45,150 @@ function M.show(view, item)
   view.builder:upsert(item, prev)
 end
 
---- Read the agent's items (a page at a time) and render them, then the upserts that
---- arrived meanwhile (an upsert of an id already read replaces it, as anywhere).
+-- A chat opens on its newest page: the daemon answers it from its chat marks without
+-- reading the whole log, so a long session opens as fast as a short one. Earlier pages
+-- come on demand (scrolling to the top, the line above the first item, :Dsh chat older).
+M.page_size = 200
+local NEWEST = 9007199254740991 -- 2^53-1: above any seq (dsh/chat/get beforeSeq)
+local earlier_ns = vim.api.nvim_create_namespace('dsh.chat.earlier')
+M.earlier_hint = '⋯ earlier messages: scroll up to here or :Dsh chat older ⋯'
+
+-- What a page says about the one before it: the seq to ask below, or nil when the page
+-- was short (nothing older is left). Items without a seq do not count toward the limit.
+local function older_seq_of(items)
+  local first, counted = nil, 0
+  for _, item in ipairs(items) do
+    if item.seq ~= nil then
+      first = first or item.seq
+      counted = counted + 1
+    end
+  end
+  return counted >= M.page_size and first or nil
+end
+
+-- The line above the first item that says earlier messages can be loaded (a real line
+-- of the buffer, so a window scrolled to the top shows it; the builder's items follow it).
+local function drop_earlier(view)
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(view.buf, earlier_ns, 0, -1, {})) do
+    vim.api.nvim_buf_del_extmark(view.buf, earlier_ns, mark[1])
+    vim.api.nvim_buf_set_lines(view.buf, mark[2], mark[2] + 1, false, {})
+  end
+end
+
+local function mark_earlier(view)
+  if view.older_seq then
+    vim.bo[view.buf].modifiable = true
+    vim.api.nvim_buf_set_lines(view.buf, 0, 0, false, { M.earlier_hint })
+    vim.api.nvim_buf_set_extmark(view.buf, earlier_ns, 0, 0, { hl_group = 'Comment', end_col = #M.earlier_hint })
+    view.builder.folds = nil -- the items' lines moved down by one
+  end
+end
+
+-- Lay the store out again, every window on the buffer keeping its place counted from the
+-- end (lines put in front move nothing the person looks at or types in).
+local function rebuild(view)
+  local buf = view.buf
+  local before = vim.api.nvim_buf_line_count(buf)
+  local places = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    local cursor = vim.api.nvim_win_get_cursor(win)
+    local top = vim.api.nvim_win_call(win, function()
+      return vim.fn.line('w0')
+    end)
+    places[win] = { before - cursor[1], cursor[2], before - top }
+  end
+  drop_earlier(view)
+  view.builder:reset(view.store:items())
+  mark_earlier(view)
+  local after = vim.api.nvim_buf_line_count(buf)
+  for win, place in pairs(places) do
+    vim.api.nvim_win_call(win, function()
+      vim.fn.winrestview({ topline = math.max(1, after - place[3]) })
+    end)
+    pcall(vim.api.nvim_win_set_cursor, win, { math.max(1, after - place[1]), place[2] })
+  end
+end
+
+--- Read the agent's newest page and render it, then the upserts that arrived meanwhile
+--- (an upsert of an id already read replaces it, as anywhere).
 local function load(view)
   local client = require('dsh.client')
   local protocol = require('dsh.protocol')
   local agent_id = view.agent_id
-  view.loading, view.pending = true, {}
+  view.loading, view.pending, view.older_seq, view.loading_older = true, {}, nil, nil
   view.store = store_mod.new()
-  local items = {}
-  local limit = 500
-  local function page(after_seq)
-    local params = { agentId = agent_id, limit = limit }
-    if after_seq then
-      params.afterSeq = after_seq
+  local params = { agentId = agent_id, beforeSeq = NEWEST, limit = M.page_size }
+  client.request(protocol.requests.chat_get, params, function(result)
+    if view.agent_id ~= agent_id then
+      return -- the session moved to another agent meanwhile
     end
-    client.request(protocol.requests.chat_get, params, function(result)
-      if view.agent_id ~= agent_id then
-        return -- the session moved to another agent meanwhile
-      end
-      local got = result and result.items or {}
-      vim.list_extend(items, got)
-      local with_seq = vim.tbl_filter(function(i)
-        return i.seq ~= nil
-      end, got)
-      if #with_seq >= limit then
-        return page(result.nextSeq)
-      end
-      for _, item in ipairs(items) do
-        view.store:upsert(item)
-      end
-      for _, item in ipairs(view.pending) do
-        view.store:upsert(item)
-      end
-      view.loading, view.pending = false, {}
-      view.builder:reset(view.store:items())
-    end, 'read the conversation', function()
-      view.loading = false
-      return false -- still reported
-    end)
-  end
-  page(nil)
+    local got = result and result.items or {}
+    for _, item in ipairs(got) do
+      view.store:upsert(item)
+    end
+    for _, item in ipairs(view.pending) do
+      view.store:upsert(item)
+    end
+    view.older_seq = older_seq_of(got)
+    view.loading, view.pending = false, {}
+    rebuild(view)
+  end, 'read the conversation', function()
+    view.loading = false
+    return false -- still reported
+  end)
 end
+
+--- Load the page before the first item shown, in front of it (`view`: the chat of the
+--- current buffer, else of the current session). Live upserts go on meanwhile.
+function M.older(view)
+  view = view or M.view_of_buf(vim.api.nvim_get_current_buf()) or views[require('dsh.state').session_id or '']
+  if not view then
+    return require('dsh.errors').notify('no chat is open: :Dsh chat', vim.log.levels.INFO)
+  end
+  if view.loading or view.loading_older then
+    return
+  end
+  if not view.older_seq then
+    return require('dsh.errors').notify('the chat already shows the whole conversation', vim.log.levels.INFO)
+  end
+  local agent_id = view.agent_id
+  view.loading_older = true
+  local params = { agentId = agent_id, beforeSeq = view.older_seq, limit = M.page_size }
+  require('dsh.client').request(require('dsh.protocol').requests.chat_get, params, function(result)
+    view.loading_older = false
+    if view.agent_id ~= agent_id or view.loading then
+      return -- another agent's chat is being read instead
+    end
+    local got = result and result.items or {}
+    view.older_seq = older_seq_of(got)
+    view.store:prepend(got)
+    rebuild(view)
+  end, 'read earlier messages', function()
+    view.loading_older = false
+    return false
+  end)
+end
+
+-- A chat window scrolled to its first line loads the page before it.
+vim.api.nvim_create_autocmd('WinScrolled', {
+  group = vim.api.nvim_create_augroup('dsh.chat.older', { clear = true }),
+  callback = function()
+    for key in pairs(vim.v.event) do
+      local win = tonumber(key)
+      if win and vim.api.nvim_win_is_valid(win) then
+        local view = M.view_of_buf(vim.api.nvim_win_get_buf(win))
+        if view and view.older_seq and not view.loading_older then
+          local top = vim.api.nvim_win_call(win, function()
+            return vim.fn.line('w0')
+          end)
+          if top == 1 then
+            M.older(view)
+          end
+        end
+      end
+    end
+  end,
+})
 
 local function set_window_options(win)
   vim.wo[win].foldmethod = 'expr'

@@ -21,6 +21,22 @@ function M:upsert(item)
   return at
 end
 
+--- Put `items` (an older page, in list order) in front of those held; an id already
+--- held keeps its newer form.
+function M:prepend(items)
+  local older = vim.tbl_filter(function(item)
+    return self.index[item.id] == nil
+  end, items)
+  if #older == 0 then
+    return
+  end
+  vim.list_extend(older, self.order)
+  self.order, self.index = older, {}
+  for at, item in ipairs(older) do
+    self.index[item.id] = at
+  end
+end
+
 --- The item before position `at` (for formatters that continue the one before).
 function M:before(at)
   return self.order[at - 1]
