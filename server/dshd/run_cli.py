@@ -67,9 +67,12 @@ class Connection:
         self._on_notification = on_notification
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future] = {}
+        self._lost: RunError | None = None  # why the connection ended, once it has
         self._read_task = asyncio.ensure_future(self._read_loop())
 
     async def request(self, method: str, params: Any = None) -> Any:
+        if self._lost is not None:
+            raise self._lost
         self._next_id += 1
         msg_id = self._next_id
         future = asyncio.get_running_loop().create_future()
@@ -120,6 +123,7 @@ class Connection:
                 self._dispatch(message)
         except (OSError, ValueError, RunError) as exc:
             why = exc if isinstance(exc, RunError) else RunError("io-error", f"the connection to the daemon broke: {exc}")
+        self._lost = why
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(why)
@@ -231,16 +235,23 @@ class Output:
         self._open_line = False  # stdout's last write did not end a line
 
     def line(self, value: dict[str, Any]) -> None:
-        sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
+        self._write(json.dumps(value, ensure_ascii=False) + "\n")
 
     def text(self, text: str) -> None:
         if not text:
             return
         self._clear_progress()
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        self._write(text)
         self._open_line = not text.endswith("\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # Whoever read stdout left (`dshd run ... | head`): the run goes on to its end
+            # (nothing half done), writing nowhere.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     def end_line(self) -> None:
         if self._open_line:
@@ -297,6 +308,7 @@ class Run:
         self.turn: int | None = None
         self.running_tool: str | None = None
         self.via = "in-process"
+        self.initialized = False  # shutdown only after initialize was answered
         self.goal_run = False  # a goal runs (--goal, or the session's resumed): its end ends the run
         self._changed = asyncio.Event()
         self._stopping = False
@@ -398,6 +410,7 @@ class Run:
             },
         )
         self.conn.notify("initialized", {})
+        self.initialized = True
 
     async def open_session(self) -> None:
         args, conn = self.args, self.conn
@@ -471,12 +484,13 @@ class Run:
         await self._quiet_request("dsh/goal/disarm", {"agentId": self.agent_id})
 
     async def finish(self, door) -> None:
-        if self.conn is not None:
+        if self.conn is not None and self.initialized:
             try:
                 await asyncio.wait_for(self.conn.request("shutdown"), 30)
                 self.conn.notify("exit")
             except (RunError, asyncio.TimeoutError, OSError):
                 pass
+        if self.conn is not None:
             await self.conn.close()
         await door.close()
 

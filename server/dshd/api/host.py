@@ -237,6 +237,9 @@ class SharedApprovals:
 
 
 _ASKED = {"plan-review": "plan reviews", "permission": "approvals"}
+# The name `dshd run` gives at initialize: a run with nobody else attached is refused in
+# words that say no one is there (the refusal itself is the same as for any client).
+HEADLESS_CLIENT_NAME = "dshd run"
 CLIENT_NAME_MAX = 80  # characters of a client's own name kept (what other clients show)
 
 
@@ -402,6 +405,11 @@ class Host:
         able = [c for c in attached if c.can_answer(kind)]
         if not attached:
             raise unavailable(f"no client is attached to this session to answer {_ASKED[kind]} (the last one left)")
+        if not able and all(c.client_name == HEADLESS_CLIENT_NAME for c in attached):
+            raise unavailable(
+                f"nobody attached to this session can answer {_ASKED[kind]}: a headless run (dshd run) "
+                "approves nothing on its own; open the session in an editor to answer"
+            )
         if not able:
             raise unavailable(
                 f"your editor cannot answer {_ASKED[kind]} (nor can any other client attached to this session): "
