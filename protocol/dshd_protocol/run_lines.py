@@ -4,8 +4,8 @@
     python -m dshd_protocol.run_lines --check   # exit 1 when the checked-in file is stale
 
 One JSON object a line on stdout: a ``session`` line first, then every chat item as the
-``dsh/chat/item`` notification carries it (its params, under ``type: "item"``), then one
-``result`` line last. The chat items and the goal are the wire types editors get, so the
+``dsh/chat/item`` notification carries it (under ``type: "item"``), then one ``result``
+line last. The chat items and the goal are the wire types editors get, so the
 schema reuses their definitions (:mod:`dshd_protocol.schema` builds both documents).
 """
 
@@ -26,24 +26,22 @@ REGENERATE = "python -m dshd_protocol.run_lines"
 
 @attrs.frozen(kw_only=True)
 class RunSessionLine:
-    """The first line: the session the run works in (``created``: made for this run;
-    ``daemon``: the run goes through the workspace's shared daemon, else in this process)."""
+    """The first line: the session the run works in, and where the run goes: ``daemon``
+    (the workspace's shared daemon: attached editors watch it) or ``in-process``."""
 
     type: Literal["session"]
     session_id: SessionId
     agent_id: AgentId
-    created: bool
-    daemon: bool
     workspace: str
+    via: Literal["in-process", "daemon"]
 
 
 @attrs.frozen(kw_only=True)
 class RunItemLine:
-    """One chat item, with the ids ``dsh/chat/item`` carries beside it."""
+    """One chat item as ``dsh/chat/item`` carries it: a streaming item comes again, with
+    the same ``id``, each time it grows, until it is no longer ``partial``."""
 
     type: Literal["item"]
-    agent_id: AgentId
-    session_id: SessionId
     item: ChatItem
 
 
@@ -55,26 +53,43 @@ class RunUsage:
 
 @attrs.frozen(kw_only=True)
 class RunError:
+    """Why the run failed (exit 1): an error kind (the wire's, ``timeout``, or a model
+    error's: ``auth``, ``rate-limit``, ...), what to do, and the error's data."""
+
+    __dsh_open__ = True  # the error's data fields ride beside kind and message
     kind: NonBlankText
     message: str
 
 
 @attrs.frozen(kw_only=True)
+class RunPersonNeeded:
+    """Something only a person could have done: a ``permission`` refused for want of one
+    (``callId``, ``tool``), or a ``plan-review`` nobody gave (``questionId``, ``title``)."""
+
+    kind: Literal["permission", "plan-review"]
+    call_id: str | None = None
+    tool: str | None = None
+    question_id: str | None = None
+    title: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class RunResultLine:
     """The last line. ``exitCode`` is the process's exit status; ``stopReason`` the last
-    turn's (or the goal's end); ``plan`` the plan that waits for a person's review;
-    ``refusedApprovals`` the tool calls refused because nobody could approve them."""
+    turn's (null when no turn ran); ``goal`` the session's goal at the end; ``plan`` the
+    plan that waits for a person's review. ``sessionId`` is null only when the run failed
+    before it had a session (then this is the only line)."""
 
     type: Literal["result"]
-    stop_reason: str
-    exit_code: Literal[0, 1, 2, 3, 4, 130]
-    session_id: SessionId
-    duration_ms: NonNegativeInt
-    usage: RunUsage
+    stop_reason: str | None
     goal: GoalView | None = None
-    plan: str | None = None
-    refused_approvals: list[str] | None = None
+    usage: RunUsage
+    duration_ms: NonNegativeInt
+    session_id: SessionId | None
+    exit_code: Literal[0, 1, 2, 3, 4, 130]
     error: RunError | None = None
+    person_needed: list[RunPersonNeeded] | None = None
+    plan: str | None = None
 
 
 LINE_TYPES = (RunSessionLine, RunItemLine, RunResultLine)

@@ -9,8 +9,8 @@ from dshd_protocol import run_lines
 from dshd_protocol.schema import load_schema
 
 SID = "s-01jf3q8m2v9k7x4c6b5n0p1r2t"
-SESSION = {"type": "session", "sessionId": SID, "agentId": "agent-1", "created": True, "daemon": False, "workspace": "/w"}
-ITEM = {"type": "item", "agentId": "agent-1", "sessionId": SID, "item": {
+SESSION = {"type": "session", "sessionId": SID, "agentId": "agent-1", "workspace": "/w", "via": "in-process"}
+ITEM = {"type": "item", "item": {
     "id": "a1", "kind": "assistant-message", "turn": 1, "step": 1, "seq": 3, "at": "2026-12-01T18:00:00Z",
     "text": "hi", "partial": False}}
 RESULT = {"type": "result", "stopReason": "end-turn", "exitCode": 0, "sessionId": SID, "durationMs": 812,
@@ -28,7 +28,10 @@ def test_the_checked_in_schema_is_current_and_valid():
 
 def test_good_lines_pass_and_bad_ones_fail():
     v = validator()
-    for line in (SESSION, ITEM, RESULT, {**RESULT, "exitCode": 3, "plan": "# Plan\n", "refusedApprovals": ["write_file"]}):
+    for line in (SESSION, ITEM, RESULT, {**RESULT, "exitCode": 3, "plan": "# Plan\n",
+                  "personNeeded": [{"kind": "permission", "callId": "call-1", "tool": "write_file"}]},
+                 {**RESULT, "exitCode": 1, "stopReason": None, "sessionId": None,
+                  "error": {"kind": "invalid-params", "message": "bad", "field": "goal"}}):
         assert not list(v.iter_errors(line)), line
     bad = [
         {k: v for k, v in RESULT.items() if k != "sessionId"},  # a required field missing
@@ -36,6 +39,8 @@ def test_good_lines_pass_and_bad_ones_fail():
         {**RESULT, "extra": 1},  # closed objects
         {**ITEM, "item": {**ITEM["item"], "kind": "no-such-kind"}},  # the chat item is checked as the wire's
         {**SESSION, "type": "start"},
+        {**SESSION, "via": "carrier-pigeon"},
+        {**RESULT, "personNeeded": [{"kind": "coffee"}]},
     ]
     for line in bad:
         assert list(v.iter_errors(line)), line
