@@ -90,11 +90,13 @@ def check_lines(stdout: str, code: int) -> list[dict]:
         errors = sorted(VALIDATOR.iter_errors(line), key=str)
         assert not errors, (line, [e.message for e in errors[:3]])
     assert lines, "no JSON lines"
-    assert lines[0]["type"] == "session" and lines[-1]["type"] == "result"
+    assert lines[-1]["type"] == "result" and lines[-1]["exitCode"] == code
+    if len(lines) == 1:  # failed before it had a session: the result line alone
+        assert code == 1 and lines[0]["sessionId"] is None and "error" in lines[0]
+        return lines
+    assert lines[0]["type"] == "session"
     assert [line["type"] for line in lines[1:-1]] == ["item"] * (len(lines) - 2)
-    assert lines[-1]["exitCode"] == code
-    sid = lines[0]["sessionId"]
-    assert lines[-1]["sessionId"] == sid and all(line["sessionId"] == sid for line in lines[1:-1])
+    assert lines[-1]["sessionId"] == lines[0]["sessionId"]
     return lines
 
 
@@ -219,7 +221,7 @@ def test_a_second_run_goes_on_in_the_last_session(tmp_path, headless):
     first = headless.run(root, "one", "--json")
     again = headless.run(root, "two", "--last", "--json")
     assert first.code == 0 and again.code == 0, again.stderr
-    assert again.session["sessionId"] == first.session["sessionId"] and again.session["created"] is False
+    assert again.session["sessionId"] == first.session["sessionId"]
     by_id = headless.run(root, "three", "--session", first.session["sessionId"], "--json")
     assert by_id.code == 0 and by_id.session["sessionId"] == first.session["sessionId"]
     texts = [e["data"]["text"] for e in of_type(read_log(root, first.session["sessionId"]), "user/message")]
@@ -242,10 +244,13 @@ def test_a_config_error_exits_1_naming_its_kind(tmp_path, headless):
 
 def test_bad_arguments_exit_1_without_running(tmp_path, headless):
     root = workspace(tmp_path, [reply("never")])
-    for args in (["hi", "--max-rounds", "0"], ["hi", "--session", "not a session id"], ["hi", "--max-tokens", "x"]):
+    for args in (["--goal", "g", "--max-rounds", "0"], ["hi", "--session", "not a session id"],
+                 ["--goal", "g", "--max-tokens", "x"], ["hi", "--goal", "both"], []):
         done = headless.run(root, *args)
-        assert done.code != 0 and done.code in (1, 2), (args, done.code)
-        assert done.stderr.strip(), args
+        assert done.code == 1, (args, done.code)  # usage errors are 1 (2 means a blocked goal)
+        assert "invalid-params" in done.stderr, (args, done.stderr)
+        as_json = headless.run(root, *args, "--json")
+        assert as_json.code == 1 and as_json.result["error"]["kind"] == "invalid-params"
     assert not (root / ".dsh" / "sessions").exists() or not any((root / ".dsh" / "sessions").iterdir())
 
 
@@ -273,7 +278,7 @@ def test_a_plan_is_never_approved_the_run_stops_with_it_exit_3(tmp_path, headles
     done = headless.run(root, "--plan", "Add a cache")
     assert done.code == 3, done.stderr
     assert "# Plan: add a cache" in done.stdout and "1. Wrap the parser" in done.stdout
-    assert "I went on anyway." not in done.stdout
+    assert "not reviewed" in done.stderr
     root2 = workspace(tmp_path / "json", [reply("Here is the plan.", ("exit_plan_mode", {"plan": PLAN})), reply("I went on anyway.")])
     done = headless.run(root2, "--plan", "Add a cache", "--json")
     assert done.code == 3
@@ -282,7 +287,12 @@ def test_a_plan_is_never_approved_the_run_stops_with_it_exit_3(tmp_path, headles
     assert review["outcome"] != "approved"
     events = read_log(root2, done.session["sessionId"])
     reviews = [e["data"].get("review", {}).get("outcome") for e in of_type(events, "tool/result")]
-    assert "approved" not in reviews
+    assert "approved" not in reviews and "failed" in reviews
+    # Plan mode stays on for every request after it (nothing is implemented), and no
+    # further turn runs: the run ends with the turn the plan came in.
+    assert [e["data"]["planActive"] for e in of_type(events, "request/header")] == [True, True]
+    assert [e["data"]["active"] for e in of_type(events, "plan/mode")] == [True]
+    assert len(of_type(events, "turn/open")) == 1
     verify_log(root2, done.session["sessionId"])
 
 
@@ -295,7 +305,7 @@ def test_an_approval_nobody_can_give_is_refused_at_once_the_turn_goes_on_exit_3(
     assert done.code == 3, done.stderr
     assert not (root / "src" / "new.py").exists()
     assert done.result["stopReason"] == "end-turn"  # the turn went on to its end
-    assert done.result["refusedApprovals"] == ["write_file"]
+    assert [(n["kind"], n["tool"]) for n in done.result["personNeeded"]] == [("permission", "write_file")]
     [permission] = done.items("permission")
     assert permission["outcome"] == "reject"
     assert [i["text"] for i in done.items("assistant-message") if not i["partial"]][-1] == "I could not write it."
@@ -304,8 +314,8 @@ def test_an_approval_nobody_can_give_is_refused_at_once_the_turn_goes_on_exit_3(
     # Control: a read (not in the approve list) runs in the same kind of run, exit 0.
     read = ("read_file", {"path": "src/app.py"})
     ok = headless.run(workspace(tmp_path / "read", [reply("Reading.", read), reply("It greets.")], plugins=TOOLS), "read it", "--json")
-    assert ok.code == 0 and ok.result.get("refusedApprovals") in (None, [])
-    [tool] = [i for i in ok.items("tool-call") if not i["partial"]]
+    assert ok.code == 0 and not ok.result.get("personNeeded")
+    tool = [i for i in ok.items("tool-call") if not i["partial"]][-1]  # its last upsert
     assert tool["status"] == "ok" and "return 'hi'" in tool["result"]
 
 
@@ -459,6 +469,7 @@ def test_loopback_a_refused_key_exits_1_with_kind_auth(tmp_path, headless, loopb
     assert done.result["stopReason"] == "model-error"
     assert done.result["error"]["kind"] == "auth"
     assert KEY not in done.stdout + done.stderr
+    loopback.script(Failure(401, message="invalid api key"))
     text = headless.run(root, "hi")
     assert text.code == 1 and "auth" in text.stderr
 
@@ -523,6 +534,7 @@ def test_a_run_through_the_daemon_is_answered_by_the_attached_editor(tmp_path, h
     try:
         assert "result" in editor.initialize(questions=True, permissions=True)
         created = editor.request("dsh/session/create", {"title": "watched"})
+        editor.request("dsh/chat/get", {"agentId": created["agentId"]})  # follow the chat, as an editor's chat view does
         proc = headless.start(root, "make src/new.py", "--session", created["sessionId"], "--json")
         ask = editor.ask("dsh/permission/ask", timeout=60)
         assert ask["params"]["tool"] == "write_file"
@@ -530,17 +542,21 @@ def test_a_run_through_the_daemon_is_answered_by_the_attached_editor(tmp_path, h
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()
         lines = check_lines(out.decode(), 0)
-        assert lines[0]["daemon"] is True and lines[0]["sessionId"] == created["sessionId"]
+        assert lines[0]["via"] == "daemon" and lines[0]["sessionId"] == created["sessionId"]
         assert (root / "src" / "new.py").read_text() == "X = 1\n"
         # The editor watched the run live: the run's chat items reached it too.
-        seen = [n["item"]["text"] for n in editor.of("dsh/chat/item") if n["item"]["kind"] == "assistant-message"]
-        assert "Written." in seen
+        def seen() -> list[str]:
+            return [n["item"]["text"] for n in editor.of("dsh/chat/item")
+                    if n["item"]["kind"] == "assistant-message" and not n["item"]["partial"]]
+
+        assert editor.pump(lambda: "Written." in seen())
+        assert seen() == ["Writing.", "Written."]
         clients = editor.of("dsh/session/clients")
         assert any(c["clientName"] == "dshd run" for n in clients for c in n["clients"])
         # Control: a run in a session no editor is attached to is refused at once (exit 3).
         (root / "src" / "new.py").unlink()
         alone = headless.run(root, "make src/new.py", "--json")
-        assert alone.code == 3 and alone.session["daemon"] is True
+        assert alone.code == 3 and alone.session["via"] == "daemon"
         assert not (root / "src" / "new.py").exists()
     finally:
         editor.close_stdin()
@@ -558,3 +574,14 @@ def test_the_example_workspace_runs_as_the_docs_say(tmp_path, headless):
     assert "# Plan: retries for the HTTP client" in done.stdout
     docs = (Path(__file__).resolve().parents[2] / "docs" / "headless.md").read_text()
     assert 'dshd run --plan "Add retries to the HTTP client"' in docs
+
+
+def test_a_run_past_its_timeout_exits_1_with_its_turn_cancelled(tmp_path, headless):
+    root = workspace(tmp_path, [reply("Too slow.", delay_ms=60_000)])
+    started = time.monotonic()
+    done = headless.run(root, "hi", "--timeout", "2", "--json")
+    assert done.code == 1 and done.result["error"]["kind"] == "timeout"
+    assert time.monotonic() - started < 30
+    sid = done.session["sessionId"]
+    verify_log(root, sid)
+    assert closes(root, sid) == ["cancelled"]
