@@ -60,7 +60,7 @@ class ClientAsk:
             protocol.cancel_client_request(msg_id)
             self._watch_late(msg_id, params)
             raise
-        except RuntimeError as exc:  # pygls fails pending requests when the connection ends
+        except RuntimeError as exc:  # the server fails pending requests when the connection ends
             raise self.unavailable(f"the editor went away: {exc}") from None
         except Exception as exc:  # an error reply from the editor
             raise self.unavailable(f"the editor answered with an error: {exc}") from None

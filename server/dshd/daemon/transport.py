@@ -1,10 +1,7 @@
-"""Stdio framing for the daemon: LSP ``Content-Length`` headers over non-blocking pipes.
-
-pygls 2.1.1's stdio reader hands every header line and body to a thread pool
-(``run_in_executor``: about three thread hops per message, most of its 14x cost over a
-bare loop, NOTES.md). We read stdin with asyncio's own pipe transport instead and give
-each parsed message to the pygls protocol, which keeps doing dispatch, futures,
-cancellation and the LSP lifecycle.
+"""LSP framing for the dsh server: ``Content-Length`` headers over an asyncio stream
+(stdin through asyncio's own pipe transport, or a socket connection of the shared
+daemon), no thread hop per message; each decoded message goes to the server
+(daemon/server.py), which does dispatch, futures, cancellation and the LSP lifecycle.
 
 Bad bytes never stop the loop: a header block without a usable ``Content-Length`` is
 skipped; a body that is not JSON gets a -32700 Parse error; a message that is not a
@@ -30,7 +27,7 @@ def encode_frame(body: bytes) -> bytes:
 
 
 class StdoutWriter:
-    """pygls writer: one ``write`` per framed message, flushed at once."""
+    """The server's writer on stdout: one ``write`` per framed message, flushed at once."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
