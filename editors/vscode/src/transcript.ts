@@ -11,7 +11,7 @@ export class Transcripts implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(feed: ChatFeed) {
+  constructor(private readonly feed: ChatFeed) {
     this.disposables.push(
       this.changed,
       vscode.workspace.registerTextDocumentContentProvider(TRANSCRIPT_SCHEME, {
@@ -38,6 +38,8 @@ export class Transcripts implements vscode.Disposable {
 
   /** Opens the conversation beside the current editor. */
   async show(sessionId: string): Promise<vscode.TextDocument> {
+    // The chat may hold only its newest pages: the export is the whole conversation.
+    if (this.feed.store?.sessionId === sessionId) await this.feed.loadAll();
     const doc = await vscode.workspace.openTextDocument(this.uri(sessionId));
     await vscode.languages.setTextDocumentLanguage(doc, 'markdown');
     await vscode.window.showTextDocument(doc, { preview: false, viewColumn: vscode.ViewColumn.Beside, preserveFocus: true });

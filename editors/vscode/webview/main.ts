@@ -198,26 +198,64 @@ function renderPermissions(): void {
   wanted.forEach((e, i) => { if (host.children[i] !== e) host.insertBefore(e, host.children[i] ?? null); });
 }
 
+// ---- earlier messages ----------------------------------------------------------------------
+
+/** The first child of the log while earlier items are left to load (the host reads them on a click). */
+const earlier = button('Show earlier messages', 'link earlier', () => {
+  earlier.disabled = true;
+  earlier.textContent = 'Loading earlier messages…';
+  post({ type: 'showEarlier' });
+}, 'Load the messages before these');
+earlier.id = 'earlier';
+
+function renderEarlier(hasEarlier: boolean): void {
+  earlier.hidden = !hasEarlier;
+  earlier.disabled = false;
+  earlier.textContent = 'Show earlier messages';
+}
+
+/** Puts earlier items in front of those shown; what the person looks at stays where it is. */
+function showEarlier(list: ChatItem[], hasEarlier: boolean): void {
+  const fromEnd = log.scrollHeight - log.scrollTop;
+  const elements: HTMLElement[] = [];
+  for (const item of list) {
+    if (items.has(item.id)) continue;
+    items.set(item.id, item);
+    const e = itemElement(item);
+    if (e) elements.push(e);
+  }
+  earlier.after(...elements);
+  renderEarlier(hasEarlier);
+  log.scrollTop = log.scrollHeight - fromEnd;
+}
+
 function nearBottom(): boolean { return log.scrollHeight - log.scrollTop - log.clientHeight < 60; }
+
+function itemElement(item: ChatItem): HTMLElement | undefined {
+  const e = renderItem(item);
+  if (!e) return undefined;
+  e.dataset.id = item.id;
+  e.dataset.kind = item.kind;
+  return e;
+}
 
 /** Puts one item on the page: replaced in place when shown, else appended (following the end). */
 function show(item: ChatItem): void {
   const follow = nearBottom();
   items.set(item.id, item);
-  const e = renderItem(item);
+  const e = itemElement(item);
   const old = log.querySelector(`[data-id="${CSS.escape(item.id)}"]`);
   if (!e) { old?.remove(); return; }
-  e.dataset.id = item.id;
-  e.dataset.kind = item.kind;
   // A tool card the person opened stays open while its result arrives.
   if (old instanceof HTMLDetailsElement && e instanceof HTMLDetailsElement) e.open = old.open;
   if (old) old.replaceWith(e); else log.append(e);
   if (follow) log.scrollTop = log.scrollHeight;
 }
 
-function showAll(list: ChatItem[]): void {
+function showAll(list: ChatItem[], hasEarlier: boolean): void {
   items = new Map();
-  log.replaceChildren();
+  log.replaceChildren(earlier);
+  renderEarlier(hasEarlier);
   for (const item of list) show(item);
   log.scrollTop = log.scrollHeight;
 }
@@ -255,9 +293,10 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
       renderHeader(m.header);
       renderBusy();
       renderPermissions();
-      showAll(m.items);
+      showAll(m.items, m.hasEarlier);
       break;
     case 'item': show(m.item); break;
+    case 'earlier': showEarlier(m.items, m.hasEarlier); break;
     case 'header': renderHeader(m.header); break;
     case 'busy': busy = m.busy; renderBusy(); break;
     case 'reviews': {

@@ -29,8 +29,10 @@ export interface PendingPermission {
 }
 
 export type HostToView =
-  | { type: 'state'; header: ChatHeader; items: ChatItem[]; busy: boolean; reviews: AnswerableReview[]; permissions: PendingPermission[] }
+  | { type: 'state'; header: ChatHeader; items: ChatItem[]; hasEarlier: boolean; busy: boolean; reviews: AnswerableReview[]; permissions: PendingPermission[] }
   | { type: 'item'; item: ChatItem }
+  /** Earlier items to put in front of those shown; `hasEarlier`: more are left before them. */
+  | { type: 'earlier'; items: ChatItem[]; hasEarlier: boolean }
   | { type: 'header'; header: ChatHeader }
   | { type: 'busy'; busy: boolean }
   | { type: 'reviews'; reviews: AnswerableReview[] }
@@ -49,7 +51,8 @@ export type ViewToHost =
   | { type: 'showPermission'; requestId: string }
   | { type: 'pickSession' }
   | { type: 'newSession' }
-  | { type: 'export' };
+  | { type: 'export' }
+  | { type: 'showEarlier' };
 
 /** A message from the webview, checked: anything else is dropped (the webview is not trusted to be well formed). */
 export function parseViewMessage(m: unknown): ViewToHost | undefined {
@@ -57,7 +60,7 @@ export function parseViewMessage(m: unknown): ViewToHost | undefined {
   const o = m as Record<string, unknown>;
   const str = (k: string) => typeof o[k] === 'string';
   switch (o.type) {
-    case 'ready': case 'stop': case 'pickSession': case 'newSession': case 'export':
+    case 'ready': case 'stop': case 'pickSession': case 'newSession': case 'export': case 'showEarlier':
       return { type: o.type };
     case 'send':
       return str('text') ? { type: 'send', text: o.text as string } : undefined;

@@ -20,6 +20,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       vscode.window.registerWebviewViewProvider(ChatView.viewId, this.view, { webviewOptions: { retainContextWhenHidden: true } }),
       c.feed.onItem(({ item }) => this.view.post({ type: 'item', item })),
       c.feed.onReset(() => this.view.post(this.chatState())),
+      c.feed.onEarlier(({ items, store }) => this.view.post({ type: 'earlier', items, hasEarlier: store.olderSeq !== undefined })),
       c.reviews.onDidChange(() => this.view.post({ type: 'reviews', reviews: this.reviews() })),
       c.approvals.onDidChange(() => this.view.post({ type: 'permissions', permissions: c.approvals.pending() })),
       c.onDidChangeStatus(() => {
@@ -55,7 +56,8 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
 
   chatState(): Extract<HostToView, { type: 'state' }> {
     return {
-      type: 'state', header: this.header(), items: [...(this.c.feed.store?.items ?? [])], busy: this.c.busy,
+      type: 'state', header: this.header(), items: [...(this.c.feed.store?.items ?? [])],
+      hasEarlier: this.c.feed.store?.olderSeq !== undefined, busy: this.c.busy,
       reviews: this.reviews(), permissions: this.c.approvals.pending(),
     };
   }
@@ -77,6 +79,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       case 'pickSession': await vscode.commands.executeCommand('dsh.session.open'); break;
       case 'newSession': await vscode.commands.executeCommand('dsh.session.new'); break;
       case 'export': await vscode.commands.executeCommand('dsh.transcript.show'); break;
+      case 'showEarlier': await c.feed.loadEarlier().catch((e) => c.daemon.log(`dsh/chat/get (earlier messages): ${e instanceof Error ? e.message : String(e)}`)); break;
       case 'permission': c.approvals.answer(m.requestId, m.outcome, m.feedback); break;
       case 'showPermission': await c.approvals.show(m.requestId); break;
       case 'ready': break;

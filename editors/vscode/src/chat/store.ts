@@ -7,9 +7,23 @@ export function turnFailed(item: TurnEndChatItem): boolean {
   return !!item.error || item.stopReason === 'model-error' || item.stopReason === 'error';
 }
 
+/** How many items a chat page holds (the newest on open, then each earlier one asked for). */
+export const CHAT_PAGE_SIZE = 200;
+
+/**
+ * The seq to ask below for the page before `page` (its first item's), or undefined when the page
+ * was short: nothing older is left. Items without a seq (live-only) do not count toward the limit.
+ */
+export function olderSeqOf(page: readonly ChatItem[], limit = CHAT_PAGE_SIZE): number | undefined {
+  const seqs = page.map((i) => (i as { seq?: number }).seq).filter((s): s is number => typeof s === 'number');
+  return seqs.length >= limit ? seqs[0] : undefined;
+}
+
 export class ChatStore {
-  private readonly list: ChatItem[] = [];
+  private list: ChatItem[] = [];
   private readonly index = new Map<string, number>();
+  /** The seq below which earlier items are still to load (undefined: the store starts at the first). */
+  olderSeq: number | undefined;
 
   constructor(readonly agentId: string, readonly sessionId: string, items: readonly ChatItem[] = []) {
     for (const item of items) this.upsert(item);
@@ -24,6 +38,20 @@ export class ChatStore {
     this.index.set(item.id, this.list.length);
     this.list.push(item);
     return true;
+  }
+
+  /**
+   * Puts an earlier page (in list order) in front of the items held and notes where the one
+   * before it starts; an id already held keeps its newer form. Returns the items put in front.
+   */
+  prepend(page: readonly ChatItem[], olderSeq: number | undefined): ChatItem[] {
+    const older = page.filter((item) => !this.index.has(item.id));
+    this.olderSeq = olderSeq;
+    if (!older.length) return [];
+    this.list = [...older, ...this.list];
+    this.index.clear();
+    this.list.forEach((item, at) => this.index.set(item.id, at));
+    return older;
   }
 
   get(id: string): ChatItem | undefined {
