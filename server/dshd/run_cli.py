@@ -417,12 +417,12 @@ class Run:
         assert conn is not None
         session_id = args.session
         if args.last:
-            from dshd.goal_cli import GoalCommandError, newest_session
-
-            try:
-                session_id = newest_session(self.workspace)
-            except GoalCommandError as exc:
-                raise RunError(exc.kind, exc.message, exc.data) from None
+            # The session changed last, as the door lists them (sessions it refuses left out).
+            rows = (await conn.request("dsh/session/list", {})).get("sessions") or []
+            rows = [row for row in rows if isinstance(row, dict) and "refused" not in row and row.get("sessionId")]
+            if not rows:
+                raise RunError("invalid-params", f"--last: there is no session in {self.workspace}", {"field": "last"})
+            session_id = max(rows, key=lambda row: row.get("updatedAt") or "")["sessionId"]
         if session_id is None:
             opened = await conn.request("dsh/session/create", {"title": _title(self.prompt or args.goal)})
             self.goal = None
