@@ -111,8 +111,16 @@ export class Daemon implements vscode.Disposable {
     // We start the process ourselves (not languageclient) to learn how it ended: a crash is
     // reported once, with its exit status or signal.
     let exited: Promise<ExitInfo> = Promise.resolve({ code: null, signal: null });
+    // What the process last said on stderr: why it could not start, in its own words (the
+    // forwarder's "the socket folder … is open to others", a traceback's last line).
+    let said = '';
+    let stdioClosed: Promise<unknown> = Promise.resolve();
+    /** What it said, once its stderr is read to the end (a second at most). */
+    const lastWords = async () => { await Promise.race([stdioClosed, new Promise((r) => setTimeout(r, 1000))]); return lastLine(said); };
     const serverOptions: ServerOptions = async () => {
       const child = spawn(resolved, args, { cwd, stdio: 'pipe' });
+      stdioClosed = new Promise((resolve) => child.on('close', resolve));
+      child.stderr?.on('data', (b: Buffer) => { said = (said + b.toString()).slice(-4000); });
       exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
       child.on('error', (e) => this.output.appendLine(`dshd process error: ${e.message}`));
       this.process = child;
@@ -154,8 +162,20 @@ export class Daemon implements vscode.Disposable {
       if (err.kind === 'invalid-config') {
         this.failConfig(err, folder, overrides);
       } else {
-        this.fail(`dshd could not be started: ${err.message}`, `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
+        const last = await lastWords();
+        this.fail(`dshd could not be started: ${err.message}${last ? ` (dshd said: ${last})` : ''}`,
+          `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
       }
+      return false;
+    }
+    if (!client.initializeResult) {
+      // The process ended before it answered `initialize` (the client's start does not always fail then).
+      const last = await lastWords();
+      this.stopping = true;
+      await client.stop(2000).catch(() => undefined);
+      this.stopping = false;
+      this.fail(`dshd could not be started: it ended before answering${last ? ` (dshd said: ${last})` : ''}.`,
+        `Check the dshd log ("Show Log"); the command was ${resolved} ${args.join(' ')} in ${cwd}.`);
       return false;
     }
     // The daemon names its protocol version in capabilities.experimental.dsh; refuse another one
@@ -292,6 +312,12 @@ export class Daemon implements vscode.Disposable {
   }
 
   dispose(): void { void this.stop(); }
+}
+
+/** The last line a process wrote that says something, cut to a sentence's length. */
+function lastLine(text: string): string {
+  const line = text.split(/\r?\n/).map((l) => l.trim()).filter(Boolean).pop() ?? '';
+  return line.length > 300 ? `${line.slice(0, 299)}…` : line;
 }
 
 function hasKey(table: Record<string, unknown> | undefined, dotted: string): boolean {

@@ -229,4 +229,24 @@ test('a shared daemon another client started with other settings: VS Code says w
   }
 });
 
+test('a socket folder open to others: dshd connect refuses it and VS Code says so in its words, with the fix', async () => {
+  const before = process.env.XDG_RUNTIME_DIR;
+  const open = fs.mkdtempSync('/tmp/dsh-open-');
+  fs.mkdirSync(path.join(open, 'dshd'), { mode: 0o755 });
+  fs.chmodSync(path.join(open, 'dshd'), 0o755);
+  process.env.XDG_RUNTIME_DIR = open; // what the next dshd connect inherits
+  try {
+    assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), false, 'it connected through a folder others may enter');
+    assert.match(c.daemon.lastError ?? '', /dshd said: .*socket folder .* is open to others \(mode 755\): `chmod 700` it or remove it/);
+    assert.equal(fs.readdirSync(path.join(open, 'dshd')).length, 0, 'a socket or lock was made in the open folder');
+    await screenshot('shared-open-socket-folder');
+  } finally {
+    process.env.XDG_RUNTIME_DIR = before;
+    fs.rmSync(open, { recursive: true, force: true });
+  }
+  // The control: with its own private runtime folder the same command connects.
+  assert.equal(await vscode.commands.executeCommand('dsh.server.restart'), true);
+  assert.equal(c.connection, 'running');
+});
+
 export async function run(): Promise<void> { await runAll(); }
