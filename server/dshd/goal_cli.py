@@ -262,10 +262,10 @@ def newest_session(workspace: Path) -> str:
     from dshd.agent import is_session_id
     from dshd.services.listing import SessionIndex
 
-    rows = [row for row in SessionIndex(workspace, is_session_id).rows(lambda _sid: None) if "refused" not in row]
+    rows = [row for row in SessionIndex(workspace, is_session_id).rows(lambda _sid: None) if row.refused is None]
     if not rows:
         raise GoalCommandError("invalid-params", f"no session in {workspace}: open one in an editor first", {"field": "session"})
-    return max(rows, key=lambda row: row["updatedAt"] or "")["sessionId"]
+    return max(rows, key=lambda row: row.updated_at or "").session_id
 
 
 # ---- the command ------------------------------------------------------------------------

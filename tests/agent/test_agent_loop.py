@@ -357,11 +357,11 @@ async def test_workspace_list_sessions(tmp_path):
     view = goals_of(b).create("listed goal", 7)
     goals_of(b).disarm()
     ws.close(b.agent_id)  # listed from disk
-    listed = {s["sessionId"]: s for s in ws.list_sessions()}
-    assert listed[a.session_id]["title"] == "alpha" and "goal" not in listed[a.session_id]
-    goal = listed[b.session_id]["goal"]
+    listed = {s.session_id: s for s in ws.list_sessions()}
+    assert listed[a.session_id].title == "alpha" and listed[a.session_id].goal is None
+    goal = listed[b.session_id].goal
     assert goal.id == view.id and goal.max_rounds == 7 and goal.activation == "disarmed"
-    assert all(s["updatedAt"].endswith("Z") for s in listed.values())
+    assert all(s.updated_at.endswith("Z") for s in listed.values())
     await ws.shutdown()
 
 

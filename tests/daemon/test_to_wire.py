@@ -110,3 +110,21 @@ def test_deltas_both_ways():
     assert to_wire.delta_from_wire(wire) == delta
     retry = AgentDelta(turn=1, step=2, kind="retry", attempt=2, delay_ms=500)
     assert to_wire.delta(retry) == {"turn": 1, "step": 2, "kind": "retry", "attempt": 2, "delayMs": 500}
+
+
+def test_session_rows_are_the_wire_session_summary():
+    from dshd.services.listing import SessionRefusal, SessionRow
+
+    sid = "s-01m8mcaext7rthc32vvdnh1pd2"
+    row = SessionRow(session_id=sid, title="a\u202etitle", updated_at=AT, goal=_core())
+    wire = to_wire.session_row(row, "a\\u202etitle")
+    assert list(wire) == ["sessionId", "title", "updatedAt", "goal"] and wire["goal"] == to_wire.goal_view(_core())
+    from_wire(T.SessionSummary, wire)
+    refused = SessionRow(
+        session_id=sid, title=None, updated_at=AT,
+        refused=SessionRefusal(kind="unsafe-path", path="/w/.dsh/sessions/x/log.jsonl", reason="is a symbolic link"),
+    )  # fmt: skip
+    wire = to_wire.session_row(refused, None)
+    assert wire["refused"] == {"kind": "unsafe-path", "path": "/w/.dsh/sessions/x/log.jsonl", "reason": "is a symbolic link"}
+    assert "goal" not in wire
+    from_wire(T.SessionSummary, wire)

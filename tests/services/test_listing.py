@@ -11,7 +11,7 @@ import pytest
 
 from dshd.folds import replay
 from dshd.log import SessionReader
-from dshd.services.listing import HEAD_BYTES, SessionIndex, fold_for_list
+from dshd.services.listing import HEAD_BYTES, SessionIndex, SessionRefusal, fold_for_list
 from dshd.services.store import SessionStore
 from log.test_log_sample import SAMPLE
 
@@ -100,16 +100,16 @@ def test_kept_rows_follow_a_change_of_the_log_and_of_the_folder(tmp_path):
         pass
     index = SessionIndex(tmp_path, is_id)
     first = index.rows(lambda s: None)
-    assert first[0]["title"] == "a title" and "refused" not in first[0]
+    assert first[0].title == "a title" and first[0].refused is None
     assert index.rows(lambda s: None) is not first and index.rows(lambda s: None) == first
     with SessionStore.open(sessions, "s1") as store:
         store.commit("plan/mode", {"active": True}, writer="plan")
         at = store.state.last_at
-    assert index.rows(lambda s: None)[0]["updatedAt"] == at
+    assert index.rows(lambda s: None)[0].updated_at == at
     (store.dir / "log.lock").unlink()
     (store.dir / "log.lock").symlink_to(tmp_path / "elsewhere")
     refused = index.rows(lambda s: None)[0]
-    assert refused["refused"] == {"kind": "unsafe-path", "path": str(store.dir / "log.lock"), "reason": "is a symbolic link"}
+    assert refused.refused == SessionRefusal(kind="unsafe-path", path=str(store.dir / "log.lock"), reason="is a symbolic link")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -124,22 +124,22 @@ def test_saved_rows_serve_the_next_index_only_while_their_keys_match(tmp_path, m
         pass
     saved = tmp_path / "cache" / "rows.json"
     first = SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)
-    assert saved.is_file() and first[0]["title"] == "a title"
+    assert saved.is_file() and first[0].title == "a title"
     # The next index uses the saved row as it is while the key holds (marked to tell) ...
     doc = msgspec.json.decode(saved.read_bytes())
     doc["rows"]["s1"][1]["title"] = "from the saved rows"
     saved.write_bytes(msgspec.json.encode(doc))
-    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "from the saved rows"
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0].title == "from the saved rows"
     # ... and folds the log again once it changed.
     with SessionStore.open(sessions, "s1") as store:
         store.commit("plan/mode", {"active": True}, writer="plan")
     again = SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)
-    assert again[0]["title"] == "a title" and again[0]["updatedAt"] == store.state.last_at
+    assert again[0].title == "a title" and again[0].updated_at == store.state.last_at
     # Rows saved for another workspace, or not well formed, are not used.
     doc = msgspec.json.decode(saved.read_bytes())
     doc["rows"]["s1"][1]["title"] = "another workspace's"
     doc["root"] = str(tmp_path / "other")
     saved.write_bytes(msgspec.json.encode(doc))
-    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "a title"
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0].title == "a title"
     saved.write_bytes(b"{not json")
-    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0]["title"] == "a title"
+    assert SessionIndex(tmp_path / "ws", is_id, saved=saved).rows(lambda s: None)[0].title == "a title"

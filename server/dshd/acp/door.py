@@ -218,11 +218,11 @@ class AcpDoor(AcpHostClient):
             return ListSessionsResponse(sessions=[])
         sessions = [
             SessionInfo(
-                session_id=entry["sessionId"],
+                session_id=entry.session_id,
                 cwd=str(self.root),
-                title=shown(entry["title"]) if isinstance(entry.get("title"), str) else None,
-                updated_at=entry.get("updatedAt"),
-                field_meta={"goal": goal_meta(entry.get("goal"))},
+                title=shown(entry.title) if isinstance(entry.title, str) else None,
+                updated_at=entry.updated_at,
+                field_meta={"goal": goal_meta(entry.goal)},
             )
             for entry in self._workspace.list_sessions()
         ]

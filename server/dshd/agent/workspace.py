@@ -41,7 +41,7 @@ from dshd.log import io_error
 from dshd.log.safefs import check_entries, open_dir, open_file
 from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
-from dshd.services.listing import SessionIndex
+from dshd.services.listing import SessionIndex, SessionRow
 from dshd.services.store import SessionStore
 from dshd_protocol.ids import is_session_id, new_session_id
 
@@ -197,8 +197,8 @@ class Workspace:
             raise DshError("stale-agent", f"agent {agent_id} was replaced or closed; open the session again")
         raise DshError("unknown-agent", f"no open session has the agent id {agent_id!r}: open the session first")
 
-    def list_sessions(self) -> list[dict[str, Any]]:
-        """The rows of dsh/session/list (services.listing: kept in memory until a log changes)."""
+    def list_sessions(self) -> list[SessionRow]:
+        """The rows of the session list (services.listing: kept in memory until a log changes)."""
 
         def live(session_id: str):
             agent = self._by_session.get(session_id)

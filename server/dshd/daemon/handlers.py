@@ -70,14 +70,10 @@ def session_list(d, p: t.SessionListParams):
     return {"sessions": [_titled(row) for row in d.dsh_workspace.list_sessions()]}
 
 
-def _titled(row: dict) -> dict:
-    """A session row with its title as a person may read it (api/escape.py); rows are
-    shared with the listing cache, so a changed one is a copy."""
-    title = row.get("title")
-    row = to_wire.session_row(row)  # its goal with the words people read
-    if not isinstance(title, str) or shown(title) == title:
-        return row
-    return {**row, "title": shown(title)}
+def _titled(row) -> dict:
+    """A session row on the wire, its title as a person may read it (api/escape.py) and
+    its goal with the words people read."""
+    return to_wire.session_row(row, shown(row.title) if isinstance(row.title, str) else None)
 
 
 @method(t.SESSION_OPEN)

@@ -21,6 +21,7 @@ from dshd_protocol import wire_name
 from dshd.agent.deltas import AgentDelta
 from dshd.api.words import goal_words
 from dshd.services.goals import GoalNotice, GoalView
+from dshd.services.listing import SessionRow
 
 # ---- goals ------------------------------------------------------------------------------
 
@@ -62,11 +63,15 @@ def goal_ref(ref: Any) -> dict[str, Any]:
     return {"id": ref.id, "revision": ref.revision}
 
 
-def session_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A ``dsh/session/list`` row: the index's row with its goal (a core GoalView) as the
-    wire's. Rows are shared with the listing cache, so a changed one is a copy."""
-    goal = row.get("goal")
-    return row if goal is None else {**row, "goal": goal_view(goal)}
+def session_row(row: SessionRow, title: str | None) -> dict[str, Any]:
+    """A ``dsh/session/list`` row (SessionSummary) from the index's row; ``title`` as a
+    person may read it (the handler escapes it)."""
+    out: dict[str, Any] = {"sessionId": row.session_id, "title": title, "updatedAt": row.updated_at}
+    if row.goal is not None:
+        out["goal"] = goal_view(row.goal)
+    if row.refused is not None:
+        out["refused"] = {"kind": row.refused.kind, "path": row.refused.path, "reason": row.refused.reason}
+    return out
 
 
 # ---- plan mode, activity -------------------------------------------------------------------

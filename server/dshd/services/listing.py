@@ -24,7 +24,7 @@ import re
 import stat
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import msgspec
 
@@ -54,6 +54,24 @@ _TITLE_KEY = re.compile(rb'"title"\s*:\s*"')
 _START_END = re.compile(rb'"\s*\}\s*\}\s*$')
 
 
+class SessionRefusal(msgspec.Struct, frozen=True, gc=False):
+    """Why a folder under sessions/ is listed but not opened (a link, not a folder)."""
+
+    kind: str  # "unsafe-path"
+    path: str
+    reason: str
+
+
+class SessionRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One row of the session list: plain core values (each door writes its own shape)."""
+
+    session_id: str
+    title: str | None
+    updated_at: str | None
+    goal: GoalView | None = None  # absent: no goal
+    refused: SessionRefusal | None = None  # present: the folder is not a session to open
+
+
 class SessionIndex:
     """The list rows of ``<root>/.dsh/sessions``; ``is_session_id`` says which names count."""
 
@@ -63,19 +81,19 @@ class SessionIndex:
         self.root = Path(root)
         self.sessions_dir = self.root / ".dsh" / "sessions"
         self._is_session_id = is_session_id
-        self._rows: dict[str, tuple[_Key, dict[str, Any] | None]] = {}
+        self._rows: dict[str, tuple[_Key, SessionRow | None]] = {}
         self._saved = saved if saved is not None else saved_rows_path(self.root)
         self._loaded = False
         self._changed = False
 
-    def rows(self, live: Callable[[str], tuple[SessionState, bool] | None]) -> list[dict[str, Any]]:
+    def rows(self, live: Callable[[str], tuple[SessionState, bool] | None]) -> list[SessionRow]:
         """Every session, oldest first. ``live(id)`` is (state, goal armed) of a session
         this daemon holds open (its row comes from memory), else None."""
         try:
             sessions_fd = open_dir(self.sessions_dir, self.root)
         except FileNotFoundError:
             return []
-        out: list[dict[str, Any]] = []
+        out: list[SessionRow] = []
         seen: set[str] = set()
         try:
             with os.scandir(sessions_fd) as entries:
@@ -88,7 +106,7 @@ class SessionIndex:
                 seen.add(name)
                 row = self._row(sessions_fd, name, live(name))
                 if row is not None:
-                    out.append(dict(row))  # a copy: the kept row stays as read
+                    out.append(row)  # frozen: the kept row is shared as it is
         finally:
             os.close(sessions_fd)
         for gone in self._rows.keys() - seen:
@@ -99,7 +117,7 @@ class SessionIndex:
             _save_rows(self._saved, self.root, self._rows)
         return out
 
-    def _row(self, sessions_fd: int, name: str, live: tuple[SessionState, bool] | None) -> dict[str, Any] | None:
+    def _row(self, sessions_fd: int, name: str, live: tuple[SessionState, bool] | None) -> SessionRow | None:
         try:
             dir_st = os.stat(name, dir_fd=sessions_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -126,7 +144,7 @@ class SessionIndex:
         self._changed = True
         return row
 
-    def _fold_row(self, sessions_fd: int, name: str, dir_st: os.stat_result, log_st: os.stat_result) -> dict | None:
+    def _fold_row(self, sessions_fd: int, name: str, dir_st: os.stat_result, log_st: os.stat_result) -> SessionRow | None:
         try:
             with SessionReader.open_at(sessions_fd, name, self.sessions_dir / name) as reader:
                 state = fold_for_list(reader)
@@ -147,14 +165,14 @@ class SessionIndex:
 # bound); with this many sessions or more the rows are also kept in the person's cache
 # folder, so the next daemon's first list costs what a later list costs.
 SAVE_FROM = 100
-_SAVED_VERSION = 2  # 2: a row's goal is the core's GoalView (snake_case), no longer the wire's
+_SAVED_VERSION = 3  # 3: rows are SessionRow (snake_case, the goal a GoalView), no longer the wire's
 _SAVED_MAX = 32 * 1024 * 1024
 
 
 class _SavedRows(msgspec.Struct, forbid_unknown_fields=True):
     version: int
     root: str
-    rows: dict[str, tuple[tuple[int, int, int, int, int], dict[str, Any] | None]]
+    rows: dict[str, tuple[tuple[int, int, int, int, int], SessionRow | None]]
 
 
 def saved_rows_path(root: Path) -> Path | None:
@@ -171,7 +189,7 @@ def saved_rows_path(root: Path) -> Path | None:
     return Path(cache) / "dshd" / "session-lists" / f"{digest}.json"
 
 
-def _load_rows(path: Path, root: Path) -> dict[str, tuple[_Key, dict[str, Any] | None]]:
+def _load_rows(path: Path, root: Path) -> dict[str, tuple[_Key, SessionRow | None]]:
     """The rows a daemon saved, if they are for this workspace and well formed; a row is
     used only while its key (inodes, sizes, times to the nanosecond) still matches."""
     try:
@@ -189,16 +207,10 @@ def _load_rows(path: Path, root: Path) -> dict[str, tuple[_Key, dict[str, Any] |
         os.close(fd)
     if saved.version != _SAVED_VERSION or saved.root != str(root):
         return {}
-    try:
-        for _key, row in saved.rows.values():
-            if row is not None and "goal" in row:
-                row["goal"] = msgspec.convert(row["goal"], GoalView)
-    except msgspec.ValidationError:
-        return {}
     return {name: (tuple(key), row) for name, (key, row) in saved.rows.items()}  # type: ignore[misc]
 
 
-def _save_rows(path: Path, root: Path, rows: dict[str, tuple[_Key, dict[str, Any] | None]]) -> None:
+def _save_rows(path: Path, root: Path, rows: dict[str, tuple[_Key, SessionRow | None]]) -> None:
     """Write the rows (a cache: any failure is only logged). A new temp file (O_EXCL)
     renamed over the old one, so a reader sees one whole version."""
     body = msgspec.json.encode(_SavedRows(_SAVED_VERSION, str(root), dict(rows)))
@@ -302,22 +314,18 @@ def _string_prefix(body: bytes) -> str | None:
     return None
 
 
-def _summary(name: str, state: SessionState, armed: bool, log_st: os.stat_result | None) -> dict[str, Any]:
+def _summary(name: str, state: SessionState, armed: bool, log_st: os.stat_result | None) -> SessionRow:
     updated = state.last_at or (rfc3339_utc(log_st.st_mtime_ns) if log_st is not None else None)
-    row: dict[str, Any] = {"sessionId": name, "title": state.title, "updatedAt": updated}
-    view = goal_view(state.goal, armed)
-    if view is not None:
-        row["goal"] = view  # the core's GoalView: each door writes it its own way
-    return row
+    return SessionRow(session_id=name, title=state.title, updated_at=updated, goal=goal_view(state.goal, armed))
 
 
-def _refused(name: str, exc: UnsafePath, st: os.stat_result) -> dict[str, Any]:
-    return {
-        "sessionId": name,
-        "title": None,
-        "updatedAt": rfc3339_utc(st.st_mtime_ns),
-        "refused": {"kind": exc.kind, "path": exc.path, "reason": exc.reason},
-    }
+def _refused(name: str, exc: UnsafePath, st: os.stat_result) -> SessionRow:
+    return SessionRow(
+        session_id=name,
+        title=None,
+        updated_at=rfc3339_utc(st.st_mtime_ns),
+        refused=SessionRefusal(kind=exc.kind, path=exc.path, reason=exc.reason),
+    )
 
 
-__all__ = ["SessionIndex"]
+__all__ = ["SessionIndex", "SessionRefusal", "SessionRow"]
