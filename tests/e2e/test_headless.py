@@ -585,3 +585,52 @@ def test_a_run_past_its_timeout_exits_1_with_its_turn_cancelled(tmp_path, headle
     sid = done.session["sessionId"]
     verify_log(root, sid)
     assert closes(root, sid) == ["cancelled"]
+
+
+def test_a_goal_run_through_the_daemon_goes_on_when_the_editor_leaves(tmp_path, headless):
+    """The last *other* client leaving does not disarm the goal a headless run is attached to."""
+    from tests.e2e.test_shared_session import DshClient
+
+    root = workspace(tmp_path, [reply("Round one.", delay_ms=1500), reply("Round two."),
+                                reply("", ("goal_complete", {})), reply("Done.")])
+    editor = DshClient(root, headless.runtime)
+    assert "result" in editor.initialize(questions=True, permissions=True)
+    created = editor.request("dsh/session/create", {})
+    sid = created["sessionId"]
+    proc = headless.start(root, "--goal", "Two rounds", "--session", sid, "--json")
+    wait_for(lambda: of_type(read_log(root, sid), "turn/open"), what="round one")
+    editor.close_stdin()  # the person closes the editor mid-round
+    assert editor.wait(10) == 0
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    lines = check_lines(out.decode(), 0)
+    assert lines[0]["via"] == "daemon"
+    assert lines[-1]["goal"]["phase"] == "complete"
+    assert set(closes(root, sid)) == {"end-turn"} and len(closes(root, sid)) >= 3  # every round ran to its end
+    verify_log(root, sid)
+
+
+def test_ctrl_c_of_a_run_through_the_daemon_cancels_its_turn_and_leaves_the_daemon_serving(tmp_path, headless):
+    from tests.e2e.test_shared_session import DshClient
+
+    root = workspace(tmp_path, [reply("Too slow.", delay_ms=60_000), reply("Still here.")])
+    editor = DshClient(root, headless.runtime)
+    try:
+        assert "result" in editor.initialize(questions=True, permissions=True)
+        created = editor.request("dsh/session/create", {})
+        sid, agent = created["sessionId"], created["agentId"]
+        proc = headless.start(root, "--goal", "Wait", "--session", sid, "--json")
+        wait_for(lambda: of_type(read_log(root, sid), "turn/open"), what="the round")
+        code, out, err = interrupt(proc)
+        assert code == 130, err
+        lines = check_lines(out, 130)
+        assert lines[0]["via"] == "daemon" and lines[-1]["goal"]["activation"] == "disarmed"
+        assert closes(root, sid) == ["cancelled"]
+        verify_log(root, sid)
+        # The daemon and the editor go on: the editor's own prompt runs.
+        answer = editor.request("dsh/agent/prompt", {"agentId": agent, "text": "still there?"})
+        assert answer["stopReason"] == "end-turn"
+        assert closes(root, sid) == ["cancelled", "end-turn"]
+    finally:
+        editor.close_stdin()
+        editor.wait(10)
