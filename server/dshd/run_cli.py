@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -205,6 +206,7 @@ class SharedDaemonDoor:
         self._connection = connection
 
     async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+        gc.enable()
         reader, writer = await asyncio.open_connection(sock=self._connection.sock)
         return reader, writer, self._connection.first
 
@@ -659,6 +661,10 @@ def main(argv: list[str] | None = None) -> int:
     from dshd.goal_cli import find_workspace
 
     workspace = find_workspace(Path.cwd())
+    # As for `dshd serve`: no cyclic collection while the door's modules load (they live
+    # for the process); the in-process door's initialize answer freezes them and turns
+    # collection back on, the shared daemon's path turns it on once connected.
+    gc.disable()
     try:
         return asyncio.run(_run(args, workspace, prompt, out))
     except BrokenPipeError:  # `dshd run ... | head`
