@@ -634,3 +634,43 @@ def test_ctrl_c_of_a_run_through_the_daemon_cancels_its_turn_and_leaves_the_daem
     finally:
         editor.close_stdin()
         editor.wait(10)
+
+
+def test_on_a_terminal_stderr_shows_a_progress_line_and_stdout_stays_the_text(tmp_path, headless):
+    import pty
+    import threading
+
+    read = ("read_file", {"path": "src/app.py"})
+    root = workspace(tmp_path, [reply("Reading.", read, usage=(100, 20), delay_ms=300),
+                                reply("It greets.", usage=(150, 10), delay_ms=300)], plugins=TOOLS)
+    (root / "sub").mkdir()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([str(DSHD), "run", "what does greet do"], cwd=root / "sub", env=headless.env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, start_new_session=True)
+    os.close(slave)
+    seen = bytearray()
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=60)
+    reader.join(5)
+    os.close(master)
+    assert proc.returncode == 0
+    progress = seen.decode(errors="replace")
+    assert "\r\x1b[K" in progress  # a line redrawn in place
+    assert "tokens" in progress and "turn 1" in progress
+    assert "Traceback" not in progress
+    # stdout is the assistant's text only; the run found the workspace from a subfolder.
+    assert out.decode().splitlines() == ["Reading.", "It greets."]
+    [sid] = [p.name for p in (root / ".dsh" / "sessions").iterdir()]
+    verify_log(root, sid)
