@@ -233,6 +233,7 @@ class Output:
         self.as_json = as_json
         self.progress_on = not as_json and sys.stderr.isatty()
         self._progress_shown = False
+        self._progress_text = ""
         self._printed: dict[str, int] = {}  # assistant item id -> characters written
         self._open_line = False  # stdout's last write did not end a line
 
@@ -277,10 +278,10 @@ class Output:
         print(f"dshd run: {text}", file=sys.stderr, flush=True)
 
     def progress(self, text: str) -> None:
-        if self.progress_on:
+        if self.progress_on and not (self._progress_shown and text == self._progress_text):
             sys.stderr.write("\r\x1b[K" + text)
             sys.stderr.flush()
-            self._progress_shown = True
+            self._progress_shown, self._progress_text = True, text
 
     def _clear_progress(self) -> None:
         if self._progress_shown:

@@ -201,3 +201,61 @@ def test_the_headless_client_name_is_the_one_the_host_words_refusals_for():
     from dshd.run_cli import CLIENT_NAME
 
     assert CLIENT_NAME == HEADLESS_CLIENT_NAME == "dshd run"
+
+
+def test_a_goal_run_through_the_daemon_goes_on_when_the_editor_leaves(runtime, tmp_path):
+    # The run is a client attached to the session: the editor leaving is not "the last
+    # client left", so the goal is not disarmed and its rounds go on to complete.
+    slow = [{"text": f"round {n}", "delayMs": 400} for n in (1, 2, 3)]
+    ws = write_workspace(tmp_path / "ws", slow + [{"toolCalls": [{"name": "goal_complete", "arguments": {}}]}], plugins=PLUGINS)
+    with RawDaemon(ws, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()
+        session = editor.request("dsh/session/create", {})["sessionId"]
+        child = subprocess.Popen(
+            COMMAND + ["run", "--session", session, "--goal", "Three rounds", "--json"],
+            cwd=ws, env={**os.environ, **runtime.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not any(e["type"] == "turn/open" for e in log_events(ws, session)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert editor.shutdown_and_exit() == 0  # the editor leaves during round 1
+        left_at = sum(1 for e in log_events(ws, session) if e["type"] == "turn/open")
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == 0, stderr
+    result = json.loads(stdout.splitlines()[-1])
+    assert result["goal"]["phase"] == "complete" and result["goal"]["roundsStarted"] >= 3
+    assert sum(1 for e in log_events(ws, session) if e["type"] == "turn/open") > left_at
+
+
+def test_on_a_terminal_stderr_shows_a_progress_line_round_tokens_tool(runtime, tmp_path):
+    import pty
+
+    replies = [
+        {"toolCalls": [{"name": "read_file", "arguments": {"path": "script.json"}}], "delayMs": 200},
+        {"toolCalls": [{"name": "goal_complete", "arguments": {}}], "delayMs": 200},
+    ]
+    ws = write_workspace(tmp_path / "ws", replies, plugins=PLUGINS)
+    ours, theirs = pty.openpty()
+    child = subprocess.Popen(
+        COMMAND + ["run", "--goal", "Read it"], cwd=ws, env={**os.environ, **runtime.env},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=theirs,
+    )
+    os.close(theirs)
+    stdout, _ = child.communicate(timeout=60)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(ours)
+    assert child.returncode == 0, shown
+    text = shown.decode()
+    assert "round 1 · 0 tokens · running Read script.json" in text
+    assert text.count("\r\x1b[K") >= 2  # one line, redrawn in place
+    # Control: stderr that is not a terminal gets no progress line (nothing but notices).
+    piped = run(runtime, write_workspace(tmp_path / "ws2", replies, plugins=PLUGINS), "--goal", "Read it")
+    assert piped.returncode == 0 and "\x1b[K" not in piped.stderr and "round 1" not in piped.stderr
