@@ -211,10 +211,10 @@ async def test_pm_09_get_is_recorded_state_plus_pending(tmp_path):
     plan_of(agent).set(True)
     view = plan_of(agent).get()
     assert view == PlanView(active=False, pending=True)
-    assert view.to_dict() == {"active": False, "pending": True}
+    assert view == PlanView(active=False, pending=True)
     await turn
     # The turn ended with no further step: still pending, never appended by itself (PM-11).
-    assert plan_of(agent).get().to_dict() == {"active": False, "pending": True}
+    assert plan_of(agent).get() == PlanView(active=False, pending=True)
     assert events_of(agent, "plan/mode") == []
     await ws.shutdown()
 

@@ -28,12 +28,6 @@ class ActivityState:
     activity: str  # "idle" | "working" | "waiting"
     question: str | None = None  # while waiting: "plan-review" | "approval"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"activity": self.activity}
-        if self.question is not None:
-            out["question"] = self.question
-        return out
-
 
 ActivityListener = Callable[[ActivityState], None]
 

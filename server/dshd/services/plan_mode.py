@@ -45,14 +45,10 @@ NARRATION = {
 
 @attrs.frozen
 class PlanView:
+    """Plan mode as the doors show it (each door's converter writes its own shape)."""
+
     active: bool
     pending: bool | None = None
-
-    def to_dict(self) -> dict:
-        view: dict = {"active": self.active}
-        if self.pending is not None:
-            view["pending"] = self.pending
-        return view
 
 
 @attrs.frozen
