@@ -40,6 +40,7 @@ EXIT_OK, EXIT_ERROR, EXIT_BLOCKED, EXIT_PERSON, EXIT_BUDGET, EXIT_INTERRUPTED = 
 CLIENT_NAME = "dshd run"  # what attached editors show; api/host.py words refusals for it
 BUDGET_CODES = frozenset({"round-budget-exhausted", "token-budget-exhausted"})
 FAILED_STOPS = frozenset({"model-error", "error"})
+STOP_TIMEOUT_S = 30.0  # a cancel the daemon does not answer: the run ends anyway
 NEWEST = 2**53 - 1  # dsh/chat/get beforeSeq above every seq: the newest page
 
 
@@ -483,8 +484,11 @@ class Run:
         self._stopping = True
         if self.conn is None or self.agent_id is None:
             return
-        await self._quiet_request("dsh/agent/cancel", {"agentId": self.agent_id})
-        await self._quiet_request("dsh/goal/disarm", {"agentId": self.agent_id})
+        for method in ("dsh/agent/cancel", "dsh/goal/disarm"):
+            try:
+                await asyncio.wait_for(self._quiet_request(method, {"agentId": self.agent_id}), STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self.out.notice(f"the daemon did not answer {method} in {STOP_TIMEOUT_S:g} s")
 
     async def finish(self, door) -> None:
         if self.conn is not None and self.initialized:
@@ -540,8 +544,6 @@ def _title(text: str | None) -> str | None:
 
 async def _run(args: argparse.Namespace, workspace: Path, prompt: str | None, out: Output) -> int:
     run = Run(args, workspace, prompt, out)
-    door = find_door(workspace)
-    run.via = door.via
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
@@ -553,6 +555,8 @@ async def _run(args: argparse.Namespace, workspace: Path, prompt: str | None, ou
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupt)
+    door = find_door(workspace)
+    run.via = door.via
     try:
         try:
             async with asyncio.timeout(args.timeout):
@@ -668,6 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.disable()
     try:
         return asyncio.run(_run(args, workspace, prompt, out))
+    except KeyboardInterrupt:  # before the run's own handler was in place: nothing started
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `dshd run ... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
