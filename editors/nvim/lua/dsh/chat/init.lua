@@ -84,13 +84,15 @@ local function mark_earlier(view)
   end
 end
 
--- Lay the store out again, every window on the buffer keeping its place counted from the
--- end (lines put in front move nothing the person looks at or types in).
-local function rebuild(view)
+-- Lay the store out again. With `keep_place` (an earlier page went in front) every window
+-- on the buffer keeps its place counted from the end: lines put in front move nothing the
+-- person looks at or types in. Without it (a first read) the windows are left as the
+-- builder leaves them (the cursor in the prompt area, the end in sight).
+local function rebuild(view, keep_place)
   local buf = view.buf
   local before = vim.api.nvim_buf_line_count(buf)
   local places = {}
-  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+  for _, win in ipairs(keep_place and vim.fn.win_findbuf(buf) or {}) do
     local cursor = vim.api.nvim_win_get_cursor(win)
     local top = vim.api.nvim_win_call(win, function()
       return vim.fn.line('w0')
@@ -162,7 +164,7 @@ function M.older(view)
     local got = result and result.items or {}
     view.older_seq = older_seq_of(got)
     view.store:prepend(got)
-    rebuild(view)
+    rebuild(view, true)
   end, 'read earlier messages', function()
     view.loading_older = false
     return false
