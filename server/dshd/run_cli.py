@@ -642,7 +642,7 @@ def _check(args: argparse.Namespace) -> str | None:
             raise RunError("invalid-params", f"--session: {args.session!r} is not a session id", {"field": "session"})
     prompt = args.prompt
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = sys.stdin.read().rstrip("\n")  # `echo ... |` ends it with a newline nobody typed
     if prompt is not None and not prompt.strip():
         raise RunError("invalid-params", "the prompt is empty", {"field": "prompt"})
     if prompt is None and args.goal is None and args.session is None and not args.last:
