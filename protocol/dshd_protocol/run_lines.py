@@ -21,7 +21,7 @@ from .schema import DIALECT, _Builder
 from .types import AgentId, ChatItem, GoalView, NonBlankText, NonNegativeInt, SessionId
 
 RUN_SCHEMA_PATH = Path(__file__).with_name("dshd-run.schema.json")
-REGENERATE = "python -m dshd_protocol.run_lines"
+REGENERATE = "./run protocol"  # also python -m dshd_protocol.run_lines
 
 
 @attrs.frozen(kw_only=True)
