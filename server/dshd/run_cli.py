@@ -63,10 +63,12 @@ class Connection:
     ``on_notification(method, params)``. Requests from the daemon are answered with an
     error: this client declared it answers none."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes, on_notification) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes, on_notification, on_lost
+    ) -> None:
         self._reader, self._writer = reader, writer
         self._buffer = bytearray(first)
-        self._on_notification = on_notification
+        self._on_notification, self._on_lost = on_notification, on_lost
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future] = {}
         self._lost: RunError | None = None  # why the connection ended, once it has
@@ -126,6 +128,7 @@ class Connection:
         except (OSError, ValueError, RunError) as exc:
             why = exc if isinstance(exc, RunError) else RunError("io-error", f"the connection to the daemon broke: {exc}")
         self._lost = why
+        self._on_lost()
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(why)
@@ -148,6 +151,11 @@ class Connection:
             future.set_exception(RunError(kind, str(error.get("message", "the daemon refused")), data))
         else:
             future.set_result(message.get("result"))
+
+    @property
+    def lost(self) -> RunError | None:
+        """Why the connection ended (the daemon went away), or None while it lasts."""
+        return self._lost
 
     async def close(self) -> None:
         self._read_task.cancel()
@@ -365,9 +373,11 @@ class Run:
                 self._plan_not_reviewed(item)
         elif kind == "turn-end":
             self.stop_reason = item.get("stopReason")
-            error = item.get("error")
-            if self.stop_reason in FAILED_STOPS and isinstance(error, dict) and self.error is None:
-                self.error = RunError(str(error.get("kind", "error")), str(error.get("message", "the turn failed")))
+            error = item.get("error") if isinstance(item.get("error"), dict) else {}
+            if self.stop_reason in FAILED_STOPS and self.error is None:
+                self.error = RunError(
+                    str(error.get("kind") or self.stop_reason), str(error.get("message") or item.get("text") or "the turn failed")
+                )
 
     def _plan_not_reviewed(self, item: dict[str, Any]) -> None:
         """Nobody reviewed the plan: the run stops here with the plan; no round follows."""
@@ -403,7 +413,7 @@ class Run:
 
     async def start(self, door) -> None:
         reader, writer, first = await door.open()
-        self.conn = Connection(reader, writer, first, self.on_notification)
+        self.conn = Connection(reader, writer, first, self.on_notification, self._changed.set)
         await self.conn.request(
             "initialize",
             {
@@ -466,11 +476,18 @@ class Run:
                 ref = {"id": goal["id"], "revision": goal["revision"]}
             self.goal = await conn.request("dsh/goal/resume", {**agent, "ref": ref})
         while self.goal_mode and not self._goal_over():
-            self._changed.clear()
-            await self._changed.wait()
+            await self._next_change()
         while self.turn_open:  # a plan left unreviewed: the turn it came in ends first
+            await self._next_change()
+
+    async def _next_change(self) -> None:
+        """Wait for the next notification; RunError when the daemon went away."""
+        assert self.conn is not None
+        if self.conn.lost is None:
             self._changed.clear()
             await self._changed.wait()
+        if self.conn.lost is not None:
+            raise self.conn.lost
 
     def _goal_over(self) -> bool:
         goal = self.goal

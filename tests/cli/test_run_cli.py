@@ -259,3 +259,27 @@ def test_on_a_terminal_stderr_shows_a_progress_line_round_tokens_tool(runtime, t
     # Control: stderr that is not a terminal gets no progress line (nothing but notices).
     piped = run(runtime, write_workspace(tmp_path / "ws2", replies, plugins=PLUGINS), "--goal", "Read it")
     assert piped.returncode == 0 and "\x1b[K" not in piped.stderr and "round 1" not in piped.stderr
+
+
+def test_the_shared_daemon_killed_mid_run_ends_the_run_with_1_io_error(runtime, tmp_path):
+    ws = write_workspace(tmp_path / "ws", [{"text": "slow", "delayMs": 20000}], plugins=PLUGINS)
+    with RawDaemon(ws, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()  # starts the workspace's shared daemon
+        daemon = runtime.daemon_pid()
+        child = subprocess.Popen(
+            COMMAND + ["run", "--goal", "Slowly", "--json"],
+            cwd=ws, env={**os.environ, **runtime.env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        sessions = ws / ".dsh" / "sessions"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            logs = list(sessions.glob("*/log.jsonl")) if sessions.exists() else []
+            if logs and b'"turn/open"' in logs[0].read_bytes():
+                break
+            time.sleep(0.05)
+        os.kill(daemon, signal.SIGKILL)
+        stdout, stderr = child.communicate(timeout=20)  # not the 20 s reply, not forever
+    assert child.returncode == 1, stderr
+    result = json.loads(stdout.splitlines()[-1])
+    assert json.loads(stdout.splitlines()[0])["via"] == "daemon"
+    assert result["error"]["kind"] == "io-error" and "Traceback" not in stderr
