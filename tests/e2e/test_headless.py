@@ -674,3 +674,31 @@ def test_on_a_terminal_stderr_shows_a_progress_line_and_stdout_stays_the_text(tm
     assert out.decode().splitlines() == ["Reading.", "It greets."]
     [sid] = [p.name for p in (root / ".dsh" / "sessions").iterdir()]
     verify_log(root, sid)
+
+
+def test_interrupted_wins_over_a_person_needed(tmp_path, headless):
+    """130 before 3: an approval was refused, then Ctrl-C during the slow reply after it."""
+    write = ("write_file", {"path": "src/new.py", "content": "X = 1\n"})
+    root = workspace(tmp_path, [reply("Writing.", write), reply("Slow.", delay_ms=60_000)], plugins=TOOLS)
+    proc = headless.start(root, "make src/new.py", "--json")
+    sid = only_session(root)
+    wait_for(lambda: of_type(read_log(root, sid), "tool/result"), what="the refused call")
+    time.sleep(0.3)
+    code, out, err = interrupt(proc)
+    assert code == 130, err
+    lines = check_lines(out, 130)
+    assert [n["kind"] for n in lines[-1]["personNeeded"]] == ["permission"]  # it still says what was refused
+    assert closes(root, sid) == ["cancelled"]
+
+
+def test_loopback_an_error_wins_over_a_person_needed(tmp_path, headless, loopback):
+    """1 before 3: an approval was refused, then the model call after it failed."""
+    from loopback_models import Call, Failure, Reply
+
+    loopback.script(Reply(text="Writing.", tool_calls=[Call("write_file", {"path": "src/x.py", "content": "X = 1\n"})]),
+                    Failure(500, message="the server broke"))
+    root = loopback_workspace(tmp_path, headless, loopback, plugins=TOOLS)
+    done = headless.run(root, "write it", "--json")
+    assert done.code == 1, done.stderr
+    assert done.result["error"]["kind"] == "server"
+    assert [n["kind"] for n in done.result["personNeeded"]] == ["permission"]
