@@ -702,3 +702,16 @@ def test_loopback_an_error_wins_over_a_person_needed(tmp_path, headless, loopbac
     assert done.code == 1, done.stderr
     assert done.result["error"]["kind"] == "server"
     assert [n["kind"] for n in done.result["personNeeded"]] == ["permission"]
+
+
+def test_sigterm_is_handled_as_ctrl_c(tmp_path, headless):
+    root = workspace(tmp_path, [reply("Too slow.", delay_ms=60_000)])
+    proc = headless.start(root, "hi", "--json")
+    sid = only_session(root)
+    wait_for(lambda: of_type(read_log(root, sid), "turn/open"), what="the turn")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err.decode()
+    assert check_lines(out.decode(), 130)[-1]["stopReason"] == "cancelled"
+    assert closes(root, sid) == ["cancelled"]
+    verify_log(root, sid)
