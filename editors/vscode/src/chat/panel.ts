@@ -79,7 +79,13 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       case 'pickSession': await vscode.commands.executeCommand('dsh.session.open'); break;
       case 'newSession': await vscode.commands.executeCommand('dsh.session.new'); break;
       case 'export': await vscode.commands.executeCommand('dsh.transcript.show'); break;
-      case 'showEarlier': await c.feed.loadEarlier().catch((e) => c.daemon.log(`dsh/chat/get (earlier messages): ${e instanceof Error ? e.message : String(e)}`)); break;
+      case 'showEarlier': {
+        const store = c.feed.store;
+        await c.feed.loadEarlier().catch((e) => c.daemon.log(`dsh/chat/get (earlier messages): ${e instanceof Error ? e.message : String(e)}`));
+        // The button works again whatever came of it (a read that failed can be tried again).
+        if (store && c.feed.store === store) this.view.post({ type: 'earlier', items: [], hasEarlier: store.olderSeq !== undefined });
+        break;
+      }
       case 'permission': c.approvals.answer(m.requestId, m.outcome, m.feedback); break;
       case 'showPermission': await c.approvals.show(m.requestId); break;
       case 'ready': break;
