@@ -730,3 +730,17 @@ def test_a_goal_in_plan_mode_stops_at_its_plan_no_round_follows(tmp_path, headle
     assert len(of_type(events, "turn/open")) == 1  # the round the plan came in, and no other
     assert "Round two, implementing." not in done.stdout
     assert all(e["data"]["planActive"] for e in of_type(events, "request/header"))
+
+
+def test_the_docs_flags_are_the_commands_flags():
+    """docs/headless.md's flag table and its examples name only flags `dshd run` has, and
+    every flag it has is in the table."""
+    import re
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "headless.md").read_text()
+    helped = subprocess.run([str(DSHD), "run", "--help"], capture_output=True, text=True, timeout=60).stdout
+    have = set(re.findall(r"(--[a-z][a-z-]+)", helped)) - {"--help"}
+    table = set(re.findall(r"^\| `(--[a-z-]+)", docs, re.M))
+    assert table == have, (table, have)
+    used = {flag for line in docs.splitlines() if "dshd run " in line for flag in re.findall(r"\s(--[a-z][a-z-]+)", line)}
+    assert used and used <= have, used - have
