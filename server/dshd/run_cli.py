@@ -190,7 +190,9 @@ class InProcessDoor:
 
         stream = logging.StreamHandler()
         stream.setLevel(logging.getLevelName(os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper()))
-        stream.setFormatter(RedactingFormatter("dshd %(levelname)s %(name)s: %(message)s"))
+        # The door's warnings are the run's notices (its window/showMessage ones too: they are
+        # logged as well, so only the daemon path prints those).
+        stream.setFormatter(RedactingFormatter("dshd run: %(message)s"))
         logging.basicConfig(level=stream.level, handlers=[stream])
         ours, theirs = socket.socketpair()
         server_reader, server_writer = await asyncio.open_connection(sock=theirs)
@@ -343,7 +345,7 @@ class Run:
                 self.goal = params["goal"]
             elif params.get("op") == "clear":
                 self.goal = None
-        elif method == "window/showMessage":
+        elif method == "window/showMessage" and self.via == "daemon":
             message = params.get("message")
             if isinstance(message, str):
                 self.out.notice(message)
@@ -383,7 +385,7 @@ class Run:
         """Nobody reviewed the plan: the run stops here with the plan; no round follows."""
         self.needed.append({"kind": "plan-review", "questionId": item.get("questionId"), "title": item.get("title")})
         self.plan = item.get("plan")
-        self.out.notice(f"the plan was not reviewed (nobody to review it), so the run stops here: {item.get('title')}")
+        self.out.notice(f"the plan was not reviewed (nobody is here to review it): the run ends with this turn: {item.get('title')}")
         if not self.out.as_json and self.plan:
             self.out.end_line()
             self.out.text(self.plan.rstrip("\n") + "\n")

@@ -406,6 +406,13 @@ class Host:
         if not attached:
             raise unavailable(f"no client is attached to this session to answer {_ASKED[kind]} (the last one left)")
         if not able and all(c.client_name == HEADLESS_CLIENT_NAME for c in attached):
+            if kind == "plan-review":
+                # A headless run ends at a plan nobody can review: disarmed now, in the
+                # turn, so no round can start after it (a request from the run would race
+                # the turn's end).
+                goals = agent.features.get(GoalService) if not getattr(agent, "closed", True) else None
+                if goals is not None and goals.armed:
+                    goals.disarm()
             raise unavailable(
                 f"nobody attached to this session can answer {_ASKED[kind]}: a headless run (dshd run) "
                 "approves nothing on its own; open the session in an editor to answer"
