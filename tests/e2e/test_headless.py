@@ -717,8 +717,6 @@ def test_sigterm_is_handled_as_ctrl_c(tmp_path, headless):
     verify_log(root, sid)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: after a plan nobody reviewed, the goal driver starts the next "
-                   "rounds before dshd run's disarm lands (rounds 2 and 3 ran, in plan mode)")
 def test_a_goal_in_plan_mode_stops_at_its_plan_no_round_follows(tmp_path, headless):
     root = workspace(tmp_path, [reply("The plan.", ("exit_plan_mode", {"plan": PLAN})), reply("More planning."),
                                 reply("Round two, implementing.")])
