@@ -770,3 +770,16 @@ def test_an_unknown_session_or_no_last_session_exits_1(tmp_path, headless):
     done = headless.run(root, "hi", "--session", "s-01m8sf4p6ajrvnth97x0ap5rvy", "--json")
     assert done.code == 1 and done.result["error"]["kind"], done.stderr
     assert "s-01m8sf4p6ajrvnth97x0ap5rvy" in done.stderr
+
+
+@needs_sandbox
+def test_a_runs_commands_are_in_the_editors_sandbox(tmp_path, headless):
+    outside = tmp_path / f"outside-{os.getpid()}"
+    command = f"touch inside.txt; touch {outside}; echo done"
+    root = workspace(tmp_path, [reply("Running.", ("run_command", {"command": command})), reply("Ran.")],
+                     plugins=TOOLS, extra="\n[tools]\napprove = []\n")
+    headless.trust(root)  # approve = [] is the person's choice; the sandbox stays workspace-write
+    done = headless.run(root, "touch them", "--json")
+    assert done.code == 0, done.stderr
+    assert (root / "inside.txt").exists()  # control: the workspace is writable
+    assert not outside.exists()  # outside it is not
