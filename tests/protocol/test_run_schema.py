@@ -52,3 +52,17 @@ def test_the_chat_items_are_the_wire_protocols_own_definition():
     assert run_defs["ChatItem"] == wire_defs["ChatItem"]
     assert run_defs["AssistantMessageChatItem"] == wire_defs["AssistantMessageChatItem"]
     assert run_defs["GoalView"] == wire_defs["GoalView"]
+
+
+def test_the_docs_example_lines_are_valid():
+    import json
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "headless.md").read_text()
+    [block] = re.findall(r"```json\n(.*?)```", docs, re.S)
+    lines = [json.loads(line) for line in block.splitlines()]
+    assert [line["type"] for line in (lines[0], lines[-1])] == ["session", "result"]
+    v = validator()
+    for line in lines:
+        assert not list(v.iter_errors(line)), line
