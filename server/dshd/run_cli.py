@@ -225,12 +225,17 @@ class SharedDaemonDoor:
         pass
 
 
-def find_door(workspace: Path) -> InProcessDoor | SharedDaemonDoor:
+def find_door(workspace: Path, out: "Output") -> InProcessDoor | SharedDaemonDoor:
+    """The shared daemon when one answers (never started for the run), else the door here."""
     import dshd_connect
 
     try:
         return SharedDaemonDoor(dshd_connect.connect(str(workspace), "dsh", start=False))
-    except dshd_connect.ConnectError:
+    except dshd_connect.ConnectError as exc:
+        if not str(exc).startswith("no dshd daemon is running"):
+            # A daemon there that cannot be used (another user's, hung, a bad folder): the
+            # run goes on in this process, and says why it did not go through it.
+            out.notice(f"running in this process: {exc}")
         return InProcessDoor()
 
 
@@ -574,7 +579,7 @@ async def _run(args: argparse.Namespace, workspace: Path, prompt: str | None, ou
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, interrupt)
-    door = find_door(workspace)
+    door = find_door(workspace, out)
     run.via = door.via
     try:
         try:
