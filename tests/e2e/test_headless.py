@@ -567,8 +567,12 @@ def test_a_run_through_the_daemon_is_answered_by_the_attached_editor(tmp_path, h
 
 
 def test_the_example_workspace_runs_as_the_docs_say(tmp_path, headless):
-    root = tmp_path / "workspace"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("sessions"))
+    """As a fresh clone has it: the committed files of examples/workspace only."""
+    repo = EXAMPLE.parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "HEAD", "examples/workspace"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    root = tmp_path / "examples" / "workspace"
+    assert (root / ".dsh" / "config.toml").exists() and not (root / ".dsh" / "sessions").exists()
     done = headless.run(root, "--plan", "Add retries to the HTTP client")
     assert done.code == 3, done.stderr
     assert "# Plan: retries for the HTTP client" in done.stdout
