@@ -1,5 +1,14 @@
-"""Architecture rule (docs/architecture.md): a layer imports only itself and inner layers,
-and layers 1-4 run without pygls, lsprotocol or the wire package."""
+"""The architecture's rules (docs/architecture.md, "Layers"), checked with ``ast``, each
+check with a positive control: every top-level module of the package has a layer; a
+layer imports only itself and inner layers; layers 1-4 (and api/, transport/) run
+without pygls, lsprotocol, the ACP SDK or the wire package, save its standard-library
+vocabulary (dshd_protocol.errors, dshd_protocol.ids); the two doors never import each
+other; models/ imports nothing of agent/; a feature's config table stays light; no import
+circle (deferred and type-only imports count); the tool seams never reach the loop; and
+the wire's shapes stay at the doors: no camelCase struct field or ``rename=`` below
+them, no copy of the error kinds or the token patterns. (The forwarder outside the
+package, server/dshd_connect.py, is held to the standard library by
+tests/cli/test_connect_cli.py.)"""
 
 from __future__ import annotations
 
