@@ -35,7 +35,7 @@ LAYERS = {
     "models": 4,  # model adapters (providers); SDKs imported only inside a provider's module
     "tools": 4,  # workspace tools (a plugin family)
     "plugins": 4,
-    "api": 5,  # front-door neutral: fan-out and the chat-item projection; no wire package
+    "api": 5,  # front-door neutral: the Host, the hub's fan-out, chat items and marks, the words; no wire package
     "daemon": 5,
     "acp": 5,
     "transport": 5,  # the stdio plumbing both doors share; imports neither door nor a wire package
