@@ -70,6 +70,7 @@ def renames(draw, method: str) -> list[str]:
     return [method + "x", "session/" + draw(st.text(max_size=6)), "_" + method, "$/x"]
 
 
+@pytest.mark.slow
 @fuzz_settings(EXAMPLES)
 @given(data=st.data())
 def test_mutated_requests_are_always_answered(agent, data):

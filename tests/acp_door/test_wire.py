@@ -22,6 +22,7 @@ def raw(workspace, tmp_path):
     assert agent.stdout_faults == []
 
 
+@pytest.mark.slow
 def test_initialize_comes_first_and_once(raw):
     early = raw.request("session/new", {"cwd": str(raw.workspace), "mcpServers": []})
     assert early["error"]["code"] == -32600 and "initialize first" in early["error"]["message"]
@@ -124,6 +125,7 @@ async def _bad_params_through(client):
     assert err.value.code == -32601
 
 
+@pytest.mark.slow
 def test_a_session_update_line_is_one_json_object(raw):
     """Notifications and answers are single lines, even with newlines in the text."""
     raw.initialize()
@@ -134,6 +136,7 @@ def test_a_session_update_line_is_one_json_object(raw):
     assert updates and all(json.dumps(m) for m in updates)
 
 
+@pytest.mark.slow
 async def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
     from tests.acp_door.support import wait_log
     from tests.e2e.conftest import write_workspace
@@ -152,6 +155,7 @@ async def test_end_of_input_cancels_the_running_turn_and_exits_0(tmp_path):
     assert agent.stdout_faults == []
 
 
+@pytest.mark.slow
 def test_an_invalid_config_fails_initialize_naming_the_key(tmp_path):
     from tests.e2e.conftest import write_workspace
 
@@ -170,6 +174,7 @@ def test_an_invalid_config_fails_initialize_naming_the_key(tmp_path):
     assert agent.stdout_faults == []
 
 
+@pytest.mark.slow
 async def test_config_keys_left_out_are_told_once(clients, monkeypatch, tmp_path):
     """An untrusted folder's config may not loosen the sandbox: dshd acp says so in
     initialize's _meta and, once, in the chat of the first session."""

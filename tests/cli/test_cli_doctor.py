@@ -31,6 +31,7 @@ def workspace(tmp_path: Path, model: str) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_doctor_healthy_provider_answers(tmp_path, provider):
     with LoopbackModelServer(provider) as server:
@@ -45,6 +46,7 @@ def test_doctor_healthy_provider_answers(tmp_path, provider):
     assert KEY not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_doctor_refused_key_is_unhealthy_and_says_what_to_do(tmp_path):
     with LoopbackModelServer("openai") as server:
         server.script(Failure(401, message=f"Incorrect API key provided: {KEY}"))
@@ -57,6 +59,7 @@ def test_doctor_refused_key_is_unhealthy_and_says_what_to_do(tmp_path):
     assert KEY not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_doctor_unset_key_and_unreachable_server(tmp_path):
     root = workspace(tmp_path, '[model]\nprovider = "anthropic"\nmodel = "claude-x"\napiKeyEnv = "DOCTOR_UNSET_KEY"\n')
     done = doctor(root)

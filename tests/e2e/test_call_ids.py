@@ -6,6 +6,8 @@ the provider is sent its own ids back; strict replay accepts the log.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from .test_providers import KEY, KEY_ENV, bare_workspace, model_config
 REASON = "Not that file: keep b.txt as it is"
 
 
+@pytest.mark.slow
 async def test_a_reused_call_id_keeps_each_call_its_own_approval_decision_and_item(daemons) -> None:
     with LoopbackModelServer("openai") as server:
         server.script(

@@ -4,6 +4,8 @@ card while the person reads it, and a reload gives the same items under the same
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 from pathlib import Path
 
@@ -28,6 +30,7 @@ def upserted(client, agent: str) -> list[dict]:
     return [shown[i] for i in order]
 
 
+@pytest.mark.slow
 async def test_upserts_follow_the_conversation_and_a_reload_keeps_the_ids(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]}, {"text": "Starting."}])
     release = asyncio.Event()
@@ -70,6 +73,7 @@ async def test_upserts_follow_the_conversation_and_a_reload_keeps_the_ids(worksp
     assert again["items"] == final["items"]  # same ids, same words: they come from the log alone
 
 
+@pytest.mark.slow
 async def test_no_chat_items_until_a_client_asks(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "one"}, {"text": "two"}])
     client = await daemons.start()

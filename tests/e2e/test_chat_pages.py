@@ -50,6 +50,7 @@ async def timed(request) -> tuple[dict, float]:
     return result, time.perf_counter() - start
 
 
+@pytest.mark.slow
 async def test_a_long_chat_pages_without_holding_the_connection(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[])
     last_seq = write_long_log(workspace)

@@ -42,6 +42,7 @@ def run(command: str, cwd: str) -> dict:
     return {"name": "run_command", "arguments": {"command": command, "cwd": cwd}}
 
 
+@pytest.mark.slow
 async def test_a_cwd_link_leading_out_is_refused_and_nothing_runs(tmp_path, daemons):
     root = daemons.root.resolve()
     outside = tmp_path / "outside"
@@ -56,6 +57,7 @@ async def test_a_cwd_link_leading_out_is_refused_and_nothing_runs(tmp_path, daem
 
 # Network on: the outside folder (under /tmp) is visible in the sandbox, so a command that
 # followed the swapped link would write there; off: /tmp is hidden (its sockets).
+@pytest.mark.slow
 @pytest.mark.parametrize("network", [True, False], ids=["network-on", "network-off"])
 async def test_a_racing_swap_of_the_cwd_never_runs_a_command_outside(tmp_path, daemons, network):
     root = daemons.root.resolve()

@@ -111,6 +111,7 @@ async def test_full_access_cannot_read_the_daemons_environment(workspace, daemon
     assert counts[:2] == ["0", "0"] and int(counts[2]) < 10, result
 
 
+@pytest.mark.slow
 async def test_full_access_with_the_network_on_runs_without_bubblewrap_and_says_so(workspace, daemons, tmp_path):
     """Where bubblewrap cannot run, only full access with the network on still runs a
     command (the person asked for no restriction), and the result says what is missing.

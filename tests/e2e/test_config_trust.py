@@ -156,6 +156,7 @@ async def prompt(client) -> dict:
     return {"result": result, "replies": [e["data"]["text"] for e in events["events"] if e["type"] == "assistant/message"]}
 
 
+@pytest.mark.slow
 async def test_an_untrusted_repository_cannot_send_the_key_to_its_own_base_url(workspace: Path, daemons) -> None:
     with LoopbackModelServer("openai") as theirs:
         hostile_workspace(workspace, theirs)
@@ -180,6 +181,7 @@ async def test_an_untrusted_repository_cannot_send_the_key_to_its_own_base_url(w
         assert request.headers["authorization"] == f"Bearer {OTHER_SECRET}"
 
 
+@pytest.mark.slow
 async def test_the_persons_provider_is_used_with_their_key_whatever_the_repository_says(
     workspace: Path, daemons, tmp_path: Path
 ) -> None:

@@ -6,6 +6,8 @@ summary; AGENTS.md in every request header. `dshd log verify` accepts every log 
 
 from __future__ import annotations
 
+import pytest
+
 import collections
 import dataclasses
 import json
@@ -37,6 +39,7 @@ def verify(root: Path, session_id: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 async def test_a_60_round_goal_runs_to_its_end_compacting_several_times(tmp_path, daemons) -> None:
     # Every request takes the next reply: a work request gets it as its answer, a summary
     # request as its summary (about 300 tokens: it fits).
@@ -69,6 +72,7 @@ async def test_a_60_round_goal_runs_to_its_end_compacting_several_times(tmp_path
     assert verify(root, sid)["events"] == len(events)
 
 
+@pytest.mark.slow
 async def test_compact_by_hand_and_a_compaction_that_fails(tmp_path, daemons) -> None:
     replies = [{"text": "one"}, {"text": "two"}, {"text": "A summary of one and two."}, {"text": "three"}, {}]
     root = context_workspace(tmp_path / "ws", replies, window=None)
@@ -146,6 +150,7 @@ async def start_on(daemons, server, window: int):
     return await daemons.start(config=config, env={KEY_ENV: "sk-" + secrets.token_hex(16)})
 
 
+@pytest.mark.slow
 async def test_60_rounds_against_a_real_provider_every_request_under_the_window(tmp_path, daemons) -> None:
     window = 6000  # the default plugins' tool specs alone are about 1,300 tokens of every request
     big = "I changed the parser and ran the tests; this is what I found and what comes next. " * 35
@@ -183,6 +188,7 @@ async def test_60_rounds_against_a_real_provider_every_request_under_the_window(
     verify(root, sid)
 
 
+@pytest.mark.slow
 async def test_a_compaction_whose_provider_call_fails_ends_context_overflow(tmp_path, daemons) -> None:
     window = 4000
     with MeasuringServer("openai") as server:

@@ -3,6 +3,8 @@ and prints what a person would see."""
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 from dshd.folds import replay
 
 
+@pytest.mark.slow
 def test_demo_walks_the_scenario_and_keeps_a_sound_log(tmp_path: Path) -> None:
     dshd = Path(sys.executable).with_name("dshd")
     proc = subprocess.run(

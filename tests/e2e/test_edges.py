@@ -6,6 +6,8 @@ A second ``initialize`` is -32600 "already initialized" whatever its params hold
 
 from __future__ import annotations
 
+import pytest
+
 import os
 
 from .conftest import write_workspace
@@ -27,6 +29,7 @@ ODD_PARAMS = [
 ]
 
 
+@pytest.mark.slow
 def test_a_second_initialize_is_already_initialized_whatever_its_params(tmp_path) -> None:
     root = write_workspace(tmp_path / "ws")
     # Control: the same odd params before initialize do fail to structure (-32602), so the

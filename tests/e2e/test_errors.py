@@ -328,6 +328,7 @@ async def test_torn_tail_is_cut_and_kept(workspace: Path, daemons) -> None:
     assert [e["seq"] for e in after] == list(range(1, len(lines) + 2))
 
 
+@pytest.mark.slow
 async def test_session_locked_by_another_daemon(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "one"}, {"text": "two"}])
     first = await daemons.start()
@@ -383,6 +384,7 @@ async def test_concurrent_writes_with_one_ref_exactly_one_wins(workspace: Path, 
     assert len(edits) == 1 and edits[0]["goal"]["objective"] == accepted[0]["objective"]
 
 
+@pytest.mark.slow
 async def test_replay_failed_for_logs_that_never_started(workspace: Path, daemons) -> None:
     """Logs whose line 1 is not a session/start: empty, only a torn line (cut and kept,
     then empty), a blank line, another event first. Each open reports line 1."""
@@ -424,6 +426,7 @@ async def test_unsafe_path_for_a_session_whose_lock_file_is_a_link(workspace: Pa
     assert (await client.request("dsh/session/open", {"sessionId": good}))["agentId"]  # the control
 
 
+@pytest.mark.slow
 async def test_io_error_for_a_read_only_workspace(workspace: Path, daemons, tmp_path: Path) -> None:
     """Disk full and recovery: test_io_errors.py. Here: a read-only bind mount of .dsh/sessions."""
     import os

@@ -3,6 +3,8 @@ conversation its README describes, against the real daemon."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import shutil
 from pathlib import Path
@@ -13,6 +15,7 @@ from tests.e2e.support import of_type, wait_idle
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 
 
+@pytest.mark.slow
 async def test_the_example_workspace_plays_its_readme(tmp_path: Path) -> None:
     root = tmp_path / "workspace"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("sessions"))
@@ -53,6 +56,7 @@ async def test_the_example_workspace_plays_its_readme(tmp_path: Path) -> None:
         await daemons.stop_all()
 
 
+@pytest.mark.slow
 async def test_the_example_workspace_offers_its_tools_to_a_real_model(tmp_path: Path) -> None:
     """The same folder with an OpenAI-compatible model (a loopback server, chosen in the
     person's editor settings as the README says): the model is offered the workspace

@@ -9,6 +9,8 @@ used before (resolve, check, then open by name) does land outside."""
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import os
@@ -124,6 +126,7 @@ def naive_search_reads_outside(root: Path, seconds: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 async def test_a_racing_swap_never_lets_a_file_tool_reach_outside(tmp_path, daemons):
     root = daemons.root.resolve()
     outside = tmp_path / "outside"

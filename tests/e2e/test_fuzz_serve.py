@@ -145,6 +145,7 @@ def test_unknown_dollar_request_notification_methods_and_second_initialize_are_r
     assert "active" in d.request("dsh/plan/get", {"agentId": live.agent_id})
 
 
+@pytest.mark.slow
 @fuzz_settings(EXAMPLES)
 @given(data=st.data())
 def test_mutated_requests_are_always_answered(live, data) -> None:

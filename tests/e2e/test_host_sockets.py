@@ -25,6 +25,7 @@ def daemons(daemons):
     return daemons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", ["workspace-write", "full-access"])
 async def test_a_command_reaches_no_host_unix_socket_with_the_network_off(workspace, daemons, sandbox):
     tag = f"dsh-e2e-h4-{os.getpid()}-{sandbox}"

@@ -122,6 +122,7 @@ async def test_disk_full_answers_io_error_loses_nothing_and_recovers(small_disk)
         await daemons.stop_all()
 
 
+@pytest.mark.slow
 async def test_read_only_workspace_answers_io_error_and_works_again_when_writable(bind_mount):
     root = write_workspace(bind_mount / "ws", replies=[{"text": "one"}, {"text": "two"}])
     daemons = Daemon(root)

@@ -140,6 +140,7 @@ def _check_invalid_config(d: RawDaemon, reply: dict, key: str, root: Path, file:
     assert not (root / ".dsh" / "sessions").exists()
 
 
+@pytest.mark.slow
 def test_invalid_config_file_fails_initialize_naming_the_key(tmp_path: Path) -> None:
     roots = []
     for n, (body, _key) in enumerate(CONFIG_CASES):
@@ -166,6 +167,7 @@ OVERRIDE_CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_invalid_initialization_options_config_fails_initialize(tmp_path: Path) -> None:
     roots = [write_workspace(tmp_path / f"ws{n}") for n in range(len(OVERRIDE_CASES))]
     daemons = _initialize_all([(root, {"config": overrides}) for root, (overrides, _key) in zip(roots, OVERRIDE_CASES)])
@@ -327,6 +329,7 @@ def test_requests_after_shutdown_are_invalid_request(workspace: Path) -> None:
     assert [e["type"] for e in log_events(workspace, created["sessionId"])] == ["session/start"]
 
 
+@pytest.mark.slow
 def test_shutdown_during_a_slow_turn_exits_promptly_and_the_log_stays_sound(workspace: Path) -> None:
     write_workspace(workspace, replies=[{"text": "never arrives", "delayMs": 60_000}])
     with RawDaemon(workspace) as d:
@@ -353,6 +356,7 @@ def test_shutdown_during_a_slow_turn_exits_promptly_and_the_log_stays_sound(work
         assert d2.shutdown_and_exit() == 0
 
 
+@pytest.mark.slow
 def test_bad_initialization_options_are_invalid_params_naming_the_field(tmp_path: Path) -> None:
     cases = [
         ({"colour": 1}, "initializationOptions.colour"),

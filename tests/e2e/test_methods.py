@@ -7,6 +7,8 @@ notifications and the session log on disk.
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import re
@@ -153,6 +155,7 @@ async def test_session_open_close_reload(workspace: Path, daemons) -> None:
     assert types_of(read_log(workspace, sid)) == ["session/start", "plan/mode"]
 
 
+@pytest.mark.slow
 async def test_session_fork_inside_and_after_a_turn(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"toolCalls": [{"name": "goal_complete", "arguments": {}}]}, {"text": "done"}])
     client = await daemons.start()
@@ -190,6 +193,7 @@ async def test_session_fork_inside_and_after_a_turn(workspace: Path, daemons) ->
 # ---- the agent ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_prompt_and_steer_into_a_running_turn(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "thinking", "delayMs": 1200}, {"text": "saw the steer"}])
     client = await daemons.start()
@@ -259,6 +263,7 @@ async def test_prompt_command_opens_no_turn(workspace: Path, daemons) -> None:
 # ---- plan mode ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_plan_set_get_all_outcomes(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "slow step", "delayMs": 1500}, {"text": "next turn"}])
     client = await daemons.start()
@@ -318,6 +323,7 @@ async def test_plan_set_get_all_outcomes(workspace: Path, daemons) -> None:
 # ---- goals ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, daemons) -> None:
     """create arms and starts rounds; the budget runs out (blocked); edit adds rounds;
     resume runs them; complete; clear. Every result is a GoalView, every revision +1."""
@@ -375,6 +381,7 @@ async def test_goal_create_budget_edit_resume_complete_clear(workspace: Path, da
     assert violations == []
 
 
+@pytest.mark.slow
 async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "round 1", "delayMs": 1000}, {"text": "round 2", "delayMs": 1000}])
     client = await daemons.start()
@@ -422,6 +429,7 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     assert "goal" not in listed["sessions"][0]
 
 
+@pytest.mark.slow
 async def test_goal_token_budget_tokens_used_and_usage_notes(workspace: Path, daemons) -> None:
     """Rounds whose replies report usage: tokensUsed grows (op "usage" notes), the round that
     ends over maxTokens is the last (token-budget-exhausted); edit raises the budget."""
@@ -454,6 +462,7 @@ async def test_goal_token_budget_tokens_used_and_usage_notes(workspace: Path, da
 # ---- permissions ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_permission_get_set_in_process_per_agent(workspace: Path, daemons) -> None:
     write_workspace(workspace, extra_config='\n[tools]\nsandbox = "workspace-write"\napprove = ["exec"]\n')
     # Fewer approvals than the default is a guarded key: the workspace must be trusted.
@@ -486,6 +495,7 @@ async def test_permission_get_set_in_process_per_agent(workspace: Path, daemons)
 # ---- chat ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_chat_get_pages_the_conversation(workspace: Path, daemons) -> None:
     write_workspace(workspace, replies=[{"text": "Reading it.", "toolCalls": [{"name": "goal_complete", "arguments": {}}]}, {"text": "Done."}])
     client = await daemons.start()
@@ -514,6 +524,7 @@ async def test_chat_get_pages_the_conversation(workspace: Path, daemons) -> None
 # ---- configuration -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_config_get_shows_the_effective_config(workspace: Path, daemons) -> None:
     write_workspace(workspace, extra_config="\n[goals]\nmaxRounds = 12\n")
     client = await daemons.start(config={"goals": {"maxTokens": 5000}})
@@ -532,6 +543,7 @@ def test_every_request_method_has_a_happy_path_here() -> None:
     assert not missing, f"no happy path for {sorted(missing)}"
 
 
+@pytest.mark.slow
 async def test_agent_delta_streams_the_reply_before_its_durable_events(tmp_path: Path, daemons) -> None:
     """dsh/agent/delta: the text and tool-argument pieces of a model call, for its agent,
     before the assistant/message and tool/call events that are the truth; never in the log."""

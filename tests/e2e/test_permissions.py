@@ -61,6 +61,7 @@ async def new_agent(client) -> tuple[str, str]:
 # ---- outcomes -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_allow_once_applies_the_edit_the_person_saw(workspace, daemons):
     tools_workspace(workspace, [edit_call(), {"text": "done"}])
     asked: list[dict] = []
@@ -93,6 +94,7 @@ async def test_allow_once_applies_the_edit_the_person_saw(workspace, daemons):
     assert kinds.index("tool/call") < kinds.index("permission/decision") < kinds.index("tool/result")
 
 
+@pytest.mark.slow
 async def test_allow_session_covers_the_tool_for_this_agent_only(workspace, daemons):
     tools_workspace(
         workspace,
@@ -126,6 +128,7 @@ async def test_allow_session_covers_the_tool_for_this_agent_only(workspace, daem
     assert (workspace / "src" / "app.py").read_text() == "def greet():\n    print('yo')\n"
 
 
+@pytest.mark.slow
 async def test_reject_keeps_the_file_and_passes_the_feedback_to_the_model(workspace, daemons):
     tools_workspace(workspace, [edit_call(), {"text": "understood"}])
     client = await daemons.start(approve=lambda p: {"outcome": "reject", "feedback": "Keep 'hi', it is the brand."})
@@ -146,6 +149,7 @@ async def test_reject_keeps_the_file_and_passes_the_feedback_to_the_model(worksp
     assert headers[-1]["seq"] > result_seq
 
 
+@pytest.mark.slow
 async def test_no_asking_when_the_class_is_not_in_approve(workspace, daemons):
     tools_workspace(workspace, [edit_call(), {"text": "done"}], extra_config='\n[tools]\napprove = ["exec"]\n')
     asked: list[dict] = []
@@ -157,6 +161,7 @@ async def test_no_asking_when_the_class_is_not_in_approve(workspace, daemons):
     assert [(d["outcome"], d["by"]) for d in decisions(read_log(workspace, sid))] == [("allow-once", "policy")]
 
 
+@pytest.mark.slow
 async def test_permission_set_read_only_refuses_writes_without_asking(workspace, daemons):
     tools_workspace(workspace, [edit_call(), {"text": "ok"}])
     asked: list[dict] = []
@@ -196,6 +201,7 @@ async def test_no_capability_fails_closed(workspace, daemons):
     assert_failed_closed(workspace, sid, "your editor cannot answer approvals")
 
 
+@pytest.mark.slow
 async def test_timeout_fails_closed_withdraws_and_ignores_a_late_yes(workspace, daemons):
     tools_workspace(workspace, [edit_call(), {"text": "ok"}])
     withdrawn = asyncio.Event()
@@ -262,6 +268,7 @@ async def _asked_and_waiting(daemons, workspace):
     return client, sid, agent, prompt, person.withdrawn
 
 
+@pytest.mark.slow
 async def test_cancel_withdraws_the_ask_and_fails_closed(workspace, daemons):
     client, sid, agent, prompt, withdrawn = await _asked_and_waiting(daemons, workspace)
     assert await client.request("dsh/agent/cancel", {"agentId": agent}) is None

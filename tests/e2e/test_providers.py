@@ -89,6 +89,7 @@ def last_close(root: Path, sid: str) -> dict:
 # ---- turns that work -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_providers_tool_calling_turn(daemons, server) -> None:
     server.script(
         Reply("Reading the file.", [Call("read_file", {"path": "src/a.py"})]),
@@ -131,6 +132,7 @@ async def test_providers_tool_calling_turn(daemons, server) -> None:
     assert first.size > 0 and second.size > first.size
 
 
+@pytest.mark.slow
 async def test_providers_plan_mode_exit_plan_reviewed_and_approved(daemons, server) -> None:
     server.script(Reply("Here is my plan.", [Call("exit_plan_mode", {"plan": PLAN})]), Reply("Starting on step 1."))
     client = await start(daemons, server, answer=approve)
@@ -154,6 +156,7 @@ async def test_providers_plan_mode_exit_plan_reviewed_and_approved(daemons, serv
     assert PLAN_SECTION not in second_system  # approved: the next request is out of plan mode
 
 
+@pytest.mark.slow
 async def test_providers_goal_round_completes_the_goal(daemons, openai_server) -> None:
     openai_server.script(Reply("Finished it.", [Call("goal_complete", {})]), Reply("The goal is complete."))
     client = await start(daemons, openai_server)
@@ -167,6 +170,7 @@ async def test_providers_goal_round_completes_the_goal(daemons, openai_server) -
     assert "ship the cache" in first.json["messages"][-1]["content"]  # the round's user message
 
 
+@pytest.mark.slow
 async def test_providers_openai_each_chunk_is_one_delta_in_order(daemons, openai_server) -> None:
     """The adapter reads the SDK's chunks as the JSON the server sent (no typed objects):
     every piece still goes out as its own delta, in the stream's order, any text included."""
@@ -181,6 +185,7 @@ async def test_providers_openai_each_chunk_is_one_delta_in_order(daemons, openai
     assert {(d["turn"], d["step"]) for d in deltas(client)} == {(header["turn"], header["data"]["step"])}
 
 
+@pytest.mark.slow
 async def test_providers_openai_error_inside_the_stream_is_a_server_error(daemons, openai_server) -> None:
     """OpenRouter and some proxies report a failure as a chunk ``{"error": ...}`` in a 200
     stream: the turn ends with kind server and the provider's words; the text streamed
@@ -202,6 +207,7 @@ async def test_providers_openai_error_inside_the_stream_is_a_server_error(daemon
 # ---- retries and errors -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_providers_429_then_success_sends_a_retry_delta(daemons, server) -> None:
     server.script(Failure(429, headers={"retry-after": "0.2"}), Reply("Made it."))
     client = await start(daemons, server)
@@ -218,6 +224,7 @@ async def test_providers_429_then_success_sends_a_retry_delta(daemons, server) -
     assert kinds[0] == "retry" and set(kinds[1:]) == {"text"}
 
 
+@pytest.mark.slow
 async def test_providers_gives_up_after_max_retries(daemons, openai_server) -> None:
     openai_server.script(*[Failure(503, body="upstream unavailable", headers={"retry-after": "0"})] * 3)
     client = await start(daemons, openai_server, maxRetries=1)
@@ -229,6 +236,7 @@ async def test_providers_gives_up_after_max_retries(daemons, openai_server) -> N
     assert [d["attempt"] for d in deltas(client, "retry")] == [2]
 
 
+@pytest.mark.slow
 async def test_providers_401_ends_the_turn_with_an_auth_error_and_no_retry(daemons, server) -> None:
     server.script(Failure(401, message=f"Incorrect API key provided: {KEY[:8]}...{KEY[-4:]}"), Reply("never"))
     client = await start(daemons, server)
@@ -255,6 +263,7 @@ async def test_providers_missing_key_is_an_auth_error_naming_the_variable(daemon
     assert error["kind"] == "auth" and "DSHD_E2E_UNSET_KEY is not set" in error["message"]
 
 
+@pytest.mark.slow
 async def test_providers_cut_stream_is_a_model_error_and_nothing_half_parsed_is_logged(daemons, server) -> None:
     server.script(Cut(Reply("This reply is cut off in the middle of a sentence.", piece=6), after=6))
     client = await start(daemons, server)
@@ -267,6 +276,7 @@ async def test_providers_cut_stream_is_a_model_error_and_nothing_half_parsed_is_
     assert len(server.requests) == 1  # output had gone out: never retried
 
 
+@pytest.mark.slow
 async def test_providers_malformed_stream_is_bad_response(daemons, openai_server) -> None:
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
              "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_9", "type": "function",
@@ -282,6 +292,7 @@ async def test_providers_malformed_stream_is_bad_response(daemons, openai_server
     assert of_type(read_log(daemons.root, sid), "tool/call") == []
 
 
+@pytest.mark.slow
 async def test_providers_hung_server_times_out(daemons, server) -> None:
     server.script(Hang())
     client = await start(daemons, server, timeoutS=0.5, maxRetries=0)
@@ -307,6 +318,7 @@ async def _streaming(daemons, server):
     return client, agent, sid, first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["cancel", "cancelRequest", "close", "shutdown"])
 async def test_providers_cancel_mid_stream_drops_the_connection_within_100ms(daemons, openai_server, how) -> None:
     client, agent, sid, first = await _streaming(daemons, openai_server)
@@ -333,6 +345,7 @@ async def test_providers_cancel_mid_stream_drops_the_connection_within_100ms(dae
         assert of_type(read_log(daemons.root, sid), "assistant/message") == []
 
 
+@pytest.mark.slow
 async def test_providers_anthropic_cancel_mid_stream(daemons) -> None:
     with LoopbackModelServer("anthropic") as server:
         client, agent, sid, first = await _streaming(daemons, server)
@@ -347,6 +360,7 @@ async def test_providers_anthropic_cancel_mid_stream(daemons) -> None:
 # ---- the key never leaks -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_providers_the_key_never_appears_in_log_notifications_errors_or_stderr(tmp_path: Path) -> None:
     """A key-echoing 401 body, a 500 quoting the key, a mid-stream error quoting it and a
     normal turn, with every log level on: the key's value is nowhere."""
@@ -402,6 +416,7 @@ PROBE = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["scripted", "openai"])
 async def test_providers_sdks_load_only_when_their_provider_is_used(tmp_path: Path, openai_server, provider) -> None:
     import os

@@ -6,6 +6,8 @@ a 12-character piece of it, or the whole key in the middle of their text.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import secrets
 
@@ -29,6 +31,7 @@ def leaks(text: str) -> list[str]:
     return sorted(w for w in windows(KEY) if w in text)
 
 
+@pytest.mark.slow
 def test_no_piece_of_the_key_reaches_the_log_a_notification_or_stderr(tmp_path) -> None:
     assert not leaks(UNRELATED)
     middle = KEY[9 : 9 + FRAGMENT]
@@ -79,6 +82,7 @@ def test_no_piece_of_the_key_reaches_the_log_a_notification_or_stderr(tmp_path) 
     assert leaks(json.dumps(chat)) == []
 
 
+@pytest.mark.slow
 def test_a_key_pasted_as_apiKeyEnv_is_never_repeated(tmp_path) -> None:
     """A person who puts the key itself in `[model] apiKeyEnv` is told what to fix, and the
     key shows in no error, notification, log line or stderr (it used to be quoted as
@@ -104,6 +108,7 @@ def test_a_key_pasted_as_apiKeyEnv_is_never_repeated(tmp_path) -> None:
     assert leaks(json.dumps(d.notifications)) == []
 
 
+@pytest.mark.slow
 def test_config_get_and_doctor_never_show_a_key_pasted_as_apiKeyEnv(tmp_path) -> None:
     """`dsh/config/get` shows the settings in force; an `apiKeyEnv` that is no variable
     name (likely the key itself) is shown as not shown, in it and in `dshd doctor`.

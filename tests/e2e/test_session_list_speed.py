@@ -7,6 +7,8 @@ generous (a shared machine); bench/session_list.py measures the real figures.
 
 from __future__ import annotations
 
+import pytest
+
 import contextlib
 import json
 import os
@@ -64,6 +66,7 @@ async def timed_list(client) -> tuple[float, list[dict]]:
     return time.perf_counter() - start, listed["sessions"]
 
 
+@pytest.mark.slow
 async def test_list_of_1000_sessions_and_a_63_mb_title_is_fast(daemons, tmp_path):
     root = write_workspace(daemons.root)
     ids = seed_sessions(root, 1000)

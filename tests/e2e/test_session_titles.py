@@ -4,9 +4,12 @@ title is titled by its first prompt's words, slash commands stripped; each entry
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import write_workspace
 
 
+@pytest.mark.slow
 async def test_list_titles_untitled_sessions_by_their_first_prompt(workspace, daemons):
     write_workspace(workspace, replies=[{"text": "Looking."}, {"text": "Done."}, {"text": "Ok."}])
     client = await daemons.start()

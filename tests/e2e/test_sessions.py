@@ -52,6 +52,7 @@ async def expect_error(kind: str, request) -> JsonRpcException:
 # ---- restart ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_restart_mid_round_loads_disarmed_and_resume_continues_the_rounds(workspace, daemons):
     write_workspace(
         workspace,
@@ -322,6 +323,7 @@ def expected_state(events: list[dict], at_seq: int) -> tuple[bool, dict | None]:
     return plan, goal
 
 
+@pytest.mark.slow
 async def test_fork_at_every_seq_folds_to_the_sources_state(workspace, daemons):
     write_workspace(
         workspace,

@@ -49,6 +49,7 @@ async def until(predicate, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_pausing_a_goal_cancels_its_streaming_round_and_starts_no_request(daemons):
     with LoopbackModelServer("openai") as server:
         # A slow stream: 400 pieces 50 ms apart (20 s) that the pause must cut short.
@@ -93,6 +94,7 @@ async def test_pausing_a_goal_cancels_its_streaming_round_and_starts_no_request(
         await client.request("dsh/goal/pause", {"agentId": agent, "ref": ref_of(await client.request("dsh/goal/get", {"agentId": agent}))})
 
 
+@pytest.mark.slow
 async def test_pause_with_a_stale_ref_cancels_nothing(daemons):
     with LoopbackModelServer("openai") as server:
         server.script(Reply("word " * 100, piece=5, chunk_delay=0.05))

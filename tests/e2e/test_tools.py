@@ -54,6 +54,7 @@ def results(events: list[dict]) -> list[dict]:
     return [{"name": names[e["data"]["callId"]], **e["data"]} for e in of_type(events, "tool/result")]
 
 
+@pytest.mark.slow
 async def test_every_tool_happy_path(workspace, daemons):
     tools_workspace(
         workspace,
@@ -92,6 +93,7 @@ async def test_the_catalogue_the_model_sees(workspace, daemons):
     ]
 
 
+@pytest.mark.slow
 async def test_escapes_are_failed_results_naming_the_rule(workspace, daemons):
     (workspace.parent / "secret.txt").write_text("s3cret\n")
     tools_workspace(
@@ -125,6 +127,7 @@ async def test_escapes_are_failed_results_naming_the_rule(workspace, daemons):
     assert (workspace / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
 
 
+@pytest.mark.slow
 @needs_sandbox
 async def test_read_only_commands_meet_erofs_in_the_workspace_and_home(workspace, daemons):
     home_target = Path(os.environ.get("HOME", "/root")) / f".dsh-e2e-probe-{os.getpid()}"
@@ -139,6 +142,7 @@ async def test_read_only_commands_meet_erofs_in_the_workspace_and_home(workspace
     assert not (workspace / "src" / "new.txt").exists() and not home_target.exists()
 
 
+@pytest.mark.slow
 @needs_sandbox
 async def test_workspace_write_commands_write_the_workspace_only(workspace, daemons):
     home_target = Path(os.environ.get("HOME", "/root")) / f".dsh-e2e-probe-{os.getpid()}"
@@ -157,6 +161,7 @@ async def test_workspace_write_commands_write_the_workspace_only(workspace, daem
     assert not (workspace / ".git" / "config").exists() and not home_target.exists()
 
 
+@pytest.mark.slow
 @needs_sandbox
 async def test_network_is_refused_unless_enabled(workspace, daemons, tmp_path):
     with Listener() as listener:
@@ -180,6 +185,7 @@ async def test_network_is_refused_unless_enabled(workspace, daemons, tmp_path):
         assert "network on" in allowed["content"].splitlines()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sandbox", [pytest.param("workspace-write", marks=needs_sandbox), "full-access"])
 async def test_a_command_past_its_timeout_is_killed_with_its_children(workspace, daemons, sandbox):
     marker = f"dsh-e2e-timeout-{sandbox}-{os.getpid()}"
@@ -196,6 +202,7 @@ async def test_a_command_past_its_timeout_is_killed_with_its_children(workspace,
     assert await gone(marker) == []
 
 
+@pytest.mark.slow
 async def test_cancel_kills_a_running_command(workspace, daemons):
     marker = f"dsh-e2e-cancel-{os.getpid()}"
     tools_workspace(workspace, [calls(("run_command", {"command": sleeper(marker)})), {"text": "never"}],

@@ -239,6 +239,7 @@ def _substitute_live_ids(params: Any, field: str, live: dict) -> Any:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     database=None,
 )
+@pytest.mark.slow
 @given(data=st.data())
 def test_malformed_params_are_invalid_params_naming_the_field(live_daemon, data) -> None:
     d, root, first, second, goal = live_daemon

@@ -23,6 +23,7 @@ KEY_ENV = "DSHD_E2E_WORKSPACE_FILES_KEY"
 SECRET = "OUTSIDE-SECRET-" + secrets.token_hex(4)
 
 
+@pytest.mark.slow
 async def test_agents_md_out_of_the_workspace_never_reaches_the_provider(tmp_path, daemons):
     root = daemons.root
     (root / ".dsh" / "config.toml").write_text(f'[plan]\nsection = "{PLAN_SECTION}"\n')
@@ -64,6 +65,7 @@ async def test_agents_md_out_of_the_workspace_never_reaches_the_provider(tmp_pat
         assert "MARKER-INSIDE: say what you changed." in plain and "was not read" not in plain
 
 
+@pytest.mark.slow
 async def test_a_workspace_script_of_dev_zero_fails_initialize_at_once(workspace: Path, daemons):
     # Positive control: the fixture's own script (a regular file inside) starts.
     client = await daemons.start()

@@ -5,6 +5,8 @@ content under the cap is written, a small diff is sent whole."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import secrets
 import subprocess
@@ -42,6 +44,7 @@ def sent_mib(notes: list[dict]) -> float:
     return sum(len(json.dumps(n)) for n in notes) / MB
 
 
+@pytest.mark.slow
 async def test_a_60_mb_write_is_refused_quickly_naming_the_cap(tmp_path, daemons):
     """A 60 MB write is refused while it streams: the call's arguments are over the cap
     (twice maxWriteBytes plus 1 MiB), so the daemon stops keeping them, sends no more than

@@ -5,6 +5,8 @@ it on the folded values."""
 
 from __future__ import annotations
 
+import pytest
+
 from dataclasses import dataclass, field
 
 import msgspec
@@ -147,6 +149,7 @@ def action(draw, model: Model):
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_g05_fold_goal_accepts_exactly_what_the_rules_allow(data):

@@ -3,6 +3,8 @@ a second process gets session-locked naming the holder and writes nothing."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import random
@@ -34,6 +36,7 @@ def make_session(sessions: Path) -> None:
         store.commit("goal/change", snapshot("create", "g1", 1, "active", max_rounds=5), writer="goals")
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path):
     rng = random.Random(20261129)
     make_session(tmp_path)

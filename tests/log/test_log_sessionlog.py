@@ -193,6 +193,7 @@ def test_records_are_the_lines_whatever_the_read_buffer(tmp_path, monkeypatch, b
         assert list(iter_records(path, offset, first + 1, end)) == [r for r in expected if r[1] < end]
 
 
+@pytest.mark.slow
 def test_strict_replay_streams(tmp_path):
     path = tmp_path / LOG_NAME
     generate_log(path, 20_000)  # the benchmark's realistic log, ~4 MB

@@ -13,6 +13,8 @@ turns, and a restart (PM-15). After every rule:
 
 from __future__ import annotations
 
+import pytest
+
 import shutil
 import tempfile
 from pathlib import Path
@@ -176,7 +178,7 @@ class PlanModeMachine(RuleBasedStateMachine):
                 assert not waiting_for_header
 
 
-TestPlanModeInterleavings = PlanModeMachine.TestCase
+TestPlanModeInterleavings = pytest.mark.slow(PlanModeMachine.TestCase)
 TestPlanModeInterleavings.settings = settings(
     max_examples=200,
     stateful_step_count=30,

@@ -227,6 +227,7 @@ def _schema_can_tell(value) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", list(METHODS))
 @FUZZ
 @given(data=st.data())
@@ -239,6 +240,7 @@ def test_schema_agrees_with_the_codec_on_params(method, data):
         assert not validator.is_valid(wire), fault
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if s.kind != "notification" and s.result is not None])
 @FUZZ
 @given(data=st.data())

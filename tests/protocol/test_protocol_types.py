@@ -179,6 +179,7 @@ def test_malformed_params_always_name_the_wrong_field(method, data):
     assert caught.value.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", [m for m in REQUESTS if METHODS[m].result is not None])
 @FUZZ
 @given(data=st.data())

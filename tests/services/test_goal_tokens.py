@@ -105,6 +105,7 @@ async def test_a_goal_without_a_budget_shows_tokens_but_never_blocks_on_them(tmp
     await ws.shutdown()
 
 
+@pytest.mark.slow
 async def test_the_goal_section_shows_the_token_budget(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "r", "usage": usage(30, 3)}])
     agent = ws.create_session()
