@@ -5,8 +5,9 @@ Every error the daemon answers with is a JSON-RPC error
 Clients act on ``data.kind`` (stable) and the fields in :data:`ERROR_DATA_FIELDS`;
 ``code`` only lets generic JSON-RPC clients tell the classes apart.
 
-This module must agree with ``dshd.errors.ERROR_KINDS`` (a test checks it) but does
-not import ``dshd``: the protocol package stands alone for editors' tooling.
+This is the one list of error kinds: ``dshd.errors`` imports it (standard library only,
+so the core may), and it imports nothing of ``dshd``: the protocol package stands alone
+for editors' tooling.
 """
 
 from __future__ import annotations
