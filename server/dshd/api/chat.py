@@ -402,29 +402,10 @@ class ChatProjection:
         them; and the seq to pass as ``after_seq`` to read on (the last seq returned, or
         ``after_seq``). An item without a seq (streaming, a retry notice) goes with the
         item before it and does not count toward ``limit``."""
-        out: list[ChatItem] = []
-        next_seq = after_seq
-        counted = 0
         start = self._page_start(after_seq)
         position = self._positions[start - 1] if start and self._positions is not None else 0  # the seq of the last item with one, so far
-        order = self._order
-        for index in range(start, len(order)):
-            item = self._items[order[index]]
-            seq = getattr(item, "seq", None)
-            if seq is None:
-                # After the item it follows: in this page if that one is, or was the last of an earlier page.
-                if position >= after_seq:
-                    out.append(item)
-                continue
-            position = seq
-            if seq <= after_seq:
-                continue
-            if limit is not None and counted >= limit:
-                break
-            out.append(item)
-            counted += 1
-            next_seq = seq
-        return out, next_seq
+        items, order = self._items, self._order
+        return _page_after((items[order[index]] for index in range(start, len(order))), after_seq, limit, position)
 
     def page_before(self, before_seq: int, limit: int | None = None) -> tuple[list[ChatItem], int, bool]:
         """The last ``limit`` items whose ``seq`` is below ``before_seq`` (all when None), in
@@ -881,11 +862,20 @@ def page_before_list(items: list[ChatItem], before_seq: int, limit: int | None =
 
 def page_after_list(items: Iterable[ChatItem], after_seq: int = 0, limit: int | None = None) -> tuple[list[ChatItem], int]:
     """``ChatProjection.page`` of a plain list of items (a scan from its start)."""
+    return _page_after(items, after_seq, limit, 0)
+
+
+def _page_after(
+    items: Iterable[ChatItem], after_seq: int, limit: int | None, position: int
+) -> tuple[list[ChatItem], int]:
+    """The items of a page after ``after_seq`` read from ``items`` (in list order);
+    ``position`` is the seq of the last item with one before the first of ``items``."""
     out: list[ChatItem] = []
-    next_seq, counted, position = after_seq, 0, 0
+    next_seq, counted = after_seq, 0
     for item in items:
         seq = getattr(item, "seq", None)
         if seq is None:
+            # After the item it follows: in this page if that one is, or was the last of an earlier page.
             if position >= after_seq:
                 out.append(item)
             continue
