@@ -335,7 +335,7 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
         return EXIT_FAIL
     health = asyncio.run(check(loaded.config))
     if as_json:
-        ignored = [item.to_dict() for item in loaded.ignored]
+        ignored = [{"file": item.file, "key": item.key, "why": item.why} for item in loaded.ignored]
         print(json.dumps({"workspace": str(workspace), "trusted": loaded.trusted, "ignored": ignored, **health.to_dict()}))
         return EXIT_OK if health.healthy else EXIT_FAIL
     out = sys.stdout

@@ -12,6 +12,7 @@ import pytest
 
 from dshd.agent.config_layers import EDITOR_SETTINGS, load_layers, user_config_path
 from dshd.errors import DshError
+from dshd.daemon import to_wire
 
 
 @pytest.fixture
@@ -301,7 +302,7 @@ def test_only_the_user_config_passes_variables_to_commands(ws, user):
 def test_the_report_is_the_wire_shape_and_holds_no_secret(ws, user, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-shown")
     workspace_file(ws, '[model]\napiKeyEnv = "OPENAI_API_KEY"\n')
-    report = load(ws, user).to_dict()
+    report = to_wire.config_report(load(ws, user))
     assert set(report) == {"effective", "ignored", "trusted"}
     assert report["ignored"] == [{"file": str(ws / ".dsh" / "config.toml"), "key": "model.apiKeyEnv",
                                   "why": report["ignored"][0]["why"]}]

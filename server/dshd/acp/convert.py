@@ -25,6 +25,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
+from dshd.agent.config_layers import LoadedConfig
 from dshd.api.words import goal_words
 from dshd.errors import DshError
 from dshd.services.goals import GoalView
@@ -88,6 +89,13 @@ def mode_updates(active: bool) -> list[Any]:
 
 GOAL_ACTIONS = ("set", "pause", "resume", "clear", "complete", "block", "edit")
 GOAL_CONTROL_METHOD = "_session/goal"
+
+
+def config_meta(loaded: LoadedConfig) -> dict[str, Any]:
+    """``initialize`` result ``_meta.dsh``: trust and the config keys left out (ACP has no
+    ``dsh/config/get``), each ignored key as the LSP door lists it."""
+    ignored = [{"file": item.file, "key": item.key, "why": item.why} for item in loaded.ignored]
+    return {"trusted": loaded.trusted, "ignored": ignored}
 
 
 def goal_capability() -> dict[str, Any]:

@@ -44,6 +44,7 @@ from dshd.acp import goals as goal_requests
 from dshd.acp.convert import (
     MODE_CONFIG_ID,
     STOP_REASONS,
+    config_meta,
     config_options,
     goal_capability,
     goal_meta,
@@ -165,7 +166,7 @@ class AcpDoor(AcpHostClient):
         self.workspace, loaded = self.host.workspace(self.root, loaded, editor_trust=False)
         config = loaded.config
         log.info("workspace %s, client %s", self.root, getattr(client_info, "name", "?"))
-        meta: dict[str, Any] = {"dsh": {"trusted": loaded.trusted, "ignored": [i.to_dict() for i in loaded.ignored]}}
+        meta: dict[str, Any] = {"dsh": config_meta(loaded)}
         if "goals" in config.plugins:
             meta["goal"] = goal_capability()
         return InitializeResponse(

@@ -75,9 +75,6 @@ class IgnoredKey:
     why: str
     untrusted: bool  # True: ignored because the workspace is not trusted (trust would apply it)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"file": self.file, "key": self.key, "why": self.why}
-
 
 @dataclass(frozen=True)
 class LoadedConfig:
@@ -100,12 +97,6 @@ class LoadedConfig:
             name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
             for name, value in effective.items()
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``dsh/config/get`` result. No secret is in it: config holds none (API keys
-        stay in environment variables; config names only the variable, and an
-        ``apiKeyEnv`` that is no variable name, likely a pasted key, is not shown)."""
-        return {"effective": self.effective(), "ignored": [i.to_dict() for i in self.ignored], "trusted": self.trusted}
 
     def notice(self, *, editor_trust: bool = True) -> str | None:
         """What to tell the person once when keys were ignored (None: nothing was).

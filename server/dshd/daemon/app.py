@@ -119,7 +119,7 @@ class DshDaemon(HostClient, DshServer):
         self.client_name = client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name)
         # Shared with every connection on this folder: the first one's config stands.
         self.dsh_workspace, self.config_report = self.host.workspace(root, loaded, editor_trust=True)
-        if self.config_report is not loaded and self.config_report.to_dict() != loaded.to_dict():
+        if self.config_report is not loaded and to_wire.config_report(self.config_report) != to_wire.config_report(loaded):
             logger.warning(
                 "workspace %s is already open in this daemon with the settings of the client that opened it first; "
                 "this client's settings are not used until the daemon restarts",

@@ -237,7 +237,7 @@ def permission_set(d, p: t.PermissionSetParams):
 
 @method(t.CONFIG_GET)
 def config_get(d, p: t.ConfigGetParams):
-    return d.config_report.to_dict()
+    return to_wire.config_report(d.config_report)
 
 
 # ---- registration ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any, Union, get_args, get_origin
 import msgspec
 from dshd_protocol import wire_name
 
+from dshd.agent.config_layers import IgnoredKey, LoadedConfig
 from dshd.agent.deltas import AgentDelta
 from dshd.api.words import goal_words
 from dshd.services.goals import GoalNotice, GoalView
@@ -72,6 +73,20 @@ def session_row(row: SessionRow, title: str | None) -> dict[str, Any]:
     if row.refused is not None:
         out["refused"] = {"kind": row.refused.kind, "path": row.refused.path, "reason": row.refused.reason}
     return out
+
+
+# ---- configuration ----------------------------------------------------------------------
+
+
+def ignored_key(item: IgnoredKey) -> dict[str, str]:
+    """An ignored config key as ``dsh/config/get`` lists it (why it was untrusted is in ``why``)."""
+    return {"file": item.file, "key": item.key, "why": item.why}
+
+
+def config_report(loaded: LoadedConfig) -> dict[str, Any]:
+    """The ``dsh/config/get`` result. No secret is in it: config holds none (API keys stay
+    in environment variables; ``effective`` hides an ``apiKeyEnv`` that looks pasted)."""
+    return {"effective": loaded.effective(), "ignored": [ignored_key(i) for i in loaded.ignored], "trusted": loaded.trusted}
 
 
 # ---- plan mode, activity -------------------------------------------------------------------
