@@ -133,8 +133,11 @@ class Conn:
             await asyncio.wait_for(self.served, 10)
 
 
-async def connect(host: Host, root: Path, name: str | None, *, questions: bool = True, permissions: bool = True) -> Conn:
-    """A dsh connection to ``host``, initialized on ``root``."""
+async def connect(
+    host: Host, root: Path, name: str | None, *, questions: bool = True, permissions: bool = True, headless: bool = False
+) -> Conn:
+    """A dsh connection to ``host``, initialized on ``root`` (``headless``: it declares
+    itself a headless run, as dshd run does)."""
     ours, theirs = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=ours)
     daemon = DshDaemon(host)
@@ -146,6 +149,8 @@ async def connect(host: Host, root: Path, name: str | None, *, questions: bool =
         "rootUri": root.as_uri(),
         "capabilities": {"experimental": {"dsh": {"questions": questions, "permissions": permissions}}},
     }
+    if headless:
+        params["capabilities"]["experimental"]["dsh"]["headless"] = True
     if name is not None:
         params["clientInfo"] = {"name": name}
     await conn.call("initialize", params)

@@ -848,6 +848,9 @@ class DshClientCapabilities:
 
     questions: bool = False  # true: the client answers dsh/questions/ask
     permissions: bool = False  # true: the client answers dsh/permission/ask
+    # true: a headless run (dshd run): nobody is at it, so alone on a session its questions
+    # are refused in words saying so and a plan review disarms the goal (not its name)
+    headless: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_BLOCKED, EXIT_PERSON, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-CLIENT_NAME = "dshd run"  # what attached editors show; api/host.py words refusals for it
+CLIENT_NAME = "dshd run"  # what attached editors show (the Host goes by the headless capability, not this)
 BUDGET_CODES = frozenset({"round-budget-exhausted", "token-budget-exhausted"})
 FAILED_STOPS = frozenset({"model-error", "error"})
 STOP_TIMEOUT_S = 30.0  # a cancel the daemon does not answer: the run ends anyway
@@ -426,7 +426,9 @@ class Run:
             {
                 "processId": os.getpid(),
                 "rootUri": self.workspace.as_uri(),
-                "capabilities": {},  # it answers no questions and no approvals
+                # It answers no questions and no approvals, and says it is a headless run:
+                # alone on a session, what it is asked is refused in words saying nobody is here.
+                "capabilities": {"experimental": {"dsh": {"headless": True}}},
                 "clientInfo": {"name": CLIENT_NAME},
             },
         )

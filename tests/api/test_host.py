@@ -209,3 +209,32 @@ def test_a_client_attaching_mid_turn_gets_the_deltas_streamed_so_far():
     later = Client("later")
     attach(host, agent, later)
     assert later.running == []  # the turn ended: its deltas are in the log now
+
+
+async def test_headless_rules_come_from_the_declared_capability_never_from_the_name():
+    request = ApprovalRequest(agent_id="a-1", session_id="s-1", call_id="c1", tool="edit_file", mutability="write", title="Edit")
+    # Positive control: a client that declared itself a headless run gets the headless words.
+    host, agent = Host(), Agent()
+    run = Client("anything at all", able=False)
+    attach(host, agent, run)
+    run.headless = True  # what the door sets from capabilities.experimental.dsh.headless
+    with pytest.raises(ApprovalsUnavailable, match=r"a headless run \(dshd run\) approves nothing on its own"):
+        await host.approvals.ask(request)
+    with pytest.raises(QuestionsUnavailable, match=r"a headless run \(dshd run\) approves nothing on its own"):
+        await host.questions.ask(agent, QUESTION)
+    # The name alone gives nothing: a client calling itself "dshd run" without the
+    # capability is an editor that cannot answer (Host.connect left headless False).
+    host, agent = Host(), Agent()
+    named = Client("dshd run", able=False)
+    attach(host, agent, named)
+    assert named.headless is False
+    with pytest.raises(ApprovalsUnavailable, match="your editor cannot answer approvals") as refused:
+        await host.approvals.ask(request)
+    assert "headless" not in str(refused.value)
+    # A headless run beside an editor that cannot answer either: not headless-only.
+    host, agent = Host(), Agent()
+    run, mute = Client("run", able=False), Client("mute", able=False)
+    attach(host, agent, run, mute)
+    run.headless = True
+    with pytest.raises(ApprovalsUnavailable, match="your editor cannot answer approvals"):
+        await host.approvals.ask(request)

@@ -196,13 +196,6 @@ def test_ctrl_c_during_a_slow_reply_cancels_the_turn_and_exits_130(runtime, tmp_
     assert verify.returncode == 0, verify.stdout
 
 
-def test_the_headless_client_name_is_the_one_the_host_words_refusals_for():
-    from dshd.api.host import HEADLESS_CLIENT_NAME
-    from dshd.run_cli import CLIENT_NAME
-
-    assert CLIENT_NAME == HEADLESS_CLIENT_NAME == "dshd run"
-
-
 def test_a_goal_run_through_the_daemon_goes_on_when_the_editor_leaves(runtime, tmp_path):
     # The run is a client attached to the session: the editor leaving is not "the last
     # client left", so the goal is not disarmed and its rounds go on to complete.

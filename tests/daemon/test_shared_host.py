@@ -286,3 +286,24 @@ async def test_the_last_client_leaving_disarms_the_goal(tmp_path, host):
     assert len(rounds) == 1  # no round started with nobody watching
     assert [(d["data"]["outcome"], d["data"]["by"]) for d in of_type(events, "permission/decision")] == [("reject", "fail-closed")]
     assert (tmp_path / "src" / "app.py").read_text() == ORIGINAL
+
+
+async def test_a_headless_run_is_told_apart_by_its_capability_not_its_name(tmp_path, host):
+    # Positive control: a client declaring capabilities.experimental.dsh.headless (named
+    # anything) alone on a session: its approval is refused in the headless run's words.
+    declared_root = tools_workspace(tmp_path / "declared", [edit_call(), {"text": "ok"}])
+    run = await join(host, declared_root, "CI job", questions=False, permissions=False, headless=True)
+    created = await run.call("dsh/session/create", {})
+    assert (await run.call("dsh/agent/prompt", {"agentId": created["agentId"], "text": "edit it"}))["stopReason"] == "end-turn"
+    refused = of_type(read_log(declared_root, created["sessionId"]), "tool/result")[-1]["data"]
+    assert refused["ok"] is False and "a headless run (dshd run) approves nothing on its own" in refused["content"]
+    # The name alone gives no headless rules: a client calling itself "dshd run" without
+    # the capability is an editor that cannot answer.
+    named_root = tools_workspace(tmp_path / "named", [edit_call(), {"text": "ok"}])
+    named = await join(host, named_root, "dshd run", questions=False, permissions=False)
+    created = await named.call("dsh/session/create", {})
+    assert (await named.call("dsh/agent/prompt", {"agentId": created["agentId"], "text": "edit it"}))["stopReason"] == "end-turn"
+    refused = of_type(read_log(named_root, created["sessionId"]), "tool/result")[-1]["data"]
+    assert refused["ok"] is False and "your editor cannot answer approvals" in refused["content"]
+    assert "headless" not in refused["content"]
+    assert (named_root / "src" / "app.py").read_text() == (declared_root / "src" / "app.py").read_text() == ORIGINAL

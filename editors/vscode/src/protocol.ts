@@ -748,6 +748,7 @@ export interface IgnoredConfigKey {
 export interface DshClientCapabilities {
   questions?: boolean;
   permissions?: boolean;
+  headless?: boolean;
 }
 /**
  * `initialize` params `initializationOptions`. Strict, like params: an unknown option is invalid-params naming it.

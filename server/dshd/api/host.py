@@ -76,10 +76,12 @@ class Resolution:
 class Client(Protocol):
     """One connection, of either door, as the host sees it. ``client_id`` and a default
     ``client_name`` ("client <n>") are set by :meth:`Host.connect`; the door replaces the
-    name with the one its client gives at initialize."""
+    name with the one its client gives at initialize. ``headless`` (False until the door
+    sees the client declare it at initialize): a headless run, nobody at it."""
 
     client_id: str
     client_name: str
+    headless: bool
 
     def can_answer(self, kind: QuestionKind) -> bool: ...
     async def ask_questions(self, agent: Any, questions: list[dict[str, Any]]) -> list[Any]: ...
@@ -237,9 +239,6 @@ class SharedApprovals:
 
 
 _ASKED = {"plan-review": "plan reviews", "permission": "approvals"}
-# The name `dshd run` gives at initialize: a run with nobody else attached is refused in
-# words that say no one is there (the refusal itself is the same as for any client).
-HEADLESS_CLIENT_NAME = "dshd run"
 CLIENT_NAME_MAX = 80  # characters of a client's own name kept (what other clients show)
 
 
@@ -273,6 +272,7 @@ class Host:
         number = next(self._numbers)
         client.client_id = f"c-{number}"
         client.client_name = f"client {number}"
+        client.headless = False
         self.clients[client.client_id] = client
 
     def disconnect(self, client: Client) -> None:
@@ -405,7 +405,9 @@ class Host:
         able = [c for c in attached if c.can_answer(kind)]
         if not attached:
             raise unavailable(f"no client is attached to this session to answer {_ASKED[kind]} (the last one left)")
-        if not able and all(c.client_name == HEADLESS_CLIENT_NAME for c in attached):
+        # Only clients that declared themselves headless runs (capabilities.experimental.dsh
+        # .headless at initialize; a name proves nothing): nobody is there to answer.
+        if not able and all(c.headless for c in attached):
             if kind == "plan-review":
                 # A headless run ends at a plan nobody can review: disarmed now, in the
                 # turn, so no round can start after it (a request from the run would race
