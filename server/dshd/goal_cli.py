@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dshd.client_framing import FramingError, Frames, frame
 from dshd.errors import DshError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -114,7 +115,7 @@ class DaemonGoals:
     def __init__(self, workspace: Path, session_id: str, connection) -> None:
         self._sock = connection.sock
         self._sock.settimeout(DAEMON_TIMEOUT_S)
-        self._buffer = bytearray(connection.first)
+        self._frames = Frames(connection.first)
         self._next_id = 0
         self.daemon_pid = connection.pid
         self.request(
@@ -172,28 +173,19 @@ class DaemonGoals:
             return reply.get("result")
 
     def _send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message, separators=(",", ":")).encode()
         try:
-            self._sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            self._sock.sendall(frame(message))
         except OSError as exc:
             raise GoalCommandError("io-error", f"the connection to the daemon broke: {exc.strerror or exc}") from None
 
     def _receive(self) -> dict[str, Any]:
         while True:
-            head_end = self._buffer.find(b"\r\n\r\n")
-            if head_end >= 0:
-                length = _content_length(bytes(self._buffer[:head_end]))
-                start = head_end + 4
-                if len(self._buffer) >= start + length:
-                    body = bytes(self._buffer[start : start + length])
-                    del self._buffer[: start + length]
-                    try:
-                        message = json.loads(body)
-                    except ValueError:
-                        message = None
-                    if not isinstance(message, dict):
-                        raise GoalCommandError("io-error", "the daemon sent something that is not a JSON-RPC message")
-                    return message
+            try:
+                message = self._frames.next()
+            except FramingError as exc:
+                raise GoalCommandError("io-error", str(exc)) from None
+            if message is not None:
+                return message
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
@@ -206,15 +198,7 @@ class DaemonGoals:
                 raise GoalCommandError("io-error", f"the connection to the daemon broke: {exc.strerror or exc}") from None
             if not chunk:
                 raise GoalCommandError("io-error", "the daemon closed the connection before answering")
-            self._buffer += chunk
-
-
-def _content_length(head: bytes) -> int:
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length" and value.strip().isdigit():
-            return int(value.strip())
-    raise GoalCommandError("io-error", "the daemon sent a message without Content-Length")
+            self._frames.feed(chunk)
 
 
 def open_goals(workspace: Path, session_id: str) -> LogGoals | DaemonGoals:

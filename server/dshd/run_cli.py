@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dshd.client_framing import FramingError, Frames, frame
+
 EXIT_OK, EXIT_ERROR, EXIT_BLOCKED, EXIT_PERSON, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 CLIENT_NAME = "dshd run"  # what attached editors show (the Host goes by the headless capability, not this)
 BUDGET_CODES = frozenset({"round-budget-exhausted", "token-budget-exhausted"})
@@ -67,7 +69,7 @@ class Connection:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes, on_notification, on_lost
     ) -> None:
         self._reader, self._writer = reader, writer
-        self._buffer = bytearray(first)
+        self._frames = Frames(first)
         self._on_notification, self._on_lost = on_notification, on_lost
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future] = {}
@@ -99,26 +101,20 @@ class Connection:
     def _send(self, message: dict[str, Any]) -> None:
         if self._writer.is_closing():
             raise RunError("io-error", "the connection to the daemon is closed")
-        body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        self._writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self._writer.write(frame(message))
 
     async def _frame(self) -> dict[str, Any] | None:
         while True:
-            head_end = self._buffer.find(b"\r\n\r\n")
-            if head_end >= 0:
-                length = _content_length(bytes(self._buffer[:head_end]))
-                start = head_end + 4
-                if len(self._buffer) >= start + length:
-                    body = bytes(self._buffer[start : start + length])
-                    del self._buffer[: start + length]
-                    message = json.loads(body)
-                    if not isinstance(message, dict):
-                        raise RunError("io-error", "the daemon sent something that is not a JSON-RPC message")
-                    return message
+            try:
+                message = self._frames.next()
+            except FramingError as exc:
+                raise RunError("io-error", str(exc)) from None
+            if message is not None:
+                return message
             chunk = await self._reader.read(65536)
             if not chunk:
                 return None
-            self._buffer += chunk
+            self._frames.feed(chunk)
 
     async def _read_loop(self) -> None:
         why = RunError("io-error", "the daemon closed the connection")
@@ -164,14 +160,6 @@ class Connection:
             await self._writer.wait_closed()
         except OSError:
             pass
-
-
-def _content_length(head: bytes) -> int:
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length" and value.strip().isdigit():
-            return int(value.strip())
-    raise RunError("io-error", "the daemon sent a message without Content-Length")
 
 
 # ---- where the door runs ----------------------------------------------------------------
