@@ -43,7 +43,7 @@ async def first_request(ws: Workspace, session_id: str) -> tuple[float, int]:
     agent = ws.open_session(session_id)
     result = await agent.prompt("What is left to do?")
     elapsed = time.perf_counter() - t0
-    assert result["stopReason"] == "end-turn", result
+    assert result.stop_reason == "end-turn", result
     context = agent.store.state.context
     read = agent.store.state.seq - (context.through_seq if context.compact_seq else 0)
     ws.close(agent.agent_id)

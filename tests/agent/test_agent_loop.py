@@ -13,6 +13,7 @@ from agent_support import in_model_call, events_of, make_workspace, replay_stric
 from dshd.agent import Decision, Tool, ToolOutcome, is_session_id
 from dshd.models import TextDelta
 from dshd.errors import DshError
+from dshd.agent.turn_end import TurnEnd
 
 
 def add_echo(agent, calls=None):
@@ -43,7 +44,7 @@ async def test_agent_turn_with_tool_calls(tmp_path):
     agent = ws.create_session("tools")
     calls = []
     add_echo(agent, calls)
-    assert await agent.prompt("please echo") == {"turn": 1, "stopReason": "end-turn"}
+    assert await agent.prompt("please echo") == TurnEnd(1, "end-turn")
     assert types_of(agent) == [
         "session/start", "turn/open", "user/message",
         "request/header", "assistant/message", "tool/call", "tool/call", "tool/result", "tool/result",
@@ -72,7 +73,7 @@ async def test_agent_runs_with_no_plugins(tmp_path):
     # Only the core's own: AGENTS.md's section and /compact.
     assert agent.tools.names() == [] and agent.sections.ids() == ["project:instructions"]
     assert agent.commands.names() == ["compact"]
-    assert (await agent.prompt("hello"))["stopReason"] == "end-turn"
+    assert (await agent.prompt("hello")).stop_reason == "end-turn"
     await ws.shutdown()
 
 
@@ -95,7 +96,7 @@ async def test_agent_prompt_while_a_turn_is_open_is_turn_open(tmp_path):
     with pytest.raises(DshError) as caught:
         await agent.prompt("two")
     assert caught.value.kind == "turn-open"
-    assert (await turn)["stopReason"] == "end-turn"
+    assert (await turn).stop_reason == "end-turn"
     await ws.shutdown()
 
 
@@ -117,7 +118,7 @@ async def test_agent_steer_queues_into_the_next_step_or_starts_a_turn(tmp_path):
     assert agent.steer("also check the docs") is True
     await in_model_call(agent, 2)  # step 2 is now in its model call
     assert agent.steer("and the changelog") is True  # arrives during the last step
-    assert await turn == {"turn": 1, "stopReason": "end-turn"}
+    assert await turn == TurnEnd(1, "end-turn")
     types = types_of(agent)
     headers = [i for i, t in enumerate(types) if t == "request/header"]
     assert len(headers) == 3  # the late steer got a step of its own
@@ -165,7 +166,7 @@ async def test_agent_cancel_during_tools_gives_every_call_a_result(tmp_path):
     while not events_of(agent, "tool/call"):
         await asyncio.sleep(0.01)
     await agent.cancel()
-    assert (await turn)["stopReason"] == "cancelled"
+    assert (await turn).stop_reason == "cancelled"
     results = [e.data for e in events_of(agent, "tool/result")]
     assert len(results) == 2 and not any(r.ok for r in results)
     await ws.shutdown()
@@ -181,7 +182,7 @@ async def test_agent_rejected_step_is_retried_then_the_turn_closes_rejected(tmp_
         return Decision.reject("not now")
 
     agent.pre_step.add(reject_all)
-    assert (await agent.prompt("go"))["stopReason"] == "rejected"
+    assert (await agent.prompt("go")).stop_reason == "rejected"
     assert proposals == [(1, 1), (1, 2), (1, 3)]
     assert "request/header" not in types_of(agent)
     await ws.shutdown()
@@ -192,7 +193,7 @@ async def test_agent_max_steps_closes_the_turn(tmp_path):
     ws = make_workspace(tmp_path, [loop_reply] * 5, plugins=[], config={"agent": {"maxSteps": 3}})
     agent = ws.create_session()
     add_echo(agent)
-    assert (await agent.prompt("go"))["stopReason"] == "max-steps"
+    assert (await agent.prompt("go")).stop_reason == "max-steps"
     assert len(events_of(agent, "request/header")) == 3
     await ws.shutdown()
 
@@ -207,7 +208,7 @@ async def test_agent_model_error_closes_the_turn(tmp_path):
     ws.model = BrokenModel()
     agent = ws.create_session()
     agent.model = ws.model
-    assert (await agent.prompt("go"))["stopReason"] == "model-error"
+    assert (await agent.prompt("go")).stop_reason == "model-error"
     assert replay_strict(agent.store.path).turn.open is False
     await ws.shutdown()
 
@@ -392,7 +393,7 @@ async def test_agent_steer_that_no_step_took_is_still_recorded(tmp_path):
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
     assert agent.steer("one more thing") is True
-    assert (await turn)["stopReason"] == "max-steps"
+    assert (await turn).stop_reason == "max-steps"
     assert types_of(agent)[-2:] == ["user/message", "turn/close"]
     assert events_of(agent, "user/message")[-1].data.text == "one more thing"
     await ws.shutdown()
@@ -427,7 +428,7 @@ async def test_agent_deltas_follow_the_stream_and_errors_close_the_turn_with_the
     agent.model = FlakyModel()
     deltas = []
     agent.add_delta_listener(deltas.append)
-    assert (await agent.prompt("go"))["stopReason"] == "model-error"
+    assert (await agent.prompt("go")).stop_reason == "model-error"
     kinds = [(d.step, d.kind, d.text, d.call_id, d.name, d.attempt, d.delay_ms) for d in deltas]
     assert kinds == [
         (1, "retry", None, None, None, 2, 5),

@@ -65,7 +65,7 @@ async def test_cancel_while_asking_records_a_fail_closed_decision(tmp_path):
     prompt = asyncio.ensure_future(agent.prompt("greet"))
     await asyncio.wait_for(waiting.wait(), 5)
     await agent.cancel()
-    assert (await prompt)["stopReason"] == "cancelled"
+    assert (await prompt).stop_reason == "cancelled"
     assert [(d.data.outcome, d.data.by) for d in events_of(agent, "permission/decision")] == [("reject", "fail-closed")]
     assert (tmp_path / "app.py").read_text() == "print('hi')\n"
 

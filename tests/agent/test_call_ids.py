@@ -12,6 +12,7 @@ from agent.test_agent_loop import add_echo
 
 from dshd.models import Stop, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 from dshd.models.interface import TextDelta
+from dshd.agent.turn_end import TurnEnd
 
 
 class ReusedIds:
@@ -40,7 +41,7 @@ async def test_reused_call_ids_get_ids_of_their_own_and_the_model_its_own_back(t
     agent.model = ReusedIds([[("call_0", "a"), ("call_0", "b")], [("call_0", "c")], []])
     deltas = []
     agent.add_delta_listener(deltas.append)
-    assert await agent.prompt("echo") == {"turn": 1, "stopReason": "end-turn"}
+    assert await agent.prompt("echo") == TurnEnd(1, "end-turn")
 
     calls = [e.data for e in events_of(agent, "tool/call")]
     ids = [c.callId for c in calls]
@@ -60,7 +61,7 @@ async def test_reused_call_ids_get_ids_of_their_own_and_the_model_its_own_back(t
     again = ws.open_session(agent.session_id, reload=True)
     add_echo(again)
     again.model = ReusedIds([[("call_0", "d"), (ids[1], "e")], []])
-    assert (await again.prompt("more"))["stopReason"] == "end-turn"
+    assert (await again.prompt("more")).stop_reason == "end-turn"
     later = [e.data.callId for e in events_of(again, "tool/call")][3:]
     assert len(set(ids + later)) == 5
     assert replay_strict(again.store.path).turn.open is False

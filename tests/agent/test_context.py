@@ -26,6 +26,7 @@ from dshd.models import Message, ToolCallRequest, ToolSpec
 from dshd.agent.transcript import SUMMARY_INTRO, Transcript, summary_message
 from dshd.errors import DshError
 from dshd.folds import ReplayError, replay
+from dshd.agent.turn_end import TurnEnd
 
 WINDOW = 2000  # tokens; compaction at 0.8 of it: 1600 tokens, about 6,400 characters
 BIG = "x" * 1200  # a 300-token reply
@@ -68,7 +69,7 @@ async def compacted_session(tmp_path, turns):
 async def prompts(agent, n, start=1):
     for k in range(start, start + n):
         result = await agent.prompt(f"prompt {k}")
-        assert result["stopReason"] == "end-turn", result
+        assert result.stop_reason == "end-turn", result
 
 
 # ---- the estimate ----------------------------------------------------------------------
@@ -249,7 +250,7 @@ async def test_compaction_steps_do_not_count_towards_max_steps(tmp_path):
     ws = context_workspace(tmp_path, model, config={"agent": {"maxSteps": 13}})
     agent = ws.create_session()
     agent.tools.add(Tool("echo", "Echo.", {"type": "object"}, echo))
-    assert (await agent.prompt("work"))["stopReason"] == "end-turn"
+    assert (await agent.prompt("work")).stop_reason == "end-turn"
     assert len(compactions(agent)) >= 2  # mid-turn, between tool batches
     headers = [e.data for e in events_of(agent, "request/header")]
     assert [h.step for h in headers] == list(range(1, len(headers) + 1))
@@ -273,7 +274,7 @@ async def test_compact_command_with_no_turn_running_is_a_turn_of_its_own(tmp_pat
     await prompts(agent, 2)
     seq = agent.store.state.seq
     result = await agent.prompt("/compact keep the file names")
-    assert result == {"turn": 3, "stopReason": "compacted"}
+    assert result == TurnEnd(3, "compacted")
     assert types_of(agent, seq) == ["turn/open", "request/header", "context/compact", "turn/close"]
     opened, header, compact, closed = agent.store.events(after_seq=seq)
     assert opened.data.cause == "compact" and closed.data.stopReason == "compacted"
@@ -304,9 +305,9 @@ async def test_compact_command_during_a_turn_compacts_before_its_next_step(tmp_p
     turn = asyncio.ensure_future(agent.prompt("go"))
     while not events_of(agent, "tool/call"):
         await asyncio.sleep(0.005)
-    assert await agent.prompt("/compact") == {"turn": None, "stopReason": "command"}
+    assert await agent.prompt("/compact") == TurnEnd(None, "command")
     release.set()
-    assert (await turn)["stopReason"] == "end-turn"
+    assert (await turn).stop_reason == "end-turn"
     tail = types_of(agent, events_of(agent, "tool/call")[0].seq)
     assert tail == ["tool/result", "request/header", "context/compact", "request/header", "assistant/message", "turn/close"]
     compact = compactions(agent)[0]
@@ -340,9 +341,9 @@ async def test_failed_compaction_leaves_the_transcript_and_ends_context_overflow
     result = None
     for k in range(1, 12):
         result = await agent.prompt(f"prompt {k}")
-        if result["stopReason"] != "end-turn":
+        if result.stop_reason != "end-turn":
             break
-    assert result["stopReason"] == "model-error"
+    assert result.stop_reason == "model-error"
     assert compactions(agent) == []
     close = events_of(agent, "turn/close")[-1]
     assert types_of(agent)[-3:] == ["user/message", "request/header", "turn/close"]
@@ -353,7 +354,7 @@ async def test_failed_compaction_leaves_the_transcript_and_ends_context_overflow
     assert not agent.transcript()[0].text.startswith(SUMMARY_INTRO)
     # Once the model answers again, the next prompt compacts and goes on.
     model.summarize = lambda request: "Summary after the failure."
-    assert (await agent.prompt("retry"))["stopReason"] == "end-turn"
+    assert (await agent.prompt("retry")).stop_reason == "end-turn"
     assert len(compactions(agent)) == 1
     assert replay_strict(agent.store.path).turn.open is False
     await ws.shutdown()
@@ -364,7 +365,7 @@ async def test_a_request_that_cannot_fit_even_compacted_ends_context_overflow(tm
     model = ContextModel(default="ok")
     ws = context_workspace(tmp_path, model, window=1000)
     agent = ws.create_session()
-    assert (await agent.prompt("hello"))["stopReason"] == "model-error"
+    assert (await agent.prompt("hello")).stop_reason == "model-error"
     assert model.work() == []  # never sent
     assert events_of(agent, "turn/close")[-1].data.error.kind == "context-overflow"
     await ws.shutdown()

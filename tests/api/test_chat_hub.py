@@ -99,7 +99,7 @@ async def test_a_door_that_raises_changes_nothing_and_close_detaches(tmp_path):
     hub = Hub(door)
     hub.attach(agent)
     hub.chat(agent)
-    assert (await agent.prompt("hi"))["stopReason"] == "end-turn"
+    assert (await agent.prompt("hi")).stop_reason == "end-turn"
     final = [i["kind"] for i in door.items() if not i.get("partial")]  # the reply also streamed (partial)
     assert final == ["user-message", "assistant-message", "turn-end"]
     workspace.close(agent.agent_id)

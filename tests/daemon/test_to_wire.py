@@ -128,3 +128,43 @@ def test_session_rows_are_the_wire_session_summary():
     assert wire["refused"] == {"kind": "unsafe-path", "path": "/w/.dsh/sessions/x/log.jsonl", "reason": "is a symbolic link"}
     assert "goal" not in wire
     from_wire(T.SessionSummary, wire)
+
+
+def test_a_turn_end_is_the_wire_prompt_result():
+    from dshd.agent.turn_end import TurnEnd
+
+    wire = to_wire.turn_end(TurnEnd(3, "model-error", {"kind": "auth", "message": "no key"}))
+    assert wire == {"turn": 3, "stopReason": "model-error"}  # the error goes by dsh/chat, not the result
+    parsed = from_wire(T.PromptResult, wire)  # strict: every wire field there, none extra
+    assert (parsed.turn, parsed.stop_reason) == (3, "model-error")
+    command = from_wire(T.PromptResult, to_wire.turn_end(TurnEnd(None, "command")))
+    assert (command.turn, command.stop_reason) == (None, "command")
+
+
+def test_the_config_report_is_the_wire_config_get_result_in_both_doors(tmp_path):
+    from dshd.acp.convert import config_meta
+    from dshd.agent.config_layers import IgnoredKey, LoadedConfig, load_layers
+
+    loaded = load_layers(tmp_path, {}, user_file=None)
+    ignored = IgnoredKey(file="/w/.dsh/config.toml", key="model.baseUrl", why="not trusted", untrusted=True)
+    loaded = LoadedConfig(loaded.config, (ignored,), False, None, loaded.workspace_file)
+    wire = to_wire.config_report(loaded)
+    parsed = from_wire(T.ConfigGetResult, wire)  # strict
+    assert parsed.trusted is False and [i.key for i in parsed.ignored] == ["model.baseUrl"]
+    assert wire["ignored"] == [{"file": "/w/.dsh/config.toml", "key": "model.baseUrl", "why": "not trusted"}]
+    assert config_meta(loaded) == {"trusted": False, "ignored": wire["ignored"]}  # the ACP door says the same
+
+
+def test_the_core_hands_these_over_without_wire_names():
+    """The prompt's end and the config report are core values; only the converters above
+    write ``stopReason`` / the ``dsh/config/get`` shape (the log's own turn/close keeps its names)."""
+    import inspect
+
+    from dshd.agent import loop
+    from dshd.agent.config_layers import IgnoredKey, LoadedConfig
+    from dshd.agent.turn_end import TurnEnd
+
+    assert not hasattr(LoadedConfig, "to_dict") and not hasattr(IgnoredKey, "to_dict")
+    assert inspect.signature(loop.Agent.prompt).return_annotation in (TurnEnd, "TurnEnd")
+    assert [f.name for f in attrs.fields(TurnEnd)] == ["turn", "stop_reason", "error"]
+    assert 'return {"turn"' not in inspect.getsource(loop)

@@ -99,7 +99,7 @@ async def test_model_scripted_replies_run_across_turns_and_exhaustion_ends_the_t
     await agent.prompt("a")
     await agent.prompt("b")
     result = await agent.prompt("c")
-    assert result["stopReason"] == "end-turn"
+    assert result.stop_reason == "end-turn"
     assert [e.data.text for e in events_of(agent, "assistant/message")] == ["first turn", "second turn", EXHAUSTED_TEXT]
     await ws.shutdown()
 

@@ -14,6 +14,7 @@ from dshd.models.scripted import ScriptedModel
 from dshd.errors import DshError
 from dshd.folds.events import PlanMode, RequestHeader, UserMessage
 from dshd.services.plan_mode import PlanModeController, PlanView
+from dshd.agent.turn_end import TurnEnd
 
 POLICY = "PLAN FIRST. Do not edit files. (deployment text, verbatim)"
 
@@ -290,7 +291,7 @@ async def test_pm_12_rejection_keeps_the_choice_pending_and_the_turn_goes_on(tmp
     await in_model_call(agent)
     plan_of(agent).set(True)
     result = await turn
-    assert result["stopReason"] == "end-turn"
+    assert result.stop_reason == "end-turn"
     types = types_of(agent)
     # Step 2 was rejected once (no append), then accepted on retry (append, then header).
     assert types.count("plan/mode") == 1
@@ -318,7 +319,7 @@ async def test_pm_12_failed_append_keeps_the_choice_pending_and_leaves_no_half_s
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
     plan_of(agent).set(True)
-    assert (await turn)["stopReason"] == "end-turn"
+    assert (await turn).stop_reason == "end-turn"
     assert failures == ["plan/mode"]
     headers = [e.data.planActive for e in events_of(agent, "request/header")]
     assert headers == [False, False, True]  # step 2 ran with the old state, step 3 with the new
@@ -538,7 +539,7 @@ async def test_pm_20_cancel_during_review_withdraws_the_question_and_fails_close
     while not ws.questions.asked:
         await asyncio.sleep(0.01)
     await agent.cancel()
-    assert (await turn)["stopReason"] == "cancelled"
+    assert (await turn).stop_reason == "cancelled"
     (result,) = tool_results(agent)
     assert result.ok is False
     assert plan_of(agent).get() == PlanView(True)
@@ -564,12 +565,12 @@ async def test_pm_21_plan_is_kept_only_as_the_tool_call_argument(tmp_path):
 async def test_pm_22_plan_command_on_off_and_with_message(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "planning"}])
     agent = ws.create_session()
-    assert await agent.prompt("/plan") == {"turn": None, "stopReason": "command"}
+    assert await agent.prompt("/plan") == TurnEnd(None, "command")
     assert plan_of(agent).get() == PlanView(True)
-    assert await agent.prompt("/plan off") == {"turn": None, "stopReason": "command"}
+    assert await agent.prompt("/plan off") == TurnEnd(None, "command")
     assert plan_of(agent).get() == PlanView(False)
     result = await agent.prompt("/plan look at the parser first")
-    assert result == {"turn": 1, "stopReason": "end-turn"}
+    assert result == TurnEnd(1, "end-turn")
     messages = [e for e in events_of(agent, "user/message")]
     assert messages[-1].data.text == "look at the parser first" and messages[-1].data.source == "user"
     assert events_of(agent, "turn/open")[-1].data.cause == "steer"
@@ -596,7 +597,7 @@ async def test_pm_22_plan_message_during_a_turn_is_steered_into_the_next_step(tm
     agent = ws.create_session()
     turn = asyncio.ensure_future(agent.prompt("go"))
     await in_model_call(agent)
-    assert await agent.prompt("/plan think about tests") == {"turn": None, "stopReason": "command"}
+    assert await agent.prompt("/plan think about tests") == TurnEnd(None, "command")
     await turn
     types = types_of(agent)
     tail = types[types.index("assistant/message") + 1 :]

@@ -40,7 +40,7 @@ async def test_g01_goals_are_an_optional_plugin(tmp_path):
     ws = make_workspace(tmp_path, [{"text": "hi"}], plugins=[])
     agent = ws.create_session()
     assert goals_of(agent) is None and "goal_complete" not in agent.tools.names()
-    assert (await agent.prompt("hello"))["stopReason"] == "end-turn"
+    assert (await agent.prompt("hello")).stop_reason == "end-turn"
     await ws.shutdown()
 
 

@@ -98,7 +98,7 @@ async def test_a_describe_that_fails_or_says_nonsense_gets_the_default(tmp_path)
     agent = ws.create_session()
     agent.tools.add(Tool("fetch_page", "Fetch.", {"type": "object"}, fetch_page, describe=broken))
     agent.tools.add(Tool("odd", "Odd.", {"type": "object"}, fetch_page, describe=lambda a: ToolDescription("", "teleport")))  # type: ignore[arg-type]
-    assert (await agent.prompt("get it"))["stopReason"] == "end-turn"  # a title never costs the call
+    assert (await agent.prompt("get it")).stop_reason == "end-turn"  # a title never costs the call
     described = agent.tools.describe("fetch_page", FETCH["arguments"])
     assert described == default_description("fetch_page", {"url": URL.replace("\u202e", "\\u202e"), "saveTo": "notes/page.md"})
     assert agent.tools.describe("odd", {}) == ToolDescription("odd", "other")

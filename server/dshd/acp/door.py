@@ -239,10 +239,10 @@ class AcpDoor(AcpHostClient):
             if exc.kind == "invalid-params" and exc.data.get("field") == "text":  # e.g. an unknown /command
                 raise invalid_params("prompt", exc.message) from None
             raise
-        reason = result["stopReason"]
+        reason = result.stop_reason
         if reason in STOP_REASONS:
             return PromptResponse(stop_reason=STOP_REASONS[reason])
-        error = result.get("error") or {}
+        error = result.error or {}
         if reason == "model-error":
             message = error.get("message") or "the model call failed (dshd's log on stderr has the details)"
             raise RequestError(-32603, f"model error: {message}", {"kind": "model-error", "errorKind": error.get("kind")})

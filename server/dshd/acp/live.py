@@ -27,6 +27,7 @@ from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpd
 
 from dshd.acp.convert import goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text, user_text
+from dshd.agent.turn_end import TurnEnd
 from dshd.api.escape import shown
 from dshd.services.goals import GoalService
 
@@ -99,8 +100,8 @@ class LiveSession:
 
     # ---- prompts -----------------------------------------------------------------------
 
-    async def prompt(self, text: str) -> dict[str, Any]:
-        """``{"turn", "stopReason", "error"?}`` of the turn this prompt ran in."""
+    async def prompt(self, text: str) -> TurnEnd:
+        """How the turn this prompt ran in ended (with the model error, if any)."""
         agent = self.agent
         self._own_prompts.append(text)
         if agent.turn_running and not text.startswith("/"):
@@ -110,7 +111,7 @@ class LiveSession:
             agent.steer(text)
             return await waiter
         result = await agent.prompt(text)
-        return self._closes.pop(result.get("turn"), result)  # the close has the error, if any
+        return self._closes.pop(result.turn, result)  # the close has the error, if any
 
     # ---- news from the hub ---------------------------------------------------------------
 
@@ -130,10 +131,9 @@ class LiveSession:
             self._turn_closed(event["data"])
 
     def _turn_closed(self, data: dict[str, Any]) -> None:
-        result: dict[str, Any] = {"turn": data["turn"], "stopReason": data["stopReason"]}
         error = data.get("error")
-        if isinstance(error, dict):
-            result["error"] = {"kind": error.get("kind"), "message": error.get("message")}
+        said = {"kind": error.get("kind"), "message": error.get("message")} if isinstance(error, dict) else None
+        result = TurnEnd(data["turn"], data["stopReason"], said)
         for waiter in self._waiters.pop(data["turn"], []):
             if not waiter.done():
                 waiter.set_result(result)

@@ -1,8 +1,8 @@
 """Slash commands. ``prompt("/name rest")`` runs the command named ``name`` with ``rest``.
 
 A handler may start a turn (through ``agent.steer`` or ``agent.start_turn``); ``prompt``
-then waits for that turn and returns its ``{"turn", "stopReason"}``. A command that
-starts no turn makes ``prompt`` return ``{"turn": None, "stopReason": "command"}``.
+then waits for that turn and returns its ``TurnEnd``. A command that starts no turn
+makes ``prompt`` return ``TurnEnd(None, "command")``.
 """
 
 from __future__ import annotations

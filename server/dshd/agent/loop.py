@@ -63,6 +63,7 @@ from dshd.agent.prompt import PromptContext, RenderedPrompt, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
+from dshd.agent.turn_end import TurnEnd
 from dshd.errors import DshError
 from dshd.folds.events import GoalRound, ToolCall, ToolResult
 from dshd.models import (
@@ -243,11 +244,11 @@ class Agent:
 
     # ---- the public operations ----------------------------------------------------------
 
-    async def prompt(self, text: str) -> dict[str, Any]:
-        """Run a turn for ``text`` and return ``{"turn", "stopReason"}`` when it ends.
+    async def prompt(self, text: str) -> TurnEnd:
+        """Run a turn for ``text`` and return its :class:`TurnEnd` when it ends.
 
         Text starting with "/" runs a command; if the command started a turn this waits
-        for it, otherwise it returns ``{"turn": None, "stopReason": "command"}``.
+        for it, otherwise it returns ``TurnEnd(None, "command")``.
         """
         self._require_live()
         if not isinstance(text, str) or not text.strip():
@@ -258,7 +259,7 @@ class Agent:
             await command.run(self, rest)
             if self._turn_task is not None and self._turn_task is not before:
                 return await self._turn_task
-            return {"turn": None, "stopReason": "command"}
+            return TurnEnd(None, "command")
         task = self.start_turn(text, cause="prompt")
         return await task
 
@@ -373,7 +374,7 @@ class Agent:
 
     # ---- turns and steps -------------------------------------------------------------
 
-    async def _run_turn(self, turn: int) -> dict[str, Any]:
+    async def _run_turn(self, turn: int) -> TurnEnd:
         self._turn_error = None
         self.activity.turn(True)
         try:
@@ -381,13 +382,13 @@ class Agent:
         finally:
             self.activity.turn(False)
 
-    async def _run_turn_steps(self, turn: int) -> dict[str, Any]:
+    async def _run_turn_steps(self, turn: int) -> TurnEnd:
         try:
             reason = await self._steps(turn)
         except asyncio.CancelledError:
             reason = "cancelled"
             if self.closed:
-                return {"turn": turn, "stopReason": reason}
+                return TurnEnd(turn, reason)
         except ModelError as exc:
             log.warning("turn %d of session %s: model error (%s): %s", turn, self.session_id, exc.kind, exc.message)
             reason, self._turn_error = "model-error", exc.to_dict()
@@ -399,7 +400,7 @@ class Agent:
             reason = "error"
         if not self.closed and self.store.state.turn.open:
             self._close_turn(turn, reason)
-        return {"turn": turn, "stopReason": reason}
+        return TurnEnd(turn, reason)
 
     def _close_turn(self, turn: int, reason: str) -> None:
         for call_id in self._open_calls:

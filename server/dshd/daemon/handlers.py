@@ -132,7 +132,7 @@ async def chat_get(d, p: t.ChatGetParams):
 @method(t.AGENT_PROMPT)
 async def agent_prompt(d, p: t.AgentTextParams):
     agent = d.dsh_workspace.agent(p.agent_id)
-    return await agent.prompt(p.text)
+    return to_wire.turn_end(await agent.prompt(p.text))
 
 
 @method(t.AGENT_STEER)

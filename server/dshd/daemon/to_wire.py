@@ -20,6 +20,7 @@ from dshd_protocol import wire_name
 
 from dshd.agent.config_layers import IgnoredKey, LoadedConfig
 from dshd.agent.deltas import AgentDelta
+from dshd.agent.turn_end import TurnEnd
 from dshd.api.words import goal_words
 from dshd.services.goals import GoalNotice, GoalView
 from dshd.services.listing import SessionRow
@@ -73,6 +74,14 @@ def session_row(row: SessionRow, title: str | None) -> dict[str, Any]:
     if row.refused is not None:
         out["refused"] = {"kind": row.refused.kind, "path": row.refused.path, "reason": row.refused.reason}
     return out
+
+
+# ---- turns ------------------------------------------------------------------------------
+
+
+def turn_end(end: TurnEnd) -> dict[str, Any]:
+    """The ``dsh/agent/prompt`` result (PromptResult): ``{turn, stopReason}``."""
+    return {"turn": end.turn, "stopReason": end.stop_reason}
 
 
 # ---- configuration ----------------------------------------------------------------------
