@@ -398,7 +398,9 @@ def test_ctrl_c_during_a_slow_reply_cancels_the_turn_disarms_and_exits_130(tmp_p
 @needs_sandbox
 def test_ctrl_c_during_a_command_kills_it_and_exits_130(tmp_path, headless):
     marker = f"headless-marker-{os.getpid()}-{time.monotonic_ns()}"
-    command = f"touch started && {sys.executable} -c 'import time; time.sleep(300)' {marker}"
+    # The interpreter itself, not the venv's link to it: a checkout under /tmp is not in
+    # the sandbox (its /tmp is private), the real interpreter is.
+    command = f"touch started && {os.path.realpath(sys.executable)} -c 'import time; time.sleep(300)' {marker}"
     root = workspace(tmp_path, [reply("Running.", ("run_command", {"command": command, "timeoutMs": 120_000})),
                                 reply("never")], plugins=TOOLS, extra="\n[tools]\napprove = []\n")
     headless.trust(root)  # approve = [] is the person's own choice here

@@ -432,7 +432,8 @@ async def test_providers_sdks_load_only_when_their_provider_is_used(tmp_path: Pa
     assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go"}))["stopReason"] == "end-turn"
     await client.stop()
     loaded = {name.split(".")[0] for name in modules.read_text().split()}
-    assert "dshd" in loaded and "pygls" in loaded  # the probe saw the daemon
+    assert "dshd" in loaded and "msgspec" in loaded  # the probe saw the daemon
+    assert "pygls" not in loaded  # the daemon speaks JSON-RPC itself
     if provider == "scripted":
         assert not loaded & {"openai", "anthropic", "httpx2", "httpx"}
     else:

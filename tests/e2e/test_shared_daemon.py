@@ -323,6 +323,12 @@ def test_sigkill_at_random_moments_through_the_forwarder_loses_nothing_acknowled
                 d.send({"jsonrpc": "2.0", "id": f"t{sent}", "method": "dsh/plan/set", "params": {"agentId": agent, "active": active}})
                 sent += 1
                 time.sleep(0.001)
+            # Then a burst sent at once: the kill lands while some of it waits for its fsync,
+            # however fast the daemon kept up with the stream (the control below needs that).
+            for _ in range(50):
+                active = not active
+                d.send({"jsonrpc": "2.0", "id": f"t{sent}", "method": "dsh/plan/set", "params": {"agentId": agent, "active": active}})
+                sent += 1
             os.kill(pid, signal.SIGKILL)
             assert wait_gone(pid, 10)
             committed = 0
