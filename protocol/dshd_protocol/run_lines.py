@@ -11,13 +11,12 @@ schema reuses their definitions (:mod:`dshd_protocol.schema` builds both documen
 
 # No `from __future__ import annotations`: the schema builder reads real type objects.
 import json
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from .schema import DIALECT, _Builder
+from .schema import DIALECT, _Builder, write_or_check
 from .types import AgentId, ChatItem, GoalView, NonBlankText, NonNegativeInt, SessionId
 
 RUN_SCHEMA_PATH = Path(__file__).with_name("dshd-run.schema.json")
@@ -127,19 +126,7 @@ def load_run_schema() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render_run_schema()
-    if args == ["--check"]:
-        if not RUN_SCHEMA_PATH.exists() or RUN_SCHEMA_PATH.read_text(encoding="utf-8") != text:
-            print(f"{RUN_SCHEMA_PATH} is stale; regenerate with: {REGENERATE}", file=sys.stderr)
-            return 1
-        return 0
-    if args:
-        print("usage: python -m dshd_protocol.run_lines [--check]", file=sys.stderr)
-        return 2
-    RUN_SCHEMA_PATH.write_text(text, encoding="utf-8")
-    print(f"wrote {RUN_SCHEMA_PATH}")
-    return 0
+    return write_or_check(RUN_SCHEMA_PATH, render_run_schema(), "dshd_protocol.run_lines", argv)
 
 
 if __name__ == "__main__":

@@ -198,20 +198,25 @@ def load_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_or_check(path: Path, text: str, module: str, argv: list[str] | None) -> int:
+    """A generated schema file's command: write ``text`` to ``path``, or with ``--check``
+    exit 1 when the file is stale (what every generated schema here offers)."""
     args = sys.argv[1:] if argv is None else argv
-    text = render_schema()
     if args == ["--check"]:
-        if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text(encoding="utf-8") != text:
-            print(f"{SCHEMA_PATH} is stale; regenerate with: {REGENERATE}", file=sys.stderr)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            print(f"{path} is stale; regenerate with: {REGENERATE}", file=sys.stderr)
             return 1
         return 0
     if args:
-        print("usage: python -m dshd_protocol.schema [--check]", file=sys.stderr)
+        print(f"usage: python -m {module} [--check]", file=sys.stderr)
         return 2
-    SCHEMA_PATH.write_text(text, encoding="utf-8")
-    print(f"wrote {SCHEMA_PATH}")
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return write_or_check(SCHEMA_PATH, render_schema(), "dshd_protocol.schema", argv)
 
 
 if __name__ == "__main__":
