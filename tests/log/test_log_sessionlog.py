@@ -248,3 +248,22 @@ def test_store_events_near_the_end_read_backwards_and_agree_with_reading_forward
             assert [encode_event(e) for e in events] == lines[after:]
         assert 4991 in store._index_seqs  # a found line joins the index
         assert store.events(after_seq=4990, limit=2)[-1].seq == 4992
+
+
+def test_an_oversized_cache_file_is_ignored_unread(tmp_path):
+    """A cache beside the log (chat-marks.json) that a cloned repository made huge is not
+    read into memory: it reads as empty (no marks). Control: a cache of ours reads back."""
+    from dshd.log.sessionlog import CACHE_MAX_BYTES
+
+    d = tmp_path / "s"
+    with SessionLog.create(d) as log:
+        log.write_cache("chat-marks.json", b'{"version":1}')
+        assert log.read_cache("chat-marks.json") == b'{"version":1}'  # control
+        with open(d / "chat-marks.json", "r+b") as f:
+            f.truncate(CACHE_MAX_BYTES + 1)  # sparse: costs no disk
+        tracemalloc.start()
+        try:
+            assert log.read_cache("chat-marks.json") == b""
+            assert tracemalloc.get_traced_memory()[1] < 1 << 20  # nothing the file's size was read
+        finally:
+            tracemalloc.stop()

@@ -37,6 +37,9 @@ CHECKPOINT_NAME = "projection.json"
 CHECKPOINT_TMP = CHECKPOINT_NAME + ".tmp"
 # Caches beside the checkpoint, written the same way (read_cache / write_cache): the chat's marks.
 CACHE_NAMES = ("chat-marks.json",)
+# The most a cache file may hold before it is ignored unread: a cloned repository may
+# ship a session folder, and a cache is only a shortcut (ours hold a few hundred kB at 1M events).
+CACHE_MAX_BYTES = 16 << 20
 TORN_PREFIX = "torn-"
 # Every name a session folder may hold that dshd opens, reads or writes.
 SESSION_FILES = (LOG_NAME, LOCK_NAME, CHECKPOINT_NAME, CHECKPOINT_TMP) + tuple(
@@ -235,6 +238,8 @@ def _read_checkpoint(dir_fd: int, directory: Path, limit: int | None, name: str 
         while chunk := os.pread(fd, _READ_BUFFER, offset):  # it grew meanwhile
             chunks.append(chunk)
             offset += len(chunk)
+            if limit is not None and offset > limit:
+                return b""  # grew past the cap while read: ignored, as above
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -467,11 +472,12 @@ class SessionLog:
         return _read_checkpoint(self._dir_fd, self.dir, None)
 
     def read_cache(self, name: str) -> bytes | None:
-        """A cache file beside the checkpoint (one of CACHE_NAMES), None when absent."""
+        """A cache file beside the checkpoint (one of CACHE_NAMES), None when absent, empty
+        when larger than CACHE_MAX_BYTES (never read: a cache that size is none of ours)."""
         if name not in CACHE_NAMES:
             raise ValueError(f"not a session cache: {name}")
         self._require_open()
-        return _read_checkpoint(self._dir_fd, self.dir, None, name)
+        return _read_checkpoint(self._dir_fd, self.dir, CACHE_MAX_BYTES, name)
 
     def write_cache(self, name: str, data: bytes) -> None:
         """Replace a cache file (one of CACHE_NAMES) atomically, as the checkpoint is."""
