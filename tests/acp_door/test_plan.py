@@ -103,6 +103,7 @@ async def test_plan_review_approved_leaves_plan_mode(clients):
     assert tool["content"] == [{"type": "content", "content": {"type": "text", "text": PLAN}}]
     assert [(o["optionId"], o["name"], o["kind"]) for o in asked["options"]] == [
         ("approve", "Approve", "allow_once"),
+        ("approve-goal", "Approve and start a goal", "allow_once"),  # goals are on, none stands
         ("keep-planning", "Keep planning", "reject_once"),
     ]
     [result] = finished(client, sid)
