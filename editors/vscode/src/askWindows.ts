@@ -10,7 +10,7 @@ function tabUris(tab: vscode.Tab): vscode.Uri[] {
 }
 
 /** The documents this extension shows (plans, approvals, transcripts): not the person's own work. */
-const OWN_SCHEMES = new Set(['dsh-plan', 'dsh-approval', 'dsh-transcript']);
+const OWN_SCHEMES = new Set(['dsh-plan', 'dsh-plan-history', 'dsh-approval', 'dsh-transcript']);
 
 /**
  * Where a window that opens by itself goes: beside the person's own editor (which stays in view and

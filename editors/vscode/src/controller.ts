@@ -7,12 +7,15 @@ import { ALL_GOAL_ACTIONS } from './goalActions';
 import { Approvals, type PermissionOutcome } from './approvals';
 import { ChatFeed } from './chat/feed';
 import { ChatPanel } from './chat/panel';
-import { goalNotice, turnNotice, type Notice } from './notices';
+import { goalNotice, turnNotice, waitingNotice, type Notice } from './notices';
+import type { GoalRoundsResult, PlanRecord, WaitingFor } from './contract';
+import { PlanHistory } from './planHistory';
+import { goalObjectiveFor } from './planWords';
 import type {
   AgentActivityParams, ConfigGetResult, DshRequest, GoalChangedParams, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
   PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
 } from './protocol';
-import { PlanReviews } from './review';
+import { PlanReview, PlanReviews } from './review';
 import { activityOf, applyGoalChanged, goalActions, goalStatus, planStatusText, planTooltip, statusModel, type Activity, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
 import { timeAgo } from './timeAgo';
@@ -26,6 +29,9 @@ import { LSPErrorCodes, ResponseError } from 'vscode-languageclient/node';
 const REMEMBERED_KEY = 'dsh.session';
 const WORKING_MARK = '$(sync~spin)';
 const WAITING_MARK = '$(bell) waiting for you';
+const WAITING_ICON = '$(bell)';
+/** How long "Approve and start a goal" waits for the approval to be recorded before it asks for the goal. */
+const APPROVAL_RECORDED_MS = 10_000;
 /** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
 const AUTO_RESTART_INTERVAL_MS = 60_000;
 
@@ -77,9 +83,21 @@ export class Controller implements vscode.Disposable {
   readonly noticesShown: string[] = [];
   /** The goal changes that arrived, as `op revision tokensUsed` (tests read it). */
   readonly goalChangesSeen: string[] = [];
+  /** The plan picker (`dsh/plan/history`). */
+  readonly history: PlanHistory;
+  /** The goals whose round waits for the person now, as the last `dsh/goal/changed` said (one notice per spell). */
+  private readonly waitingGoals = new Set<string>();
+  /** The current goal's rounds (`dsh/goal/rounds`), as last read; undefined: not read, or the daemon has none. */
+  rounds: GoalRoundsResult | undefined;
+  private roundsTimer: ReturnType<typeof setTimeout> | undefined;
+  private roundsUnsupported = false;
+  private readonly roundsChanged = new vscode.EventEmitter<void>();
+  /** Fires when the rounds were read again (the chat header's timeline follows it). */
+  readonly onDidChangeRounds = this.roundsChanged.event;
 
   constructor(readonly daemon: Daemon, private readonly folder: vscode.WorkspaceFolder | undefined) {
     this.feed = new ChatFeed(daemon);
+    this.history = new PlanHistory({ history: () => this.planHistory() });
     this.approvals = new Approvals(() => this.folder?.uri.fsPath);
     this.policyItem.name = 'dsh sandbox and approvals';
     this.policyItem.command = 'dsh.permission.policy';
@@ -90,7 +108,7 @@ export class Controller implements vscode.Disposable {
       // The daemon titles a session from its first prompt's words.
       const s = this.session;
       if (isNew && item.kind === 'user-message' && s && !s.title) void this.refreshTitle(s).catch(() => undefined);
-      if (item.kind === 'turn-end') this.releaseGoalNotice();
+      if (item.kind === 'turn-end') { this.releaseGoalNotice(); this.refreshRounds(); }
       this.render(); // a turn that opens or ends moves the busy mark
     });
     this.feed.onReset(() => this.render());
@@ -161,6 +179,10 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.goal.block', (a?: { code?: string; message?: string }) => this.goals.block(a));
     cmd('dsh.goal.clear', () => this.goals.clear());
     cmd('dsh.goal.actions', () => this.goals.actions());
+    cmd('dsh.goal.raise', (a?: { maxRounds?: number; maxTokens?: number }) => this.goals.raise(a));
+    cmd('dsh.goal.timeline', () => this.showTimeline());
+    cmd('dsh.plan.history', () => this.history.pick());
+    cmd('dsh.review.approveAndStartGoal', (a?: unknown) => this.approveAndStartGoal(a instanceof PlanReview ? a : undefined));
     cmd('dsh.transcript.show', () => this.showTranscript());
     cmd('dsh.chat.show', () => this.chat?.view.reveal());
     const decide = (outcome: PermissionOutcome) => (a?: { feedback?: string }) => this.approvals.decide(undefined, outcome, a?.feedback);
@@ -190,6 +212,7 @@ export class Controller implements vscode.Disposable {
       void vscode.window.showErrorMessage('dshd needs a workspace folder: open a folder, then run "DSH: Restart the Daemon".');
       return false;
     }
+    this.roundsUnsupported = false; // the daemon started now may know `dsh/goal/rounds`
     if (!(await this.daemon.start(this.folder))) return false;
     await this.reopenRemembered();
     if (atWindowStart && !this.session) await this.openNewest();
@@ -274,6 +297,7 @@ export class Controller implements vscode.Disposable {
     if (pick === 'Show Chat') await this.chat?.view.reveal();
     if (pick === 'Goal Actions…') await vscode.commands.executeCommand('dsh.goal.actions');
     if (pick === 'Edit the Goal') await vscode.commands.executeCommand('dsh.goal.edit');
+    if (pick === 'Raise and Resume…') await vscode.commands.executeCommand('dsh.goal.raise');
   }
 
   // ---- notifications ----------------------------------------------------------------------
@@ -283,6 +307,8 @@ export class Controller implements vscode.Disposable {
     this.session.goal = applyGoalChanged(this.session.goal, p);
     this.goalChangesSeen.push(`${p.op} ${p.goal?.revision} ${p.goal?.tokensUsed}`);
     this.render();
+    this.noticeWaiting(this.session.goal);
+    this.refreshRounds();
     if (!goalNotice(p, this.goals.isOwn(p.op))) return;
     // One notice per change of the goal, however often it is told.
     const key = `${p.goal?.id}:${p.op}:${p.goal?.revision}`;
@@ -292,6 +318,89 @@ export class Controller implements vscode.Disposable {
     // notice waits for the round to end and then says the figure the status bar shows.
     if (this.feed.store?.turnRunning) this.heldGoalNotice = p;
     else void this.notify(goalNotice(p, false)!);
+  }
+
+  /**
+   * One notice per waiting spell: when the goal's `waitingFor` appears (it was absent), never
+   * again until it has gone and comes back.
+   */
+  private noticeWaiting(goal: GoalView | null, announce = true): void {
+    const waiting = goal ? (goal as GoalView & { waitingFor?: WaitingFor }).waitingFor : undefined;
+    if (!goal) { this.waitingGoals.clear(); return; }
+    if (!waiting) { this.waitingGoals.delete(goal.id); return; }
+    if (this.waitingGoals.has(goal.id)) return;
+    this.waitingGoals.add(goal.id);
+    const notice = announce ? waitingNotice(goal) : undefined;
+    if (notice) void this.notify(notice);
+  }
+
+  /** Reads the goal's rounds again soon (many changes come in a burst: one read for them). */
+  refreshRounds(): void {
+    if (this.roundsUnsupported || this.roundsTimer) return;
+    this.roundsTimer = setTimeout(() => { this.roundsTimer = undefined; void this.readRounds(); }, 250);
+  }
+
+  /** `dsh/goal/rounds` for the open session; a daemon without it leaves the timeline hidden. */
+  async readRounds(): Promise<GoalRoundsResult | undefined> {
+    const s = this.session;
+    if (!s || !this.daemon.running) { this.rounds = undefined; this.roundsChanged.fire(); return undefined; }
+    try {
+      const r = await (this.daemon.request as (m: string, p: unknown) => Promise<GoalRoundsResult>)('dsh/goal/rounds', { agentId: s.agentId });
+      if (this.session !== s) return undefined;
+      this.rounds = r;
+    } catch (e) {
+      const err = asDaemonError(e);
+      if (/method not found|unhandled method/i.test(err.message)) this.roundsUnsupported = true; // an older daemon: no timeline
+      else this.daemon.log(`dsh/goal/rounds: ${err.message}`);
+      this.rounds = undefined;
+    }
+    this.roundsChanged.fire();
+    return this.rounds;
+  }
+
+  /** The plans of the open session (`dsh/plan/history`), oldest first. */
+  private async planHistory(): Promise<{ sessionId: string; plans: PlanRecord[] }> {
+    const s = this.session;
+    if (!s) throw new DaemonError('No dsh session is open: open one to see its plans ("DSH: Open Session…").', undefined, {});
+    const r = await (this.daemon.request as (m: string, p: unknown) => Promise<{ plans: PlanRecord[] }>)('dsh/plan/history', { agentId: s.agentId });
+    return { sessionId: s.sessionId, plans: r.plans };
+  }
+
+  /** The chat view, with the goal's timeline open in its header. */
+  async showTimeline(): Promise<void> {
+    await this.readRounds();
+    await this.chat?.view.reveal();
+    this.chat?.view.post({ type: 'timeline', open: true });
+  }
+
+  /**
+   * "Approve and start a goal" (P-24): asks the round and token budgets, answers the review
+   * "approve", waits until the approval is recorded, then creates a goal whose objective names the
+   * plan. Two calls composed here: plan mode and goals stay separate in the daemon.
+   */
+  async approveAndStartGoal(review = this.reviews.current()): Promise<GoalView | undefined> {
+    if (!review || review.settled) return undefined;
+    const s = this.session;
+    if (!s || s.sessionId !== review.params.sessionId) {
+      throw new DaemonError('This plan belongs to a session not open in this window: open it first, then approve it with a goal.', undefined, {});
+    }
+    const title = review.question.title;
+    const budgets = await this.goals.askBudgets(`Approve "${title}" and start a goal`);
+    if (!budgets || review.settled) return undefined;
+    const recorded = this.approvalRecorded(review.question.id);
+    if (!(await this.reviews.approve(review)) || review.decided !== 'approve') { recorded.dispose(); return undefined; }
+    await recorded.done;
+    return this.goals.create({ objective: goalObjectiveFor(title), ...budgets });
+  }
+
+  /** Resolves once the chat shows this plan approved (its answer is in the log), or after a while. */
+  private approvalRecorded(questionId: string): { done: Promise<void>; dispose(): void } {
+    let finish!: () => void;
+    const done = new Promise<void>((r) => { finish = r; });
+    const timer = setTimeout(() => finish(), APPROVAL_RECORDED_MS);
+    const sub = this.feed.onItem(({ item }) => { if (item.kind === 'plan-review' && item.questionId === questionId && item.outcome === 'approved') finish(); });
+    void done.then(() => { clearTimeout(timer); sub.dispose(); });
+    return { done, dispose: () => finish() };
   }
 
   /** A round ended: the goal notice it held back, with the goal as it is now. */
@@ -346,7 +455,11 @@ export class Controller implements vscode.Disposable {
     const s = this.session;
     const model = statusModel(this.connection, !!s, s?.goal ?? null);
     const activity = this.activity;
-    this.goalItem.text = activity === 'waiting' ? `${model.text} ${WAITING_MARK}` : activity === 'working' ? `${model.text} ${WORKING_MARK}` : model.text;
+    // The daemon's words say "waiting for you" while the goal's round waits (`waitingFor`): the
+    // bell goes in front of them instead of the words twice.
+    const saysWaiting = /waiting for you/.test(model.text) && !!(s?.goal as (GoalView & { waitingFor?: string }) | null | undefined)?.waitingFor;
+    this.goalItem.text = saysWaiting ? model.text.replace(/^\$\([a-z-]+\)/, WAITING_ICON)
+      : activity === 'waiting' ? `${model.text} ${WAITING_MARK}` : activity === 'working' ? `${model.text} ${WORKING_MARK}` : model.text;
     this.goalItem.tooltip = new vscode.MarkdownString(model.tooltip, true);
     this.statusWarning = model.warning;
     this.goalItem.backgroundColor = model.warning ? new vscode.ThemeColor('statusBarItem.warningBackground')
@@ -414,7 +527,7 @@ export class Controller implements vscode.Disposable {
     return {
       others: this.session && attachedStatus(this.attachedClients) ? this.clientsItem.text : undefined,
       goal: text.replace(` ${WORKING_MARK}`, '').replace(` ${WAITING_MARK}`, ''), plan: this.session ? this.planItem.text : undefined,
-      warning: this.statusWarning, busy: text.endsWith(WORKING_MARK), waiting: text.endsWith(WAITING_MARK),
+      warning: this.statusWarning, busy: text.endsWith(WORKING_MARK), waiting: text.endsWith(WAITING_MARK) || text.startsWith(WAITING_ICON),
     };
   }
 
@@ -427,6 +540,11 @@ export class Controller implements vscode.Disposable {
   private setSession(s: Session | undefined, remember = true): void {
     this.session = s;
     if (remember) this.remember(s);
+    // A window that opens on a goal already waiting was not there when the spell began: no notice.
+    this.waitingGoals.clear();
+    this.noticeWaiting(s?.goal ?? null, false);
+    this.rounds = undefined;
+    this.refreshRounds();
     void this.feed.open(s?.agentId, s?.sessionId).catch((e) => this.daemon.log(`dsh/chat/get: ${asDaemonError(e).message}`));
     this.policy = undefined;
     if (s && this.daemon.serverCapabilities.permissions === true) {
@@ -603,6 +721,7 @@ export class Controller implements vscode.Disposable {
 
   /** Everything the controller made, in one place: the chat view, the feed, approvals, reviews, the status bar. */
   dispose(): void {
-    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.clientsItem, this.reviews, this.transcripts, this.goalItem, this.planItem, this.statusChanged]) d?.dispose();
+    if (this.roundsTimer) clearTimeout(this.roundsTimer);
+    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.clientsItem, this.reviews, this.history, this.transcripts, this.goalItem, this.planItem, this.statusChanged, this.roundsChanged]) d?.dispose();
   }
 }

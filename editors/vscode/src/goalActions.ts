@@ -3,7 +3,8 @@
 // under it. Pure: shared by the status-bar click, the palette's `when` keys and the tests.
 import type { GoalAction, GoalView } from './protocol';
 
-export type GoalActionId = GoalAction['id'];
+/** The daemon's action ids (`raise`: a spent budget raised, then the goal resumed; two writes the client composes). */
+export type GoalActionId = GoalAction['id'] | 'raise';
 
 /** The icon each action gets in front of the daemon's label (the icons are this editor's own). */
 export const GOAL_ACTION_ICONS: Record<GoalActionId, string> = {
@@ -14,10 +15,25 @@ export const GOAL_ACTION_ICONS: Record<GoalActionId, string> = {
   complete: '$(pass)',
   block: '$(circle-slash)',
   clear: '$(trash)',
+  raise: '$(arrow-up)',
 };
 
 /** Every goal action there is, for the palette's `when` keys (which of them apply is the daemon's say). */
-export const ALL_GOAL_ACTIONS: GoalActionId[] = ['create', 'edit', 'pause', 'resume', 'complete', 'block', 'clear'];
+export const ALL_GOAL_ACTIONS: GoalActionId[] = ['create', 'edit', 'raise', 'pause', 'resume', 'complete', 'block', 'clear'];
+
+/** The budgets a blocked goal spent (its blocked reason's code says which), in the order they are asked. */
+export function spentBudgets(goal: GoalView): ('rounds' | 'tokens')[] {
+  const code = goal.phase === 'blocked' ? goal.blockedReason?.code : undefined;
+  return code === 'round-budget-exhausted' ? ['rounds'] : code === 'token-budget-exhausted' ? ['tokens'] : [];
+}
+
+/** What the raise boxes start with: the spent budget once more on top of what is used. */
+export function raiseSuggestion(goal: GoalView): { maxRounds: number; maxTokens: number } {
+  const rounds = Math.max(goal.maxRounds, goal.roundsStarted) + Math.max(1, goal.maxRounds);
+  const budget = goal.maxTokens ?? 0;
+  const tokens = Math.max(budget, goal.tokensUsed ?? 0) + Math.max(1000, budget);
+  return { maxRounds: rounds, maxTokens: tokens };
+}
 
 /** The quick pick's items: the actions the daemon offers, in its order, with their labels. */
 export function goalActionItems(actions: GoalAction[]): { label: string; id: GoalActionId }[] {

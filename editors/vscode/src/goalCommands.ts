@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 import type { Session } from './controller';
 import { asDaemonError, DaemonError, type ParamsOf, type ResultOf } from './daemon';
-import { checkBlockCode, checkMaxRounds, checkMaxTokens, goalActionItems, parseTokens, staleDecision, type GoalActionId } from './goalActions';
+import { checkBlockCode, checkMaxRounds, checkMaxTokens, goalActionItems, parseTokens, raiseSuggestion, spentBudgets, staleDecision, type GoalActionId } from './goalActions';
 import { goalActions } from './status';
 import type { ConfigGetResult, DshRequest, GoalClearResult, GoalRef, GoalView } from './protocol';
 
@@ -95,6 +95,72 @@ export class GoalCommands {
     }
     const params = { objective, ...(maxRounds !== undefined ? { maxRounds } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}) };
     return this.ownGoalOp('create', () => this.host.req('dsh/goal/create', params));
+  }
+
+  /**
+   * The round and token budgets of a goal about to start, asked in turn (`title` names what it is
+   * for); undefined when the person escaped either box. Empty boxes: the workspace's defaults.
+   */
+  async askBudgets(title: string): Promise<{ maxRounds?: number; maxTokens?: number } | undefined> {
+    const fallback = await this.defaultRounds();
+    const rounds = await vscode.window.showInputBox({
+      title: `${title} (1/2): round budget`,
+      prompt: `Rounds the agent may run on its own at most (empty: ${fallback ?? 'the workspace default'}, from .dsh/config.toml)`,
+      placeHolder: fallback !== undefined ? String(fallback) : undefined,
+      ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v),
+    });
+    if (rounds === undefined) return undefined;
+    const tokens = await vscode.window.showInputBox({
+      title: `${title} (2/2): token budget`,
+      prompt: 'Tokens the rounds may use at most, e.g. 200000 or 200k (empty: no token budget)',
+      ignoreFocusOut: true, validateInput: (v) => checkMaxTokens(v),
+    });
+    if (tokens === undefined) return undefined;
+    const maxTokens = parseTokens(tokens);
+    return { ...(rounds.trim() ? { maxRounds: Number(rounds) } : {}), ...(maxTokens !== undefined ? { maxTokens } : {}) };
+  }
+
+  /**
+   * Raise and resume (a goal blocked because it spent its round or token budget): asks for the new
+   * budget of what was spent, then edits the goal with it and resumes it, each write naming the ref
+   * it read (the resume names the edit's new one). Undefined when the person escaped or the goal
+   * changed meanwhile and they chose not to go on.
+   */
+  async raise(a?: { maxRounds?: number; maxTokens?: number }): Promise<GoalView | undefined> {
+    const goal = this.host.session?.goal;
+    if (!goal) throw new DaemonError('This session has no goal: create one first ("DSH: Goal: Create…").', 'no-goal', {});
+    const spent = spentBudgets(goal);
+    let changes: { maxRounds?: number; maxTokens?: number } = { ...a };
+    if (a?.maxRounds === undefined && a?.maxTokens === undefined) {
+      if (!spent.length) {
+        void vscode.window.showInformationMessage(`The goal is ${goal.status.short}: no budget of it is spent, so there is nothing to raise.`);
+        return undefined;
+      }
+      const suggested = raiseSuggestion(goal);
+      changes = {};
+      if (spent.includes('rounds')) {
+        const rounds = await vscode.window.showInputBox({
+          title: 'Raise the budget and resume: round budget', value: String(suggested.maxRounds),
+          prompt: `All ${goal.maxRounds} rounds were used. The new round budget (more than ${goal.roundsStarted}); the goal resumes with it.`,
+          ignoreFocusOut: true, validateInput: (v) => checkMaxRounds(v) ?? (v.trim() && Number(v) > goal.roundsStarted ? undefined : `More than ${goal.roundsStarted}: that many rounds are used`),
+        });
+        if (rounds === undefined) return undefined;
+        changes.maxRounds = Number(rounds.trim());
+      }
+      if (spent.includes('tokens')) {
+        const used = goal.tokensUsed ?? 0;
+        const tokens = await vscode.window.showInputBox({
+          title: 'Raise the budget and resume: token budget', value: String(suggested.maxTokens),
+          prompt: `${used} tokens used of ${goal.maxTokens}. The new token budget, e.g. 400k; the goal resumes with it.`,
+          ignoreFocusOut: true, validateInput: (v) => (v.trim() ? checkMaxTokens(v, used) : 'Say the new token budget'),
+        });
+        if (tokens === undefined) return undefined;
+        changes.maxTokens = parseTokens(tokens);
+      }
+    }
+    const edited = await this.write('raise', (ref) => this.host.req('dsh/goal/edit', { ref, ...changes }));
+    if (!edited) return undefined;
+    return this.ownGoalOp('resume', () => this.host.req('dsh/goal/resume', { ref: this.ref(edited) }));
   }
 
   async edit(a?: { objective?: string; maxRounds?: number; maxTokens?: number }): Promise<GoalView | undefined> {

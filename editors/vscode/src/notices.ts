@@ -1,7 +1,8 @@
 // What is worth a notification, as pure functions: the agent blocked the goal (code and message),
 // the goal is complete, a budget is spent, a turn ended with an error. The words come from the
 // daemon's chat items and the goal view; changes this window made itself are not announced.
-import type { ChatItem, GoalChangedParams } from './protocol';
+import type { ChatItem, GoalChangedParams, GoalView } from './protocol';
+import type { WaitingFor } from './contract';
 import { turnFailed } from './chat/store';
 
 export interface Notice { severity: 'info' | 'warning' | 'error'; text: string; actions: string[] }
@@ -20,12 +21,24 @@ export function goalNotice(p: GoalChangedParams, ownChange: boolean): Notice | u
     const { code, message } = goal.blockedReason;
     const budget = BUDGET_CODES[code];
     if (budget) {
-      return { severity: 'warning', text: `The goal spent its ${budget} (${used}): ${message}. Raise it with "Edit the goal" to go on.`, actions: ['Edit the Goal', 'Show Chat'] };
+      return { severity: 'warning', text: `The goal spent its ${budget} (${used}): ${message}. Raise it and resume to go on.`, actions: ['Raise and Resume…', 'Show Chat'] };
     }
     return { severity: 'warning', text: `The agent blocked the goal "${goal.objective}": ${message} (${code})`, actions: ['Goal Actions…', 'Show Chat'] };
   }
   if (p.op === 'complete') return { severity: 'info', text: `Goal complete: "${goal.objective}" (${used}).`, actions: ['Show Chat'] };
   return undefined;
+}
+
+const WAITING_WHAT: Record<WaitingFor, string> = { 'plan-review': 'a plan to review', approval: 'a request to approve' };
+
+/**
+ * The goal's round waits for the person (`waitingFor` appeared): said once per waiting spell, by
+ * the caller, which knows when the spell began.
+ */
+export function waitingNotice(goal: GoalView): Notice | undefined {
+  const waiting = (goal as GoalView & { waitingFor?: WaitingFor }).waitingFor;
+  if (!waiting) return undefined;
+  return { severity: 'info', text: `The goal "${goal.objective}" is waiting for you: ${WAITING_WHAT[waiting] ?? 'your answer'}.`, actions: ['Show Chat'] };
 }
 
 /** A turn that ended with an error: the daemon's words, with the model error's kind and message. */

@@ -13,10 +13,25 @@ import { closeTabsShowing, notifyUntil, quietColumn } from './askWindows';
 import { RecentlyWithdrawn } from './attached';
 import { buildResult, type DraftComment, type ReviewOutcome } from './answers';
 import type { PlanReviewQuestion, QuestionsAskParams, QuestionsAskResult } from './protocol';
+import type { PreviousPlan } from './contract';
+import { previousNotes, type PreviousNote } from './planWords';
 import { planFileName, unsentSummary } from './reviewWords';
 
 export const PLAN_SCHEME = 'dsh-plan';
 const CONTROLLER_ID = 'dsh-plan-review';
+
+/** A comment of the round before: read-only, beside the line it was made on. */
+class AskedComment implements vscode.Comment {
+  mode = vscode.CommentMode.Preview;
+  author = { name: 'You, last round' };
+  constructor(public body: string, public label: string) {}
+}
+
+/** The question's `previous` (the daemon sends it with a revised plan), when well formed. */
+export function wirePrevious(question: PlanReviewQuestion): PreviousPlan | undefined {
+  const p = (question as PlanReviewQuestion & { previous?: unknown }).previous as PreviousPlan | undefined;
+  return p && typeof p === 'object' && typeof p.markdown === 'string' && typeof p.title === 'string' ? p : undefined;
+}
 
 class ReviewComment implements vscode.Comment {
   mode = vscode.CommentMode.Preview;
@@ -40,6 +55,13 @@ export class PlanReview {
   draftFeedback = '';
   /** The plan this one revises (the session's previous review), shown side by side on request. */
   previous: { uri: vscode.Uri; plan: string } | undefined;
+  /**
+   * What the person asked of that plan when they sent it back (the question's `previous`): its
+   * feedback and line comments, shown beside the revised plan (the card, the compare view).
+   */
+  asked: { title: string; feedback?: string; comments: PreviousNote[] } | undefined;
+  /** The read-only threads of those comments, on the previous plan's lines. */
+  readonly askedThreads: vscode.CommentThread[] = [];
 
   constructor(readonly params: QuestionsAskParams, readonly question: PlanReviewQuestion) {
     // One document per question; the name ends in .md so the editor treats it as markdown.
@@ -61,9 +83,13 @@ export class PlanReview {
     return { comments: this.comments.filter((c) => c.body.trim()).length, feedback: this.draftFeedback.trim() !== '' };
   }
 
+  /** The answer this window gave (undefined while open, or when it ended without one). */
+  decided: ReviewOutcome['kind'] | undefined;
+
   finish(outcome: ReviewOutcome): void {
     if (this.settled) return;
     this.settled = true;
+    this.decided = outcome.kind;
     this.settle(outcome);
   }
 }
@@ -163,11 +189,17 @@ export class PlanReviews implements vscode.Disposable {
 
   private async show(review: PlanReview): Promise<void> {
     const sessionId = review.params.sessionId;
-    const previous = await this.previousPlan?.(sessionId, review.question.id).catch(() => undefined) ?? this.lastPlan.get(sessionId);
+    const asked = wirePrevious(review.question);
+    const previous = asked?.markdown
+      ?? await this.previousPlan?.(sessionId, review.question.id).catch(() => undefined) ?? this.lastPlan.get(sessionId);
     if (previous !== undefined && previous !== review.question.plan) {
       const uri = vscode.Uri.from({ scheme: PLAN_SCHEME, path: `/${sessionId}/${review.question.id}/previous plan.md` });
       review.previous = { uri, plan: previous };
       this.previousDocs.set(uri.toString(), previous);
+    }
+    if (asked) {
+      review.asked = previousNotes(asked);
+      if (review.previous) this.annotatePrevious(review, review.previous.uri, asked.markdown);
     }
     this.lastPlan.set(sessionId, review.question.plan);
     this.open.set(review.uri.toString(), review);
@@ -177,6 +209,27 @@ export class PlanReviews implements vscode.Disposable {
     this.asked.fire(review);
     await this.reveal(review, true);
     notifyUntil(`Plan review: ${review.question.title}`, 'Approve or keep planning from the plan\'s title bar or the dsh chat view. [Show the plan](command:dsh.review.show)', review.outcome);
+  }
+
+  /**
+   * The previous round's comments beside the previous plan's lines, and its feedback on its first
+   * line, read-only: in the compare view they sit across from the revised plan.
+   */
+  private annotatePrevious(review: PlanReview, uri: vscode.Uri, markdown: string): void {
+    const asked = review.asked;
+    if (!asked) return;
+    const last = Math.max(0, markdown.split('\n').length - 1);
+    const add = (line: number, body: string, label: string) => {
+      const at = Math.min(Math.max(line, 0), last);
+      const t = this.controller.createCommentThread(uri, new vscode.Range(at, 0, at, 0), [new AskedComment(body, label)]);
+      t.canReply = false;
+      t.label = label;
+      t.contextValue = 'dsh-asked-last-round';
+      t.collapsibleState = vscode.CommentThreadCollapsibleState.Expanded;
+      review.askedThreads.push(t);
+    };
+    if (asked.feedback) add(0, asked.feedback, 'Your feedback last round');
+    for (const c of asked.comments) add(c.line - 1, c.text, `Your comment on line ${c.line} last round`);
   }
 
   /** Brings the review's plan to the front, with the focus (where its lines are commented on). */
@@ -208,7 +261,7 @@ export class PlanReviews implements vscode.Disposable {
     review.finish({ kind: 'dismissed' });
     this.open.delete(review.uri.toString());
     this.previews.delete(review.previewUri.toString());
-    for (const t of review.threads) t.dispose();
+    for (const t of [...review.threads, ...review.askedThreads]) t.dispose();
     await this.setContext();
     this.changed.fire();
     await closeTabsShowing([review.uri, review.previewUri]);

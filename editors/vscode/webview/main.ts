@@ -6,6 +6,8 @@ import type { ChatItem } from '../src/protocol';
 import type { AnswerableReview, ChatHeader, HostToView, PendingPermission, ViewToHost } from '../src/chat/messages';
 import { turnFailed } from '../src/chat/store';
 import { renderMarkdown } from './markdown';
+import type { GoalRoundsResult } from '../src/contract';
+import { timelineLayout, WAIT_LANE } from '../src/chat/timeline';
 
 declare function acquireVsCodeApi(): { postMessage(m: ViewToHost): void };
 const vscode = acquireVsCodeApi();
@@ -65,7 +67,58 @@ function renderHeader(h: ChatHeader): void {
   others.hidden = !h.others;
   others.textContent = h.others?.text ?? '';
   others.title = h.others?.tooltip ?? '';
+  const raise = $<HTMLButtonElement>('raise');
+  raise.hidden = !h.goal?.raise;
+  raise.textContent = h.goal?.raise ?? '';
 }
+
+// ---- the goal's timeline ----------------------------------------------------------------------
+
+const SVG = 'http://www.w3.org/2000/svg';
+const CHART_HEIGHT = 46;
+let rounds: GoalRoundsResult | null = null;
+let timelineOpen = false;
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>): SVGElementTagNameMap[K] {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+/** One bar per round (SVG: attributes, no inline style, as the page's policy wants). */
+function renderTimeline(): void {
+  const box = $('timeline');
+  const list = rounds?.goalId ? rounds.rounds : [];
+  box.hidden = list.length === 0;
+  if (!list.length) return;
+  const width = Math.max(120, ($('timeline').clientWidth || 300) - 4);
+  const layout = timelineLayout(list, width, CHART_HEIGHT);
+  const toggle = $<HTMLButtonElement>('timeline-toggle');
+  toggle.textContent = `${timelineOpen ? '▾' : '▸'} Rounds: ${layout.summary}`;
+  toggle.setAttribute('aria-expanded', String(timelineOpen));
+  const body = $('timeline-body');
+  body.hidden = !timelineOpen;
+  const chart = $('timeline-chart') as unknown as SVGSVGElement;
+  chart.setAttribute('viewBox', `0 0 ${width} ${CHART_HEIGHT}`);
+  chart.setAttribute('width', String(width));
+  chart.setAttribute('height', String(CHART_HEIGHT));
+  const bars = layout.bars.map((b) => {
+    const g = svg('g', { class: `round outcome-${b.outcome}`, 'data-round': b.round });
+    const title = svg('title', {});
+    title.textContent = b.title;
+    g.append(title);
+    for (const seg of b.segments) g.append(svg('rect', { class: `seg ${seg.kind}`, x: b.x, y: seg.y, width: b.width, height: seg.height }));
+    if (b.waited) g.append(svg('rect', { class: 'waited', x: b.x, y: 0, width: b.width, height: WAIT_LANE - 1 }));
+    return g;
+  });
+  chart.replaceChildren(...bars);
+  $('timeline-legend').textContent = `${layout.estimated ? 'Estimated figures (~): the model server reported no usage. ' : ''}Bar height: tokens (cached input, input, output); a mark above: waited for you. Hover a bar for its round.`;
+}
+
+$('timeline-toggle').addEventListener('click', () => { timelineOpen = !timelineOpen; renderTimeline(); });
+$('raise').addEventListener('click', () => post({ type: 'raise' }));
+$('plans').addEventListener('click', () => post({ type: 'pickPlan' }));
+window.addEventListener('resize', () => { if (timelineOpen) renderTimeline(); });
 
 function renderBusy(): void {
   document.body.classList.toggle('busy', busy);
@@ -143,6 +196,7 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
   if (item.feedback) e.append(el('div', 'section-label', 'Sent back with'), el('pre', 'feedback', item.feedback));
   if (item.detail) e.append(el('div', 'note', item.detail));
   const review = reviews.get(item.questionId);
+  if (item.outcome === 'pending' && review?.asked && !item.partial) e.append(renderAsked(review.asked));
   if (item.outcome === 'pending' && review && !item.partial) {
     const box = el('textarea', 'feedback-box') as HTMLTextAreaElement;
     box.rows = 2;
@@ -153,13 +207,34 @@ function renderPlanReview(item: Extract<ChatItem, { kind: 'plan-review' }>): HTM
     const actions = el('div', 'actions');
     actions.append(
       button('Approve', 'primary approve', () => post({ type: 'approve', questionId: item.questionId }), 'Approve the plan: plan mode ends and the agent goes on (Ctrl+Alt+Enter)'),
+      button('Approve and start a goal…', 'secondary approve-goal', () => post({ type: 'approveAndStartGoal', questionId: item.questionId }), 'Approve the plan, then start a goal that carries it out (you choose its round and token budgets)'),
       button('Keep planning', 'secondary keep-planning', () => post({ type: 'keepPlanning', questionId: item.questionId, feedback: box.value }), 'Send the feedback and your line comments; the agent keeps planning (Ctrl+Alt+K)'),
       button('Comment on lines…', 'link open-plan', () => post({ type: 'openPlan', questionId: item.questionId }), 'Open the plan in the editor to comment on its lines'),
     );
+    if (review.canCompare) actions.append(button('Compare with the previous plan', 'link compare', () => post({ type: 'compare', questionId: item.questionId }), 'The plan before on the left (with what you asked of it), this one on the right'));
     const comments = review.comments ? `, with your ${review.comments} line comment${review.comments > 1 ? 's' : ''}` : '';
     e.append(box, el('div', 'note feedback-note', `Keep planning sends this${comments}.`), actions);
   }
   return e;
+}
+
+/** What the person asked of the plan before, set beside the revised one: was it addressed? */
+function renderAsked(asked: NonNullable<AnswerableReview['asked']>): HTMLElement {
+  const box = el('div', 'asked');
+  box.append(el('div', 'section-label', `Last round you asked (of "${asked.title}")`));
+  if (asked.feedback) box.append(el('pre', 'feedback asked-feedback', asked.feedback));
+  if (asked.comments.length) {
+    const list = el('ul', 'asked-comments');
+    for (const c of asked.comments) {
+      const li = el('li');
+      li.append(el('span', 'line', `line ${c.line}`));
+      if (c.quote) li.append(el('span', 'quote', ` “${c.quote}”`));
+      li.append(el('span', 'text', `: ${c.text}`));
+      list.append(li);
+    }
+    box.append(list);
+  }
+  return box;
 }
 
 /** The permission cards on the page, by request: a card stays the same element while its request is open. */
@@ -294,7 +369,11 @@ window.addEventListener('message', (event: MessageEvent<HostToView>) => {
       renderBusy();
       renderPermissions();
       showAll(m.items, m.hasEarlier);
+      rounds = m.rounds ?? null;
+      renderTimeline();
       break;
+    case 'rounds': rounds = m.rounds; renderTimeline(); break;
+    case 'timeline': timelineOpen = m.open; renderTimeline(); break;
     case 'item': show(m.item); break;
     case 'earlier': showEarlier(m.items, m.hasEarlier); break;
     case 'header': renderHeader(m.header); break;

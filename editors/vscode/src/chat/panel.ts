@@ -6,7 +6,14 @@ import type { Controller } from '../controller';
 import { ACTIVITY_WORDS, goalStatus, planStateWords } from '../status';
 import { attachedStatus, attachedWords } from '../attached';
 import type { AnswerableReview, ChatHeader, HostToView, ViewToHost } from './messages';
+import type { GoalView } from '../protocol';
 import { ChatView, type ChatHost } from './view';
+
+/** The header's "Raise…" button: the daemon's label, when it offers the action (a spent budget). */
+function raiseLabel(goal: GoalView | null): { raise?: string } {
+  const a = goal?.actions.find((x) => (x.id as string) === 'raise');
+  return a ? { raise: a.label } : {};
+}
 
 export class ChatPanel implements ChatHost, vscode.Disposable {
   readonly view: ChatView;
@@ -23,6 +30,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       c.feed.onEarlier(({ items, store }) => this.view.post({ type: 'earlier', items, hasEarlier: store.olderSeq !== undefined })),
       c.reviews.onDidChange(() => this.view.post({ type: 'reviews', reviews: this.reviews() })),
       c.approvals.onDidChange(() => this.view.post({ type: 'permissions', permissions: c.approvals.pending() })),
+      c.onDidChangeRounds(() => this.view.post({ type: 'rounds', rounds: c.rounds ?? null })),
       c.onDidChangeStatus(() => {
         this.view.post({ type: 'header', header: this.header() });
         const busy = c.busy;
@@ -42,7 +50,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       connection: c.connection,
       activity,
       session: { title: s.title ?? 'Untitled session', sessionId: s.sessionId },
-      goal: { text: status.text, tooltip: status.detail.join('\n'), severity: status.tone },
+      goal: { text: status.text, tooltip: status.detail.join('\n'), severity: status.tone, ...raiseLabel(s.goal) },
       plan: { text: `plan mode: ${planStateWords(s.plan)}`, active: s.plan.pending ?? s.plan.active },
       ...(attachedWords(c.attachedClients) ? { others: { text: attachedWords(c.attachedClients), tooltip: attachedStatus(c.attachedClients)!.tooltip } } : {}),
     };
@@ -51,14 +59,17 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
   private reviews(): AnswerableReview[] {
     const sessionId = this.c.session?.sessionId;
     return this.c.reviews.all().filter((r) => !r.settled && r.params.sessionId === sessionId)
-      .map((r) => ({ questionId: r.question.id, draftFeedback: r.draftFeedback, comments: r.unsent.comments }));
+      .map((r) => ({
+        questionId: r.question.id, draftFeedback: r.draftFeedback, comments: r.unsent.comments,
+        ...(r.asked ? { asked: r.asked } : {}), canCompare: !!r.previous,
+      }));
   }
 
   chatState(): Extract<HostToView, { type: 'state' }> {
     return {
       type: 'state', header: this.header(), items: [...(this.c.feed.store?.items ?? [])],
       hasEarlier: this.c.feed.store?.olderSeq !== undefined, busy: this.c.busy,
-      reviews: this.reviews(), permissions: this.c.approvals.pending(),
+      reviews: this.reviews(), permissions: this.c.approvals.pending(), rounds: this.c.rounds ?? null,
     };
   }
 
@@ -73,6 +84,11 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
         break;
       case 'stop': await vscode.commands.executeCommand('dsh.agent.cancel'); break;
       case 'approve': if (review) await c.reviews.approve(review); break;
+      // The same command as the title bar's (its errors are shown the same way).
+      case 'approveAndStartGoal': if (review) { c.reviews.setDraftFeedback(m.questionId, review.draftFeedback); await vscode.commands.executeCommand('dsh.review.approveAndStartGoal', review); } break;
+      case 'compare': if (review) await c.reviews.compare(review); break;
+      case 'pickPlan': await vscode.commands.executeCommand('dsh.plan.history'); break;
+      case 'raise': await vscode.commands.executeCommand('dsh.goal.raise'); break;
       case 'keepPlanning': if (review) { c.reviews.setDraftFeedback(m.questionId, m.feedback); await c.reviews.keepPlanning(review, m.feedback); } break;
       case 'draft': c.reviews.setDraftFeedback(m.questionId, m.feedback); break;
       case 'openPlan': if (review) await c.reviews.focus(review); break;

@@ -44,8 +44,13 @@ export function chatHtml(opts: { cspSource: string; nonce: string; scriptUri: st
     <button id="session-title" type="button">No session</button>
     <button id="new-session" class="icon-button" type="button" title="Start a new session">+ New</button>
     <button id="export" class="icon-button" type="button" title="Open the conversation as a markdown document">Export</button>
+    <button id="plans" class="icon-button" type="button" title="Every plan of this session: reopen one with its changes and the comments it got">Plans</button>
   </div>
-  <div class="row"><span id="goal-status" class="goal"></span><span id="plan-status" class="plan"></span><span id="busy" hidden>working…</span><span id="others" hidden></span></div>
+  <div class="row"><span id="goal-status" class="goal"></span><button id="raise" class="link" type="button" hidden></button><span id="plan-status" class="plan"></span><span id="busy" hidden>working…</span><span id="others" hidden></span></div>
+  <div id="timeline" hidden>
+    <button id="timeline-toggle" class="link" type="button" aria-expanded="false" title="The goal's rounds: tokens, waits and how each ended"></button>
+    <div id="timeline-body" hidden><svg id="timeline-chart" role="img" aria-label="The goal's rounds"></svg><div id="timeline-legend" class="note"></div></div>
+  </div>
 </header>
 <div id="permissions" aria-live="assertive"></div>
 <main id="log" role="log" aria-live="polite"></main>

@@ -107,7 +107,7 @@ test('a plan review is a card: Keep planning with feedback typed in the card, th
   await driver({ action: 'press', key: 'Enter' });
   const pending = '#log [data-kind="plan-review"].outcome-pending';
   await waitFor('a pending plan card with its buttons', async () => (await chatCount(`${pending} button.approve`)) === 1, 30000);
-  assert.deepEqual((await chatTexts(`${pending} button`)).map((t) => t.trim()), ['Approve', 'Keep planning', 'Comment on lines…']);
+  assert.deepEqual((await chatTexts(`${pending} button`)).map((t) => t.trim()), ['Approve', 'Approve and start a goal…', 'Keep planning', 'Comment on lines…']);
   assert.match((await chatTexts(`${pending} .card-title`))[0], /^Plan review: Plan: retries$/);
   await chatType(`${pending} textarea.feedback-box`, 'Cap the backoff, and never retry a 404.');
   await waitFor('the draft to reach the review', () => c.reviews.current()?.draftFeedback === 'Cap the backoff, and never retry a 404.');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkBlockCode, checkMaxRounds, goalActionItems, staleDecision } from '../../src/goalActions';
+import { checkBlockCode, checkMaxRounds, goalActionItems, raiseSuggestion, spentBudgets, staleDecision } from '../../src/goalActions';
 import { daemonAction, daemonStatus, goalView } from './goalViews';
 
 const goal = goalView;
@@ -38,4 +38,15 @@ test('input checks', () => {
   assert.ok(checkMaxRounds('4.5'));
   assert.ok(checkMaxRounds('abc'));
   assert.ok(checkMaxRounds('2', 3));
+});
+
+test('raise: which budget a blocked goal spent, and what the boxes suggest (once more on top)', () => {
+  const rounds = goal({ phase: 'blocked', maxRounds: 3, roundsStarted: 3, roundsLeft: 0, blockedReason: { code: 'round-budget-exhausted', message: 'all 3 rounds were used' } });
+  assert.deepEqual(spentBudgets(rounds), ['rounds']);
+  assert.equal(raiseSuggestion(rounds).maxRounds, 6);
+  const tokens = goal({ phase: 'blocked', maxTokens: 200_000, tokensUsed: 212_000, blockedReason: { code: 'token-budget-exhausted', message: 'spent' } });
+  assert.deepEqual(spentBudgets(tokens), ['tokens']);
+  assert.equal(raiseSuggestion(tokens).maxTokens, 412_000);
+  assert.deepEqual(spentBudgets(goal({ phase: 'blocked', blockedReason: { code: 'needs-credentials', message: 'x' } })), []);
+  assert.deepEqual(spentBudgets(goal({ phase: 'active' })), []);
 });

@@ -1,0 +1,2 @@
+import { runAll } from './harness';
+export async function run(): Promise<void> { await runAll(); }
