@@ -78,10 +78,12 @@ Timestamp = Annotated[str, Rule(pattern=RFC3339_UTC, description="an RFC 3339 UT
 GoalPhase = Literal["active", "paused", "blocked", "complete"]
 Activation = Literal["armed", "disarmed"]
 GoalTone = Literal["none", "hint", "warning"]
-GoalActionId = Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
+# "raise" is no method: the client asks for the new budget(s), then sends dsh/goal/edit and
+# dsh/goal/resume with the edit's ref (offered on a goal blocked for its spent budget).
+GoalActionId = Literal["create", "edit", "raise", "pause", "resume", "complete", "block", "clear"]
 PlanOutcome = Literal["committed", "queued", "cancelled", "noop"]
 GoalChangeOp = Literal[
-    "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "usage", "arm", "disarm"
+    "create", "edit", "pause", "resume", "complete", "block", "clear", "round", "usage", "arm", "disarm", "waiting"
 ]
 QuestionKind = Literal["plan-review"]
 SandboxMode = Literal["read-only", "workspace-write", "full-access"]
@@ -128,7 +130,7 @@ class GoalStatus:
 class GoalAction:
     """One goal action the daemon accepts now (anything else is invalid-transition)."""
 
-    id: GoalActionId  # the method is dsh/goal/<id>
+    id: GoalActionId  # the method is dsh/goal/<id> ("raise": edit, then resume)
     label: NonBlankText  # "Pause", "Edit the goal…" (an ellipsis: it asks for more)
 
 
@@ -150,9 +152,12 @@ class GoalView:
     updated_at: Timestamp
     activation: Activation
     status: GoalStatus
-    actions: list[GoalAction]  # in a fixed order: create edit pause resume complete block clear
+    actions: list[GoalAction]  # in a fixed order: create edit raise pause resume complete block clear
     blocked_reason: BlockedReason | None = None  # present only while phase == "blocked"
     max_tokens: PositiveInt | None = None  # the token budget; absent: none
+    # in process: a plan review or an approval of this agent is open (active goals only);
+    # dsh/goal/changed op "waiting" whenever it appears or goes
+    waiting_for: OpenQuestionKind | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -299,6 +304,49 @@ class PlanSetResult:
     state: PlanState
 
 
+@attrs.frozen(kw_only=True)
+class LineComment:
+    line: PositiveInt  # 1-based line of the plan
+    text: str
+
+
+PlanRecordOutcome = Literal["approved", "revise", "failed", "pending"]
+
+
+@attrs.frozen(kw_only=True)
+class PlanRecord:
+    """One plan presented in the session (P-21): the ``exit_plan_mode`` call's plan and the
+    review it got. ``seq``/``at`` are the call's; ``title`` is the plan's first heading
+    ("Plan" without one); ``outcome`` "pending": under review now, "failed": nothing was
+    approved (the review could not happen)."""
+
+    call_id: NonBlankText
+    seq: PositiveInt
+    title: NonBlankText
+    markdown: NonBlankText
+    outcome: PlanRecordOutcome
+    feedback: str | None = None  # the person's words, as given
+    comments: list[LineComment] | None = None  # line comments on this plan, as given
+    at: Timestamp
+
+
+@attrs.frozen(kw_only=True)
+class PlanHistoryResult:
+    plans: list[PlanRecord]  # oldest first
+
+
+@attrs.frozen(kw_only=True)
+class PlanReviewPrevious:
+    """The plan presented before the one under review, when the person sent it back
+    (P-23): what they asked for last time, to set beside the revised plan."""
+
+    call_id: NonBlankText
+    title: NonBlankText
+    markdown: NonBlankText
+    feedback: str | None = None
+    comments: list[LineComment] | None = None
+
+
 # ---- dsh/goal/* ---------------------------------------------------------------------
 
 
@@ -341,6 +389,38 @@ class GoalBlockParams:
 @attrs.frozen(kw_only=True)
 class GoalClearResult:
     ref: GoalRef  # revision: the cleared revision + 1
+
+
+@attrs.frozen(kw_only=True)
+class GoalRoundTokens:
+    """Tokens a round's model replies reported; ``cached_input`` is the part of ``input``
+    the provider read from its prompt cache (0 when it said nothing of a cache)."""
+
+    input: NonNegativeInt
+    cached_input: NonNegativeInt
+    output: NonNegativeInt
+
+
+@attrs.frozen(kw_only=True)
+class GoalRoundRecord:
+    """One round of the current goal, folded from the log (G-22)."""
+
+    round: PositiveInt
+    revision: Revision  # the goal's revision the round started under
+    turn: PositiveInt  # the turn the round ran in
+    started_at: Timestamp
+    tokens: GoalRoundTokens
+    tool_calls: NonNegativeInt
+    waited_ms: NonNegativeInt  # time the round waited for a person (plan reviews, approvals)
+    outcome: NonBlankText  # the turn's stopReason ("end-turn", "cancelled", "model-error", ...) or "running"
+    ended_at: Timestamp | None = None  # absent while the round runs
+    estimated: bool | None = None  # true when some of the tokens are estimates (characters/4); else absent
+
+
+@attrs.frozen(kw_only=True)
+class GoalRoundsResult:
+    goal_id: NonBlankText | None  # null: no current goal (none yet, or cleared)
+    rounds: list[GoalRoundRecord]  # oldest first
 
 
 # ---- dsh/permission/* ----------------------------------------------------------------
@@ -594,6 +674,23 @@ class RetryChatItem:
     text: str
 
 
+@attrs.frozen(kw_only=True)
+class NoticeChatItem:
+    """dshd's word to the person about the item before it (``about``), derived from the
+    log: ``code`` "written-tool-call" is a reply that looks like a call of ``tool`` written
+    as text (a JSON object naming one of the offered tools): the model made no call and
+    nothing ran. No seq: it goes with the item it is about."""
+
+    id: NonBlankText
+    kind: Literal["notice"]
+    turn: PositiveInt | None = None
+    at: Timestamp | None = None
+    about: NonBlankText
+    code: Literal["written-tool-call"]
+    tool: str | None = None
+    text: str
+
+
 ChatItem = Annotated[
     Union[
         SessionChatItem,
@@ -607,6 +704,7 @@ ChatItem = Annotated[
         TurnEndChatItem,
         CompactionChatItem,
         RetryChatItem,
+        NoticeChatItem,
     ],
     Tagged(name="ChatItem", tag="kind", description="One item of the conversation; `kind` says which."),
 ]
@@ -694,6 +792,7 @@ class PlanReviewQuestion:
     title: NonBlankText
     plan: NonBlankText  # the markdown plan
     choices: Annotated[list[NonBlankText], Rule(min_items=1, description="at least one choice")]
+    previous: PlanReviewPrevious | None = None  # absent: the plan before was not sent back
 
 
 @attrs.frozen(kw_only=True)
@@ -701,12 +800,6 @@ class QuestionsAskParams:
     agent_id: AgentId
     session_id: SessionId
     questions: Annotated[list[PlanReviewQuestion], Rule(min_items=1, description="at least one question")]
-
-
-@attrs.frozen(kw_only=True)
-class LineComment:
-    line: PositiveInt  # 1-based line of the plan
-    text: str
 
 
 @attrs.frozen(kw_only=True)
@@ -894,6 +987,7 @@ AGENT_STEER = "dsh/agent/steer"
 AGENT_CANCEL = "dsh/agent/cancel"
 PLAN_SET = "dsh/plan/set"
 PLAN_GET = "dsh/plan/get"
+PLAN_HISTORY = "dsh/plan/history"
 GOAL_GET = "dsh/goal/get"
 GOAL_CREATE = "dsh/goal/create"
 GOAL_EDIT = "dsh/goal/edit"
@@ -903,6 +997,7 @@ GOAL_COMPLETE = "dsh/goal/complete"
 GOAL_BLOCK = "dsh/goal/block"
 GOAL_CLEAR = "dsh/goal/clear"
 GOAL_DISARM = "dsh/goal/disarm"
+GOAL_ROUNDS = "dsh/goal/rounds"
 QUESTIONS_ASK = "dsh/questions/ask"
 PERMISSION_GET = "dsh/permission/get"
 PERMISSION_SET = "dsh/permission/set"
@@ -932,6 +1027,7 @@ METHODS: dict[str, MethodSpec] = {
     AGENT_CANCEL: MethodSpec(kind="request", params=AgentParams, result=None),
     PLAN_SET: MethodSpec(kind="request", params=PlanSetParams, result=PlanSetResult),
     PLAN_GET: MethodSpec(kind="request", params=AgentParams, result=PlanState),
+    PLAN_HISTORY: MethodSpec(kind="request", params=AgentParams, result=PlanHistoryResult),
     GOAL_GET: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
     GOAL_CREATE: MethodSpec(kind="request", params=GoalCreateParams, result=GoalView),
     GOAL_EDIT: MethodSpec(kind="request", params=GoalEditParams, result=GoalView),
@@ -941,6 +1037,7 @@ METHODS: dict[str, MethodSpec] = {
     GOAL_BLOCK: MethodSpec(kind="request", params=GoalBlockParams, result=GoalView),
     GOAL_CLEAR: MethodSpec(kind="request", params=GoalRefParams, result=GoalClearResult),
     GOAL_DISARM: MethodSpec(kind="request", params=AgentParams, result=OptionalGoalView),
+    GOAL_ROUNDS: MethodSpec(kind="request", params=AgentParams, result=GoalRoundsResult),
     PERMISSION_GET: MethodSpec(kind="request", params=AgentParams, result=PermissionPolicy),
     PERMISSION_SET: MethodSpec(kind="request", params=PermissionSetParams, result=PermissionPolicy),
     CONFIG_GET: MethodSpec(kind="request", params=ConfigGetParams, result=ConfigGetResult),

@@ -59,16 +59,29 @@ CASES = [
         blocked_reason={"code": "round-budget-exhausted", "message": "all 40 rounds were used"}),
      "40/40 · 250k tok · blocked: round-budget-exhausted", "blocked: round-budget-exhausted", "warning",
      "40 of 40 rounds used, 250k tokens", "Blocked: all 40 rounds were used (round-budget-exhausted)",
-     ["edit", "complete", "clear"]),
+     ["edit", "raise", "complete", "clear"]),
     ("blocked: the token budget is spent (no resume either)", view(phase="blocked", activation="disarmed", rounds_started=8,
         tokens_used=1260000, max_tokens=1000000, blocked_reason={"code": "token-budget-exhausted", "message": "over"}),
      "8/40 · 1.3M/1M tok · blocked: token-budget-exhausted", "blocked: token-budget-exhausted", "warning",
-     "8 of 40 rounds used, 1.3M of 1M tokens", "Blocked: over (token-budget-exhausted)", ["edit", "complete", "clear"]),
+     "8 of 40 rounds used, 1.3M of 1M tokens", "Blocked: over (token-budget-exhausted)", ["edit", "raise", "complete", "clear"]),
     ("complete", view(phase="complete", activation="disarmed", rounds_started=6, tokens_used=950),
      "6/40 · 950 tok · complete", "complete", "none", "6 of 40 rounds used, 950 tokens", "Complete.", ["create", "clear"]),
     ("active and disarmed with the round budget spent", view(activation="disarmed", max_rounds=3, rounds_started=3),
      "3/3 · round budget spent", "round budget spent", "hint", "3 of 3 rounds used",
      "Active, but its round budget is spent: raise it (edit) to go on.", ["edit", "pause", "complete", "block", "clear"]),
+    # G-20: a plan review or an approval of the agent is open while the goal runs.
+    ("active, waiting for a plan review", view(tokens_used=12400, waiting_for="plan-review"),
+     "3/40 · 12.4k tok · waiting for you", "waiting for you", "hint", "3 of 40 rounds used, 12.4k tokens",
+     "Active, waiting for you: a plan review is open.", ["edit", "pause", "complete", "block", "clear"]),
+    ("active, waiting for an approval", view(waiting_for="approval"),
+     "3/40 · waiting for you", "waiting for you", "hint", "3 of 40 rounds used",
+     "Active, waiting for you: an approval is open.", ["edit", "pause", "complete", "block", "clear"]),
+    # G-21: a budget raised by an edit: resume is offered, not raise again.
+    ("blocked for its budget, raised since", view(phase="blocked", activation="disarmed", rounds_started=40, max_rounds=50,
+        blocked_reason={"code": "round-budget-exhausted", "message": "all 40 rounds were used"}),
+     "40/50 · blocked: round-budget-exhausted", "blocked: round-budget-exhausted", "warning",
+     "40 of 50 rounds used", "Blocked: all 40 rounds were used (round-budget-exhausted)",
+     ["edit", "resume", "complete", "clear"]),
     # No token counted and no budget: no token figure (a model that reports no usage).
     ("no tokens counted yet", view(), "3/40 · active", "active", "none", "3 of 40 rounds used",
      "Active: rounds continue on their own.", ["edit", "pause", "complete", "block", "clear"]),
@@ -102,6 +115,33 @@ def test_no_goal_offers_only_create():
 def test_action_labels_are_words_and_in_a_fixed_order():
     every = goal_actions(view(activation="disarmed"))
     assert [a["label"] for a in every] == ["Edit the goal…", "Pause", "Resume", "Mark complete", "Block…", "Clear"]
+
+
+def test_raise_is_offered_after_edit_on_a_goal_blocked_for_its_budget():
+    spent = view(phase="blocked", activation="disarmed", rounds_started=40,
+                 blocked_reason={"code": "round-budget-exhausted", "message": "all 40 rounds were used"})
+    assert goal_actions(spent)[:2] == [{"id": "edit", "label": "Edit the goal…"},
+                                       {"id": "raise", "label": "Raise the budget and resume…"}]
+    # Blocked for another reason (the model's own block): no raise (control).
+    other = view(phase="blocked", activation="disarmed", rounds_started=40, blocked_reason=DEPENDENCY)
+    assert "raise" not in [a["id"] for a in goal_actions(other)]
+
+
+def test_waiting_counts_only_while_the_goal_is_active(tmp_path):
+    service = _reach(tmp_path / "w", "active-armed")
+    notices = []
+    service.add_listener(notices.append)
+    service.set_waiting("approval")
+    assert service.get().waiting_for == "approval" and [(n.op, n.view.waiting_for) for n in notices] == [("waiting", "approval")]
+    service.set_waiting("approval")  # no change: no notice
+    service.set_waiting(None)
+    assert service.get().waiting_for is None and [n.op for n in notices] == ["waiting", "waiting"]
+    assert notices[-1].revision == notices[0].revision == service.get().revision  # revision unchanged
+    paused = _reach(tmp_path / "p", "paused")
+    paused_notices = []
+    paused.add_listener(paused_notices.append)
+    paused.set_waiting("plan-review")
+    assert paused.get().waiting_for is None and paused_notices == []
 
 
 def test_typed_text_in_the_words_is_escaped():

@@ -46,7 +46,7 @@ async def test_goal_views_carry_the_daemons_words_everywhere(daemons) -> None:
     assert spent["status"]["tone"] == "warning"
     assert spent["status"]["usage"].startswith("1 of 1 rounds used")
     assert spent["status"]["detail"][0] == "Goal: ship it"
-    assert ids(spent) == ["edit", "complete", "clear"]
+    assert ids(spent) == ["edit", "raise", "complete", "clear"]
     await asyncio.sleep(0.05)
 
     view = await call(client, "dsh/goal/get", {"agentId": agent})

@@ -785,7 +785,7 @@ export interface DshServerCapabilities {
  * via the `definition` "GoalAction".
  */
 export interface GoalAction {
-  id: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear";
+  id: "create" | "edit" | "raise" | "pause" | "resume" | "complete" | "block" | "clear";
   /**
    * a non-blank string
    */
@@ -832,7 +832,19 @@ export interface GoalChangedParams {
    * a session id issued by the daemon (s-<26 base32>)
    */
   sessionId: string;
-  op: "create" | "edit" | "pause" | "resume" | "complete" | "block" | "clear" | "round" | "usage" | "arm" | "disarm";
+  op:
+    | "create"
+    | "edit"
+    | "pause"
+    | "resume"
+    | "complete"
+    | "block"
+    | "clear"
+    | "round"
+    | "usage"
+    | "arm"
+    | "disarm"
+    | "waiting";
   /**
    * a revision from 1 to 2^53-1
    */
@@ -891,6 +903,7 @@ export interface GoalView {
    * an integer from 1 to 2^53-1
    */
   maxTokens?: number;
+  waitingFor?: "plan-review" | "approval";
 }
 /**
  * What a person reads about a goal, in the daemon's words; editors show it as it is.
@@ -982,6 +995,76 @@ export interface GoalRefParams {
   ref: GoalRef;
 }
 /**
+ * One round of the current goal, folded from the log (G-22).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalRoundRecord".
+ */
+export interface GoalRoundRecord {
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  round: number;
+  /**
+   * a revision from 1 to 2^53-1
+   */
+  revision: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  startedAt: string;
+  tokens: GoalRoundTokens;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  toolCalls: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  waitedMs: number;
+  /**
+   * a non-blank string
+   */
+  outcome: string;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  endedAt?: string;
+  estimated?: boolean;
+}
+/**
+ * Tokens a round's model replies reported; ``cached_input`` is the part of ``input`` the provider read from its prompt cache (0 when it said nothing of a cache).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalRoundTokens".
+ */
+export interface GoalRoundTokens {
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  input: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  cachedInput: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  output: number;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "GoalRoundsResult".
+ */
+export interface GoalRoundsResult {
+  goalId: string | null;
+  rounds: GoalRoundRecord[];
+}
+/**
  * A tool call waits for the person's yes (its class is in the approve list).
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1068,6 +1151,66 @@ export interface PlanChangedParams {
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PlanHistoryResult".
+ */
+export interface PlanHistoryResult {
+  plans: PlanRecord[];
+}
+/**
+ * One plan presented in the session (P-21): the ``exit_plan_mode`` call's plan and the review it got. ``seq``/``at`` are the call's; ``title`` is the plan's first heading ("Plan" without one); ``outcome`` "pending": under review now, "failed": nothing was approved (the review could not happen).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PlanRecord".
+ */
+export interface PlanRecord {
+  /**
+   * a non-blank string
+   */
+  callId: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * a non-blank string
+   */
+  title: string;
+  /**
+   * a non-blank string
+   */
+  markdown: string;
+  outcome: "approved" | "revise" | "failed" | "pending";
+  feedback?: string;
+  comments?: LineComment[];
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+}
+/**
+ * The plan presented before the one under review, when the person sent it back (P-23): what they asked for last time, to set beside the revised plan.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "PlanReviewPrevious".
+ */
+export interface PlanReviewPrevious {
+  /**
+   * a non-blank string
+   */
+  callId: string;
+  /**
+   * a non-blank string
+   */
+  title: string;
+  /**
+   * a non-blank string
+   */
+  markdown: string;
+  feedback?: string;
+  comments?: LineComment[];
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "PlanReviewQuestion".
  */
 export interface PlanReviewQuestion {
@@ -1092,6 +1235,7 @@ export interface PlanReviewQuestion {
    * Items: a non-blank string
    */
   choices: [string, ...string[]];
+  previous?: PlanReviewPrevious;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1422,6 +1566,7 @@ export interface DshMethods {
   'dsh/agent/cancel': { kind: 'request'; params: AgentParams; result: null };
   'dsh/plan/set': { kind: 'request'; params: PlanSetParams; result: PlanSetResult };
   'dsh/plan/get': { kind: 'request'; params: AgentParams; result: PlanState };
+  'dsh/plan/history': { kind: 'request'; params: AgentParams; result: PlanHistoryResult };
   'dsh/goal/get': { kind: 'request'; params: AgentParams; result: GoalView | null };
   'dsh/goal/create': { kind: 'request'; params: GoalCreateParams; result: GoalView };
   'dsh/goal/edit': { kind: 'request'; params: GoalEditParams; result: GoalView };
@@ -1431,6 +1576,7 @@ export interface DshMethods {
   'dsh/goal/block': { kind: 'request'; params: GoalBlockParams; result: GoalView };
   'dsh/goal/clear': { kind: 'request'; params: GoalRefParams; result: GoalClearResult };
   'dsh/goal/disarm': { kind: 'request'; params: AgentParams; result: GoalView | null };
+  'dsh/goal/rounds': { kind: 'request'; params: AgentParams; result: GoalRoundsResult };
   'dsh/permission/get': { kind: 'request'; params: AgentParams; result: PermissionPolicy };
   'dsh/permission/set': { kind: 'request'; params: PermissionSetParams; result: PermissionPolicy };
   'dsh/config/get': { kind: 'request'; params: ConfigGetParams; result: ConfigGetResult };

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import attrs
+
 from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -23,6 +25,7 @@ from acp.schema import (
     SessionModeState,
     TextContentBlock,
     TextResourceContents,
+    Usage,
 )
 
 from dshd.agent.config_layers import LoadedConfig
@@ -106,7 +109,7 @@ def goal_capability() -> dict[str, Any]:
 def goal_meta(view: GoalView | None) -> dict[str, Any] | None:
     """The goal as a client sees it (``_meta.goal``): the same fields and words as the LSP
     door's GoalView (id, revision, objective, phase, maxRounds, roundsStarted, roundsLeft,
-    tokensUsed, createdAt, updatedAt, activation, blockedReason?, maxTokens?, then status
+    tokensUsed, createdAt, updatedAt, activation, blockedReason?, maxTokens?, waitingFor?, then status
     and actions); None when there is none. Built here from the core's GoalView."""
     if view is None:
         return None
@@ -127,6 +130,8 @@ def goal_meta(view: GoalView | None) -> dict[str, Any] | None:
         out["blockedReason"] = {"code": view.blocked_reason.code, "message": view.blocked_reason.message}
     if view.max_tokens is not None:
         out["maxTokens"] = view.max_tokens
+    if view.waiting_for is not None:
+        out["waitingFor"] = view.waiting_for
     out["status"], out["actions"] = goal_words(view)
     return out
 
@@ -158,6 +163,46 @@ STOP_REASONS = {
     "max-steps": "max_turn_requests",
     "rejected": "refusal",
 }
+
+
+# A reply cut at ``[model] maxOutputTokens`` (turn/close error kind "output-limit"):
+# ACP's own stop reason for it, not an error.
+OUTPUT_LIMIT = "output-limit"
+OUTPUT_LIMIT_STOP = "max_tokens"
+
+
+@attrs.define
+class TurnUsage:
+    """A turn's tokens: its model calls' usage (the log's ``assistant/message.usage``) summed."""
+
+    input: int = 0
+    cached_input: int = 0
+    output: int = 0
+    estimated: bool = False  # some call reported none: counted as characters/4
+
+    def add(self, usage: dict[str, Any]) -> None:
+        self.input += _count(usage.get("inputTokens"))
+        self.cached_input += _count(usage.get("cachedInputTokens"))
+        self.output += _count(usage.get("outputTokens"))
+        self.estimated = self.estimated or usage.get("estimated") is True
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def prompt_usage(total: TurnUsage | None) -> Usage | None:
+    """``PromptResponse.usage`` for the turn: ACP's token fields, and ``_meta.dsh.estimated``
+    when some of it is an estimate (the provider reported no usage)."""
+    if total is None:
+        return None
+    return Usage(
+        input_tokens=total.input,
+        output_tokens=total.output,
+        cached_read_tokens=total.cached_input or None,
+        total_tokens=total.input + total.output,
+        field_meta={"dsh": {"estimated": True}} if total.estimated else None,
+    )
 
 
 # ---- prompt blocks ------------------------------------------------------------------

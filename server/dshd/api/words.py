@@ -183,12 +183,24 @@ def goal_change_text(op: str, data: dict[str, Any]) -> str:
 GOAL_ACTION_LABELS = {
     "create": "Create a goal…",
     "edit": "Edit the goal…",
+    "raise": "Raise the budget and resume…",
     "pause": "Pause",
     "resume": "Resume",
     "complete": "Mark complete",
     "block": "Block…",
     "clear": "Clear",
 }
+
+
+# A goal blocked for one of these codes is offered "raise" (G-21): not a method, the client
+# asks for the new budget(s), then sends dsh/goal/edit and dsh/goal/resume with edit's ref.
+RAISABLE_CODES = frozenset({"round-budget-exhausted", "token-budget-exhausted"})
+
+
+def _raisable(view: "GoalView") -> bool:
+    reason = view.blocked_reason
+    # Once an edit left budget again, "resume" is offered instead.
+    return view.phase == "blocked" and reason is not None and reason.code in RAISABLE_CODES and not _budget_left(view)
 
 
 def _budget_left(view: "GoalView") -> bool:
@@ -201,16 +213,21 @@ def goal_actions(view: "GoalView | None") -> list[dict[str, str]]:
     phase table of ``folds/goal_phases.py``; anything else is ``invalid-transition``)."""
     if view is None:
         return list(_actions_for(None, False, False))
-    return list(_actions_for(view.phase, view.activation == "armed", _budget_left(view)))
+    return list(_actions_for(view.phase, view.activation == "armed", _budget_left(view), _raisable(view)))
 
 
 @functools.lru_cache(maxsize=64)
-def _actions_for(phase: str | None, armed: bool, budget_left: bool) -> tuple[dict[str, str], ...]:
+def _actions_for(phase: str | None, armed: bool, budget_left: bool, raisable: bool = False) -> tuple[dict[str, str], ...]:
     """Made once per state (a listing of 1,000 goals asks 1,000 times); the dicts are shared
-    by every answer, so nothing may change them (the wire encoder only reads)."""
+    by every answer, so nothing may change them (the wire encoder only reads). ``raise``
+    (edit then resume, composed by the client) comes right after ``edit``."""
     ops = offered_ops(phase, armed=armed, budget_left=budget_left)
+    if raisable and "edit" in ops:
+        ops.insert(ops.index("edit") + 1, "raise")
     return tuple({"id": op, "label": GOAL_ACTION_LABELS[op]} for op in ops)
 
+
+WAITING_FOR = {"plan-review": "a plan review", "approval": "an approval"}
 
 NO_GOAL_STATUS = {
     "text": "no goal",
@@ -237,6 +254,7 @@ def goal_status(view: "GoalView | None") -> dict[str, Any]:
     return _status_for(
         view.objective, view.phase, view.max_rounds, view.rounds_started, view.rounds_left,
         view.tokens_used, view.max_tokens, view.activation, None if reason is None else (reason.code, reason.message),
+        waiting_for=view.waiting_for if view.phase == "active" else None,
     )  # fmt: skip
 
 
@@ -249,14 +267,16 @@ def goal_words(view: "GoalView | None") -> tuple[dict[str, Any], list[dict[str, 
 @functools.lru_cache(maxsize=4096)
 def _status_for(
     objective: str, phase: str, max_rounds: int, used: int, left: int, tokens_used: int, max_tokens: int | None,
-    activation: str, reason: tuple[str, str] | None,
+    activation: str, reason: tuple[str, str] | None, waiting_for: str | None = None,
 ) -> dict[str, Any]:
     """goal_status, made once per distinct goal: a listing of 1,000 sessions with goals asks
     for the same words at every list."""
     waiting = phase == "active" and activation != "armed"
     counted = tokens_counted(tokens_used, max_tokens)
     budgeted = isinstance(max_tokens, int)
-    if waiting:
+    if waiting_for is not None:
+        short = "waiting for you"
+    elif waiting:
         short = "waiting for you to resume" if left > 0 else "round budget spent"
     elif phase == "blocked" and reason:
         short = f"blocked: {reason[0]}"
@@ -269,7 +289,9 @@ def _status_for(
         usage += f", {tokens(tokens_used)} of {tokens(max_tokens)} tokens" if budgeted else f", {tokens(tokens_used)} tokens"
     parts.append(short)
     if phase == "active":
-        if not waiting:
+        if waiting_for is not None:
+            state = f"Active, waiting for you: {WAITING_FOR.get(waiting_for, 'a question')} is open."
+        elif not waiting:
             state = "Active: rounds continue on their own."
         elif left > 0:
             state = "Active, waiting for you to resume: nothing runs until you do."
@@ -287,5 +309,5 @@ def _status_for(
         detail.append(
             f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if budgeted else f"Tokens: {tokens(tokens_used)} used"
         )
-    tone = "warning" if phase == "blocked" else "hint" if waiting else "none"
+    tone = "warning" if phase == "blocked" else "hint" if waiting or waiting_for is not None else "none"
     return {"text": " · ".join(parts), "short": short, "tone": tone, "usage": usage, "detail": detail}

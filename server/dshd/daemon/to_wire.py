@@ -21,7 +21,10 @@ from dshd_protocol import wire_name
 from dshd.agent.config_layers import IgnoredKey, LoadedConfig
 from dshd.agent.deltas import AgentDelta
 from dshd.agent.turn_end import TurnEnd
+from dshd.api.escape import shown, shown_lines
 from dshd.api.words import goal_words
+from dshd.folds.plans import PlanRecord
+from dshd.folds.rounds import GoalRoundRecord, GoalRounds
 from dshd.services.goals import GoalNotice, GoalView
 from dshd.services.listing import SessionRow
 
@@ -49,6 +52,8 @@ def goal_view(view: GoalView | None) -> dict[str, Any] | None:
         out["blockedReason"] = {"code": view.blocked_reason.code, "message": view.blocked_reason.message}
     if view.max_tokens is not None:
         out["maxTokens"] = view.max_tokens
+    if view.waiting_for is not None:
+        out["waitingFor"] = view.waiting_for
     out["status"], out["actions"] = goal_words(view)
     return out
 
@@ -63,6 +68,30 @@ def goal_notice(notice: GoalNotice) -> dict[str, Any]:
 
 def goal_ref(ref: Any) -> dict[str, Any]:
     return {"id": ref.id, "revision": ref.revision}
+
+
+def goal_rounds(value: GoalRounds) -> dict[str, Any]:
+    """The ``dsh/goal/rounds`` result: ``{goalId, rounds}`` (GoalRoundRecord each)."""
+    return {"goalId": value.goal_id, "rounds": [goal_round(r) for r in value.rounds]}
+
+
+def goal_round(record: GoalRoundRecord) -> dict[str, Any]:
+    tokens = record.tokens
+    out: dict[str, Any] = {
+        "round": record.round,
+        "revision": record.revision,
+        "turn": record.turn,
+        "startedAt": record.started_at,
+        "tokens": {"input": tokens.input, "cachedInput": tokens.cached_input, "output": tokens.output},
+        "toolCalls": record.tool_calls,
+        "waitedMs": record.waited_ms,
+        "outcome": record.outcome,
+    }
+    if record.ended_at is not None:
+        out["endedAt"] = record.ended_at
+    if record.estimated:
+        out["estimated"] = True
+    return out
 
 
 def session_row(row: SessionRow, title: str | None) -> dict[str, Any]:
@@ -108,6 +137,24 @@ def plan_view(view: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"active": view.active}
     if view.pending is not None:
         out["pending"] = view.pending
+    return out
+
+
+def plan_record(record: PlanRecord) -> dict[str, Any]:
+    """One ``dsh/plan/history`` PlanRecord: what the person reads escaped (the markdown
+    keeps its lines, so a comment's line number still names its line)."""
+    out: dict[str, Any] = {
+        "callId": record.call_id,
+        "seq": record.seq,
+        "title": shown(record.title),
+        "markdown": shown_lines(record.markdown),
+        "outcome": record.outcome,
+        "at": record.at,
+    }
+    if record.feedback is not None:
+        out["feedback"] = shown_lines(record.feedback)
+    if record.comments:
+        out["comments"] = [{"line": c.line, "text": shown_lines(c.text)} for c in record.comments]
     return out
 
 

@@ -13,7 +13,12 @@ and ``goalId`` = the current goal's id, so a client can build the ref to retry w
 Notifications (G-11): listeners get a :class:`GoalNotice` after the event is durable
 (``store.commit`` returned). Ops: create/edit/pause/resume/complete/block/clear, and
 ``round`` (a committed user/message with goalRound), ``usage`` (an assistant message
-whose usage counted toward the goal's tokens), ``arm``, ``disarm`` (revision unchanged). A raising listener is logged; it never undoes or blocks a change.
+whose usage counted toward the goal's tokens), ``arm``, ``disarm``, ``waiting`` (the view's
+``waiting_for`` appeared or went: G-20) (revision unchanged). A raising listener is logged; it never undoes or blocks a change.
+
+Waiting (G-20): ``waiting_for`` is in-process only, like the activation. The goals plugin
+tells :meth:`GoalService.set_waiting` what the agent waits for ("plan-review", "approval"
+or None) from the agent's activity; the view carries it while the goal is active.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
     activation: str  # "armed" | "disarmed"
     blocked_reason: BlockedReason | None = None
     max_tokens: int | None = None  # the token budget; absent: none
+    waiting_for: str | None = None  # "plan-review" | "approval": a question of this agent is open (active goals only)
 
     @property
     def ref(self) -> GoalRef:
@@ -67,13 +73,15 @@ class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
 
 @attrs.frozen
 class GoalNotice:
-    op: str  # create edit pause resume complete block clear round usage arm disarm
+    op: str  # create edit pause resume complete block clear round usage arm disarm waiting
     revision: int
     view: GoalView | None  # None after clear
 
 
-def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
-    """The view of a folded goal state (None: no goal); ``armed`` is the in-process part."""
+def goal_view(goal_state: GoalState, armed: bool, waiting_for: str | None = None) -> GoalView | None:
+    """The view of a folded goal state (None: no goal); ``armed`` and ``waiting_for`` are
+    the in-process parts (what the agent waits for counts only while the goal is active:
+    a paused or stopped goal waits for nothing, whatever a person's own turn asks)."""
     goal = goal_state.goal
     if goal is None:
         return None
@@ -91,6 +99,7 @@ def goal_view(goal_state: GoalState, armed: bool) -> GoalView | None:
         activation="armed" if armed and goal.phase == "active" else "disarmed",
         blocked_reason=goal.blockedReason,
         max_tokens=goal.maxTokens,
+        waiting_for=waiting_for if goal.phase == "active" else None,
     )
 
 
@@ -154,6 +163,7 @@ class GoalService:
         self._max_tokens_default = max_tokens_default
         self._armed = False  # G-7: every load starts disarmed
         self._detached = False
+        self._waiting: str | None = None  # what the agent waits for now (set_waiting)
         self._listeners: list[Callable[[GoalNotice], None]] = []
         self._remove_store_listener = store.add_listener(self._on_event)
 
@@ -165,7 +175,18 @@ class GoalService:
 
     def get(self) -> GoalView | None:
         self._live()
-        return goal_view(self._store.state.goal, self.armed)
+        return goal_view(self._store.state.goal, self.armed, self._waiting)
+
+    def set_waiting(self, kind: str | None) -> None:
+        """What the agent waits for now ("plan-review", "approval", None): in process only.
+        Sends op "waiting" (revision unchanged) when the view's ``waiting_for`` appears or goes."""
+        if self._detached or kind == self._waiting:
+            return
+        before = self.get()
+        self._waiting = kind
+        after = self.get()
+        if after is not None and (before is None or before.waiting_for != after.waiting_for):
+            self._emit(GoalNotice("waiting", after.revision, after))
 
     def add_listener(self, fn: Callable[[GoalNotice], None]) -> Callable[[], None]:
         self._listeners.append(fn)
