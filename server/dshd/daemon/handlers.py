@@ -18,6 +18,8 @@ from dshd.api.escape import shown
 from dshd.daemon import to_wire
 from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
+from dshd.folds.plans import PlanHistory
+from dshd.folds.rounds import RoundsFold
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
 from dshd.services.goals import GoalService
@@ -164,12 +166,30 @@ def plan_get(d, p: t.AgentParams):
     return d.plan_view(agent)
 
 
+@method(t.PLAN_HISTORY)
+def plan_history(d, p: t.AgentParams):
+    # P-21: a pure fold of the log (with or without the plan plugin loaded now).
+    history = PlanHistory()
+    d.dsh_workspace.agent(p.agent_id).store.each_line(history.feed_line)
+    return {"plans": [to_wire.plan_record(record) for record in history.records]}
+
+
 # ---- goals --------------------------------------------------------------------------
 
 
 @method(t.GOAL_GET)
 def goal_get(d, p: t.AgentParams):
     return to_wire.goal_view(_goals(d.dsh_workspace.agent(p.agent_id)).get())
+
+
+@method(t.GOAL_ROUNDS)
+def goal_rounds(d, p: t.AgentParams):
+    # A pure fold of the log (no goal service needed: the log is the truth), streamed so
+    # a long session's events are never all held at once.
+    agent = d.dsh_workspace.agent(p.agent_id)
+    fold = RoundsFold()
+    agent.store.each_event(fold.apply)
+    return to_wire.goal_rounds(fold.result())
 
 
 @method(t.GOAL_CREATE)

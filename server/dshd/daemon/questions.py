@@ -27,6 +27,15 @@ def _shown(question: dict[str, Any]) -> dict[str, Any]:
         out["title"] = shown(out["title"])
     if isinstance(out.get("plan"), str):
         out["plan"] = shown_lines(out["plan"])
+    previous = out.get("previous")
+    if isinstance(previous, dict):  # P-23: the plan sent back before this one, as read
+        shown_previous = dict(previous)
+        for key, escape in (("title", shown), ("markdown", shown_lines), ("feedback", shown_lines)):
+            if isinstance(previous.get(key), str):
+                shown_previous[key] = escape(previous[key])
+        if isinstance(previous.get("comments"), list):
+            shown_previous["comments"] = [{**c, "text": shown_lines(c["text"])} for c in previous["comments"]]
+        out["previous"] = shown_previous
     return out
 
 

@@ -8,7 +8,6 @@ PM-23). The plan text lives only as the ``exit_plan_mode`` call's argument in th
 from __future__ import annotations
 
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -18,6 +17,8 @@ from dshd.agent.config import Config
 from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.questions import QuestionsUnavailable
 from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome
+from dshd.folds import plans
+from dshd.folds.plans import APPROVED_WITH_FEEDBACK, SENT_BACK, first_heading
 from dshd.services.plan_mode import PlanModeController
 
 if TYPE_CHECKING:
@@ -25,8 +26,7 @@ if TYPE_CHECKING:
 
 SECTION_ID = "plan:policy"
 SECTION_ORDER = 50
-TOOL_NAME = "exit_plan_mode"
-_HEADING = re.compile(r"#{1,6}[ \t]+\S")
+TOOL_NAME = plans.PLAN_TOOL
 
 TOOL_PARAMETERS = {
     "type": "object",
@@ -42,10 +42,8 @@ TOOL_PARAMETERS = {
 
 STILL_PLANNING = "Plan mode stays on: keep planning and call exit_plan_mode again with the revised plan."
 NO_DETAILS = "(the person gave no details)"
-# The openings of the two "keep planning" results. Readers take the outcome from the
-# result's ``review`` data (P-20); only a log written before it has them read these.
-SENT_BACK = "The person wants you to keep planning."
-APPROVED_WITH_FEEDBACK = "The approval came with feedback, so it is not a clean approval:"
+# SENT_BACK, APPROVED_WITH_FEEDBACK: the openings of the two "keep planning" results
+# (folds/plans.py, which reads them in logs written before results carried ``review``).
 FAIL_CLOSED = (
     "The plan could not be reviewed ({why}), so plan mode stays on. Do not start the work. "
     "The person can leave plan mode with /plan off."
@@ -59,15 +57,6 @@ def attach(agent: "Agent", config: Config) -> "PlanPlugin":
 def question_id(call_id: str) -> str:
     """The id of the plan-review question asked for one ``exit_plan_mode`` call."""
     return f"plan-review-{call_id}"
-
-
-def first_heading(plan: str) -> str | None:
-    """The text of the plan's first non-blank line if it is a markdown # heading."""
-    for line in plan.splitlines():
-        if line.strip():
-            stripped = line.strip()
-            return stripped.lstrip("#").strip() if _HEADING.match(stripped) else None
-    return None
 
 
 def plan_title(plan: str) -> str:
@@ -171,6 +160,9 @@ class PlanPlugin:
             "plan": plan,
             "choices": ["approve", "revise"],
         }
+        previous = self.previous_review(ctx.call_id)
+        if previous is not None:
+            question["previous"] = previous
         try:
             answers = await self.agent.questions.ask(self.agent, [question])
         except QuestionsUnavailable as exc:
@@ -182,6 +174,21 @@ class PlanPlugin:
         if not self.attached:  # PM-20: unloaded while the person was reviewing
             return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded during review"))
         return self._judge(question["id"], plan, answers)
+
+    def previous_review(self, call_id: str) -> dict[str, Any] | None:
+        """P-23: what the person asked for last time, when they sent the plan before this
+        one back (folded from the log, where this call is already recorded)."""
+        history = plans.PlanHistory()
+        self.agent.store.each_line(history.feed_line)
+        record = plans.previous_for(history.records, call_id)
+        if record is None:
+            return None
+        previous: dict[str, Any] = {"callId": record.call_id, "title": record.title, "markdown": record.markdown}
+        if record.feedback is not None:
+            previous["feedback"] = record.feedback
+        if record.comments:
+            previous["comments"] = [{"line": c.line, "text": c.text} for c in record.comments]
+        return previous
 
     def _judge(self, asked_id: str, plan: str, answers: Any) -> ToolOutcome:
         """PM-18/PM-19: exactly one clean approval exits; a clean "revise" is feedback;

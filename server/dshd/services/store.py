@@ -333,6 +333,17 @@ class SessionStore:
                     ids.add(call.data.callId)
         return ids
 
+    def each_line(self, fn: Callable[[bytes], None]) -> None:
+        """Call ``fn(line)`` for every committed line, oldest first, for a fold that decodes
+        only the lines it needs (folds/plans.py). A line ``fn`` cannot decode (changed on
+        disk under the checkpoint) is reported as replay would."""
+        with self._lock:
+            for line_no, _offset, line in self._log.records(0, 1):
+                try:
+                    fn(line)
+                except msgspec.MsgspecError as exc:
+                    raise _reject(line_no, line, exc) from None
+
     def _line_start(self, target: int) -> tuple[int, int]:
         """A (seq, offset) at or before line ``target`` to read forward from: the nearest
         indexed line below it, or, when the end of the log is nearer (a transcript that

@@ -1,0 +1,82 @@
+"""The plans-of-record fold (P-21): typed events and raw lines give one history, on a log
+written by the real store, including lines built to fool the byte filter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dshd.folds.plans import PlanComment, plan_history, plan_history_of_lines, previous_for
+from dshd.services.store import SessionStore
+
+PLAN_A = "# Plan: A\n\n1. one\n"
+PLAN_B = "## B, revised\n\n1. two\n"
+
+
+def _store(tmp_path: Path) -> SessionStore:
+    return SessionStore.create(tmp_path / ".dsh" / "sessions", "s-" + "0" * 25 + "7")
+
+
+def _call(store, turn, call_id, name, arguments):
+    store.commit("tool/call", {"callId": call_id, "name": name, "arguments": arguments}, turn=turn)
+
+
+def test_history_from_events_and_from_lines_agree(tmp_path):
+    store = _store(tmp_path)
+    store.commit("turn/open", {"turn": 1, "cause": "prompt"}, turn=1)
+    # Another tool whose arguments and result name the plan tool and a plan call's id.
+    _call(store, 1, "c-0", "read_file", {"path": "exit_plan_mode.md", "plan": "# not a plan"})
+    store.commit("tool/result", {"callId": "c-0", "ok": True, "content": 'c-1 "turn/close" exit_plan_mode'}, turn=1)
+    _call(store, 1, "c-1", "exit_plan_mode", {"plan": PLAN_A})
+    store.commit(
+        "tool/result",
+        {
+            "callId": "c-1",
+            "ok": False,
+            "content": "keep planning",
+            "review": {"outcome": "revise", "feedback": "smaller", "comments": [{"line": 3, "text": "why?"}]},
+        },
+        turn=1,
+    )
+    _call(store, 1, "c-2", "exit_plan_mode", {"plan": "   "})  # blank: not a plan presented
+    store.commit("tool/result", {"callId": "c-2", "ok": False, "content": "give the plan"}, turn=1)
+    _call(store, 1, "c-3", "exit_plan_mode", {"plan": PLAN_B})
+    store.commit("tool/result", {"callId": "c-3", "ok": True, "content": "{}", "review": {"outcome": "approved"}}, turn=1)
+    _call(store, 1, "c-4", "exit_plan_mode", {"plan": PLAN_A})  # the turn ends before its review
+    store.commit("turn/close", {"turn": 1, "stopReason": "cancelled"}, turn=1)
+    store.commit("turn/open", {"turn": 2, "cause": "prompt"}, turn=2)
+    _call(store, 2, "c-5", "exit_plan_mode", {"plan": PLAN_B})  # under review now
+    path = store.path
+    events = store.events()
+    store.close()
+
+    records = plan_history(events)
+    assert [(r.call_id, r.title, r.outcome) for r in records] == [
+        ("c-1", "Plan: A", "revise"),
+        ("c-3", "B, revised", "approved"),
+        ("c-4", "Plan: A", "failed"),
+        ("c-5", "B, revised", "pending"),
+    ]
+    assert records[0].feedback == "smaller" and records[0].comments == (PlanComment(3, "why?"),)
+    assert records[1].feedback is None and records[1].comments is None
+    assert [r.seq for r in records] == [e.seq for e in events if getattr(e.data, "callId", None) in {"c-1", "c-3", "c-4", "c-5"} and e.__class__.__name__ == "ToolCall"]
+    # The byte-filtered read of the file's lines finds the same history.
+    assert plan_history_of_lines(path.read_bytes().splitlines(keepends=True)) == records
+
+    # P-23: the previous of c-5 is the last plan a person reviewed (c-3, approved): none;
+    # of c-3 it is c-1, sent back.
+    assert previous_for(records, "c-5") is None
+    assert previous_for(records, "c-3") == records[0]
+    assert previous_for(records, "c-1") is None
+
+
+def test_a_result_written_before_review_data_is_read_by_its_opening(tmp_path):
+    from dshd.folds.plans import SENT_BACK
+
+    store = _store(tmp_path)
+    store.commit("turn/open", {"turn": 1, "cause": "prompt"}, turn=1)
+    for call_id, ok, content in (("c-1", False, SENT_BACK + "\nFeedback: x"), ("c-2", True, "{}"), ("c-3", False, "could not")):
+        _call(store, 1, call_id, "exit_plan_mode", {"plan": PLAN_A})
+        store.commit("tool/result", {"callId": call_id, "ok": ok, "content": content}, turn=1)
+    records = plan_history(store.events())
+    store.close()
+    assert [r.outcome for r in records] == ["revise", "approved", "failed"]
