@@ -13,6 +13,9 @@ API::
             Reply(text="Let me look.", tool_calls=[Call("read_file", {"path": "a.py"})]),
             Failure(429, headers={"retry-after": "0"}),       # JSON body in the provider's shape
             Reply(text="done", chunk_delay=0.05),            # a slow stream
+            Reply(text="hi", usage=(900, 5), cached=800),     # usage as the real API reports it
+            Reply(usage=None),                               # a server that reports no usage
+            Reply(tool_calls=[Call("write_file", {...})], cut_at_limit=True),  # "length" mid-call
             Cut(Reply(text="half of it"), after=3),          # connection dropped after 3 events
             Hang(),                                          # accepts, never answers
             Raw(["data: {not json\\n\\n"]),                   # arbitrary SSE bytes
@@ -62,6 +65,8 @@ class Dialect:
                    instead of leaving it out.
     finish: the finish_reason to send; None - "tool_calls" when calls came, else "stop".
             ollama has sent "stop" with tool calls.
+    cache_details: usage carries ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM,
+                   llama.cpp's server; not ollama).
     """
 
     ids: Literal["first", "every", "none"] = "first"
@@ -69,12 +74,13 @@ class Dialect:
     usage: Literal["own-chunk", "with-finish", "missing"] = "own-chunk"
     empty_content: bool = False
     finish: str | None = None
+    cache_details: bool = True
 
 
 OPENAI = Dialect()
 VLLM = Dialect(empty_content=True)
 LLAMA_CPP = Dialect(whole_arguments=True, usage="with-finish", empty_content=True)
-OLLAMA = Dialect(whole_arguments=True, usage="with-finish", empty_content=True, finish="stop")
+OLLAMA = Dialect(whole_arguments=True, usage="with-finish", empty_content=True, finish="stop", cache_details=False)
 DIALECTS = {"openai": OPENAI, "vllm": VLLM, "llama.cpp": LLAMA_CPP, "ollama": OLLAMA}
 
 
@@ -82,11 +88,21 @@ DIALECTS = {"openai": OPENAI, "vllm": VLLM, "llama.cpp": LLAMA_CPP, "ollama": OL
 class Reply:
     text: str = ""
     tool_calls: list[Call] = field(default_factory=list)
-    usage: tuple[int, int] | None = (12, 5)  # (input, output) tokens; None: never reported
+    # (input, output) tokens, input being the whole prompt; None: never reported (no usage
+    # chunk; Anthropic: no usage object in message_start or message_delta).
+    usage: tuple[int, int] | None = (12, 5)
+    # Of the input: the part read from the prompt cache (OpenAI
+    # prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens), and the
+    # part written to it (Anthropic cache_creation_input_tokens; OpenAI does not say).
+    cached: int = 0
+    cache_write: int = 0
     dialect: Dialect = OPENAI
     piece: int = 8  # characters per text / arguments delta
     chunk_delay: float = 0.0  # seconds between events
     stop_reason: str | None = None  # Anthropic: default tool_use / end_turn
+    # The reply stops at the output limit: finish_reason "length" (OpenAI), stop_reason
+    # "max_tokens" (Anthropic); the last call's arguments are cut in the middle.
+    cut_at_limit: bool = False
 
 
 @dataclass
@@ -143,6 +159,13 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or []
 
 
+def _arguments(reply: Reply, index: int, call: Call) -> str:
+    text = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+    if reply.cut_at_limit and index == len(reply.tool_calls) - 1:
+        return text[: len(text) // 2]
+    return text
+
+
 def _sse(data: Any, event: str | None = None) -> str:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data) if not isinstance(data, str) else data}\n\n"
@@ -150,11 +173,14 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 def openai_events(reply: Reply, model: str = "loopback", include_usage: bool = True) -> list[str]:
     d = reply.dialect
-    base = {"id": "chatcmpl-loopback", "object": "chat.completion.chunk", "created": 1767225600, "model": model}
+    base = {"id": "chatcmpl-loopback", "object": "chat.completion.chunk", "created": 1767225600, "model": model,
+            "service_tier": "default", "system_fingerprint": "fp_loopback"}  # fmt: skip
+    # OpenAI with include_usage: every chunk but the last carries "usage": null.
+    null_usage = d.usage == "own-chunk" and include_usage
 
     def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
         body = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
-        if usage is not None:
+        if usage is not None or null_usage:
             body["usage"] = usage
         return _sse(body)
 
@@ -162,7 +188,7 @@ def openai_events(reply: Reply, model: str = "loopback", include_usage: bool = T
     out += [chunk({"content": p}) for p in _pieces(reply.text, reply.piece)]
     for index, call in enumerate(reply.tool_calls):
         call_id = call.id or f"call_{index}"
-        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        arguments = _arguments(reply, index, call)
         head: dict[str, Any] = {"index": index, "type": "function"}
         if d.ids != "none":
             head["id"] = call_id
@@ -178,8 +204,14 @@ def openai_events(reply: Reply, model: str = "loopback", include_usage: bool = T
             out.append(chunk({**extra, "tool_calls": [fragment]}))
     usage = None
     if reply.usage is not None:
+        # As api.openai.com sends it: prompt_tokens is the whole prompt, the cached part inside it.
         usage = {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1], "total_tokens": sum(reply.usage)}
-    finish = d.finish or ("tool_calls" if reply.tool_calls else "stop")
+        if d.cache_details:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached, "audio_tokens": 0}
+            usage["completion_tokens_details"] = {
+                "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+            }  # fmt: skip
+    finish = "length" if reply.cut_at_limit else d.finish or ("tool_calls" if reply.tool_calls else "stop")
     out.append(chunk({"content": ""} if d.empty_content else {}, finish, usage if d.usage == "with-finish" else None))
     if d.usage == "own-chunk" and usage is not None and include_usage:
         out.append(_sse({**base, "choices": [], "usage": usage}))
@@ -188,20 +220,30 @@ def openai_events(reply: Reply, model: str = "loopback", include_usage: bool = T
 
 
 def anthropic_events(reply: Reply, model: str = "loopback") -> list[str]:
-    input_tokens, output_tokens = reply.usage or (0, 0)
-    out = [
-        _sse(
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_loopback", "type": "message", "role": "assistant", "content": [], "model": model,
-                    "stop_reason": None, "stop_sequence": None,
-                    "usage": {"input_tokens": input_tokens, "output_tokens": 1},
-                },
-            },
-            "message_start",
-        )
-    ]  # fmt: skip
+    # As api.anthropic.com sends it: input_tokens is only the prompt after the cache's part;
+    # cache reads and writes are counted beside it, and message_delta repeats the counts,
+    # cumulative, with the output's.
+    start_usage: dict[str, Any] | None = None
+    end_usage: dict[str, Any] = {}
+    if reply.usage is not None:
+        prompt, output_tokens = reply.usage
+        counts = {
+            "input_tokens": prompt - reply.cached - reply.cache_write,
+            "cache_creation_input_tokens": reply.cache_write,
+            "cache_read_input_tokens": reply.cached,
+        }
+        start_usage = {
+            **counts, "cache_creation": {"ephemeral_5m_input_tokens": reply.cache_write, "ephemeral_1h_input_tokens": 0},
+            "output_tokens": 1, "service_tier": "standard",
+        }  # fmt: skip
+        end_usage = {**counts, "output_tokens": output_tokens}
+    message = {
+        "id": "msg_loopback", "type": "message", "role": "assistant", "content": [], "model": model,
+        "stop_reason": None, "stop_sequence": None,
+    }  # fmt: skip
+    if start_usage is not None:
+        message["usage"] = start_usage
+    out = [_sse({"type": "message_start", "message": message}, "message_start")]
     index = 0
     if reply.text:
         out.append(_sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"))
@@ -213,15 +255,15 @@ def anthropic_events(reply: Reply, model: str = "loopback") -> list[str]:
     for n, call in enumerate(reply.tool_calls):
         block = {"type": "tool_use", "id": call.id or f"toolu_{n}", "name": call.name, "input": {}}
         out.append(_sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"))
-        arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        arguments = _arguments(reply, n, call)
         for piece in [""] + _pieces(arguments, reply.piece):
             delta = {"type": "input_json_delta", "partial_json": piece}
             out.append(_sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"))
         out.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
         index += 1
-    stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
-    usage = {"output_tokens": output_tokens} if reply.usage is not None else {}
-    out.append(_sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}, "message_delta"))
+    stop = "max_tokens" if reply.cut_at_limit else reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+    delta = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": end_usage}
+    out.append(_sse(delta, "message_delta"))
     out.append(_sse({"type": "message_stop"}, "message_stop"))
     return out
 

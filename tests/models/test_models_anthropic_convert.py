@@ -32,14 +32,25 @@ async def test_model_anthropic_stream_maps_to_one_reply():
         ("toolu_0", "read_file", {"path": "a.py"}),
         ("toolu_1", "grep", {"pattern": "x"}),
     ]
-    assert reply.stop_reason == "tool-calls" and reply.usage == Usage(12, 5)
+    assert reply.stop_reason == "tool-calls" and reply.usage == Usage(12, 5, 0)
 
 
 async def test_model_anthropic_usage_counts_cached_input_and_the_last_output_figure():
-    events = events_of(Reply("hi"))
-    events[0]["message"]["usage"].update(cache_read_input_tokens=100, cache_creation_input_tokens=3)
+    # The API's input_tokens leaves out the cache's reads and writes: the prompt is all three.
+    events = events_of(Reply("hi", usage=(115, 5), cached=100, cache_write=3))
+    assert events[0]["message"]["usage"]["input_tokens"] == 12
     reply = await collect(events_from_stream(aiter(events)))
-    assert reply.usage == Usage(115, 5) and reply.stop_reason == "end-turn"
+    assert reply.usage == Usage(115, 5, 100) and reply.stop_reason == "end-turn"
+
+
+async def test_model_anthropic_usage_from_message_start_alone():
+    """A server that sends the counts only in message_start (message_delta: output only,
+    as the API did before it repeated them)."""
+    events = events_of(Reply("hi", usage=(115, 5), cached=100, cache_write=3))
+    delta = next(e for e in events if e["type"] == "message_delta")
+    delta["usage"] = {"output_tokens": 5}
+    reply = await collect(events_from_stream(aiter(events)))
+    assert reply.usage == Usage(115, 5, 100)
 
 
 @pytest.mark.parametrize(

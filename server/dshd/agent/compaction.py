@@ -16,9 +16,10 @@ left out) and keeps the request valid for every provider.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from dshd.models import Message, ModelRequest, ToolSpec
+from dshd.models.usage import message_chars, text_tokens, tools_chars  # characters/4, shared with usage estimates
 from dshd.agent.transcript import SUMMARY_INTRO, Transcript, summary_message
 
 COMPACT_SECTION_ID = "context:compact"
@@ -45,22 +46,6 @@ separately, fresh on every request. Reply with the summary only, in at most abou
 
 _DEFAULT_WORDS = 1500
 _MIN_WORDS = 100
-
-
-def text_tokens(chars: int) -> int:
-    """Characters/4, rounded up."""
-    return -(-chars // 4)
-
-
-def message_chars(message: Message) -> int:
-    size = len(message.text)
-    for call in message.tool_calls:
-        size += len(call.name) + len(json.dumps(call.arguments, ensure_ascii=False))
-    return size
-
-
-def tools_chars(tools: Iterable[ToolSpec]) -> int:
-    return sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in tools)
 
 
 def estimate_request(system: str, tools: Sequence[ToolSpec], transcript: Transcript) -> int:

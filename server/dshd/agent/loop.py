@@ -77,6 +77,8 @@ from dshd.models import (
     TextDelta,
     ToolCallDelta,
 )
+from dshd.models.collect import output_limit_error
+from dshd.models.usage import usage_record
 
 if TYPE_CHECKING:
     from dshd.services.store import SessionStore
@@ -479,12 +481,15 @@ class Agent:
             usage = reply.usage
             # Both counts or none: a half-reported usage is not written as if it were whole.
             reported = usage.input_tokens is not None and usage.output_tokens is not None
+            cut = reply.stop_reason == "max-tokens"
             # A reply of tool calls alone still gets its message when there is usage to record.
-            if reply.text or not reply.tool_calls or reported:
+            if reply.text or reported or not (reply.tool_calls or cut):
                 message: dict[str, Any] = {"text": reply.text}
                 if reported:
-                    message["usage"] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}
+                    message["usage"] = usage_record(usage)
                 self.store.commit("assistant/message", message, turn=turn)
+            if cut:  # its text and tokens are recorded; the turn ends saying why (G-25)
+                raise output_limit_error(self.config.model.maxOutputTokens, reply.cut_calls)
             for call in reply.tool_calls:
                 call_data: dict[str, Any] = {"callId": call.call_id, "name": call.name, "arguments": call.arguments}
                 provider_id = reply_ids.provider_id(call.call_id)
@@ -651,6 +656,8 @@ class Agent:
             log.warning("compaction in turn %d failed: %s: %s", turn, exc.kind, exc.message)
             return f"compacting the conversation failed: the summary request failed ({exc.kind}: {exc.message})"
         summary = reply.text.strip()
+        if reply.stop_reason == "max-tokens":
+            return f"compacting the conversation failed: {output_limit_error(self.config.model.maxOutputTokens).message}"
         if not summary:
             return "compacting the conversation failed: the model gave no summary"
         tools = self.tools.specs()

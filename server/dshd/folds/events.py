@@ -48,7 +48,8 @@ class TurnOpenData(_Data):
 
 
 ModelErrorKind = Literal[
-    "auth", "rate-limit", "connection", "timeout", "bad-request", "context-overflow", "server", "bad-response"
+    "auth", "rate-limit", "connection", "timeout", "bad-request", "context-overflow", "server", "bad-response",
+    "output-limit",
 ]
 
 
@@ -89,10 +90,14 @@ TokenCount = Annotated[int, Meta(ge=0)]
 
 
 class Usage(_Data):
-    """Tokens one model call took, as the provider reported them."""
+    """Tokens one model call took, as the provider reported them (``estimated``: it
+    reported none, and the counts are characters/4 of the request and the reply)."""
 
     inputTokens: TokenCount
     outputTokens: TokenCount
+    # The part of inputTokens the provider read from its prompt cache (absent: none said).
+    cachedInputTokens: TokenCount | None = None
+    estimated: bool = False
 
 
 class AssistantMessageData(_Data):

@@ -11,7 +11,9 @@ Stream (``stream=True``): ``message_start`` (input tokens), ``content_block_star
 type ``text`` or ``tool_use`` (id, name), ``content_block_delta`` with ``text_delta`` or
 ``input_json_delta`` (pieces of the call's JSON arguments), ``content_block_stop`` (a
 call's arguments are complete), ``message_delta`` (``stop_reason``, output tokens so
-far), ``message_stop``. ``ping`` and thinking blocks carry nothing for us. Stop reasons:
+far, cumulative), ``message_stop``. ``ping`` and thinking blocks carry nothing for us.
+Usage: the prompt is ``input_tokens`` + ``cache_creation_input_tokens`` +
+``cache_read_input_tokens`` (the last is the part read from the cache). Stop reasons:
 ``tool_use`` -> tool-calls, ``max_tokens`` -> max-tokens, others -> end-turn.
 """
 
@@ -97,9 +99,15 @@ def stream_error(error: Any) -> ModelError:
 
 
 def _input_tokens(usage: Any) -> int | None:
-    parts = [field(usage, k) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
-    known = [p for p in parts if isinstance(p, int)]
+    """The whole prompt: ``input_tokens`` is only the part after the last cache
+    breakpoint; what was written to and read from the cache is counted beside it."""
+    parts = [_count(field(usage, k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
+    known = [p for p in parts if p is not None]
     return sum(known) if known else None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
@@ -115,7 +123,9 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
         if kind == "message_start":
             usage = field(field(event, "message"), "usage")
             input_tokens = _input_tokens(usage)
-            output_tokens = field(usage, "output_tokens")
+            output_tokens = _count(field(usage, "output_tokens"))
+            cached_tokens = _count(field(usage, "cache_read_input_tokens"))
+    cached_tokens: int | None = None  # cache_read_input_tokens: the part read from the cache
         elif kind == "content_block_start":
             index, block = field(event, "index", 0), field(event, "content_block")
             block_type = field(block, "type")
@@ -151,9 +161,9 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
                 yield ToolCallEnd(index)
         elif kind == "message_delta":
             stop_reason = field(field(event, "delta"), "stop_reason") or stop_reason
-            usage = field(event, "usage")
-            if field(usage, "output_tokens") is not None:
-                output_tokens = field(usage, "output_tokens")
+            usage = field(event, "usage")  # counts here are cumulative: they replace the start's
+            if _count(field(usage, "output_tokens")) is not None:
+                output_tokens = _count(field(usage, "output_tokens"))
             if _input_tokens(usage) is not None:
                 input_tokens = _input_tokens(usage)
         elif kind == "message_stop":
@@ -162,9 +172,11 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
             raise stream_error(field(event, "error"))
     if not stopped or stop_reason is None:
         raise ModelError("bad-response", "the stream ended before the reply was complete (no message_stop); try again")
+            if _count(field(usage, "cache_read_input_tokens")) is not None:
+                cached_tokens = _count(field(usage, "cache_read_input_tokens"))
     for index in sorted(open_tools):
         yield ToolCallEnd(index)
     reason = _STOP.get(stop_reason, "end-turn")
     if reason == "end-turn" and tools:
         reason = "tool-calls"
-    yield Stop(reason, Usage(input_tokens, output_tokens))  # type: ignore[arg-type]
+    yield Stop(reason, Usage(input_tokens, output_tokens, cached_tokens))  # type: ignore[arg-type]

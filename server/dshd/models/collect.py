@@ -102,6 +102,11 @@ class ReplyAssembler:
     def reply(self) -> ModelReply:
         if self._stop is None:
             raise _bad("the stream ended before the reply was complete")
+        if self._stop.reason == "max-tokens":
+            # Cut at the output limit: its calls' arguments may be cut anywhere, so none is
+            # parsed or run; the text and the usage are kept (the tokens were spent).
+            cut = tuple(self._calls[index][1] for index in sorted(self._calls))
+            return ModelReply("".join(self._text), (), "max-tokens", self._stop.usage, cut_calls=cut)
         calls = []
         for index in sorted(self._calls):
             call_id, name, parts = self._calls[index]
@@ -126,6 +131,18 @@ class ReplyAssembler:
             f"call{where}: the call was not run and its arguments were not kept; send a large text in "
             "smaller pieces (several calls)"
         )
+
+
+def output_limit_error(max_output_tokens: int | None, cut_calls: tuple[str, ...] = ()) -> ModelError:
+    """The error of a reply cut at the output limit (OpenAI ``finish_reason: "length"``,
+    Anthropic ``stop_reason: "max_tokens"``): the cause, never "not valid JSON"."""
+    limit = f" ({max_output_tokens} tokens)" if max_output_tokens else " (the provider's default)"
+    where = f" inside the arguments of its {cut_calls[-1]} call, which was not run" if cut_calls else ""
+    return ModelError(
+        "output-limit",
+        f"the model's reply was cut at the output limit{limit}{where}: raise [model] maxOutputTokens, "
+        "or ask for a smaller step",
+    )
 
 
 def _human(size: int) -> str:

@@ -10,7 +10,8 @@ An adapter turns a :class:`ModelRequest` into an async iterator of :data:`ModelE
                                               tried again after ``delayMs`` (never after
                                               output: see :mod:`dshd.models.retry`)
 * ``Stop(reason, usage)``                   - last event: "end-turn" | "tool-calls" |
-                                              "max-tokens", with token usage when known
+                                              "max-tokens" (cut at the output limit), with
+                                              token usage when known
 
 A failed call raises :class:`ModelError` with one of :data:`ERROR_KINDS` and a message
 that tells a person what to do. Cancelling the consumer (or closing the iterator) ends
@@ -69,6 +70,10 @@ class ModelRequest:
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    # System text that changes between rounds (a goal's counts): an adapter sends it AFTER
+    # the messages, never inside them or the system text, so the prefix a provider's prompt
+    # cache holds (tools, system, history) is what the last request sent (G-24).
+    volatile: str = ""
 
 
 # ---- stream events ----------------------------------------------------------------
@@ -76,8 +81,12 @@ class ModelRequest:
 
 @attrs.frozen
 class Usage:
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # the whole prompt, cached part included
     output_tokens: int | None = None
+    # The part of input_tokens the provider read from its prompt cache (None: not said).
+    cached_input_tokens: int | None = None
+    # The counts are characters/4 of the request and the reply (the provider reported none).
+    estimated: bool = False
 
 
 @attrs.frozen
@@ -163,3 +172,5 @@ class ModelReply:
     tool_calls: tuple[ToolCallRequest, ...]
     stop_reason: str
     usage: Usage
+    # stop_reason "max-tokens": the names of the calls the cut reply had begun (not run).
+    cut_calls: tuple[str, ...] = ()

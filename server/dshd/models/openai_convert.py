@@ -7,7 +7,9 @@ llama.cpp's server and ollama, which differ:
   missing ``index`` means the call's position in that chunk; a missing ``id`` gets one
   made up here (the log needs one);
 * ``usage`` arrives in its own last chunk with no choices (OpenAI with
-  ``include_usage``), in the last chunk with the finish, or not at all;
+  ``include_usage``; the chunks before carry ``usage: null``), in the last chunk with the
+  finish, or not at all; ``prompt_tokens_details.cached_tokens`` is the cached part of
+  ``prompt_tokens``;
 * ``content`` may be ``""`` or ``null`` beside tool calls;
 * ``finish_reason`` may be ``"stop"`` although tool calls came (ollama) or
   ``"tool_calls"`` with none: the calls that arrived decide, ``"length"`` is max-tokens.
@@ -104,6 +106,17 @@ async def events_from_chunks(chunks: AsyncIterator[Any]) -> AsyncIterator[ModelE
     """ModelEvents from ``chat.completion.chunk`` objects (dicts or the SDK's objects;
     one choice, index 0). Calls end when the stream finishes (the API sends no per-call
     end), so every ToolCallEnd comes right before Stop."""
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(usage: Any) -> Usage:
+    """``prompt_tokens`` is the whole prompt; ``prompt_tokens_details.cached_tokens`` the
+    part of it read from the server's prompt cache (OpenAI; llama.cpp's server too)."""
+    cached = _count(field(field(usage, "prompt_tokens_details"), "cached_tokens"))
+    return Usage(_count(field(usage, "prompt_tokens")), _count(field(usage, "completion_tokens")), cached)
+
+
     started: dict[int, str] = {}
     finish: str | None = None
     usage = Usage()
@@ -113,7 +126,7 @@ async def events_from_chunks(chunks: AsyncIterator[Any]) -> AsyncIterator[ModelE
             raise ModelError("server", f"the provider reported an error mid-stream: {_error_text(error)}; try again")
         chunk_usage = field(chunk, "usage")
         if chunk_usage:
-            usage = Usage(field(chunk_usage, "prompt_tokens"), field(chunk_usage, "completion_tokens"))
+            usage = _usage(chunk_usage)
         for choice in field(chunk, "choices", ()):
             if field(choice, "index", 0) != 0:
                 continue

@@ -3,7 +3,8 @@ key, our retries around each attempt, the SDK stream closed on every way out (a 
 drops the HTTP connection at once), and errors mapped with the key redacted.
 
 A provider subclass says how to make its client, open a stream, turn the stream's items
-into ModelEvents, and map its SDK's exceptions.
+into ModelEvents, and map its SDK's exceptions. A reply whose usage the server did not
+report gets characters/4 in its place, marked estimated (:mod:`dshd.models.usage`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from dshd.models import errors
 from dshd.models.interface import ModelError, ModelEvent, ModelRequest
 from dshd.models.retry import RetryPolicy, retrying
+from dshd.models.usage import with_estimate
 
 if TYPE_CHECKING:
     from dshd.models.config import ModelConfig
@@ -71,7 +73,8 @@ class SdkProvider:
         except Exception as exc:
             raise self._error(exc, key) from None
         try:
-            async for event in self._convert(self._items(stream, key)):
+            # A server that reports no usage gets an estimate (a goal's token budget holds).
+            async for event in with_estimate(self._convert(self._items(stream, key)), request):
                 yield event
         except ModelError as exc:
             raise errors.redacted(exc, key) from None
