@@ -529,7 +529,7 @@ class Agent:
             forced = ""  # a /compact turn's first step compacts, whatever happened since
         estimate = 0
         if window is not None or forced is not None:
-            estimate = compaction.estimate_request(rendered.system, self.tools.specs(), history)
+            estimate = compaction.estimate_request(rendered.all_text, self.tools.specs(), history)
         due = window is not None and estimate > self.config.context.compactAt * window
         if forced is not None or (due and not just_compacted and history.compactable):
             self._compact_asked = None
@@ -622,7 +622,7 @@ class Agent:
             },
             turn=turn,
         )
-        return ModelRequest(rendered.system, messages, self.tools.specs())
+        return ModelRequest(rendered.system, messages, self.tools.specs(), volatile=rendered.volatile)
 
     async def _compact(
         self, turn: int, step: int, rendered: RenderedPrompt, tokens_before: int, focus: str
@@ -662,7 +662,7 @@ class Agent:
             return "compacting the conversation failed: the model gave no summary"
         tools = self.tools.specs()
         kept = history.messages_after(through_seq)
-        tokens_after = compaction.estimate_after(rendered.system, tools, summary, kept)
+        tokens_after = compaction.estimate_after(rendered.all_text, tools, summary, kept)
         if threshold is not None and tokens_after > threshold:
             return (
                 f"compacting the conversation failed: the request would still need about {tokens_after} "

@@ -4,6 +4,11 @@ A section is ``(id, order, render(ctx) -> str | None)``. Each step renders every
 in (order, id) order; ``None`` means "not this time" and the section is left out of the
 request and of its ``request/header.sections``. Sections never touch the tool catalogue
 (PM-4): modes change what the model is told, not what it can call.
+
+A section marked ``volatile`` changes from one round to the next (a goal's round and token
+counts). Its text is kept apart from the system text and sent after the history (G-24), so
+the request's prefix (tools, the unchanging sections, the history) stays byte for byte what
+the last request sent and a provider's prompt cache can reuse all of it.
 """
 
 from __future__ import annotations
@@ -35,12 +40,20 @@ class Section:
     id: str
     order: int
     render: Callable[[PromptContext], str | None]
+    volatile: bool = False
 
 
 @attrs.frozen
 class RenderedPrompt:
     system: str
     section_ids: tuple[str, ...]
+    # The volatile sections' text, for after the history ("" when none rendered).
+    volatile: str = ""
+
+    @property
+    def all_text(self) -> str:
+        """Every rendered section's text, wherever in the request it goes (for estimates)."""
+        return f"{self.system}\n\n{self.volatile}" if self.volatile else self.system
 
 
 class SectionRegistry:
@@ -68,6 +81,7 @@ class SectionRegistry:
 
     def render(self, ctx: PromptContext) -> RenderedPrompt:
         parts = [BASE_SYSTEM_TEXT]
+        volatile_parts = []
         ids = []
         for section in self._ordered():
             text = section.render(ctx)
@@ -75,6 +89,6 @@ class SectionRegistry:
                 continue
             if not isinstance(text, str):
                 raise DshError("invalid-params", f"section {section.id} rendered {type(text).__name__}", field="section")
-            parts.append(text)
+            (volatile_parts if section.volatile else parts).append(text)
             ids.append(section.id)
-        return RenderedPrompt("\n\n".join(parts), tuple(ids))
+        return RenderedPrompt("\n\n".join(parts), tuple(ids), "\n\n".join(volatile_parts))

@@ -5,7 +5,8 @@ Request: ``system`` is the top-level system text; a user message is a text block
 assistant message is its text block (when not empty) and one ``tool_use`` block per call;
 tool results become ``tool_result`` blocks (``is_error`` when the tool failed) in a user
 message. Consecutive messages of one role are merged (the API wants turns to alternate),
-and an assistant message with nothing in it is left out.
+and an assistant message with nothing in it is left out. The request's ``volatile`` text
+(when any) is a last text block of the last user turn.
 
 Stream (``stream=True``): ``message_start`` (input tokens), ``content_block_start`` of
 type ``text`` or ``tool_use`` (id, name), ``content_block_delta`` with ``text_delta`` or
@@ -67,6 +68,11 @@ def request_body(request: ModelRequest, model: str, *, max_tokens: int | None = 
             if not message.ok:
                 result["is_error"] = True
             add("user", [result])
+    if request.volatile:
+        # G-24: what changes between rounds is a text block at the end of the last user
+        # turn (after its tool results, as the API wants), so everything before it is the
+        # prefix the last request sent and a prompt cache can reuse.
+        add("user", [{"type": "text", "text": request.volatile}])
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,

@@ -15,8 +15,8 @@ llama.cpp's server and ollama, which differ:
   ``"tool_calls"`` with none: the calls that arrived decide, ``"length"`` is max-tokens.
 
 Request: the request's ``system`` becomes the first system message, ``messages`` map one
-to one, ``tools`` become ``{"type": "function", "function": {name, description,
-parameters}}``.
+to one, its ``volatile`` text (when any) is a last system message after them, ``tools``
+become ``{"type": "function", "function": {name, description, parameters}}``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,10 @@ def request_body(request: ModelRequest, model: str, *, max_tokens: int | None = 
             # The API has no "failed" flag on a tool message: the content says so.
             content = message.text if message.ok else f"[tool failed] {message.text}"
             messages.append({"role": "tool", "tool_call_id": message.call_id, "content": content})
+    if request.volatile:
+        # G-24: what changes between rounds goes last, so every message before it is the
+        # prefix the last request sent and a server's prompt cache can reuse.
+        messages.append({"role": "system", "content": request.volatile})
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,

@@ -111,7 +111,8 @@ class GoalsPlugin:
         self.driver = ContinuationDriver(agent, self.service)
         agent.features.add(self.service)
         agent.on_cancel(self.service.disarm)  # a person's cancel ends the goal's run of rounds
-        agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status))
+        # G-24: its round and token counts change every round, so it goes after the history.
+        agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status, volatile=True))
         runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=runs[tool.name]))
