@@ -74,10 +74,6 @@ class ModelRequest:
     # the messages, never inside them or the system text, so the prefix a provider's prompt
     # cache holds (tools, system, history) is what the last request sent (G-24).
     volatile: str = ""
-    # System text that changes between rounds (a goal's counts): an adapter sends it AFTER
-    # the messages, never inside them or the system text, so the prefix a provider's prompt
-    # cache holds (tools, system, history) is what the last request sent (G-24).
-    volatile: str = ""
 
 
 # ---- stream events ----------------------------------------------------------------
