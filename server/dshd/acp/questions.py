@@ -31,7 +31,7 @@ from dshd.agent.questions import AgentRef, QuestionsUnavailable
 from dshd.api.escape import shown, shown_lines
 from dshd.errors import DshError
 from dshd.folds.events import ToolResult
-from dshd.plugins.plan import describe_exit_plan_mode, first_heading
+from dshd.plugins.plan import describe_exit_plan_mode, feedback_text, first_heading
 from dshd.services.goals import GoalService
 
 log = logging.getLogger("dshd.acp")
@@ -70,7 +70,7 @@ class AcpQuestions(PermissionAsk):
             kind=described.kind,
             title=shown(described.title),
             status="pending",
-            content=[text(shown_lines(plan))],  # escaped for reading; raw_input keeps it as written
+            content=[text(shown_lines(plan)), *previous_review_content(question.get("previous"))],
             raw_input={"plan": plan},
         )
         goals = _goals_of(agent)
@@ -89,6 +89,22 @@ class AcpQuestions(PermissionAsk):
 
     def _tell(self, session_id: str, note: str) -> None:
         self._peer.update(session_id, agent_text(f"\n\nNote: {note}\n"))
+
+
+def previous_review_content(previous: Any) -> list:
+    """P-23 on the ACP door: after a revised plan, what the person asked of the plan before
+    it (its feedback, each comment beside its line of that plan), so they can see whether
+    it was addressed. Escaped for reading, as the plan is."""
+    if not isinstance(previous, dict):
+        return []
+    feedback = previous.get("feedback") or ""
+    if feedback == KEEP_PLANNING_FEEDBACK:  # our own words for "Keep planning": nothing asked
+        feedback = ""
+    body = feedback_text(previous.get("markdown") or "", feedback, previous.get("comments") or [])
+    if not body:
+        return []
+    title = previous.get("title") or "the plan before"
+    return [text(shown_lines(f"Last time, on \"{title}\", you asked:\n{body}"))]
 
 
 def _goals_of(agent: Any) -> GoalService | None:
