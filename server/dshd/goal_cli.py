@@ -4,6 +4,11 @@
     dshd goal create   OBJECTIVE... [--max-rounds N] [--max-tokens N] [...]
     dshd goal edit     [--objective TEXT] [--max-rounds N] [--max-tokens N] [...]
     dshd goal pause|resume|complete|clear [...]
+    dshd goal raise    [--rounds N] [--tokens N] [...]
+
+``raise`` is what an editor's "Raise the budget and resume…" does: on a goal blocked for
+its spent budget, an edit (the new maxRounds and/or maxTokens) with the ref read, then a
+resume with the ref the edit returned.
 
 Where the goal is changed depends on who holds the session. When nobody does, the log is
 opened here (its lock taken, as an editor's daemon would) and the goal service writes
@@ -32,7 +37,7 @@ from dshd.client_framing import FramingError, Frames, frame
 from dshd.errors import DshError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-OPS = ("status", "create", "edit", "pause", "resume", "complete", "clear")
+OPS = ("status", "create", "edit", "raise", "pause", "resume", "complete", "clear")
 CLIENT_NAME = "dshd goal"
 # Pausing waits for a running goal round to end; a person's patience, not a network's.
 DAEMON_TIMEOUT_S = 60.0
@@ -277,9 +282,39 @@ def run(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]
             if current is None:
                 raise GoalCommandError("no-goal", f"session {session_id} has no goal: `dshd goal create OBJECTIVE` makes one")
             ref = {"id": current["id"], "revision": current["revision"]}
+            if op == "raise":
+                return session_id, raise_and_resume(goals, current, fields)
         return session_id, goals.write(op, ref, fields)
     finally:
         goals.close()
+
+
+def raise_and_resume(goals: LogGoals | DaemonGoals, current: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The "raise" action: edit the budget(s), then resume with the edit's ref. Checked first
+    (offered now, and the new budget leaves some), so an edit is never left without its resume."""
+    if not any(action["id"] == "raise" for action in current["actions"]):
+        raise GoalCommandError(
+            "invalid-transition",
+            f"the goal is {current['status']['short']}, not blocked for a spent budget: "
+            "`dshd goal edit` changes a budget, `dshd goal resume` resumes",
+            {"phase": current["phase"]},
+        )
+    rounds = fields.get("maxRounds", current["maxRounds"])
+    if rounds <= current["roundsStarted"]:
+        raise GoalCommandError(
+            "invalid-params",
+            f"the round budget stays spent ({current['roundsStarted']} of {rounds} started): give --rounds above {current['roundsStarted']}",
+            {"field": "rounds"},
+        )
+    tokens = fields.get("maxTokens", current.get("maxTokens"))
+    if tokens is not None and tokens <= current["tokensUsed"]:
+        raise GoalCommandError(
+            "invalid-params",
+            f"the token budget stays spent ({current['tokensUsed']} of {tokens} used): give --tokens above {current['tokensUsed']}",
+            {"field": "tokens"},
+        )
+    edited = goals.write("edit", {"id": current["id"], "revision": current["revision"]}, fields)
+    return goals.write("resume", {"id": edited["id"], "revision": edited["revision"]}, {})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -305,6 +340,9 @@ def _parser() -> argparse.ArgumentParser:
     edit.add_argument("--objective", metavar="TEXT")
     edit.add_argument("--max-rounds", type=int, metavar="N")
     edit.add_argument("--max-tokens", type=int, metavar="N")
+    raise_ = command("raise", "raise a spent budget and resume (edit, then resume)")
+    raise_.add_argument("--rounds", type=int, metavar="N", dest="max_rounds", help="the new round budget")
+    raise_.add_argument("--tokens", type=int, metavar="N", dest="max_tokens", help="the new token budget")
     command("pause", "pause the goal (a running round is cancelled first)")
     command("resume", "resume a paused or blocked goal")
     command("complete", "mark the goal complete")
@@ -318,7 +356,7 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["objective"] = " ".join(args.objective)
     elif args.op == "edit" and args.objective is not None:
         fields["objective"] = args.objective
-    if args.op in ("create", "edit"):
+    if args.op in ("create", "edit", "raise"):
         if args.max_rounds is not None:
             fields["maxRounds"] = args.max_rounds
         if args.max_tokens is not None:
@@ -345,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)  # usage errors exit 2
     if args.op == "edit" and args.objective is None and args.max_rounds is None and args.max_tokens is None:
         print("dshd goal edit: give --objective, --max-rounds and/or --max-tokens", file=sys.stderr)
+        return EXIT_USAGE
+    if args.op == "raise" and args.max_rounds is None and args.max_tokens is None:
+        print("dshd goal raise: give --rounds and/or --tokens", file=sys.stderr)
         return EXIT_USAGE
     workspace = Path(os.path.realpath(args.workspace)) if args.workspace is not None else find_workspace(Path.cwd())
     try:

@@ -199,3 +199,64 @@ def test_bad_input_is_a_clear_error_never_a_traceback(runtime, workspace, tmp_pa
     # The good case in the same workspace as the refusals: the probe itself works.
     assert answer(goal(runtime, workspace, "create", "x", "--json"))["objective"] == "x"
     assert goal_ops(workspace, session) == ["create"]
+
+
+def poll_goal(editor: RawDaemon, agent: str, predicate, timeout: float = 20) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        view = editor.request("dsh/goal/get", {"agentId": agent})
+        if view is not None and predicate(view):
+            return view
+        assert time.monotonic() < deadline, f"the goal never got there: {view}"
+        time.sleep(0.05)
+
+
+def test_goal_raise_edits_then_resumes_on_the_log_and_through_the_daemon(runtime, workspace):
+    """G-21 from a terminal: `dshd goal raise` on a goal blocked for its spent budget is an
+    edit with the ref read, then a resume with the edit's ref."""
+    write_workspace(workspace, replies=[{"text": "round one"}, {"text": "round two"}, {"text": "round three"}])
+    session = new_session(workspace)
+    with RawDaemon(workspace) as serve:  # a daemon of its own: the budget of 1 round is spent
+        serve.initialize()
+        agent = serve.request("dsh/session/open", {"sessionId": session})["agentId"]
+        serve.request("dsh/goal/create", {"agentId": agent, "objective": "Say it thrice", "maxRounds": 1})
+        blocked = poll_goal(serve, agent, lambda v: v["phase"] == "blocked")
+        assert serve.shutdown_and_exit() == 0
+    assert blocked["blockedReason"]["code"] == "round-budget-exhausted" and [a["id"] for a in blocked["actions"]][:2] == ["edit", "raise"]
+    people = goal(runtime, workspace, "status")
+    assert "Next: Edit the goal…, Raise the budget and resume…" in people.stdout
+
+    # A budget that stays spent is refused before anything is written.
+    stays = goal(runtime, workspace, "raise", "--rounds", "1", "--json")
+    assert stays.returncode == 1 and "Traceback" not in stays.stderr
+    assert json.loads(stays.stdout)["error"] == {**json.loads(stays.stdout)["error"], "kind": "invalid-params", "field": "rounds"}
+    assert goal_ops(workspace, session) == ["create", "block"]
+
+    # On the log nobody holds: both writes; nothing runs rounds here, so it waits disarmed.
+    raised = answer(goal(runtime, workspace, "raise", "--rounds", "2", "--json"))
+    assert (raised["phase"], raised["maxRounds"], raised["revision"]) == ("active", 2, blocked["revision"] + 2)
+    assert raised["activation"] == "disarmed" and "blockedReason" not in raised
+    assert goal_ops(workspace, session) == ["create", "block", "edit", "resume"]
+    # A goal not blocked for its budget: refused, nothing written.
+    not_spent = goal(runtime, workspace, "raise", "--rounds", "9", "--json")
+    assert not_spent.returncode == 1 and json.loads(not_spent.stdout)["error"]["kind"] == "invalid-transition"
+    assert goal_ops(workspace, session) == ["create", "block", "edit", "resume"]
+    assert goal(runtime, workspace, "raise").returncode == 2  # no budget given: a usage error
+
+    # Through the shared daemon holding the session: the live agent runs the raised round.
+    with RawDaemon(workspace, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()
+        agent = editor.request("dsh/session/open", {"sessionId": session})["agentId"]
+        waiting = editor.request("dsh/goal/get", {"agentId": agent})
+        editor.request("dsh/goal/resume", {"agentId": agent, "ref": {"id": waiting["id"], "revision": waiting["revision"]}})
+        spent = poll_goal(editor, agent, lambda v: v["phase"] == "blocked" and v["roundsStarted"] == 2)
+        again = answer(goal(runtime, workspace, "raise", "--rounds", "3", "--json"))
+        assert (again["phase"], again["activation"], again["revision"]) == ("active", "armed", spent["revision"] + 2)
+        third = poll_goal(editor, agent, lambda v: v["phase"] == "blocked" and v["roundsStarted"] == 3)
+        assert third["maxRounds"] == 3
+        ops = [n["params"]["op"] for n in editor.notifications if n["method"] == "dsh/goal/changed"]
+        assert ops[ops.index("edit"):][:3] == ["edit", "resume", "round"]  # the editor saw both writes, then the round
+        assert editor.shutdown_and_exit() == 0
+    assert goal_ops(workspace, session) == ["create", "block", "edit", "resume", "block", "edit", "resume", "block"]

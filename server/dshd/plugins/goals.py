@@ -116,6 +116,8 @@ class GoalsPlugin:
         runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=runs[tool.name]))
+        # G-20: the goal's view says what the agent waits for (a plan review, an approval).
+        agent.add_activity_listener(lambda state: self.service.set_waiting(state.question if state.activity == "waiting" else None))
         agent.on_close(self.service.add_listener(self.driver.on_notice))
         agent.on_close(self.driver.stop)
         agent.on_close(self.service.detach)
