@@ -256,7 +256,8 @@ def test_goal_verbs_follow_the_phase(editor, view, verbs):
 def test_goal_completion_offers_only_what_the_phase_allows(editor):
     editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
     editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(9, 40, "complete", "disarmed"))
-    assert editor.lua("return vim.fn.getcompletion('Dsh goal ', 'cmdline')") == ["create", "clear"]
+    # (and the timeline, a read whatever the phase)
+    assert editor.lua("return vim.fn.getcompletion('Dsh goal ', 'cmdline')") == ["create", "clear", "timeline"]
     detail = editor.lua("return require('dsh.commands').describe_goal(...)", goal_view(9, 40, "complete", "disarmed"))
     assert "resume" not in detail and "Rounds: 9 of 40 used, 31 left" in detail
     assert "evision" not in detail  # no internal words (U-6)
@@ -463,7 +464,8 @@ def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
         ("Dsh chat ", "", ["split", "tab", "here", "older"]),
         ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
         ("Dsh goal p", "p", ["pause"]),
-        ("Dsh goal ", "", ["create", "edit", "pause", "resume", "complete", "clear", "disarm", "block"]),
+        ("Dsh goal ", "", ["create", "edit", "raise", "pause", "resume", "complete", "clear", "disarm", "block",
+                           "timeline"]),
         ("Dsh plan o", "o", ["on", "off"]),
         ("Dsh prompt some", "some", []),
     ],

@@ -101,7 +101,7 @@ function M.open(params, finish, request)
     end
     approval.shown = true
     if not entered then
-      require('dsh.errors').notify(M.waiting_notice(title), vim.log.levels.WARN)
+      require('dsh.notices').tell_waiting(params.agentId, M.waiting_notice(title)) -- once per waiting spell
     end
   end
 

@@ -9,8 +9,8 @@ M.tree = {
   prompt = {},
   steer = {},
   cancel = {},
-  plan = { 'on', 'off' },
-  goal = { 'create', 'edit', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block' },
+  plan = { 'on', 'off', 'history' },
+  goal = { 'create', 'edit', 'raise', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block', 'timeline' },
   chat = { 'split', 'tab', 'here', 'older' },
   config = {},
   sandbox = { 'read-only', 'workspace-write', 'full-access' },
@@ -153,7 +153,18 @@ function M.parse(args, bang)
     elseif rest == 'on' or rest == 'off' then
       return { action = 'plan.set', active = rest == 'on' }
     end
-    return nil, 'usage: :Dsh plan [on|off]'
+    local verb, arg = word(rest)
+    if verb == 'history' then
+      if arg == '' then
+        return { action = 'plan.history' }
+      end
+      local index, err = positive(tonumber(arg:match('^%d+$')), 'the plan number')
+      if not index then
+        return nil, err .. ': :Dsh plan history [n]'
+      end
+      return { action = 'plan.history', index = index }
+    end
+    return nil, 'usage: :Dsh plan [on|off|history [n]]'
   elseif sub == 'goal' then
     local verb, arg = word(rest)
     if not verb then
@@ -196,6 +207,28 @@ function M.parse(args, bang)
         return nil, err
       end
       return { action = 'goal.edit', objective = objective, max_rounds = rounds, max_tokens = tokens }
+    elseif verb == 'raise' then
+      if arg == '' then
+        return { action = 'goal.raise' } -- asks for the new budget
+      end
+      local rest, tokens, terr = token_budget(arg)
+      if terr then
+        return nil, terr
+      end
+      local rounds
+      if rest ~= '' then
+        local err
+        rounds, err = positive(tonumber(rest:match('^%d+$')), 'rounds')
+        if not rounds then
+          return nil, err .. ': :Dsh goal raise [rounds] [{n} tokens]'
+        end
+      end
+      return { action = 'goal.raise', max_rounds = rounds, max_tokens = tokens }
+    elseif verb == 'timeline' then
+      if arg ~= '' then
+        return nil, 'usage: :Dsh goal timeline (no arguments)'
+      end
+      return { action = 'goal.timeline' }
     elseif verb == 'block' then
       local code, message = word(arg)
       if not code or message == '' then
@@ -212,7 +245,7 @@ function M.parse(args, bang)
       end
       return { action = 'goal.' .. verb }
     end
-    return nil, 'usage: :Dsh goal [create [{objective} [rounds] [{n} tokens]] | edit [{objective}] [rounds] [{n} tokens] | pause | resume | complete | clear | disarm | block {code} {message}]'
+    return nil, 'usage: :Dsh goal [create [{objective} [rounds] [{n} tokens]] | edit [{objective}] [rounds] [{n} tokens] | raise [rounds] [{n} tokens] | pause | resume | complete | clear | disarm | block {code} {message} | timeline]'
   end
   return nil, ('unknown subcommand %q; try :Dsh <Tab> or :help dsh-commands'):format(sub)
 end
@@ -230,6 +263,7 @@ function M.complete(arglead, cmdline, cursorpos)
     table.sort(candidates)
   elseif #words == 1 and words[1] == 'goal' and require('dsh.state').agent_id then
     candidates = M.goal_verbs(require('dsh.state').goal())
+    table.insert(candidates, 'timeline') -- a read, whatever the phase
   elseif #words == 1 and M.tree[words[1]] then
     candidates = M.tree[words[1]]
   elseif #words == 2 and words[1] == 'session' and words[2] == 'open' then
@@ -652,6 +686,15 @@ M.actions = {
       end, 'set plan mode')
     end, true)
   end,
+  ['plan.history'] = function(a)
+    require('dsh.plans').pick(a.index)
+  end,
+  ['goal.timeline'] = function()
+    require('dsh.timeline').open()
+  end,
+  ['goal.raise'] = function(a)
+    M.raise(a)
+  end,
   ['goal.show'] = function()
     with_agent(function(agent_id)
       request(requests().goal_get, { agentId = agent_id }, function(view)
@@ -823,37 +866,135 @@ function M.parse_tokens(text)
   return tokens
 end
 
---- :Dsh goal create without arguments: ask for the objective, the round budget (your
---- config's default offered) and a token budget (none unless given); then `done(action)`.
-function M.ask_goal(done)
+--- Ask for a goal's budgets: rounds (your config's default offered), then tokens
+--- (none unless given); then `done(max_rounds, max_tokens?)`. Nothing when cancelled.
+function M.ask_budgets(done)
   request(requests().config_get, vim.empty_dict(), function(config)
     local goals = type(config) == 'table' and type(config.effective) == 'table' and config.effective.goals or {}
     local default_rounds = type(goals) == 'table' and goals.maxRounds or nil
-    vim.ui.input({ prompt = 'Goal objective: ' }, function(objective)
-      if objective == nil or trim(objective) == '' then
+    vim.ui.input({ prompt = 'Round budget: ', default = default_rounds and tostring(default_rounds) or nil }, function(rounds)
+      if rounds == nil then
         return
       end
-      vim.ui.input({ prompt = 'Round budget: ', default = default_rounds and tostring(default_rounds) or nil }, function(rounds)
-        if rounds == nil then
+      local max_rounds = whole_rounds(rounds)
+      if not max_rounds then
+        return fail(('%q is not a positive whole number of rounds'):format(rounds))
+      end
+      vim.ui.input({ prompt = 'Token budget (like 200k; empty: none): ' }, function(tokens)
+        if tokens == nil then
           return
         end
-        local max_rounds = whole_rounds(rounds)
-        if not max_rounds then
-          return fail(('%q is not a positive whole number of rounds'):format(rounds))
+        local max_tokens = M.parse_tokens(tokens)
+        if max_tokens == nil then
+          return fail(('%q is not a token budget; write it like 200k or 1.5M'):format(tokens))
         end
-        vim.ui.input({ prompt = 'Token budget (like 200k; empty: none): ' }, function(tokens)
-          if tokens == nil then
-            return
-          end
-          local max_tokens = M.parse_tokens(tokens)
-          if max_tokens == nil then
-            return fail(('%q is not a token budget; write it like 200k or 1.5M'):format(tokens))
-          end
-          done({ action = 'goal.create', objective = trim(objective), max_rounds = max_rounds, max_tokens = max_tokens or nil })
-        end)
+        done(max_rounds, max_tokens or nil)
       end)
     end)
   end, 'read the default round budget')
+end
+
+--- :Dsh goal create without arguments: ask for the objective, then the budgets
+--- (M.ask_budgets); then `done(action)`.
+function M.ask_goal(done)
+  vim.ui.input({ prompt = 'Goal objective: ' }, function(objective)
+    if objective == nil or trim(objective) == '' then
+      return
+    end
+    M.ask_budgets(function(max_rounds, max_tokens)
+      done({ action = 'goal.create', objective = trim(objective), max_rounds = max_rounds, max_tokens = max_tokens })
+    end)
+  end)
+end
+
+--- The budget a raise offers (pure): twice the spent one, so the goal gets as many
+--- rounds (or tokens) again as it had.
+function M.raise_default(view)
+  local reason = type(view.blockedReason) == 'table' and view.blockedReason.code or nil
+  if reason == 'token-budget-exhausted' and tonumber(view.maxTokens) then
+    return 'tokens', math.max(tonumber(view.maxTokens) * 2, (tonumber(view.tokensUsed) or 0) + 1)
+  end
+  return 'rounds', math.max((tonumber(view.maxRounds) or 1) * 2, (tonumber(view.roundsStarted) or 0) + 1)
+end
+
+--- 200000 -> "200k", 1500000 -> "1.5M", 1234 -> "1234" (pure): how a token budget is offered.
+function M.tokens_text(n)
+  if n >= 1000000 and n % 100000 == 0 then
+    return (('%.1fM'):format(n / 1000000):gsub('%.0M$', 'M'))
+  elseif n >= 1000 and n % 100 == 0 then
+    return (('%.1fk'):format(n / 1000):gsub('%.0k$', 'k'))
+  end
+  return tostring(n)
+end
+
+--- The "raise" action of a goal blocked for its budget: an edit that raises the budget,
+--- then a resume naming the edit's new revision. Without budgets in `a`, asks for the
+--- spent one (twice it offered).
+function M.raise(a)
+  with_goal(function(agent_id, ref, view)
+    if not vim.tbl_contains(require('dsh.statusline').actions(view), 'raise') then
+      return fail(('the goal was not stopped by its budget (%s): :Dsh goal edit changes budgets'):format(
+        require('dsh.statusline').status(view).short
+      ))
+    end
+    local function send(changes)
+      local notices = require('dsh.notices')
+      notices.own_write(agent_id, 'edit', 1)
+      notices.own_write(agent_id, 'resume', 1)
+      local function settle()
+        notices.own_write(agent_id, 'edit', -1)
+        notices.own_write(agent_id, 'resume', -1)
+        return false
+      end
+      request(requests().goal_edit, vim.tbl_extend('force', { agentId = agent_id, ref = ref }, changes), function(edited)
+        local new_ref = { id = edited.id, revision = edited.revision }
+        request(requests().goal_resume, { agentId = agent_id, ref = new_ref }, function(resumed)
+          settle()
+          local raised = {}
+          if changes.maxRounds then
+            table.insert(raised, changes.maxRounds .. ' rounds')
+          end
+          if changes.maxTokens then
+            table.insert(raised, M.tokens_text(changes.maxTokens) .. ' tokens')
+          end
+          notify(('budget raised to %s; goal resumed · %s'):format(table.concat(raised, ' and '), short_goal(resumed)))
+        end, 'resume the goal after raising its budget', settle)
+      end, 'raise the goal budget', settle)
+    end
+    if a.max_rounds or a.max_tokens then
+      return send({ maxRounds = a.max_rounds, maxTokens = a.max_tokens })
+    end
+    local which, offered = M.raise_default(view)
+    if which == 'tokens' then
+      vim.ui.input({
+        prompt = ('Token budget (%s used of %s) raised to: '):format(require('dsh.timeline').tokens(view.tokensUsed), M.tokens_text(view.maxTokens)),
+        default = M.tokens_text(offered),
+      }, function(text)
+        if text == nil then
+          return
+        end
+        local tokens = M.parse_tokens(text)
+        if not tokens then
+          return fail(('%q is not a token budget; write it like 200k or 1.5M'):format(text))
+        end
+        send({ maxTokens = tokens })
+      end)
+    else
+      vim.ui.input({
+        prompt = ('Round budget (%d of %d used) raised to: '):format(tonumber(view.roundsStarted) or 0, tonumber(view.maxRounds) or 0),
+        default = tostring(offered),
+      }, function(text)
+        if text == nil then
+          return
+        end
+        local rounds = whole_rounds(text)
+        if not rounds then
+          return fail(('%q is not a positive whole number of rounds'):format(text))
+        end
+        send({ maxRounds = rounds })
+      end)
+    end
+  end)
 end
 
 --- "commands run in workspace-write, network off; asks before write, exec" (pure).

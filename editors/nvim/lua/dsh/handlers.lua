@@ -10,6 +10,9 @@ local function goal_changed(_, params)
   -- After a clear there is no goal field.
   require('dsh.state').set_goal(params.agentId, params.goal, params.op)
   require('dsh.notices').on_goal_changed(params)
+  if package.loaded['dsh.timeline'] then
+    require('dsh.timeline').changed(params.agentId)
+  end
 end
 
 local function plan_changed(_, params)
@@ -29,11 +32,17 @@ local function session_event(_, params)
       require('dsh.state').set_turn_open(params.agentId, true)
     elseif event.type == 'turn/close' then
       require('dsh.state').set_turn_open(params.agentId, false)
+      if package.loaded['dsh.timeline'] then
+        require('dsh.timeline').changed(params.agentId) -- a round's figures are final now
+      end
     end
   end
   require('dsh.notices').on_event(params)
   require('dsh.transcript').on_event(params)
   require('dsh.asks').on_event(params)
+  if package.loaded['dsh.review'] then
+    require('dsh.review').on_event(params) -- a goal waiting for its plan's approval
+  end
   require('dsh.reload').on_event(params)
 end
 

@@ -65,6 +65,39 @@ function M.on_goal_changed(params)
   if message then
     require('dsh.errors').notify(message, level)
   end
+  local goal = type(params) == 'table' and type(params.goal) == 'table' and params.goal or nil
+  if goal and type(goal.waitingFor) == 'string' then
+    M.tell_waiting(params.agentId, M.waiting_message(goal.waitingFor))
+  end
+end
+
+-- What the goal waits for, in words (GoalView.waitingFor).
+M.waiting_words = { ['plan-review'] = 'a plan review', approval = 'an approval' }
+
+--- The one line that says the goal waits for the person (pure).
+function M.waiting_message(waiting_for)
+  return ('the goal waits for you: %s is open (:Dsh answer)'):format(M.waiting_words[waiting_for] or 'a question')
+end
+
+-- agentId -> true once this waiting spell was told: one notice per spell, whoever
+-- tells it first (the goal's waitingFor, or a question that opened without the focus).
+local told_waiting = {}
+
+--- Tell `message` unless this agent's waiting spell was told already; true when told.
+function M.tell_waiting(agent_id, message, level)
+  if agent_id ~= nil and told_waiting[agent_id] then
+    return false
+  end
+  if agent_id ~= nil then
+    told_waiting[agent_id] = true
+  end
+  require('dsh.errors').notify(message, level or levels.WARN)
+  return true
+end
+
+--- Nothing of `agent_id` waits any more: the next wait is told again.
+function M.waiting_over(agent_id)
+  told_waiting[agent_id] = nil
 end
 
 function M.on_event(params)

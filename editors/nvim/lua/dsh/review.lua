@@ -13,7 +13,7 @@ local float = require('dsh.float')
 
 local M = {}
 
-M.keys = { approve = 'a', revise = 'r', comment = 'c', diff = 'd', close = 'q' }
+M.keys = { approve = 'a', approve_goal = 'g', revise = 'r', comment = 'c', diff = 'd', close = 'q' }
 
 -- Open reviews by buffer: see M.open for the fields.
 local open_reviews = {}
@@ -98,13 +98,96 @@ end
 
 local function key_help()
   local k = M.keys
-  return ('%s approve · %s keep planning · %s comment on line · %s changes · %s later (stays open)'):format(
+  return ('%s approve · %s approve + goal · %s keep planning · %s comment · %s changes · %s later (stays open)'):format(
     k.approve,
+    k.approve_goal,
     k.revise,
     k.comment,
     k.diff,
     k.close
   )
+end
+
+--- Where line `line` of `old` is in `new` (pure), by their diff: the same line when it
+--- is unchanged, else the first line of what replaced it. Returns the line and whether
+--- it changed (its text is not in `new` as it was).
+function M.line_in_revision(old, new, line)
+  local function ended(text)
+    text = (text or ''):gsub('\r\n', '\n')
+    return text:sub(-1) == '\n' and text or (text .. '\n')
+  end
+  local hunks = (vim.text and vim.text.diff or vim.diff)(ended(old), ended(new), { result_type = 'indices' })
+  local offset = 0
+  for _, h in ipairs(type(hunks) == 'table' and hunks or {}) do
+    local start_a, count_a, start_b, count_b = h[1], h[2], h[3], h[4]
+    local before = count_a == 0 and line <= start_a or line < start_a
+    if before then
+      break
+    end
+    if count_a > 0 and line < start_a + count_a then
+      return math.max(1, start_b), true -- (a deletion: start_b is the line before it)
+    end
+    offset = offset + count_b - count_a
+  end
+  return math.max(1, line + offset), false
+end
+
+--- What the person said about the plan before this one (the question's `previous`),
+--- to set beside the revised plan (pure): `header`, the lines above the plan, and
+--- `beside`, revised line -> the notes to show at its end.
+function M.previous_notes(previous, plan)
+  if type(previous) ~= 'table' then
+    return nil
+  end
+  local header = { ('Your review of the plan before ("%s"):'):format(tostring(previous.title or 'Plan')) }
+  if type(previous.feedback) == 'string' and vim.trim(previous.feedback) ~= '' then
+    table.insert(header, '  feedback: ' .. previous.feedback:gsub('%s+', ' '))
+  end
+  local old_lines = M.split_lines(previous.markdown)
+  local line_count = #M.split_lines(plan)
+  local beside = {}
+  for _, comment in ipairs(type(previous.comments) == 'table' and previous.comments or {}) do
+    local line = tonumber(comment.line)
+    if line then
+      local quoted = vim.trim(old_lines[line] or '')
+      if vim.fn.strchars(quoted) > 40 then
+        quoted = vim.fn.strcharpart(quoted, 0, 39) .. '…'
+      end
+      local now, changed = M.line_in_revision(previous.markdown, plan, line)
+      now = math.min(now, math.max(1, line_count))
+      table.insert(header, ('  line %d "%s": %s  → line %d%s'):format(
+        line, quoted, tostring(comment.text or ''), now, changed and ', changed' or ', unchanged'))
+      beside[now] = beside[now] or {}
+      table.insert(beside[now], tostring(comment.text or ''))
+    end
+  end
+  if #header == 1 then
+    table.insert(header, '  (sent back without comments or feedback)')
+  end
+  return { header = header, beside = beside }
+end
+
+local previous_ns = vim.api.nvim_create_namespace('dsh.review.previous')
+
+--- Show the question's `previous` notes in the review buffer (see M.previous_notes).
+local function show_previous(buf, question)
+  local notes = M.previous_notes(question.previous, question.plan)
+  if not notes then
+    return 0
+  end
+  local virt = {}
+  for i, line in ipairs(notes.header) do
+    table.insert(virt, { { line, i == 1 and 'DiagnosticHint' or 'Comment' } })
+  end
+  vim.api.nvim_buf_set_extmark(buf, previous_ns, 0, 0, { virt_lines = virt, virt_lines_above = true })
+  for line, texts in pairs(notes.beside) do
+    vim.api.nvim_buf_set_extmark(buf, previous_ns, line - 1, 0, {
+      virt_text = { { '  ⟲ last round: ' .. table.concat(texts, '; '), 'DiagnosticVirtualTextHint' } },
+      virt_text_pos = 'eol',
+      priority = 50, -- after this round's own comment («)
+    })
+  end
+  return #notes.header
 end
 
 --- The one-line notice for a review that opened without the focus (pure).
@@ -134,8 +217,14 @@ local function show(review, focus)
   else
     review.win, review.ready, entered = float.open_question(review.buf, opts)
   end
+  if review.header_lines > 0 and review.win and vim.api.nvim_win_is_valid(review.win) then
+    -- The notes of the round before sit above line 1: shown only from the window's top.
+    vim.api.nvim_win_call(review.win, function()
+      vim.fn.winrestview({ topline = 1, topfill = review.header_lines })
+    end)
+  end
   if not entered then
-    require('dsh.errors').notify(M.waiting_notice(title), vim.log.levels.WARN)
+    require('dsh.notices').tell_waiting(review.meta.agentId, M.waiting_notice(title))
   end
 end
 
@@ -159,6 +248,7 @@ function M.open(question, meta, finish)
     comments = {}, ---@type table<integer, string>
     feedback = nil, ---@type string? typed but not sent
     done = false,
+    header_lines = show_previous(buf, question), -- the round before's notes, above the plan
   }
 
   -- The question reviews tool call <callId> (its id is "plan-review-<callId>").
@@ -245,6 +335,31 @@ function M.open(question, meta, finish)
     end
     review.decide(M.build_answer(question.id, 'approve'))
   end, 'dsh: approve the plan')
+  map(M.keys.approve_goal, function()
+    local function start()
+      -- The budgets first: cancelling them leaves the review open, nothing decided.
+      require('dsh.commands').ask_budgets(function(max_rounds, max_tokens)
+        if review.done then
+          return
+        end
+        review.decide(M.build_answer(question.id, 'approve'))
+        M.start_goal_when_approved(review.meta.agentId, question, max_rounds, max_tokens)
+      end)
+    end
+    local drafts = M.describe_drafts(review.comments, review.feedback)
+    if drafts then
+      return float.choose(
+        ('An approval sends no comments: your %s would be dropped.'):format(drafts),
+        { 'Keep reviewing', 'Approve, drop them and start a goal' },
+        function(choice)
+          if choice == 2 then
+            start()
+          end
+        end
+      )
+    end
+    start()
+  end, 'dsh: approve the plan and start a goal from it')
   map(M.keys.revise, function()
     -- <Esc> in the prompt keeps what was typed as a draft (the builtin input reads
     -- the command line; CmdlineLeave still sees the abandoned text).
@@ -356,12 +471,17 @@ function M.diff_lines(old, new)
   return M.split_lines(diff)
 end
 
---- `d`: a float over the review with what changed since the previous plan.
+--- `d`: a float over the review with what changed since the previous plan: the one
+--- the question names (`previous`, the plan sent back), else the one before in the log.
 function M.show_changes(review)
   local agent_id = review.meta.agentId
   local session_id = review.meta.sessionId
   local notify = function(msg)
     require('dsh.errors').notify(msg, vim.log.levels.INFO)
+  end
+  local named = type(review.question.previous) == 'table' and review.question.previous.markdown or nil
+  if type(named) == 'string' then
+    return M.open_changes(review, named)
   end
   if not (agent_id and session_id) then
     return notify('no session to read earlier plans from')
@@ -374,6 +494,16 @@ function M.show_changes(review)
     if not previous then
       return notify('this is the first plan of the session: nothing to compare it with')
     end
+    M.open_changes(review, previous)
+  end)
+end
+
+--- The float of `d`: the diff from `previous` to the plan under review.
+function M.open_changes(review, previous)
+  local notify = function(msg)
+    require('dsh.errors').notify(msg, vim.log.levels.INFO)
+  end
+  do
     local lines = M.diff_lines(previous, review.question.plan)
     if #lines == 0 then
       return notify('this plan is the same as the previous one')
@@ -396,7 +526,83 @@ function M.show_changes(review)
     for _, lhs in ipairs({ M.keys.diff, M.keys.close, '<Esc>' }) do
       vim.keymap.set('n', lhs, back, { buffer = buf, nowait = true, desc = 'dsh: back to the plan review' })
     end
-  end)
+  end
+end
+
+--- The objective of a goal started from an approved plan (pure): it names the plan by
+--- its heading, so the goal's rounds and every client say which plan they carry out.
+function M.goal_objective(question)
+  local title = vim.trim(tostring(question.title or ''))
+  if title == '' then
+    title = 'Plan'
+  end
+  return ('Carry out the approved plan "%s"'):format(title) -- the words of every client
+end
+
+-- Goals to start once their plan's approval is in the log: "<agentId>\n<callId>" ->
+-- { start = fun(), timer }.
+local goal_after = {}
+M.goal_wait_ms = 30000
+
+--- "Approve and start a goal", its second half: once the log holds the call's result and
+--- it says approved (another client may have answered first), create the goal (M.start_goal).
+function M.start_goal_when_approved(agent_id, question, max_rounds, max_tokens)
+  local call_id = tostring(question.id):match('^plan%-review%-(.+)$')
+  local key = tostring(agent_id) .. '\n' .. tostring(call_id)
+  local timer = vim.defer_fn(function()
+    if goal_after[key] then
+      goal_after[key] = nil
+      require('dsh.errors').notify('the approval was not recorded in time: no goal started (:Dsh goal create)', vim.log.levels.WARN)
+    end
+  end, M.goal_wait_ms)
+  goal_after[key] = {
+    start = function(outcome)
+      if outcome == 'approved' then
+        M.start_goal(agent_id, question, max_rounds, max_tokens)
+      else
+        require('dsh.errors').notify(
+          ('the plan was not approved (%s): no goal started'):format(tostring(outcome)),
+          vim.log.levels.WARN
+        )
+      end
+    end,
+    timer = timer,
+  }
+end
+
+--- A committed event: the result of a plan call whose goal waits (see above).
+function M.on_event(params)
+  local event = type(params) == 'table' and params.event or nil
+  if type(event) ~= 'table' or event.type ~= 'tool/result' or type(event.data) ~= 'table' then
+    return
+  end
+  local key = tostring(params.agentId) .. '\n' .. tostring(event.data.callId)
+  local waiting = goal_after[key]
+  if waiting then
+    goal_after[key] = nil
+    pcall(function()
+      waiting.timer:stop()
+      waiting.timer:close()
+    end)
+    local review = type(event.data.review) == 'table' and event.data.review or {}
+    waiting.start(review.outcome or (event.data.ok and 'approved' or 'not approved'))
+  end
+end
+
+--- Create the goal whose objective names the approved plan, with the person's budgets.
+function M.start_goal(agent_id, question, max_rounds, max_tokens)
+  local objective = M.goal_objective(question)
+  require('dsh.client').request(
+    require('dsh.protocol').requests.goal_create,
+    { agentId = agent_id, objective = objective, maxRounds = max_rounds, maxTokens = max_tokens },
+    function(view)
+      require('dsh.errors').notify(
+        ('plan approved; goal started · %s'):format(require('dsh.statusline').usage(view)),
+        vim.log.levels.INFO
+      )
+    end,
+    'start a goal from the approved plan (the plan is approved)'
+  )
 end
 
 --- The handler of the server request dsh/questions/ask. Runs in the coroutine

@@ -52,7 +52,8 @@ function M.activity(agent_id)
     return nil
   end
   local told = M.activities[agent_id]
-  if M.waiting(agent_id) or (told and told.activity == 'waiting') then
+  local goal = M.goals[agent_id]
+  if M.waiting(agent_id) or (told and told.activity == 'waiting') or (goal and goal.waitingFor ~= nil) then
     return 'waiting'
   elseif told then
     -- The daemon knows: an open turn alone (waiting between steps) is not "working".
@@ -62,7 +63,6 @@ function M.activity(agent_id)
   elseif M.busy(agent_id) then
     return 'working' -- a daemon that does not tell: a turn is open or a prompt on its way
   end
-  local goal = M.goals[agent_id]
   if goal and goal.phase == 'paused' then
     return 'paused'
   end
@@ -121,8 +121,12 @@ function M.set_goal(agent_id, view, op)
   if view == vim.NIL then
     view = nil -- a JSON null that was not decoded to nil
   end
+  if type(view) == 'table' and view.waitingFor == vim.NIL then
+    view.waitingFor = nil
+  end
   M.goals[agent_id] = view or false
   refresh(agent_id, { op = op, goal = view })
+  M.end_waiting_spell(agent_id)
 end
 
 --- A turn opened or closed for `agent_id` (from its committed events).
@@ -203,6 +207,15 @@ end
 --- A question of `agent_id` opened or was answered (see dsh.asks).
 function M.refresh_waiting(agent_id)
   refresh(agent_id)
+  M.end_waiting_spell(agent_id)
+end
+
+--- Once nothing of `agent_id` waits for the person (no question open here, none the
+--- daemon names in the goal), the next wait is a new spell: it is told again.
+function M.end_waiting_spell(agent_id)
+  if M.activity(agent_id) ~= 'waiting' then
+    require('dsh.notices').waiting_over(agent_id)
+  end
 end
 
 --- A prompt was sent (+1) or answered (-1).

@@ -77,7 +77,8 @@ function M.format(view, opts)
   local head = M.icon
   if activity == 'working' then
     head = head .. ' ' .. M.busy_mark
-  elseif activity == 'waiting' then
+  elseif activity == 'waiting' and M.status(view).short ~= M.activity_words.waiting then
+    -- (A goal that waits says so itself, at the end: `◎ 3/40 · waiting for you`.)
     head = head .. ' ' .. M.activity_words.waiting .. ' ·'
   end
   local text = head .. ' ' .. (opts.plan and 'plan · ' or '') .. M.goal_text(view)
