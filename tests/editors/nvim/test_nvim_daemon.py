@@ -1426,7 +1426,7 @@ def test_goal_tokens_in_the_statusline(tmp_path, editors, monkeypatch):
         assert final == "◎ 2/2 · 7k tok · blocked: round-budget-exhausted", final
         assert "◎ ⟳ 1/2 · 4.6k tok · active" in statuses, statuses  # counted while the goal works
         message = [m for m in editor.messages() if "round budget" in m]
-        assert message == ["dsh: the goal spent its round budget (2 of 2 rounds used, 7k tokens): :Dsh goal edit {rounds} to go on"]
+        assert message == ["dsh: the goal spent its round budget (2 of 2 rounds used, 7k tokens): :Dsh goal raise to go on"]
 
 
 def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
@@ -1445,7 +1445,7 @@ def test_a_token_budget_is_set_spent_and_raised(tmp_path, editors, monkeypatch):
         )
         assert final == "◎ 1/5 · 4.6k/1k tok · blocked: token-budget-exhausted"
         assert [m for m in editor.messages() if "token budget" in m] == [
-            "dsh: token budget spent (1 of 5 rounds used, 4.6k of 1k tokens): :Dsh goal edit {n} tokens to go on"]
+            "dsh: token budget spent (1 of 5 rounds used, 4.6k of 1k tokens): :Dsh goal raise to go on"]
         editor.typed("Dsh goal edit 20k tokens")
         raised = editor.wait_for("require('dsh.state').goal().maxTokens == 20000 and require('dsh').statusline()")
         assert raised == "◎ 1/5 · 4.6k/20k tok · blocked: token-budget-exhausted"

@@ -19,11 +19,15 @@ function M.goal_message(params, own)
   -- One line each: a message wider than the screen pushes the statusline away.
   if params.op == 'block' then
     local reason = type(goal.blockedReason) == 'table' and goal.blockedReason or {}
+    -- The daemon offers "raise" (edit then resume) on a goal its budget stopped.
+    local raise = vim.tbl_contains(require('dsh.statusline').actions(goal), 'raise')
     if reason.code == 'round-budget-exhausted' then
-      return ('the goal spent its round budget (%s): :Dsh goal edit {rounds} to go on'):format(usage), levels.WARN
+      return ('the goal spent its round budget (%s): %s to go on'):format(
+        usage, raise and ':Dsh goal raise' or ':Dsh goal edit {rounds}'), levels.WARN
     elseif reason.code == 'token-budget-exhausted' then
       -- Shorter than the round budget's: the usage names the tokens too, and one line must hold it.
-      return ('token budget spent (%s): :Dsh goal edit {n} tokens to go on'):format(usage), levels.WARN
+      return ('token budget spent (%s): %s to go on'):format(
+        usage, raise and ':Dsh goal raise' or ':Dsh goal edit {n} tokens'), levels.WARN
     end
     return ('the agent blocked the goal: %s (%s)'):format(tostring(reason.message or ''), tostring(reason.code or '?')),
       levels.WARN
