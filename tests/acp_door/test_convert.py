@@ -104,7 +104,15 @@ def test_usage_says_how_full_the_context_is_when_the_window_is_known():
     with_window = UpdateTranslator(ROOT, live=False, context_window=8000)
     text, usage = wire(with_window.event({"seq": 5, "type": "assistant/message", "data": reply}))
     assert text["content"]["text"] == "done"
-    assert usage == {"sessionUpdate": "usage_update", "used": 1280, "size": 8000}
+    assert usage == {
+        "sessionUpdate": "usage_update", "used": 1280, "size": 8000,
+        "_meta": {"dsh": {"inputTokens": 1200, "outputTokens": 80}},
+    }  # fmt: skip
+    # Cached input and an estimate are said in _meta.dsh (ACP's usage_update has no field for them).
+    estimated = {"text": "more", "usage": {"inputTokens": 900, "cachedInputTokens": 700, "outputTokens": 9, "estimated": True}}
+    [_, told] = wire(with_window.event({"seq": 7, "type": "assistant/message", "data": estimated}))
+    assert told["used"] == 909
+    assert told["_meta"]["dsh"] == {"inputTokens": 900, "cachedInputTokens": 700, "outputTokens": 9, "estimated": True}
     # Without a window there is no size to report; without usage, nothing to report.
     assert len(UpdateTranslator(ROOT, live=False).event({"seq": 5, "type": "assistant/message", "data": reply})) == 1
     assert len(with_window.event({"seq": 6, "type": "assistant/message", "data": {"text": "x"}})) == 1

@@ -43,6 +43,8 @@ from dshd import __version__
 from dshd.acp import goals as goal_requests
 from dshd.acp.convert import (
     MODE_CONFIG_ID,
+    OUTPUT_LIMIT,
+    OUTPUT_LIMIT_STOP,
     STOP_REASONS,
     config_meta,
     config_options,
@@ -52,6 +54,7 @@ from dshd.acp.convert import (
     plan_active,
     plan_meta,
     prompt_text,
+    prompt_usage,
 )
 from dshd.acp.host_client import AcpHostClient
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
@@ -240,9 +243,14 @@ class AcpDoor(AcpHostClient):
                 raise invalid_params("prompt", exc.message) from None
             raise
         reason = result.stop_reason
+        usage = prompt_usage(live.turn_usage(result.turn))
         if reason in STOP_REASONS:
-            return PromptResponse(stop_reason=STOP_REASONS[reason])
+            return PromptResponse(stop_reason=STOP_REASONS[reason], usage=usage)
         error = result.error or {}
+        if reason == "model-error" and error.get("kind") == OUTPUT_LIMIT:
+            # ACP has a stop reason for it; the person reads what to raise in the chat.
+            live.send_text(f"\n\nNote: {error.get('message') or 'the reply was cut at [model] maxOutputTokens'}\n")
+            return PromptResponse(stop_reason=OUTPUT_LIMIT_STOP, usage=usage, field_meta={"dsh": {"errorKind": OUTPUT_LIMIT}})
         if reason == "model-error":
             message = error.get("message") or "the model call failed (dshd's log on stderr has the details)"
             raise RequestError(-32603, f"model error: {message}", {"kind": "model-error", "errorKind": error.get("kind")})

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpdate, UnstructuredCommandInput
 
-from dshd.acp.convert import goal_meta, goal_update, mode_updates
+from dshd.acp.convert import TurnUsage, goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text, user_text
 from dshd.agent.turn_end import TurnEnd
 from dshd.api.escape import shown
@@ -39,6 +39,7 @@ log = logging.getLogger("dshd.acp")
 
 KEPT_CLOSES = 16  # turn/close payloads kept for prompts that wait on a turn
 KEPT_OWN_PROMPTS = 16  # prompts this client sent whose user/message has not come back yet
+KEPT_USAGE = 16  # turns whose token totals are kept for the prompt that waits on them
 
 
 class LiveSession:
@@ -55,6 +56,8 @@ class LiveSession:
         # The client shows what its own person typed; a prompt from another client attached
         # to the session (the shared daemon) is sent as a user message.
         self._own_prompts: deque[str] = deque(maxlen=KEPT_OWN_PROMPTS)
+        # Each turn's tokens (its model calls' usage summed), for the prompt's answer.
+        self._usage: OrderedDict[int, TurnUsage] = OrderedDict()
 
     def close(self) -> None:
         for waiters in self._waiters.values():
@@ -127,6 +130,8 @@ class LiveSession:
             else:  # another client's prompt
                 self._send([user_text(data, f"user-{event.get('seq')}")])
         self._send(self.translator.event(event))
+        if event.get("type") == "assistant/message":
+            self._count_usage(event.get("turn"), data.get("usage"))
         if event.get("type") == "turn/close":
             self._turn_closed(event["data"])
 
@@ -140,6 +145,18 @@ class LiveSession:
         self._closes[data["turn"]] = result
         while len(self._closes) > KEPT_CLOSES:
             self._closes.popitem(last=False)
+
+    def _count_usage(self, turn: Any, usage: Any) -> None:
+        if not isinstance(turn, int) or not isinstance(usage, dict):
+            return
+        total = self._usage.setdefault(turn, TurnUsage())
+        total.add(usage)
+        while len(self._usage) > KEPT_USAGE:
+            self._usage.popitem(last=False)
+
+    def turn_usage(self, turn: int | None) -> "TurnUsage | None":
+        """The tokens the turn's model calls used (None: no call reported any, or a command)."""
+        return self._usage.pop(turn, None) if turn is not None else None
 
     def on_delta(self, delta: Any) -> None:
         self._send(self.translator.delta(delta))

@@ -13,7 +13,8 @@ sent).
                         Every message has its own messageId (user-<seq>, assistant-<turn>.<step>)
     assistant/message   agent_message_chunk (what deltas had not streamed yet); with the
                         provider's usage and ``[model] contextWindow`` known, also
-                        usage_update {used: input + output tokens, size: the window}
+                        usage_update {used: input + output tokens, size: the window,
+                        _meta.dsh {inputTokens, cachedInputTokens?, outputTokens, estimated?}}
     tool/call           tool_call: kind, title, locations (the tool's own description,
                         Tool.describe, from the agent's catalogue), rawInput, diff for edits (a
                         live write_file's old side is the file as it is before it runs),
@@ -197,6 +198,18 @@ def user_text(data: dict[str, Any], message_id: str | None = None) -> UserMessag
     )
 
 
+def usage_meta(usage: dict[str, Any]) -> dict[str, Any]:
+    """One model call's tokens as ``_meta.dsh`` carries them: input (of which read from the
+    provider's prompt cache), output, and ``estimated`` when the provider reported none and
+    dshd counted characters/4 (ACP's usage has no word for an estimate)."""
+    out: dict[str, Any] = {"inputTokens": usage.get("inputTokens", 0), "outputTokens": usage.get("outputTokens", 0)}
+    if usage.get("cachedInputTokens"):
+        out["cachedInputTokens"] = usage["cachedInputTokens"]
+    if usage.get("estimated") is True:
+        out["estimated"] = True
+    return out
+
+
 class UpdateTranslator:
     def __init__(self, root: Path, *, live: bool, context_window: int | None = None, tools: ToolCatalogue | None = None) -> None:
         self.root = root
@@ -268,7 +281,7 @@ class UpdateTranslator:
         if not isinstance(usage, dict) or not self.context_window:
             return []
         used = usage.get("inputTokens", 0) + usage.get("outputTokens", 0)
-        return [UsageUpdate(session_update="usage_update", used=used, size=self.context_window)]
+        return [UsageUpdate(session_update="usage_update", used=used, size=self.context_window, field_meta={"dsh": usage_meta(usage)})]
 
     def _assistant(self, final: str) -> list[Any]:
         streamed, self._streamed = self._streamed, ""
