@@ -363,6 +363,8 @@ class Run:
         elif kind == "permission" and item.get("by") == "fail-closed" and not self._stopping:
             self.needed.append({"kind": "permission", "callId": item.get("callId"), "tool": item.get("tool")})
             self.out.notice(f"approval refused, nobody could give it: {item.get('text') or item.get('tool')}")
+        elif kind == "notice" and isinstance(item.get("text"), str):
+            self.out.notice(item["text"])  # e.g. a reply that wrote a tool call as text
         elif kind == "plan-review" and not item.get("partial") and item.get("outcome") == "not-reviewed":
             if not self._stopping and not any(n.get("questionId") == item.get("questionId") for n in self.needed):
                 self._plan_not_reviewed(item)

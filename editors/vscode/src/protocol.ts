@@ -22,7 +22,8 @@ export type ChatItem =
   | PlanModeChatItem
   | TurnEndChatItem
   | CompactionChatItem
-  | RetryChatItem;
+  | RetryChatItem
+  | NoticeChatItem;
 /**
  * JSON-RPC error data: {kind, ...}; clients ignore fields they do not know
  *
@@ -689,6 +690,34 @@ export interface RetryChatItem {
   text: string;
 }
 /**
+ * dshd's word to the person about the item before it (``about``), derived from the log: ``code`` "written-tool-call" is a reply that looks like a call of ``tool`` written as text (a JSON object naming one of the offered tools): the model made no call and nothing ran. No seq: it goes with the item it is about.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "NoticeChatItem".
+ */
+export interface NoticeChatItem {
+  /**
+   * a non-blank string
+   */
+  id: string;
+  kind: "notice";
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn?: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at?: string;
+  /**
+   * a non-blank string
+   */
+  about: string;
+  code: "written-tool-call";
+  tool?: string;
+  text: string;
+}
+/**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "ChatItemParams".
  */
@@ -904,6 +933,7 @@ export interface GoalView {
    */
   maxTokens?: number;
   waitingFor?: "plan-review" | "approval";
+  tokensEstimated?: boolean;
 }
 /**
  * What a person reads about a goal, in the daemon's words; editors show it as it is.

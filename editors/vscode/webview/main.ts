@@ -177,6 +177,8 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
     }
     case 'retry':
       return el('div', 'item retry', item.text);
+    case 'notice': // dshd's word about the item before it (a tool call written as text)
+      return el('div', 'item notice', `⚠ ${item.text}`);
     default:
       return undefined; // a kind this extension does not know yet
   }

@@ -12,7 +12,7 @@ its durable event will have, and the durable one replaces it (``partial: false``
 
 Kinds: ``session``, ``user-message``, ``assistant-message``, ``tool-call``,
 ``plan-review``, ``permission``, ``goal``, ``plan-mode``, ``turn-end``, ``compaction``,
-``retry``. Event types this module does not know project to nothing; a malformed known
+``retry``, ``notice``. Event types this module does not know project to nothing; a malformed known
 event projects with what it has, never an exception.
 
 Items are plain core values: frozen msgspec structs with snake_case names and no wire
@@ -35,6 +35,7 @@ from dshd.agent.deltas import AgentDelta
 from dshd.agent.tools import ToolCatalogue
 from dshd.api import words
 from dshd.api.escape import shown, shown_lines
+from dshd.api.written_calls import notice_text, written_tool_call
 from dshd.plugins import known_tools
 from dshd.plugins import plan as plan_plugin
 
@@ -206,6 +207,19 @@ class RetryItem(_Item, tag="retry", kw_only=True):
     text: str
 
 
+class NoticeItem(_Item, tag="notice", kw_only=True):
+    """dshd's word to the person about the item before it, derived from the log (so the
+    same after a reload): ``code`` "written-tool-call", a reply that looks like a call of
+    ``tool`` written as text (dshd.api.written_calls). No seq: it goes with that item."""
+
+    turn: int | None = None
+    at: str | None = None
+    about: str  # the id of the item it is about
+    code: Literal["written-tool-call"]
+    tool: str | None = None
+    text: str
+
+
 ChatItem = Union[
     SessionItem,
     UserMessageItem,
@@ -218,6 +232,7 @@ ChatItem = Union[
     TurnEndItem,
     CompactionItem,
     RetryItem,
+    NoticeItem,
 ]
 
 KINDS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in ChatItem.__args__)  # type: ignore[attr-defined]
@@ -382,6 +397,7 @@ class ChatProjection:
         self._goal_ended: tuple[str, dict[str, Any]] | None = None
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
         self._review_plans: dict[str, str] = {}  # item id -> the plan as written, until its result
+        self._offered: tuple[int, frozenset[str]] | None = None  # (turn, tool names) of the last request
         self.last_seq = 0
         # For paging without a scan: per list position, the seq of the last item with one
         # at or before it. Valid while those seqs never go down along the list (always, for
@@ -540,6 +556,9 @@ class ChatProjection:
         if turn is None or step is None:
             return
         self._step[turn] = step
+        tools = data.get("tools")
+        if isinstance(tools, list):  # what this request offered the model (a written call names one)
+            self._offered = (turn, frozenset(t for t in tools if isinstance(t, str)))
         self._discard(lambda item: item.turn == turn and (item.step or 0) < step, changed)
 
     # user/message
@@ -581,6 +600,11 @@ class ChatProjection:
             id=item_id, turn=turn, step=step or None, seq=seq, at=at, text=_str(data.get("text")), partial=False, usage=usage
         )
         self._put(item, changed)
+        offered = self._offered[1] if self._offered is not None and self._offered[0] == turn else self._tools.names()
+        tool = written_tool_call(item.text, offered)
+        if tool is not None:
+            notice = NoticeItem(id=f"notice-{item_id}", turn=turn, at=at, about=item_id, code="written-tool-call", tool=tool, text=notice_text(tool))
+            self._put(notice, changed)
 
     # tool/call
     def _tool_call(self, seq, at, turn, data, changed) -> None:

@@ -41,7 +41,7 @@ export function itemMarkdown(item: ChatItem): string | undefined {
       return parts.join('\n\n');
     }
     case 'compaction': return `_${escapeInline(item.text)}_\n\n${quote(item.summary)}`;
-    case 'turn-end': case 'goal': case 'plan-mode': case 'permission': case 'retry':
+    case 'turn-end': case 'goal': case 'plan-mode': case 'permission': case 'retry': case 'notice':
       return `_${escapeInline(item.text)}_`;
     default: return undefined;
   }

@@ -1,8 +1,9 @@
 -- One-line notices whose words the daemon wrote (`item.text`): the session, goal
--- changes, plan mode, permission answers, compaction, retries.
+-- changes, plan mode, permission answers, compaction, retries, and dshd's notices about
+-- the item before (a reply that wrote a tool call as text).
 local text = require('dsh.chat.text')
 
-local M = { kinds = { 'session', 'goal', 'plan-mode', 'permission', 'compaction', 'retry' } }
+local M = { kinds = { 'session', 'goal', 'plan-mode', 'permission', 'compaction', 'retry', 'notice' } }
 
 local goal_hl = { block = 'DiagnosticWarn', complete = 'DiagnosticOk' }
 
@@ -18,6 +19,8 @@ function M.format(item)
     return { lines = { '  ↳ ' .. words, '' }, hl = { [1] = item.outcome == 'reject' and 'DiagnosticWarn' or 'DiagnosticOk' } }
   elseif item.kind == 'retry' then
     return { lines = { '↻ ' .. words, '' }, hl = { [1] = 'DiagnosticWarn' } }
+  elseif item.kind == 'notice' then
+    return { lines = { '⚠ ' .. words, '' }, hl = { [1] = 'DiagnosticWarn' } }
   end
   -- compaction: what the model now sees instead of the earlier events, folded
   local lines = { '⇣ ' .. words }
