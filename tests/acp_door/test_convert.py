@@ -116,3 +116,17 @@ def test_usage_says_how_full_the_context_is_when_the_window_is_known():
     # Without a window there is no size to report; without usage, nothing to report.
     assert len(UpdateTranslator(ROOT, live=False).event({"seq": 5, "type": "assistant/message", "data": reply})) == 1
     assert len(with_window.event({"seq": 6, "type": "assistant/message", "data": {"text": "x"}})) == 1
+
+
+def test_a_reply_that_writes_a_tool_call_as_text_gets_a_note_after_it():
+    translator = UpdateTranslator(ROOT, live=True)
+    header = {"seq": 4, "type": "request/header", "turn": 1, "data": {"step": 1, "tools": ["read_file", "write_file"]}}
+    assert translator.event(header) == []
+    written = '```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```'
+    reply, note = wire(translator.event({"seq": 5, "type": "assistant/message", "turn": 1, "data": {"text": written}}))
+    assert reply["content"]["text"] == written  # shown as the model wrote it
+    assert note["messageId"] == reply["messageId"] == "assistant-1.1"
+    assert "call of the read_file tool written as text" in note["content"]["text"]
+    # The control: JSON that names no tool the request offered is only a reply.
+    other = '{"name": "retries", "arguments": {"max": 3}}'
+    assert len(translator.event({"seq": 6, "type": "assistant/message", "turn": 1, "data": {"text": other}})) == 1

@@ -22,6 +22,8 @@ sent).
     tool start          tool_call_update in_progress, when the call really runs (after its
                         approval); a call refused or rejected first goes pending -> failed
     tool/result         tool_call_update: completed | failed, the result as content
+                        A reply that looks like a tool call written as text (a JSON
+                        object naming an offered tool: nothing ran) gets a quoted note after it
     delta text          agent_message_chunk
     delta tool-arguments  tool_call (pending, title from the name) once per call
 
@@ -50,6 +52,7 @@ from acp.schema import (
 from dshd.agent.deltas import AgentDelta
 from dshd.agent.tools import ToolCatalogue, ToolDescription
 from dshd.api.escape import shown, shown_lines
+from dshd.api.written_calls import notice_text, written_tool_call
 from dshd.plugins import known_tools
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
 from dshd.tools.files import read_text
@@ -222,6 +225,7 @@ class UpdateTranslator:
         self._announced: set[str] = set()
         self._streamed = ""
         self._step = (0, 0)  # (turn, step) of the last request: the id of its reply
+        self._offered: frozenset[str] | None = None  # the tools the last request offered
 
     def event(self, event: dict[str, Any]) -> list[Any]:
         """The updates for one committed event (as JSON: ``{"seq", "type", "data", ...}``)."""
@@ -233,9 +237,11 @@ class UpdateTranslator:
         if kind == "request/header":
             self._streamed = ""
             self._step = (event.get("turn") or 0, data.get("step") or 0)
+            tools = data.get("tools")
+            self._offered = frozenset(t for t in tools if isinstance(t, str)) if isinstance(tools, list) else None
             return []
         if kind == "assistant/message":
-            return self._assistant(data["text"]) + self._usage(data.get("usage"))
+            return self._assistant(data["text"]) + self._written_call(data["text"]) + self._usage(data.get("usage"))
         if kind == "tool/call":
             call_id, name, arguments = data["callId"], data["name"], dict(data.get("arguments") or {})
             # Live, the call has not run yet: the file as it is now is the old side of a
@@ -275,6 +281,16 @@ class UpdateTranslator:
                 )
             ]
         return []
+
+    def _written_call(self, reply: str) -> list[Any]:
+        """A reply that looks like a tool call written as text (nothing ran): said after it,
+        as the chat's notice says it (dshd.api.written_calls)."""
+        offered = self._offered if self._offered is not None else self.tools.names()
+        tool = written_tool_call(reply, offered)
+        if tool is None:
+            return []
+        message_id = "assistant-{}.{}".format(*self._step)
+        return [agent_text(f"\n\n> **Note from dshd**\n> {notice_text(tool)}\n\n", message_id)]
 
     def _usage(self, usage: Any) -> list[Any]:
         """How full the context is after this call: what went in plus what came out."""
