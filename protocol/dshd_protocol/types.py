@@ -158,6 +158,9 @@ class GoalView:
     # in process: a plan review or an approval of this agent is open (active goals only);
     # dsh/goal/changed op "waiting" whenever it appears or goes
     waiting_for: OpenQuestionKind | None = None
+    # some of tokensUsed is an estimate (characters/4): the provider reported no usage;
+    # status.text then writes the figure as ~12k
+    tokens_estimated: bool | None = None  # only ever true when present
 
 
 @attrs.frozen(kw_only=True)

@@ -95,6 +95,7 @@ def templates(live: Live) -> list[tuple[str, dict]]:
         ("dsh/goal/block", {"agentId": a, "ref": ref, "reason": {"code": "c", "message": "m"}}),
         ("dsh/goal/clear", {"agentId": a, "ref": ref}),
         ("dsh/goal/disarm", {"agentId": a}),
+        ("dsh/goal/rounds", {"agentId": a}),
         ("dsh/permission/get", {"agentId": a}),
         ("dsh/permission/set", {"agentId": a, "sandbox": "read-only", "approve": ["write", "exec"]}),
         ("dsh/config/get", {}),

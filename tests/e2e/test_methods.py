@@ -412,6 +412,8 @@ async def test_goal_pause_resume_disarm_block(workspace: Path, daemons) -> None:
     await asyncio.sleep(0.2)
     view = await call(client, "dsh/goal/get", {"agentId": agent})
     assert view["roundsStarted"] == 2 and view["activation"] == "disarmed"
+    rounds = await call(client, "dsh/goal/rounds", {"agentId": agent})
+    assert rounds["goalId"] == view["id"] and [r["round"] for r in rounds["rounds"]] == [1, 2]
     assert not any(e["type"] == "turn/open" and e["turn"] == 3 for e in read_log(workspace, sid))
 
     reason = {"code": "needs-review", "message": "waiting for a design review"}

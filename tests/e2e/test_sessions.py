@@ -149,6 +149,7 @@ AGENT_METHOD_PARAMS = {
     "dsh/goal/block": {"ref": {"id": "g-1", "revision": 1}, "reason": {"code": "c", "message": "m"}},
     "dsh/goal/clear": {"ref": {"id": "g-1", "revision": 1}},
     "dsh/goal/disarm": {},
+    "dsh/goal/rounds": {},
     "dsh/permission/get": {},
     "dsh/permission/set": {"sandbox": "read-only"},
     "dsh/chat/get": {},

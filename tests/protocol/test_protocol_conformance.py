@@ -163,6 +163,7 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         c.wait_for_goal_op("block")
         goal = c.request("dsh/goal/get", {"agentId": agent})
         assert goal["phase"] == "blocked"
+        assert [r["round"] for r in c.request("dsh/goal/rounds", {"agentId": agent})["rounds"]] == [1]
         ref = {"id": goal["id"], "revision": goal["revision"]}
         goal = c.request("dsh/goal/edit", {"agentId": agent, "ref": ref, "maxRounds": 5})
         ref = {"id": goal["id"], "revision": goal["revision"]}

@@ -54,6 +54,8 @@ def goal_view(view: GoalView | None) -> dict[str, Any] | None:
         out["maxTokens"] = view.max_tokens
     if view.waiting_for is not None:
         out["waitingFor"] = view.waiting_for
+    if view.tokens_estimated:
+        out["tokensEstimated"] = True
     out["status"], out["actions"] = goal_words(view)
     return out
 
