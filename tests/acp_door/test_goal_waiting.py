@@ -1,0 +1,67 @@
+"""What the goal updates the ACP door sends say about waiting and estimated spend: while
+a goal round's plan review is open, ``session_info_update._meta.goal`` carries
+``waitingFor: "plan-review"`` (status "waiting for you") with ``goalChange.op``
+"waiting", and it goes when the person answers; a round whose provider reported no
+usage makes the goal's tokens ``tokensEstimated`` (shown as ``~``). Both SDK clients."""
+
+from __future__ import annotations
+
+import asyncio
+
+from loopback_models import LoopbackModelServer, Reply
+
+from tests.acp_door.support import PLAN, idle, selected, tool_call, wait_log
+from tests.acp_door.test_spend import use_server
+from tests.e2e.conftest import write_workspace
+
+
+def goal_updates(client, sid: str) -> list[dict]:
+    return [u["_meta"] for u in client.of_kind("session_info_update", sid) if "goalChange" in u.get("_meta", {})]
+
+
+async def test_a_round_waiting_for_its_plan_review_says_so_until_answered(clients):
+    write_workspace(clients.workspace, [{"toolCalls": [tool_call("exit_plan_mode", plan=PLAN)]}, {"text": "approved, working"}])
+    client = await clients.start()
+    asked = asyncio.get_running_loop().create_future()
+    answer = asyncio.get_running_loop().create_future()
+
+    def hold(params):
+        asked.set_result(params)
+        return answer
+
+    client.answer_permission = hold
+    sid = (await client.new_session())["sessionId"]
+    await client.set_mode(sid, "plan")
+    await client.goal({"sessionId": sid, "action": "set", "objective": "Ship the parser tests", "maxRounds": 1})
+    await asyncio.wait_for(asked, 20)
+
+    waiting = await client.wait_update(
+        lambda u: u["update"].get("_meta", {}).get("goalChange", {}).get("op") == "waiting", timeout=10
+    )
+    goal = waiting["update"]["_meta"]["goal"]
+    assert goal["waitingFor"] == "plan-review"
+    assert goal["status"]["short"] == "waiting for you" and goal["status"]["tone"] == "hint"
+    before = len(goal_updates(client, sid))
+    answer.set_result(selected("approve"))
+
+    await wait_log(clients.workspace, sid, idle)
+    later = goal_updates(client, sid)[before:]
+    gone = [m for m in later if m["goalChange"]["op"] == "waiting"]
+    assert gone and "waitingFor" not in gone[0]["goal"]  # the control: it goes once answered
+    assert gone[0]["goalChange"]["revision"] == waiting["update"]["_meta"]["goalChange"]["revision"]
+
+
+async def test_a_round_without_reported_usage_makes_the_goal_tokens_estimated(clients, tmp_path, monkeypatch):
+    with LoopbackModelServer("openai") as server:
+        server.script(Reply("round one, no usage reported", usage=None), Reply("round two", usage=(40, 4)))
+        use_server(clients, tmp_path, monkeypatch, server)
+        client = await clients.start()
+        sid = (await client.new_session())["sessionId"]
+        await client.goal({"sessionId": sid, "action": "set", "objective": "Tidy the notes", "maxRounds": 1})
+        await wait_log(clients.workspace, sid, lambda events: idle(events) and len(events) > 6)
+        await client.wait_update(lambda u: u["update"].get("_meta", {}).get("goal", {}).get("phase") == "blocked", timeout=20)
+    goal = goal_updates(client, sid)[-1]["goal"]
+    assert goal["tokensUsed"] > 0 and goal["tokensEstimated"] is True
+    assert "~" in goal["status"]["text"]
+    # The control: the goal's first update, before any round spent tokens, is no estimate.
+    assert "tokensEstimated" not in goal_updates(client, sid)[0]["goal"]
