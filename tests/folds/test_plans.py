@@ -3,9 +3,14 @@ written by the real store, including lines built to fool the byte filter."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from dshd.folds.plans import PlanComment, plan_history, plan_history_of_lines, previous_for
+import pytest
+
+from dshd.folds import FoldError
+from dshd.folds.replay import replay
+from dshd.folds.plans import PlanComment, PlanHistory, plan_history, plan_history_of_lines, previous_for
 from dshd.services.store import SessionStore
 
 PLAN_A = "# Plan: A\n\n1. one\n"
@@ -80,3 +85,44 @@ def test_a_result_written_before_review_data_is_read_by_its_opening(tmp_path):
     records = plan_history(store.events())
     store.close()
     assert [r.outcome for r in records] == ["revise", "approved", "failed"]
+
+
+def test_plan_forget_drops_only_the_approved_plan_it_names_and_replay_agrees(tmp_path):
+    store = _store(tmp_path)
+    store.commit("turn/open", {"turn": 1, "cause": "prompt"}, turn=1)
+    approved = {"outcome": "approved"}
+    for call_id in ("c-1", "c-2"):
+        _call(store, 1, call_id, "exit_plan_mode", {"plan": PLAN_A})
+        store.commit("tool/result", {"callId": call_id, "ok": True, "content": "{}", "review": approved}, turn=1)
+    store.commit("turn/close", {"turn": 1, "stopReason": "end-turn"}, turn=1)
+    # Only the plan plugin writes it, and it must name a call.
+    with pytest.raises(ValueError, match="written only by writer='plan'"):
+        store.commit("plan/forget", {"callId": "c-2"})
+    with pytest.raises(FoldError, match="plan/forget needs a callId"):
+        store.commit("plan/forget", {"callId": " "}, writer="plan")
+    fold = PlanHistory()
+    store.commit("plan/forget", {"callId": "c-1"}, writer="plan")  # not the approved one: no change
+    store.each_event(fold.feed)
+    assert fold.approved is not None and fold.approved.call_id == "c-2"
+    store.commit("plan/forget", {"callId": "c-2"}, writer="plan")
+    fold = PlanHistory()
+    store.each_line(fold.feed_line)
+    assert fold.approved is None and [r.outcome for r in fold.records] == ["approved", "approved"]
+    state, path = store.state, store.path
+    store.close()
+    # The hot replay loop takes plan/forget through the reference fold: the same state.
+    assert replay(path, use_checkpoint=False).state == state
+
+
+def test_the_byte_filter_is_not_fooled_by_ids_or_a_line_written_by_hand(tmp_path):
+    store = _store(tmp_path)
+    store.commit("turn/open", {"turn": 1, "cause": "prompt"}, turn=1)
+    _call(store, 1, "tool/call", "exit_plan_mode", {"plan": PLAN_A})  # a provider's odd id
+    store.commit("tool/result", {"callId": "tool/call", "ok": True, "content": "{}", "review": {"outcome": "approved"}}, turn=1)
+    lines = store.path.read_bytes().splitlines(keepends=True)
+    store.close()
+    assert [r.outcome for r in plan_history_of_lines(lines)] == ["approved"]
+    # The same call and result with their keys in another order (valid JSON, not ours).
+    reordered = [json.dumps(dict(reversed(list(json.loads(line).items())))).encode() + b"\n" for line in lines]
+    assert not reordered[2].startswith(b'{"type"')
+    assert plan_history_of_lines(reordered) == plan_history_of_lines(lines)

@@ -41,7 +41,8 @@ async def test_pm_01_plugin_contributes_exactly_section_tool_command(tmp_path):
     with_plan = make_workspace(tmp_path / "b", plugins=["plan"])
     a, b = bare.create_session(), with_plan.create_session()
     assert plan_of(a) is None and isinstance(plan_of(b), PlanModeController)
-    assert set(b.sections.ids()) - set(a.sections.ids()) == {"plan:policy"}
+    # plan:approved (P-22): the approved plan once a compaction summarized it away.
+    assert set(b.sections.ids()) - set(a.sections.ids()) == {"plan:policy", "plan:approved"}
     assert set(b.tools.names()) - set(a.tools.names()) == {"exit_plan_mode"}
     assert set(b.commands.names()) - set(a.commands.names()) == {"plan"}
     await bare.shutdown()

@@ -141,6 +141,13 @@ class PlanModeData(_Data):
     active: bool
 
 
+class PlanForgetData(_Data):
+    """``/plan forget``: the approved plan of this call is no longer the plan of record, so
+    it is not rendered as prompt section ``plan:approved`` after a compaction (P-22)."""
+
+    callId: str
+
+
 class ContextCompactData(_Data):
     """The transcript is ``summary`` plus the events after ``throughSeq`` from here on.
     ``tokensBefore`` / ``tokensAfter``: the estimated request size before and after."""
@@ -256,6 +263,10 @@ class ContextCompact(_Event, tag="context/compact", kw_only=True):
 
 
 class PermissionDecision(_Event, tag="permission/decision", kw_only=True):
+class PlanForget(_Event, tag="plan/forget", kw_only=True):
+    data: PlanForgetData
+
+
     data: PermissionDecisionData
 
 
@@ -278,6 +289,7 @@ EVENT_CLASSES: dict[str, type] = {
     cls.__struct_config__.tag: cls  # type: ignore[attr-defined]
     for cls in (
         SessionStart,
+    PlanForget,
         TurnOpen,
         TurnClose,
         UserMessage,
@@ -295,6 +307,7 @@ EVENT_CLASSES: dict[str, type] = {
 # Data classes by event type, for building an event from (type, data-dict).
 DATA_CLASSES: dict[str, type] = {
     tag: next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
+        PlanForget,
     for tag, cls in EVENT_CLASSES.items()
 }
 

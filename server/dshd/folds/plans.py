@@ -16,7 +16,7 @@ from typing import Literal
 import msgspec
 from msgspec import Struct
 
-from dshd.folds.events import ToolCall, ToolResult, ToolResultData, TurnClose, TurnOpen, decode_line
+from dshd.folds.events import PlanForget, ToolCall, ToolResult, ToolResultData, TurnClose, TurnOpen, decode_line
 
 PLAN_TOOL = "exit_plan_mode"
 DEFAULT_TITLE = "Plan"
@@ -27,6 +27,9 @@ SENT_BACK = "The person wants you to keep planning."
 APPROVED_WITH_FEEDBACK = "The approval came with feedback, so it is not a clean approval:"
 
 _HEADING = re.compile(r"#{1,6}[ \t]+\S")
+_TYPE_OPENING = b'{"type":"'  # how dshd's encoder starts every line (the tag first)
+_TYPE_AT = len(_TYPE_OPENING)
+_PLAN_TOOL_BYTES = PLAN_TOOL.encode()
 
 PlanOutcome = Literal["approved", "revise", "failed", "pending"]
 
@@ -73,10 +76,12 @@ def _judged(record: PlanRecord, result: ToolResultData) -> PlanRecord:
 
 class PlanHistory:
     """The fold, fed one event (:meth:`feed`) or one raw log line (:meth:`feed_line`) at a
-    time, oldest first; :attr:`records` is the history so far."""
+    time, oldest first; :attr:`records` is the history so far, :attr:`approved` the plan
+    of record (P-22): the last one approved, unless a ``plan/forget`` named it since."""
 
     def __init__(self) -> None:
         self.records: list[PlanRecord] = []
+        self.approved: PlanRecord | None = None
         self._open: dict[str, int] = {}  # callId -> index of its record, until its result
         self._result_marks: dict[str, bytes] = {}  # callId -> its JSON text, to spot its result
 
@@ -97,7 +102,12 @@ class PlanHistory:
             index = self._open.pop(event.data.callId, None)
             if index is not None:
                 del self._result_marks[event.data.callId]
-                self.records[index] = _judged(self.records[index], event.data)
+                record = self.records[index] = _judged(self.records[index], event.data)
+                if record.outcome == "approved":
+                    self.approved = record
+        elif cls is PlanForget:
+            if self.approved is not None and self.approved.call_id == event.data.callId:
+                self.approved = None
         elif cls is TurnClose or cls is TurnOpen:
             # A call whose turn ended without its result was never reviewed.
             for index in self._open.values():
@@ -107,17 +117,23 @@ class PlanHistory:
 
     def feed_line(self, line: bytes) -> None:
         """One log line (already checked by replay). Only a plan tool's call, the result
-        of an open one, and turn boundaries while one is open are decoded."""
-        if b'"tool/call"' in line:
-            if PLAN_TOOL.encode() not in line:
+        of an open one, a turn's end while one is open and a ``plan/forget`` are decoded.
+        The type is read from the line's opening, where dshd writes it; a line written
+        otherwise (by hand) is decoded whole."""
+        if not line.startswith(_TYPE_OPENING):
+            self.feed(decode_line(line))
+            return
+        kind = line[_TYPE_AT : line.find(b'"', _TYPE_AT)]
+        if kind == b"tool/call":
+            if _PLAN_TOOL_BYTES not in line:
                 return
-        elif b'"tool/result"' in line:
+        elif kind == b"tool/result":
             if not self._open or not any(mark in line for mark in self._result_marks.values()):
                 return
-        elif b'"turn/' in line:
+        elif kind == b"turn/close" or kind == b"turn/open":
             if not self._open:
                 return
-        else:
+        elif kind != b"plan/forget":
             return
         self.feed(decode_line(line))
 

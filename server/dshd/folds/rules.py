@@ -15,6 +15,7 @@ from dshd.folds.events import (
     GoalChangeData,
     GoalRef,
     PermissionDecision,
+    PlanForget,
     PlanMode,
     RequestHeader,
     SessionStart,
@@ -57,6 +58,11 @@ def fold_plan_mode(state: PlanState, event) -> PlanState:
     if cls is RequestHeader:
         header_active = event.data.planActive
         return state if state.header_active is header_active else PlanState(state.active, header_active)
+    if cls is PlanForget:
+        # Which plan is approved is folds/plans.py's (read when a section renders); here
+        # only the shape: it names a call.
+        if not event.data.callId.strip():
+            raise FoldError("plan/forget needs a callId")
     return state
 
 
@@ -433,6 +439,7 @@ _CONCERNS: dict[type, int] = {
     ToolCall: _CONTEXT,
     ToolResult: _CONTEXT,
     ContextCompact: _CONTEXT,
+    PlanForget: _PLAN,
     PermissionDecision: _PERMISSION,
 }
 

@@ -1,4 +1,5 @@
-"""The plan plugin (PM-1): section ``plan:policy``, tool ``exit_plan_mode``, command ``/plan``.
+"""The plan plugin (PM-1): section ``plan:policy``, tool ``exit_plan_mode``, command ``/plan``;
+and the plan of record (P-22): section ``plan:approved``, ``/plan forget``.
 
 Nothing else: it never touches the sandbox, approvals or the tool catalogue (PM-4,
 PM-23). The plan text lives only as the ``exit_plan_mode`` call's argument in the log
@@ -17,6 +18,7 @@ from dshd.agent.config import Config
 from dshd.agent.prompt import PromptContext, Section
 from dshd.agent.questions import QuestionsUnavailable
 from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome
+from dshd.errors import DshError
 from dshd.folds import plans
 from dshd.folds.plans import APPROVED_WITH_FEEDBACK, SENT_BACK, first_heading
 from dshd.services.plan_mode import PlanModeController
@@ -26,6 +28,14 @@ if TYPE_CHECKING:
 
 SECTION_ID = "plan:policy"
 SECTION_ORDER = 50
+# P-22: the approved plan, once a compaction has summarized its exit_plan_mode call away.
+APPROVED_SECTION_ID = "plan:approved"
+APPROVED_SECTION_ORDER = 55
+APPROVED_INTRO = (
+    "The plan the person approved earlier in this session (its review was summarized "
+    "away with the conversation; it still stands unless the person says otherwise):"
+)
+NOTHING_TO_FORGET = "/plan forget: there is no approved plan to forget"
 TOOL_NAME = plans.PLAN_TOOL
 
 TOOL_PARAMETERS = {
@@ -102,9 +112,11 @@ class PlanPlugin:
         self.attached = True
         agent.features.add(self.controller)
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
+        agent.sections.add(Section(APPROVED_SECTION_ID, APPROVED_SECTION_ORDER, self.render_approved))
+        self._plans = _PlansOfRecord(agent.store)
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=self.exit_plan_mode))
-        agent.commands.add(Command("plan", "/plan, /plan off, /plan <message>", self.command))
+        agent.commands.add(Command("plan", "/plan, /plan off, /plan forget, /plan <message>", self.command))
         # PM-10: first in the chain, so it sees every other listener's verdict.
         remove_listener = agent.pre_step.add(self.controller.pre_step, first=True)
         agent.on_close(remove_listener)
@@ -118,11 +130,27 @@ class PlanPlugin:
         # PM-2: verbatim, only while the recorded state that builds this step is on.
         return self.section_text if ctx.state.plan.active else None
 
+    def render_approved(self, ctx: PromptContext) -> str | None:
+        """P-22: the plan of record, once the compaction the step is built on has
+        summarized away its ``exit_plan_mode`` call (before that, the call's argument is in
+        the transcript: the plan is in the context exactly once, either way)."""
+        approved = self._plans.approved()
+        if approved is None or ctx.state.context.through_seq < approved.seq:
+            return None
+        return f"{APPROVED_INTRO}\n\n{approved.markdown}"
+
     async def command(self, agent: "Agent", rest: str) -> None:
         """PM-22: ``/plan`` on; ``/plan off`` off (dropping a pending entry);
+        ``/plan forget`` drops the plan of record (P-22);
         ``/plan <message>`` on, then ``<message>`` steered in as a user message."""
         if rest == "off":
             self.controller.set(False)
+            return
+        if rest == "forget":
+            approved = self._plans.approved()
+            if approved is None:
+                raise DshError("invalid-params", NOTHING_TO_FORGET, field="text")
+            self.controller.forget(approved.call_id)
             return
         self.controller.set(True)
         if rest:
@@ -178,9 +206,7 @@ class PlanPlugin:
     def previous_review(self, call_id: str) -> dict[str, Any] | None:
         """P-23: what the person asked for last time, when they sent the plan before this
         one back (folded from the log, where this call is already recorded)."""
-        history = plans.PlanHistory()
-        self.agent.store.each_line(history.feed_line)
-        record = plans.previous_for(history.records, call_id)
+        record = plans.previous_for(self._plans.fold().records, call_id)
         if record is None:
             return None
         previous: dict[str, Any] = {"callId": record.call_id, "title": record.title, "markdown": record.markdown}
@@ -221,6 +247,40 @@ class PlanPlugin:
             return ToolOutcome.success(json.dumps({"approved": True}), review={"outcome": "approved"})
         body = feedback_text(plan, feedback, comments) or NO_DETAILS
         return ToolOutcome.failure(f"{SENT_BACK}\n{body}\n{STILL_PLANNING}", review=revise)
+
+
+class _PlansOfRecord:
+    """The plan fold of this agent's log, read whole once, then only the events committed
+    since (a step reads a few)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._fold: plans.PlanHistory | None = None
+        self._seq = 0  # the last seq folded
+
+    def approved(self) -> plans.PlanRecord | None:
+        return self.fold().approved
+
+    def fold(self) -> plans.PlanHistory:
+        if self._fold is None:
+            fold = plans.PlanHistory()
+            count = 0
+
+            def line(raw: bytes) -> None:
+                nonlocal count
+                count += 1  # line number == seq in a replayed log
+                fold.feed_line(raw)
+
+            self._store.each_line(line)
+            self._fold, self._seq = fold, count
+        elif self._store.state.seq > self._seq:
+
+            def event(ev: Any) -> None:
+                self._fold.feed(ev)
+                self._seq = ev.seq
+
+            self._store.each_event(event, after_seq=self._seq)
+        return self._fold
 
 
 def _answer_problem(answer: dict, asked_id: str) -> str | None:

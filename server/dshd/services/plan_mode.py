@@ -1,4 +1,5 @@
-"""Plan mode: the only writer of ``plan/mode`` (PM-5..PM-15, PM-18, PM-22).
+"""Plan mode: the only writer of ``plan/mode`` (PM-5..PM-15, PM-18, PM-22) and of
+``plan/forget`` (P-22).
 
 One controller per live agent. The recorded state is the fold
 (``store.state.plan.active``); the controller adds only a *pending* choice, held in
@@ -114,6 +115,13 @@ class PlanModeController:
         self._pending = _Pending(False, narrate=False)
         self._notify(before)
         return "queued"
+
+    def forget(self, call_id: str) -> None:
+        """P-22: ``/plan forget``: the approved plan of ``call_id`` is no longer the plan of
+        record (the caller found it with folds/plans.py). Durable at once, in or out of a
+        turn: it changes only what a later request's sections say."""
+        self._live()
+        self._store.commit("plan/forget", {"callId": call_id}, writer="plan")
 
     def _drop(self, before: PlanView) -> Outcome:
         self._pending = None
