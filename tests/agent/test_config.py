@@ -58,6 +58,8 @@ def test_file_overrides_defaults_and_client_overrides_file(tmp_path):
         ({"model": {"maxRetries": -1}}, "model.maxRetries"),
         ({"model": {"contextWindow": 0}}, "model.contextWindow"),
         ({"goals": {"maxTokens": 0}}, "goals.maxTokens"),
+        ({"goals": {"check": "  "}}, "goals.check"),
+        ({"goals": {"check": 1}}, "goals.check"),
         ({"tools": {"sandbox": "none"}}, "tools.sandbox"),
         ({"tools": {"approve": ["write", "write"]}}, "tools.approve"),
         ({"tools": {"approve": ["delete"]}}, "tools.approve"),

@@ -395,3 +395,14 @@ def test_resume_needs_tokens_left():
 
 def test_clear_may_not_carry_tokens_used():
     assert rejects(active(), clear("g1", 1, tokensUsed=0)) == "malformed goal/change: clear with snapshot keys tokensUsed"
+
+
+def test_g23_only_a_complete_records_a_check():
+    check = {"command": "pytest -q", "callId": "call-1"}
+    done = fold(change("complete", rev=2, phase="complete", check=check), state=active())
+    assert done.goal.phase == "complete"  # a complete with its check folds
+    assert rejects(active(), change("pause", rev=2, phase="paused", check=check)) == (
+        "malformed goal/change: pause with a check (only a complete records one)"
+    )
+    with pytest.raises(msgspec.ValidationError):  # a check is {command, callId}, nothing else
+        change("complete", rev=2, phase="complete", check={**check, "exitCode": 0})

@@ -171,6 +171,9 @@ def goal_change_text(op: str, data: dict[str, Any]) -> str:
     if op == "resume":
         return f"Goal resumed ({progress})"
     if op == "complete":
+        check = data.get("check") if isinstance(data.get("check"), dict) else None
+        if check is not None:  # G-23: the model's complete, after [goals] check passed
+            return f"Goal complete ({progress}): its check `{clip(str(check.get('command', '')), 60)}` passed"
         return f"Goal complete ({progress})"
     if op == "block":
         reason = goal.get("blockedReason") if isinstance(goal.get("blockedReason"), dict) else {}
@@ -254,7 +257,7 @@ def goal_status(view: "GoalView | None") -> dict[str, Any]:
     return _status_for(
         view.objective, view.phase, view.max_rounds, view.rounds_started, view.rounds_left,
         view.tokens_used, view.max_tokens, view.activation, None if reason is None else (reason.code, reason.message),
-        waiting_for=view.waiting_for if view.phase == "active" else None,
+        waiting_for=view.waiting_for if view.phase == "active" else None, estimated=view.tokens_estimated,
     )  # fmt: skip
 
 
@@ -267,13 +270,15 @@ def goal_words(view: "GoalView | None") -> tuple[dict[str, Any], list[dict[str, 
 @functools.lru_cache(maxsize=4096)
 def _status_for(
     objective: str, phase: str, max_rounds: int, used: int, left: int, tokens_used: int, max_tokens: int | None,
-    activation: str, reason: tuple[str, str] | None, waiting_for: str | None = None,
+    activation: str, reason: tuple[str, str] | None, waiting_for: str | None = None, estimated: bool = False,
 ) -> dict[str, Any]:
     """goal_status, made once per distinct goal: a listing of 1,000 sessions with goals asks
-    for the same words at every list."""
+    for the same words at every list. ``estimated``: the tokens used are partly characters/4
+    (the provider reported no usage), written ``~12k``."""
     waiting = phase == "active" and activation != "armed"
     counted = tokens_counted(tokens_used, max_tokens)
     budgeted = isinstance(max_tokens, int)
+    used_tokens = ("~" if estimated else "") + tokens(tokens_used)
     if waiting_for is not None:
         short = "waiting for you"
     elif waiting:
@@ -285,8 +290,8 @@ def _status_for(
     parts = [f"{used}/{max_rounds}"]
     usage = f"{used} of {max_rounds} rounds used"
     if counted:
-        parts.append(f"{tokens(tokens_used)}/{tokens(max_tokens)} tok" if budgeted else f"{tokens(tokens_used)} tok")
-        usage += f", {tokens(tokens_used)} of {tokens(max_tokens)} tokens" if budgeted else f", {tokens(tokens_used)} tokens"
+        parts.append(f"{used_tokens}/{tokens(max_tokens)} tok" if budgeted else f"{used_tokens} tok")
+        usage += f", {used_tokens} of {tokens(max_tokens)} tokens" if budgeted else f", {used_tokens} tokens"
     parts.append(short)
     if phase == "active":
         if waiting_for is not None:
@@ -307,7 +312,9 @@ def _status_for(
     detail = [f"Goal: {shown(objective)}", state, f"Rounds: {used} of {max_rounds} used, {left} left"]
     if counted:
         detail.append(
-            f"Tokens: {tokens(tokens_used)} of {tokens(max_tokens)} used" if budgeted else f"Tokens: {tokens(tokens_used)} used"
+            f"Tokens: {used_tokens} of {tokens(max_tokens)} used" if budgeted else f"Tokens: {used_tokens} used"
         )
+        if estimated:
+            detail.append("Estimated (characters/4): the model's server reports no token usage.")
     tone = "warning" if phase == "blocked" else "hint" if waiting or waiting_for is not None else "none"
     return {"text": " · ".join(parts), "short": short, "tone": tone, "usage": usage, "detail": detail}

@@ -192,6 +192,14 @@ class GoalSnapshot(_Data):
     maxTokens: int | None = None  # token budget; absent: none
 
 
+class GoalCheck(_Data):
+    """The ``[goals] check`` command that passed (exit 0) before the model's complete (G-23):
+    the command as run and the goal_complete call that ran it."""
+
+    command: str
+    callId: str
+
+
 class GoalChangeData(_Data):
     """Either a snapshot (op != "clear": goal, roundsStarted, createdAt, updatedAt, and
     tokensUsed, which logs written before token budgets lack) or a tombstone
@@ -207,6 +215,7 @@ class GoalChangeData(_Data):
     updatedAt: str | None = None
     cleared: GoalRef | None = None
     clearedAt: str | None = None
+    check: GoalCheck | None = None  # only on a complete whose check passed (G-23)
 
 
 # ---- envelopes ----------------------------------------------------------------
@@ -254,6 +263,10 @@ class PlanMode(_Event, tag="plan/mode", kw_only=True):
     data: PlanModeData
 
 
+class PlanForget(_Event, tag="plan/forget", kw_only=True):
+    data: PlanForgetData
+
+
 class GoalChange(_Event, tag="goal/change", kw_only=True):
     data: GoalChangeData
 
@@ -263,10 +276,6 @@ class ContextCompact(_Event, tag="context/compact", kw_only=True):
 
 
 class PermissionDecision(_Event, tag="permission/decision", kw_only=True):
-class PlanForget(_Event, tag="plan/forget", kw_only=True):
-    data: PlanForgetData
-
-
     data: PermissionDecisionData
 
 
@@ -280,6 +289,7 @@ Event = Union[
     ToolCall,
     ToolResult,
     PlanMode,
+    PlanForget,
     GoalChange,
     ContextCompact,
     PermissionDecision,
@@ -289,7 +299,6 @@ EVENT_CLASSES: dict[str, type] = {
     cls.__struct_config__.tag: cls  # type: ignore[attr-defined]
     for cls in (
         SessionStart,
-    PlanForget,
         TurnOpen,
         TurnClose,
         UserMessage,
@@ -298,6 +307,7 @@ EVENT_CLASSES: dict[str, type] = {
         ToolCall,
         ToolResult,
         PlanMode,
+        PlanForget,
         GoalChange,
         ContextCompact,
         PermissionDecision,
@@ -307,7 +317,6 @@ EVENT_CLASSES: dict[str, type] = {
 # Data classes by event type, for building an event from (type, data-dict).
 DATA_CLASSES: dict[str, type] = {
     tag: next(f.type for f in msgspec.structs.fields(cls) if f.name == "data")
-        PlanForget,
     for tag, cls in EVENT_CLASSES.items()
 }
 

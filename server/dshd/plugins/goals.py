@@ -33,9 +33,11 @@ import attrs
 
 from dshd.agent.config import Config
 from dshd.agent.prompt import PromptContext, Section
-from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome, argument_text
+from dshd.agent.tools import Change, Tool, ToolContext, ToolDescription, ToolOutcome, argument_text
 from dshd.errors import DshError
-from dshd.folds.events import GoalRef
+from dshd.folds.events import GoalCheck, GoalRef
+from dshd.formats import clip
+from dshd.tools.run import RunCommand
 from dshd.services.goals import GoalNotice, GoalService, GoalView, goal_view
 
 if TYPE_CHECKING:
@@ -70,6 +72,10 @@ def describe_goal_complete(arguments: dict[str, Any]) -> ToolDescription:
     return ToolDescription("Report the goal complete")
 
 
+def describe_checked_goal_complete(arguments: dict[str, Any]) -> ToolDescription:
+    return ToolDescription("Report the goal complete (runs its check)", "execute")
+
+
 def describe_goal_block(arguments: dict[str, Any]) -> ToolDescription:
     code = argument_text(arguments, "code")
     return ToolDescription(f"Report the goal blocked ({code})" if code else "Report the goal blocked")
@@ -80,15 +86,27 @@ async def _not_attached(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutc
 
 
 def tools(config: Config | None) -> list[Tool]:
-    """The goal tools as a catalogue lists them (the plugin binds their runs when it attaches)."""
+    """The goal tools as a catalogue lists them (the plugin binds their runs when it attaches).
+    With ``[goals] check``, goal_complete runs a command: it is an ``exec`` tool, so it
+    needs the approvals any command needs (agent/approvals.py asks with the command)."""
+    check = config.goals.check if config is not None else None
+    complete = Tool(
+        "goal_complete",
+        "Report that the current goal is achieved.",
+        COMPLETE_PARAMETERS,
+        _not_attached,
+        describe=describe_goal_complete,
+    )
+    if check is not None:
+        complete = attrs.evolve(
+            complete,
+            description="Report that the current goal is achieved. This first runs the goal's check command; "
+            "the goal is complete only if it passes (otherwise you get its output and the goal stays active).",
+            mutability="exec",
+            describe=describe_checked_goal_complete,
+        )
     return [
-        Tool(
-            "goal_complete",
-            "Report that the current goal is achieved.",
-            COMPLETE_PARAMETERS,
-            _not_attached,
-            describe=describe_goal_complete,
-        ),
+        complete,
         Tool(
             "goal_block",
             "Report that a problem stops work on the current goal (code and message).",
@@ -100,12 +118,17 @@ def tools(config: Config | None) -> list[Tool]:
 
 
 def attach(agent: "Agent", config: Config) -> "GoalsPlugin":
-    return GoalsPlugin(agent, config.goals.maxRounds, config.goals.maxTokens)
+    return GoalsPlugin(agent, config.goals.maxRounds, config.goals.maxTokens, config=config)
 
 
 class GoalsPlugin:
-    def __init__(self, agent: "Agent", max_rounds_default: int, max_tokens_default: int | None = None) -> None:
+    def __init__(
+        self, agent: "Agent", max_rounds_default: int, max_tokens_default: int | None = None, config: Config | None = None
+    ) -> None:
         self.agent = agent
+        self.check = config.goals.check if config is not None else None  # G-23: run before the model's complete
+        # The run tool's own machinery: the live sandbox policy, the allowlisted environment.
+        self.run_check = RunCommand(config.tools.env if config is not None else ())
         self.service = GoalService(agent.store, max_rounds_default, max_tokens_default)
         self.rendered_ref: GoalRef | None = None
         self.driver = ContinuationDriver(agent, self.service)
@@ -114,7 +137,9 @@ class GoalsPlugin:
         # G-24: its round and token counts change every round, so it goes after the history.
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status, volatile=True))
         runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
-        for tool in tools(None):
+        for tool in tools(config):
+            if tool.name == "goal_complete" and self.check is not None:
+                tool = attrs.evolve(tool, preview=self.preview_check)
             agent.tools.add(attrs.evolve(tool, run=runs[tool.name]))
         # G-20: the goal's view says what the agent waits for (a plan review, an approval).
         agent.add_activity_listener(lambda state: self.service.set_waiting(state.question if state.activity == "waiting" else None))
@@ -167,7 +192,45 @@ class GoalsPlugin:
     async def goal_complete(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         if arguments:
             return ToolOutcome.failure(f"goal_complete takes no arguments; got {', '.join(sorted(arguments))}")
-        return self._write(lambda ref: self.service.complete(ref), "complete")
+        if self.check is None:
+            return self._write(lambda ref: self.service.complete(ref), "complete")
+        refused = self._refused_complete()
+        if refused is not None:
+            return refused
+        # G-23: the check runs as run_command runs a command (approved already by the
+        # runner, as an exec call): exit 0 completes, anything else leaves the goal active.
+        ran = await self.run_check(ctx, {"command": self.check})
+        tail = check_output_tail(ran.content)
+        if not ran.ok:
+            return ToolOutcome.failure(
+                f"Not complete: the goal's check `{self.check}` did not pass, so the goal stays active.\n{tail}\n"
+                "Fix what it reports, then call goal_complete again."
+            )
+        check = GoalCheck(command=self.check, callId=ctx.call_id)
+        written = self._write(lambda ref: self.service.complete(ref, check=check), "complete")
+        if not written.ok:
+            return written
+        return ToolOutcome.success(f"The goal's check `{self.check}` passed.\n{tail}\n{written.content}")
+
+    async def preview_check(self, ctx: ToolContext, arguments: dict[str, Any]) -> Change | ToolOutcome:
+        """What the person approves before the check runs (the command and its folder); a
+        call that could not complete the goal anyway is refused before anyone is asked."""
+        if arguments:
+            return ToolOutcome.failure(f"goal_complete takes no arguments; got {', '.join(sorted(arguments))}")
+        refused = self._refused_complete()
+        if refused is not None:
+            return refused
+        return Change(title=f"Run the goal's check `{clip(self.check or '', 80)}`", command=self.check, cwd=str(ctx.root))
+
+    def _refused_complete(self) -> ToolOutcome | None:
+        ref = self.rendered_ref
+        if ref is None:
+            return ToolOutcome.failure("There was no goal in this request, so there is nothing to report on.")
+        try:
+            self.service.check_can("complete", ref)
+        except DshError as exc:
+            return self._refusal(exc)
+        return None
 
     async def goal_block(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         unknown = sorted(set(arguments) - {"code", "message"})
@@ -184,13 +247,34 @@ class GoalsPlugin:
         try:
             view = operation(ref)
         except DshError as exc:
-            if exc.kind == "stale-revision":
-                return ToolOutcome.failure(
-                    f"The goal changed since this request ({exc.message}); "
-                    "the next request shows it as it is now."
-                )
-            return ToolOutcome.failure(f"{exc.kind}: {exc.message}")
+            return self._refusal(exc)
         return ToolOutcome.success(f"Goal {view.id} is now {view.phase} (revision {view.revision}).")
+
+
+    @staticmethod
+    def _refusal(exc: DshError) -> ToolOutcome:
+        if exc.kind == "stale-revision":
+            return ToolOutcome.failure(
+                f"The goal changed since this request ({exc.message}); the next request shows it as it is now."
+            )
+        return ToolOutcome.failure(f"{exc.kind}: {exc.message}")
+
+
+CHECK_TAIL_LINES = 40
+CHECK_TAIL_CHARS = 4000
+
+
+def check_output_tail(content: str) -> str:
+    """A check's result as the model reads it: the run's first line (exit code, sandbox),
+    then the last lines of its output (where test runners print their summary)."""
+    head, _, output = content.partition("\n")
+    lines = output.splitlines()
+    kept = lines[-CHECK_TAIL_LINES:]
+    text = "\n".join(kept)
+    if len(text) > CHECK_TAIL_CHARS:
+        text = text[-CHECK_TAIL_CHARS:]
+    cut = f"[the first {len(lines) - len(kept)} lines of its output are left out]\n" if len(kept) < len(lines) else ""
+    return f"{head}\n{cut}{text}" if text else head
 
 
 class ContinuationDriver:

@@ -34,7 +34,7 @@ import msgspec
 from dshd.errors import DshError
 from dshd.folds import GoalState
 from dshd.folds.goal_phases import may
-from dshd.folds.events import AssistantMessage, BlockedReason, GoalRef, GoalRound, GoalSnapshot, UserMessage
+from dshd.folds.events import AssistantMessage, BlockedReason, GoalCheck, GoalRef, GoalRound, GoalSnapshot, UserMessage
 from dshd.formats import is_kebab_case, utc_now
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class GoalView(msgspec.Struct, frozen=True, omit_defaults=True):
     blocked_reason: BlockedReason | None = None
     max_tokens: int | None = None  # the token budget; absent: none
     waiting_for: str | None = None  # "plan-review" | "approval": a question of this agent is open (active goals only)
+    tokens_estimated: bool = False  # some of tokens_used is characters/4: the provider reported no usage
 
     @property
     def ref(self) -> GoalRef:
@@ -100,6 +101,7 @@ def goal_view(goal_state: GoalState, armed: bool, waiting_for: str | None = None
         blocked_reason=goal.blockedReason,
         max_tokens=goal.maxTokens,
         waiting_for=waiting_for if goal.phase == "active" else None,
+        tokens_estimated=goal_state.tokens_estimated,
     )
 
 
@@ -293,11 +295,13 @@ class GoalService:
         self._armed = True
         return self._notify("resume")
 
-    def complete(self, ref: Any) -> GoalView:
+    def complete(self, ref: Any, check: GoalCheck | None = None) -> GoalView:
+        """``check``: the ``[goals] check`` that passed before the model's complete (G-23),
+        recorded in the event; a person's complete has none."""
         self._live()
         goal = self._current(ref)
         self._allow("complete", goal)
-        self._write("complete", goal, phase="complete", blockedReason=None)
+        self._write("complete", goal, check=check, phase="complete", blockedReason=None)
         self._armed = False
         return self._notify("complete")
 
@@ -418,13 +422,14 @@ class GoalService:
         turn = self._store.state.turn
         return turn.last_turn if turn.open else None
 
-    def _write(self, op: str, goal: GoalSnapshot, **changes: Any) -> None:
+    def _write(self, op: str, goal: GoalSnapshot, check: GoalCheck | None = None, **changes: Any) -> None:
         snapshot = msgspec.structs.replace(goal, revision=goal.revision + 1, **changes)
         state = self._store.state.goal
-        self._commit(op, snapshot, state.rounds_started, state.tokens_used, state.created_at or utc_now(), utc_now())
+        self._commit(op, snapshot, state.rounds_started, state.tokens_used, state.created_at or utc_now(), utc_now(), check)
 
     def _commit(
-        self, op: str, snapshot: GoalSnapshot, rounds_started: int, tokens_used: int, created_at: str, updated_at: str
+        self, op: str, snapshot: GoalSnapshot, rounds_started: int, tokens_used: int, created_at: str, updated_at: str,
+        check: GoalCheck | None = None,
     ) -> None:
         data = {
             "version": 1,
@@ -435,6 +440,8 @@ class GoalService:
             "createdAt": created_at,
             "updatedAt": updated_at,
         }
+        if check is not None:
+            data["check"] = msgspec.to_builtins(check)
         self._store.commit("goal/change", data, turn=self._open_turn(), writer="goals")
 
     def _notify(self, op: str) -> GoalView:
