@@ -192,6 +192,14 @@ class GoalSnapshot(_Data):
     maxTokens: int | None = None  # token budget; absent: none
 
 
+class GoalCheck(_Data):
+    """The ``[goals] check`` command that passed (exit 0) before the model's complete (G-23):
+    the command as run and the goal_complete call that ran it."""
+
+    command: str
+    callId: str
+
+
 class GoalChangeData(_Data):
     """Either a snapshot (op != "clear": goal, roundsStarted, createdAt, updatedAt, and
     tokensUsed, which logs written before token budgets lack) or a tombstone
@@ -207,6 +215,7 @@ class GoalChangeData(_Data):
     updatedAt: str | None = None
     cleared: GoalRef | None = None
     clearedAt: str | None = None
+    check: GoalCheck | None = None  # only on a complete whose check passed (G-23)
 
 
 # ---- envelopes ----------------------------------------------------------------

@@ -191,6 +191,8 @@ def _goal_change(state: GoalState, data: GoalChangeData) -> GoalState:
     extra = _present(data, _TOMBSTONE_KEYS)
     if extra:
         raise FoldError(f"malformed goal/change: {op} with tombstone keys {', '.join(extra)}")
+    if data.check is not None and op != "complete":
+        raise FoldError(f"malformed goal/change: {op} with a check (only a complete records one)")
     missing = [k for k in _SNAPSHOT_KEYS if getattr(data, k) is None]
     if missing:
         raise FoldError(f"malformed goal/change: {op} without {', '.join(missing)}")
@@ -289,7 +291,11 @@ def _goal_usage(state: GoalState, event) -> GoalState:
     if turn is None or turn != state.round_turn or state.goal is None:
         return state
     usage = event.data.usage
-    return msgspec.structs.replace(state, tokens_used=state.tokens_used + usage.inputTokens + usage.outputTokens)
+    return msgspec.structs.replace(
+        state,
+        tokens_used=state.tokens_used + usage.inputTokens + usage.outputTokens,
+        tokens_estimated=state.tokens_estimated or usage.estimated,
+    )
 
 
 def fold_goal(state: GoalState, event) -> GoalState:
