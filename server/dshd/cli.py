@@ -8,7 +8,7 @@
     dshd daemon [--workspace DIR]    the shared daemon itself (dshd.shared_daemon:main)
     dshd demo ...              the scripted scenario (dshd.demo:main)
     dshd log verify PATH [--json]
-    dshd log show PATH [--chat]
+    dshd log show PATH [--chat | --goal] [--svg FILE]
     dshd doctor [--workspace DIR] [--json] [--trusted]
     dshd goal status|create|edit|pause|resume|complete|clear [--session ID] [--json]   (dshd.goal_cli:main)
     dshd run [PROMPT|-] [--session ID|--last] [--plan] [--goal OBJECTIVE] [...]   (dshd.run_cli:main)
@@ -228,7 +228,7 @@ def describe_event(event) -> str:
     return cls.__name__
 
 
-def _show(path: Path, chat: bool = False) -> int:
+def _show(path: Path, chat: bool = False, goal: bool = False, svg_path: Path | None = None) -> int:
     import msgspec
 
     from dshd.errors import DshError
@@ -266,6 +266,8 @@ def _show(path: Path, chat: bool = False) -> int:
     stop = error.line if error is not None else None
     if chat:
         return _show_chat(path, stop, error, out)
+    if goal:
+        return _show_goal(path, stop, error, out, svg_path)
     for line_no, _offset, line in iter_records(path):
         if stop is not None and line_no >= stop:
             out.write(f"{line_no:>6}  !! {error.reason}\n")
@@ -304,6 +306,43 @@ def _show_chat(path: Path, stop: int | None, error, out) -> int:
         for number, row in enumerate(text.lines(shown)):
             mark = f"{shown['seq']:>6}" if number == 0 and "seq" in shown else " " * 6
             out.write(f"{mark}  {row}\n")
+    if error is not None:
+        out.write(f"{error.line:>6}  !! {error.reason}\n")
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def _show_goal(path: Path, stop: int | None, error, out, svg_path: Path | None) -> int:
+    """The current goal's rounds (dshd.folds.rounds, what dsh/goal/rounds sends) as a
+    table, and with ``svg_path`` as a picture written there; for a log that is not sound,
+    the rounds of the events before the bad line."""
+    import msgspec
+
+    from dshd.api import timeline
+    from dshd.folds.events import decode_line
+    from dshd.folds.rounds import RoundsFold
+    from dshd.log import iter_records
+
+    fold = RoundsFold()
+    for line_no, _offset, line in iter_records(path):
+        if stop is not None and line_no >= stop:
+            break
+        try:
+            fold.apply(decode_line(line))
+        except msgspec.MsgspecError as exc:  # only reachable if the file changed under us
+            out.write(f"{line_no:>6}  !! {exc}\n")
+            return EXIT_FAIL
+    result = fold.result()
+    for row in timeline.table(result):
+        out.write(row + "\n")
+    if svg_path is not None:
+        try:
+            # A new file or one of the person's own: they named it (a link they made is theirs).
+            svg_path.write_text(timeline.svg(result), encoding="utf-8")
+        except OSError as exc:
+            print(f"dshd: cannot write {svg_path}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_FAIL
+        out.write(f"picture: {svg_path}\n")
     if error is not None:
         out.write(f"{error.line:>6}  !! {error.reason}\n")
         return EXIT_FAIL
@@ -385,6 +424,8 @@ def _parser() -> argparse.ArgumentParser:
     show = log_sub.add_parser("show", help="print the folded state and the events")
     show.add_argument("path", type=Path, metavar="PATH")
     show.add_argument("--chat", action="store_true", help="print the conversation as the editors show it, not the events")
+    show.add_argument("--goal", action="store_true", help="print the current goal's rounds as a table, not the events")
+    show.add_argument("--svg", type=Path, metavar="FILE", help="write the current goal's rounds as a picture (SVG) to FILE")
     # goal parses its own options (including --help): everything after `goal` goes to it.
     sub.add_parser("goal", help="show or change a session's goal (through the shared daemon when it holds the session)", add_help=False)
     # run parses its own options (including --help): everything after `run` goes to it.
@@ -427,6 +468,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.log_command == "verify":
                 return _verify(args.path, args.json)
+            if args.chat and (args.goal or args.svg is not None):
+                print("dshd: --chat cannot be combined with --goal or --svg", file=sys.stderr)
+                return EXIT_USAGE
+            if args.goal or args.svg is not None:
+                return _show(args.path, goal=True, svg_path=args.svg)
             return _show(args.path, chat=args.chat)
         except BrokenPipeError:  # `dshd log show | head`
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
