@@ -84,8 +84,8 @@ def test_the_picker_labels_say_outcome_and_what_the_person_said(editor):
         plans, now,
     )
     assert labels == [
-        "1. Plan: make the parser strict · sent back · 1 comment, feedback · 4 min ago",
-        "2. Plan: make the parser strict · approved · 2 min ago",
+        "#1 Plan: make the parser strict · sent back · 1 comment, feedback · 4 min ago",
+        "#2 Plan: make the parser strict · approved · 2 min ago",
     ]
 
 

@@ -31,10 +31,10 @@ local function title_of(record)
   return title ~= '' and title or 'Untitled plan'
 end
 
---- One picker line for the `index`th plan (pure): `3. Plan: retries · sent back ·
+--- One picker line for the `index`th plan (pure): `#3 Plan: retries · sent back ·
 --- 2 comments, feedback · 5 min ago`. `now` in seconds since 1970.
 function M.label(record, index, now)
-  local parts = { ('%d. %s'):format(index, title_of(record)) }
+  local parts = { ('#%d %s'):format(index, title_of(record)) }
   table.insert(parts, M.outcome_words[record.outcome] or tostring(record.outcome or '?'))
   local said = {}
   local comments = count_comments(record)
@@ -113,8 +113,8 @@ local function scratch(name, lines, filetype)
   return buf
 end
 
-local function key_help(index, total)
-  local parts = { M.keys.diff .. ' changes since the plan before' }
+local function key_help(index, total, as_diff)
+  local parts = { M.keys.diff .. (as_diff and ' the plan itself' or ' changes since the plan before') }
   if index > 1 then
     table.insert(parts, M.keys.older .. ' older')
   end
@@ -160,7 +160,7 @@ function M.show(plans, index, session_id, win, as_diff)
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
   vim.wo[win].number = not as_diff
-  vim.wo[win].winbar = (' %s%s  │  %s'):format(title_of(record), as_diff and ' · changes' or '', key_help(index, total))
+  vim.wo[win].winbar = (' %s%s  │  %s'):format(title_of(record), as_diff and ' · changes' or '', key_help(index, total, as_diff))
     :gsub('%%', '%%%%')
   if not as_diff then
     -- The header is virtual lines above line 1: shown only when the window starts above it.
