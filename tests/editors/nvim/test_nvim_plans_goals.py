@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "editors" / "nvim" / "tests"))
 from nvim_harness import Editor, write_artifact  # noqa: E402
 
@@ -35,6 +37,8 @@ PLAN_2 = PLAN.replace("1. Read the grammar in docs/grammar.md", "1. Read the gra
 )
 EXIT_WITH_PLAN_2 = {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN_2}}]}
 TITLE = "Plan: make the parser strict"
+
+pytestmark = pytest.mark.slow
 OBJECTIVE = f'Carry out the approved plan "{TITLE}"'
 
 

@@ -293,3 +293,28 @@ def test_one_notice_per_waiting_spell(editor):
     told = [m for m in editor.messages() if "waits for you" in m]
     assert told == ["dsh: the goal waits for you: a plan review is open (:Dsh answer)",
                     "dsh: the goal waits for you: an approval is open (:Dsh answer)"]
+
+
+# ---- help -----------------------------------------------------------------------------------
+
+
+def test_the_help_covers_the_new_commands_and_keys(editor, tmp_path):
+    import shutil
+
+    from nvim_harness import PLUGIN_DIR
+
+    doc = tmp_path / "doc"
+    shutil.copytree(PLUGIN_DIR / "doc", doc)
+    editor.cmd(f"helptags {doc}")  # fails on a duplicate tag
+    tags = {line.split("\t")[0] for line in (doc / "tags").read_text().splitlines()}
+    assert {":Dsh-plan-history", ":Dsh-goal-raise", ":Dsh-goal-timeline", "dsh-plans", "dsh-timeline",
+            "dsh-review-g", "dsh-review-previous"} <= tags
+    # The keys the help names are the keys the plugin maps.
+    text = " ".join((doc / "dsh.txt").read_text().split())
+    keys = editor.lua("return { review = require('dsh.review').keys.approve_goal, plans = require('dsh.plans').keys,"
+                      " timeline = require('dsh.timeline').keys }")
+    assert keys == {"review": "g", "plans": {"diff": "d", "older": "[p", "newer": "]p", "close": "q"},
+                    "timeline": {"refresh": "r", "close": "q"}}
+    for needle in ["g approve and start a goal", "d the plan's changes since the plan before it",
+                   "[p the plan before; ]p the plan after.", "`r` reads it again, `q` closes it."]:
+        assert needle in text, needle

@@ -248,9 +248,7 @@ function M.open()
     vim.wo.wrap = false
     vim.wo.number = false
     vim.wo.winbar = (' Goal timeline  │  %s read again · %s close'):format(M.keys.refresh, M.keys.close)
-    refresh(view, function()
-      vim.api.nvim_exec_autocmds('User', { pattern = 'DshTimelineShown', modeline = false, data = { agentId = agent_id } })
-    end)
+    refresh(view)
   end)
 end
 
