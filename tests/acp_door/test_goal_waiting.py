@@ -41,14 +41,16 @@ async def test_a_round_waiting_for_its_plan_review_says_so_until_answered(client
     goal = waiting["update"]["_meta"]["goal"]
     assert goal["waitingFor"] == "plan-review"
     assert goal["status"]["short"] == "waiting for you" and goal["status"]["tone"] == "hint"
-    before = len(goal_updates(client, sid))
+    since = len(client.updates)
     answer.set_result(selected("approve"))
 
+    gone = await client.wait_update(
+        lambda u: u["update"].get("_meta", {}).get("goalChange", {}).get("op") == "waiting", timeout=10, since=since
+    )
+    meta = gone["update"]["_meta"]
+    assert "waitingFor" not in meta["goal"]  # the control: it goes once answered
+    assert meta["goalChange"]["revision"] == waiting["update"]["_meta"]["goalChange"]["revision"]
     await wait_log(clients.workspace, sid, idle)
-    later = goal_updates(client, sid)[before:]
-    gone = [m for m in later if m["goalChange"]["op"] == "waiting"]
-    assert gone and "waitingFor" not in gone[0]["goal"]  # the control: it goes once answered
-    assert gone[0]["goalChange"]["revision"] == waiting["update"]["_meta"]["goalChange"]["revision"]
 
 
 async def test_a_round_without_reported_usage_makes_the_goal_tokens_estimated(clients, tmp_path, monkeypatch):
@@ -59,8 +61,10 @@ async def test_a_round_without_reported_usage_makes_the_goal_tokens_estimated(cl
         sid = (await client.new_session())["sessionId"]
         await client.goal({"sessionId": sid, "action": "set", "objective": "Tidy the notes", "maxRounds": 1})
         await wait_log(clients.workspace, sid, lambda events: idle(events) and len(events) > 6)
-        await client.wait_update(lambda u: u["update"].get("_meta", {}).get("goal", {}).get("phase") == "blocked", timeout=20)
-    goal = goal_updates(client, sid)[-1]["goal"]
+        blocked = await client.wait_update(
+            lambda u: (u["update"].get("_meta", {}).get("goal") or {}).get("phase") == "blocked", timeout=20
+        )
+    goal = blocked["update"]["_meta"]["goal"]
     assert goal["tokensUsed"] > 0 and goal["tokensEstimated"] is True
     assert "~" in goal["status"]["text"]
     # The control: the goal's first update, before any round spent tokens, is no estimate.
