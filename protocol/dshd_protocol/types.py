@@ -472,7 +472,7 @@ class ChatUsage:
 
 @attrs.frozen(kw_only=True)
 class ChatTurnError:
-    kind: str  # auth, rate-limit, connection, timeout, bad-request, context-overflow, server, bad-response
+    kind: str  # auth, rate-limit, connection, timeout, bad-request, context-overflow, server, bad-response, output-limit
     message: str
 
 

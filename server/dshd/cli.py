@@ -88,6 +88,8 @@ def goal_summary(goal_state) -> dict[str, Any] | None:
         roundsLeft=max(0, goal.maxRounds - goal_state.rounds_started),
         tokensUsed=goal_state.tokens_used,
     )
+    if goal_state.tokens_estimated:
+        out["tokensEstimated"] = True
     if goal.maxTokens is not None:
         out["maxTokens"] = goal.maxTokens
     out.update(createdAt=goal_state.created_at, updatedAt=goal_state.updated_at)
@@ -156,7 +158,8 @@ def _goal_line(goal: dict[str, Any] | None, cleared) -> str:
     budget = f"/{goal['maxTokens']}" if "maxTokens" in goal else ""
     text = (
         f"{goal['id']} rev {goal['revision']} {goal['phase']}, "
-        f"{goal['roundsStarted']}/{goal['maxRounds']} rounds, {goal['tokensUsed']}{budget} tokens: {goal['objective']!r}"
+        f"{goal['roundsStarted']}/{goal['maxRounds']} rounds, {'~' if goal.get('tokensEstimated') else ''}"
+        f"{goal['tokensUsed']}{budget} tokens: {goal['objective']!r}"
     )
     if "blockedReason" in goal:
         text += f" [blocked: {goal['blockedReason']['code']}: {goal['blockedReason']['message']}]"
@@ -199,7 +202,9 @@ def describe_event(event) -> str:
     if cls is ev.AssistantMessage:
         text = f"[assistant] {_clip(d.text)}"
         if d.usage is not None:
-            text += f"  ({d.usage.inputTokens} in + {d.usage.outputTokens} out tokens)"
+            about = "~" if d.usage.estimated else ""  # characters/4: the provider reported none
+            cached = f", {d.usage.cachedInputTokens} of them cached" if d.usage.cachedInputTokens else ""
+            text += f"  ({about}{d.usage.inputTokens} in{cached} + {about}{d.usage.outputTokens} out tokens)"
         return text
     if cls is ev.ToolCall:
         return f"call {d.callId}: {d.name}({_clip(json.dumps(d.arguments), 60)})"

@@ -28,7 +28,7 @@ def _core(**kw) -> GoalView:
         id="g-1", revision=3, objective="Ship it", phase="blocked", max_rounds=40, rounds_started=5, rounds_left=35,
         tokens_used=1200, created_at=AT, updated_at=AT, activation="disarmed",
         blocked_reason=BlockedReason(code="needs-input", message="which branch?"), max_tokens=5000,
-        waiting_for="approval",
+        waiting_for="approval", tokens_estimated=True,
     )  # fmt: skip
     fields.update(kw)
     return GoalView(**fields)
@@ -46,8 +46,9 @@ def test_goal_view_is_the_wire_goal_view_in_both_doors():
     # The ACP door's _meta.goal says the same, key for key and in the same order.
     assert list(goal_meta(view).items()) == list(wire.items())
     # Optionals absent in the core are absent on the wire, in both doors.
-    bare = _core(phase="active", activation="armed", blocked_reason=None, max_tokens=None, waiting_for=None)
-    assert not {"blockedReason", "maxTokens", "waitingFor"} & set(to_wire.goal_view(bare))
+    bare = _core(phase="active", activation="armed", blocked_reason=None, max_tokens=None, waiting_for=None,
+                 tokens_estimated=False)  # fmt: skip
+    assert not {"blockedReason", "maxTokens", "waitingFor", "tokensEstimated"} & set(to_wire.goal_view(bare))
     from_wire(T.GoalView, to_wire.goal_view(bare))
     assert goal_meta(bare) == to_wire.goal_view(bare)
     assert to_wire.goal_view(None) is None and goal_meta(None) is None

@@ -109,7 +109,7 @@ def goal_capability() -> dict[str, Any]:
 def goal_meta(view: GoalView | None) -> dict[str, Any] | None:
     """The goal as a client sees it (``_meta.goal``): the same fields and words as the LSP
     door's GoalView (id, revision, objective, phase, maxRounds, roundsStarted, roundsLeft,
-    tokensUsed, createdAt, updatedAt, activation, blockedReason?, maxTokens?, waitingFor?, then status
+    tokensUsed, createdAt, updatedAt, activation, blockedReason?, maxTokens?, waitingFor?, tokensEstimated?, then status
     and actions); None when there is none. Built here from the core's GoalView."""
     if view is None:
         return None
@@ -132,6 +132,8 @@ def goal_meta(view: GoalView | None) -> dict[str, Any] | None:
         out["maxTokens"] = view.max_tokens
     if view.waiting_for is not None:
         out["waitingFor"] = view.waiting_for
+    if view.tokens_estimated:
+        out["tokensEstimated"] = True
     out["status"], out["actions"] = goal_words(view)
     return out
 

@@ -322,9 +322,13 @@ def fold_file(
                         continue
                     elif cls is assistant_cls:
                         usage = event.data.usage
-                        if usage is not None and t == usage_turn:
+                        if usage is None or t != usage_turn:
+                            continue
+                        # The first estimated usage of a goal takes the reference fold (it
+                        # marks the goal's tokens estimated); counting is all the rest need.
+                        if not usage.estimated or goal.tokens_estimated:
                             tokens += usage.inputTokens + usage.outputTokens
-                        continue
+                            continue
                     elif cls is user_cls:
                         data = event.data
                         goal_round = data.goalRound

@@ -52,6 +52,8 @@ class GoalState(Struct, frozen=True):
     # current goal, and the turn of its latest round (None: no round with a turn yet).
     tokens_used: int = 0
     round_turn: int | None = None
+    # Some of tokens_used is an estimate (characters/4): a reply's usage said "estimated".
+    tokens_estimated: bool = False
 
 
 class ContextState(Struct, frozen=True):
