@@ -104,16 +104,16 @@ def stream_error(error: Any) -> ModelError:
     return ModelError(kind, f"Anthropic reported an error mid-stream ({field(error, 'type', 'error')}): {message}; try again")
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _input_tokens(usage: Any) -> int | None:
     """The whole prompt: ``input_tokens`` is only the part after the last cache
     breakpoint; what was written to and read from the cache is counted beside it."""
     parts = [_count(field(usage, k)) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")]
     known = [p for p in parts if p is not None]
     return sum(known) if known else None
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
@@ -124,6 +124,7 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
     stopped = False
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None  # cache_read_input_tokens: the part read from the cache
     async for event in events:
         kind = field(event, "type")
         if kind == "message_start":
@@ -131,7 +132,6 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
             input_tokens = _input_tokens(usage)
             output_tokens = _count(field(usage, "output_tokens"))
             cached_tokens = _count(field(usage, "cache_read_input_tokens"))
-    cached_tokens: int | None = None  # cache_read_input_tokens: the part read from the cache
         elif kind == "content_block_start":
             index, block = field(event, "index", 0), field(event, "content_block")
             block_type = field(block, "type")
@@ -172,14 +172,14 @@ async def events_from_stream(events: AsyncIterator[Any]) -> AsyncIterator[ModelE
                 output_tokens = _count(field(usage, "output_tokens"))
             if _input_tokens(usage) is not None:
                 input_tokens = _input_tokens(usage)
+            if _count(field(usage, "cache_read_input_tokens")) is not None:
+                cached_tokens = _count(field(usage, "cache_read_input_tokens"))
         elif kind == "message_stop":
             stopped = True
         elif kind == "error":
             raise stream_error(field(event, "error"))
     if not stopped or stop_reason is None:
         raise ModelError("bad-response", "the stream ended before the reply was complete (no message_stop); try again")
-            if _count(field(usage, "cache_read_input_tokens")) is not None:
-                cached_tokens = _count(field(usage, "cache_read_input_tokens"))
     for index in sorted(open_tools):
         yield ToolCallEnd(index)
     reason = _STOP.get(stop_reason, "end-turn")

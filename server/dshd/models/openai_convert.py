@@ -106,10 +106,6 @@ def _error_text(error: Any) -> str:
     return str(message or error)[:500]
 
 
-async def events_from_chunks(chunks: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
-    """ModelEvents from ``chat.completion.chunk`` objects (dicts or the SDK's objects;
-    one choice, index 0). Calls end when the stream finishes (the API sends no per-call
-    end), so every ToolCallEnd comes right before Stop."""
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -121,6 +117,10 @@ def _usage(usage: Any) -> Usage:
     return Usage(_count(field(usage, "prompt_tokens")), _count(field(usage, "completion_tokens")), cached)
 
 
+async def events_from_chunks(chunks: AsyncIterator[Any]) -> AsyncIterator[ModelEvent]:
+    """ModelEvents from ``chat.completion.chunk`` objects (dicts or the SDK's objects;
+    one choice, index 0). Calls end when the stream finishes (the API sends no per-call
+    end), so every ToolCallEnd comes right before Stop."""
     started: dict[int, str] = {}
     finish: str | None = None
     usage = Usage()
