@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 
 from dshd.folds import events as ev
-from dshd.folds.rounds import goal_rounds
+from dshd.folds.rounds import goal_rounds, goal_rounds_of_lines
 from dshd.services.store import SessionStore
 
 SESSION = "s-rounds"
@@ -97,4 +97,10 @@ class Log:
         self.open = False
 
     def rounds_now(self):
-        return goal_rounds(self.store.events())
+        """The fold over the typed events; the same fold over the raw lines (what the
+        daemon and the command read, decoding only what it needs) must agree."""
+        typed = goal_rounds(self.store.events())
+        lines: list[bytes] = []
+        self.store.each_line(lines.append)
+        assert goal_rounds_of_lines(lines) == typed
+        return typed

@@ -324,7 +324,6 @@ def _show_goal(path: Path, stop: int | None, error, out, svg_path: Path | None) 
     import msgspec
 
     from dshd.api import timeline
-    from dshd.folds.events import decode_line
     from dshd.folds.rounds import RoundsFold
     from dshd.log import iter_records
 
@@ -333,7 +332,7 @@ def _show_goal(path: Path, stop: int | None, error, out, svg_path: Path | None) 
         if stop is not None and line_no >= stop:
             break
         try:
-            fold.apply(decode_line(line))
+            fold.feed_line(line)
         except msgspec.MsgspecError as exc:  # only reachable if the file changed under us
             out.write(f"{line_no:>6}  !! {exc}\n")
             return EXIT_FAIL

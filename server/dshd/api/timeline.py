@@ -39,6 +39,16 @@ def _ms_between(start: str, end: str | None) -> int | None:
     return max(0, round(took.total_seconds() * 1000))
 
 
+def duration(ms: int) -> str:
+    """A time as people read it: 500 ms, 4.5 s, then minutes (40m 05s) and hours (2h 03m)."""
+    if ms < 60_000:
+        return seconds(ms)
+    whole = (ms + 500) // 1000
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
 def _count(n: int, estimated: bool) -> str:
     return ("~" if estimated else "") + tokens(n)
 
@@ -62,7 +72,7 @@ def summary(result: GoalRounds) -> str:
     share = f" ({cached * 100 // inp}% cached)" if inp else ""
     return (
         f"goal {shown(result.goal_id)}: {len(rounds)} round{'s' if len(rounds) != 1 else ''}, "
-        f"{_count(inp, estimated)} in{share} + {_count(out, estimated)} out tokens, waited for you {seconds(waited)}"
+        f"{_count(inp, estimated)} in{share} + {_count(out, estimated)} out tokens, waited for you {duration(waited)}"
     )
 
 
@@ -79,7 +89,7 @@ def table(result: GoalRounds) -> list[str]:
         took = _ms_between(r.started_at, r.ended_at)
         rows.append((
             str(r.round), str(r.turn), str(r.revision), shown(r.started_at),
-            "-" if took is None else seconds(took), seconds(r.waited_ms),
+            "-" if took is None else duration(took), duration(r.waited_ms),
             _count(r.tokens.input, r.estimated), _count(r.tokens.cached_input, r.estimated),
             _count(r.tokens.output, r.estimated), str(r.tool_calls), shown(r.outcome),
         ))  # fmt: skip
@@ -126,7 +136,7 @@ def svg(result: GoalRounds) -> str:
         _text(left, 20, summary(result), size=13),
         _text(left - 6, top + 4, _count(most_tokens, False), anchor="end", size=10),
         _text(left - 6, base, "0", anchor="end", size=10),
-        _text(left - 6, base + strip_h + wait_h, seconds(most_wait), anchor="end", size=10),
+        _text(left - 6, base + strip_h + wait_h, duration(most_wait), anchor="end", size=10),
         _text(8, top + tokens_h / 2, "tokens", size=10),
         _text(8, base + strip_h + wait_h / 2, "waited", size=10),
     ]
@@ -139,7 +149,7 @@ def svg(result: GoalRounds) -> str:
             f"round {r.round} (turn {r.turn}, revision {r.revision}): {r.outcome}; "
             f"{_count(t.input, r.estimated)} in ({_count(t.cached_input, r.estimated)} cached) + "
             f"{_count(t.output, r.estimated)} out tokens; {r.tool_calls} tool calls; "
-            f"waited {seconds(r.waited_ms)}" + ("" if took is None else f"; took {seconds(took)}")
+            f"waited {duration(r.waited_ms)}" + ("" if took is None else f"; took {duration(took)}")
         )
         scale = tokens_h / most_tokens
         cached = min(t.cached_input, t.input)

@@ -20,18 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+import msgspec
 from msgspec import Struct
-
-from dshd.folds.events import (
-    AssistantMessage,
-    GoalChange,
-    PermissionDecision,
-    ToolCall,
-    ToolResult,
-    TurnClose,
-    TurnOpen,
-    UserMessage,
-)
 
 # The tool whose call waits for a person's review until its result (plugins/plan.py's
 # name; folds sit below plugins, so the name is repeated here as data of the log format).
@@ -40,6 +30,52 @@ PLAN_REVIEW_TOOL = "exit_plan_mode"
 _ASKED_BY = frozenset({"person", "fail-closed"})
 
 RUNNING = "running"
+
+
+# ---- the parts of a line the fold reads (feed_line decodes only these) ------------------
+
+
+class _Usage(Struct, gc=False):
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cachedInputTokens: int | None = None
+    estimated: bool = False
+
+
+class _GoalRound(Struct, gc=False):
+    goalId: str
+    round: int
+    revision: int
+
+
+class _GoalId(Struct, gc=False):
+    id: str
+
+
+class _Data(Struct, gc=False):
+    turn: int | None = None
+    stopReason: str | None = None
+    goalRound: _GoalRound | None = None
+    usage: _Usage | None = None
+    callId: str | None = None
+    name: str | None = None
+    by: str | None = None
+    op: str | None = None
+    goal: _GoalId | None = None
+
+
+class _Line(Struct, gc=False):
+    type: str
+    at: str
+    data: _Data
+    turn: int | None = None
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
+_UNREAD = tuple(
+    b'{"type":"' + kind + b'"'
+    for kind in (b"request/header", b"session/start", b"plan/mode", b"plan/forget", b"context/compact")
+)
 
 
 class RoundTokens(Struct, frozen=True, gc=False):
@@ -73,7 +109,7 @@ def _ms(at: str) -> float:
     """Milliseconds since the epoch of a log ``at`` (RFC 3339 UTC; replay does not parse
     it, so a value that does not parse counts as no time rather than failing the fold)."""
     try:
-        return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000.0
+        return datetime.fromisoformat(at).timestamp() * 1000.0  # Python 3.11 reads the Z
     except ValueError:
         return float("nan")
 
@@ -122,7 +158,8 @@ class _Round:
 
 
 class RoundsFold:
-    """Feed it a log's typed events in seq order (:meth:`apply`), then read :meth:`result`."""
+    """Feed it a log in seq order, as typed events (:meth:`apply`) or raw lines
+    (:meth:`feed_line`), then read :meth:`result`."""
 
     __slots__ = ("_goal_id", "_rounds", "_open", "_turn_opened")
 
@@ -133,53 +170,64 @@ class RoundsFold:
         self._turn_opened: tuple[int, str] | None = None  # (turn, at) of the last turn/open
 
     def apply(self, event) -> None:
-        cls = event.__class__
-        if cls is TurnOpen:
-            self._turn_opened = (event.data.turn, event.at)
+        """One typed event (dshd.folds.events)."""
+        self._fold(event.__struct_config__.tag, event.at, event.turn, event.data)
+
+    def feed_line(self, line: bytes) -> None:
+        """One log line (already checked by replay), of which only the fields read here
+        are decoded (a tool's arguments and output, texts and plans are skipped unread);
+        a line of a type no round reads is not decoded at all when it opens with its type,
+        as dshd writes it."""
+        if line.startswith(_UNREAD):
             return
-        if cls is GoalChange:
-            data = event.data
+        parsed = _decode_line(line)
+        self._fold(parsed.type, parsed.at, parsed.turn, parsed.data)
+
+    def _fold(self, kind: str, at: str, turn: int | None, data) -> None:
+        if kind == "turn/open":
+            self._turn_opened = (data.turn, at)
+            return
+        if kind == "goal/change":
             if data.op == "create":
                 self._goal_id, self._rounds, self._open = data.goal.id, [], None
             elif data.op == "clear":
                 self._goal_id, self._rounds, self._open = None, [], None
             return
-        if cls is UserMessage:
-            goal_round = event.data.goalRound
-            if goal_round is not None and goal_round.goalId == self._goal_id and event.turn is not None:
+        if kind == "user/message":
+            goal_round = data.goalRound
+            if goal_round is not None and goal_round.goalId == self._goal_id and turn is not None:
                 opened = self._turn_opened
-                started = opened[1] if opened is not None and opened[0] == event.turn else event.at
-                self._open = _Round(goal_round.round, goal_round.revision, event.turn, started)
+                started = opened[1] if opened is not None and opened[0] == turn else at
+                self._open = _Round(goal_round.round, goal_round.revision, turn, started)
                 self._rounds.append(self._open)
             return
         current = self._open
-        if current is None or event.turn != current.turn:
+        if current is None or turn != current.turn:
             return
-        if cls is AssistantMessage:
-            usage = event.data.usage
+        if kind == "assistant/message":
+            usage = data.usage
             if usage is not None:
                 current.input += usage.inputTokens
                 current.output += usage.outputTokens
-                # Optional fields newer logs carry (absent: 0 cached, reported counts).
+                # Optional fields (absent: none said; a typed event of an older format lacks them).
                 current.cached += getattr(usage, "cachedInputTokens", None) or 0
-                if getattr(usage, "estimated", None):
+                if getattr(usage, "estimated", False):
                     current.estimated = True
-        elif cls is ToolCall:
+        elif kind == "tool/call":
             current.tool_calls += 1
-            current.asking[event.data.callId] = (event.data.name, event.at)
-        elif cls is PermissionDecision:
-            data = event.data
+            current.asking[data.callId] = (data.name, at)
+        elif kind == "permission/decision":
             asked = current.asking.get(data.callId)
             if asked is not None and asked[0] != PLAN_REVIEW_TOOL and data.by in _ASKED_BY:
-                current.wait_until(asked[1], event.at)
-        elif cls is ToolResult:
-            asked = current.asking.pop(event.data.callId, None)
+                current.wait_until(asked[1], at)
+        elif kind == "tool/result":
+            asked = current.asking.pop(data.callId, None)
             if asked is not None and asked[0] == PLAN_REVIEW_TOOL:
-                current.wait_until(asked[1], event.at)
-            current.resumed_at = event.at
-        elif cls is TurnClose:
-            current.ended_at = event.at
-            current.outcome = event.data.stopReason
+                current.wait_until(asked[1], at)
+            current.resumed_at = at
+        elif kind == "turn/close":
+            current.ended_at = at
+            current.outcome = data.stopReason
             current.asking.clear()
             self._open = None
 
@@ -192,4 +240,12 @@ def goal_rounds(events: Iterable) -> GoalRounds:
     fold = RoundsFold()
     for event in events:
         fold.apply(event)
+    return fold.result()
+
+
+def goal_rounds_of_lines(lines: Iterable[bytes]) -> GoalRounds:
+    """:func:`goal_rounds` over raw log lines (the daemon's store, a command reading a file)."""
+    fold = RoundsFold()
+    for line in lines:
+        fold.feed_line(line)
     return fold.result()
