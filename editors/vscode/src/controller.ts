@@ -8,7 +8,7 @@ import { Approvals, type PermissionOutcome } from './approvals';
 import { ChatFeed } from './chat/feed';
 import { ChatPanel } from './chat/panel';
 import { goalNotice, turnNotice, waitingNotice, type Notice } from './notices';
-import type { GoalRoundsResult, PlanRecord, WaitingFor } from './contract';
+import type { GoalRoundsResult, PlanRecord } from './contract';
 import { PlanHistory } from './planHistory';
 import { goalObjectiveFor } from './planWords';
 import type {
@@ -325,7 +325,7 @@ export class Controller implements vscode.Disposable {
    * again until it has gone and comes back.
    */
   private noticeWaiting(goal: GoalView | null, announce = true): void {
-    const waiting = goal ? (goal as GoalView & { waitingFor?: WaitingFor }).waitingFor : undefined;
+    const waiting = goal?.waitingFor;
     if (!goal) { this.waitingGoals.clear(); return; }
     if (!waiting) { this.waitingGoals.delete(goal.id); return; }
     if (this.waitingGoals.has(goal.id)) return;
@@ -345,7 +345,7 @@ export class Controller implements vscode.Disposable {
     const s = this.session;
     if (!s || !this.daemon.running) { this.rounds = undefined; this.roundsChanged.fire(); return undefined; }
     try {
-      const r = await (this.daemon.request as (m: string, p: unknown) => Promise<GoalRoundsResult>)('dsh/goal/rounds', { agentId: s.agentId });
+      const r = await this.daemon.request('dsh/goal/rounds', { agentId: s.agentId });
       if (this.session !== s) return undefined;
       this.rounds = r;
     } catch (e) {
@@ -362,7 +362,7 @@ export class Controller implements vscode.Disposable {
   private async planHistory(): Promise<{ sessionId: string; plans: PlanRecord[] }> {
     const s = this.session;
     if (!s) throw new DaemonError('No dsh session is open: open one to see its plans ("DSH: Open Session…").', undefined, {});
-    const r = await (this.daemon.request as (m: string, p: unknown) => Promise<{ plans: PlanRecord[] }>)('dsh/plan/history', { agentId: s.agentId });
+    const r = await this.daemon.request('dsh/plan/history', { agentId: s.agentId });
     return { sessionId: s.sessionId, plans: r.plans };
   }
 
@@ -457,7 +457,7 @@ export class Controller implements vscode.Disposable {
     const activity = this.activity;
     // The daemon's words say "waiting for you" while the goal's round waits (`waitingFor`): the
     // bell goes in front of them instead of the words twice.
-    const saysWaiting = /waiting for you/.test(model.text) && !!(s?.goal as (GoalView & { waitingFor?: string }) | null | undefined)?.waitingFor;
+    const saysWaiting = /waiting for you/.test(model.text) && !!s?.goal?.waitingFor;
     this.goalItem.text = saysWaiting ? model.text.replace(/^\$\([a-z-]+\)/, WAITING_ICON)
       : activity === 'waiting' ? `${model.text} ${WAITING_MARK}` : activity === 'working' ? `${model.text} ${WORKING_MARK}` : model.text;
     this.goalItem.tooltip = new vscode.MarkdownString(model.tooltip, true);

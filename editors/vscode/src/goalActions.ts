@@ -4,7 +4,7 @@
 import type { GoalAction, GoalView } from './protocol';
 
 /** The daemon's action ids (`raise`: a spent budget raised, then the goal resumed; two writes the client composes). */
-export type GoalActionId = GoalAction['id'] | 'raise';
+export type GoalActionId = GoalAction['id'];
 
 /** The icon each action gets in front of the daemon's label (the icons are this editor's own). */
 export const GOAL_ACTION_ICONS: Record<GoalActionId, string> = {

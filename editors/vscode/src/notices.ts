@@ -36,7 +36,7 @@ const WAITING_WHAT: Record<WaitingFor, string> = { 'plan-review': 'a plan to rev
  * the caller, which knows when the spell began.
  */
 export function waitingNotice(goal: GoalView): Notice | undefined {
-  const waiting = (goal as GoalView & { waitingFor?: WaitingFor }).waitingFor;
+  const waiting = goal.waitingFor;
   if (!waiting) return undefined;
   return { severity: 'info', text: `The goal "${goal.objective}" is waiting for you: ${WAITING_WHAT[waiting] ?? 'your answer'}.`, actions: ['Show Chat'] };
 }

@@ -29,7 +29,7 @@ class AskedComment implements vscode.Comment {
 
 /** The question's `previous` (the daemon sends it with a revised plan), when well formed. */
 export function wirePrevious(question: PlanReviewQuestion): PreviousPlan | undefined {
-  const p = (question as PlanReviewQuestion & { previous?: unknown }).previous as PreviousPlan | undefined;
+  const p = question.previous;
   return p && typeof p === 'object' && typeof p.markdown === 'string' && typeof p.title === 'string' ? p : undefined;
 }
 

@@ -11,7 +11,7 @@ import { ChatView, type ChatHost } from './view';
 
 /** The header's "Raise…" button: the daemon's label, when it offers the action (a spent budget). */
 function raiseLabel(goal: GoalView | null): { raise?: string } {
-  const a = goal?.actions.find((x) => (x.id as string) === 'raise');
+  const a = goal?.actions.find((x) => x.id === 'raise');
   return a ? { raise: a.label } : {};
 }
 

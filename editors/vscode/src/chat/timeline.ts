@@ -50,7 +50,7 @@ function roundWords(r: GoalRoundRecord): string {
   if (r.waitedMs > 0) parts.push(`waited for you ${durationWords(r.waitedMs)}`);
   const took = r.endedAt ? Date.parse(r.endedAt) - Date.parse(r.startedAt) : NaN;
   parts.push(r.outcome === 'running' ? 'running now' : `ended: ${r.outcome}${Number.isFinite(took) ? ` after ${durationWords(took)}` : ''}`);
-  return `Round ${r.round} (goal revision ${r.revision}): ${parts.join(' · ')}`;
+  return `Round ${r.round}: ${parts.join(' · ')}`;
 }
 
 /** The whole goal in a line: `5 rounds · 12.3k tokens (8k cached) · waited 1 min 3 s`. */

@@ -31,7 +31,7 @@ test('256 rounds fit the width; a round that waited has its mark; the tooltip sa
   const last = l.bars[255];
   assert.ok(last.x + last.width <= 320 + 1e-9, `${last.x + last.width}`);
   assert.deepEqual(l.bars.filter((b) => b.waited).map((b) => b.round), [8]);
-  assert.equal(l.bars[7].title, 'Round 8 (goal revision 1): 1k in · 100 out · 1 tool call · waited for you 12 s · ended: end-turn after 14 s');
+  assert.equal(l.bars[7].title, 'Round 8: 1k in · 100 out · 1 tool call · waited for you 12 s · ended: end-turn after 14 s');
 });
 
 test('outcomes, token words and the summary line (estimates marked ~)', () => {
