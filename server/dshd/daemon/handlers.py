@@ -18,12 +18,12 @@ from dshd.api.escape import shown
 from dshd.daemon import to_wire
 from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
-from dshd.folds.plans import PlanHistory
 from dshd.folds.rounds import RoundsFold
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
 from dshd.services.goals import GoalService
 from dshd.services.plan_mode import PlanModeController
+from dshd.services.plan_records import PlanRecords
 
 logger = logging.getLogger("dshd.daemon")
 
@@ -168,10 +168,11 @@ def plan_get(d, p: t.AgentParams):
 
 @method(t.PLAN_HISTORY)
 def plan_history(d, p: t.AgentParams):
-    # P-21: a pure fold of the log (with or without the plan plugin loaded now).
-    history = PlanHistory()
-    d.dsh_workspace.agent(p.agent_id).store.each_line(history.feed_line)
-    return {"plans": [to_wire.plan_record(record) for record in history.records]}
+    # P-21: a fold of the log: the plan plugin's (kept up to date from the log), else
+    # made now (the plugin is not loaded, the log still has the plans).
+    agent = d.dsh_workspace.agent(p.agent_id)
+    records = agent.features.get(PlanRecords) or PlanRecords(agent.store)
+    return {"plans": [to_wire.plan_record(record) for record in records.history()]}
 
 
 # ---- goals --------------------------------------------------------------------------
@@ -184,11 +185,10 @@ def goal_get(d, p: t.AgentParams):
 
 @method(t.GOAL_ROUNDS)
 def goal_rounds(d, p: t.AgentParams):
-    # A pure fold of the log (no goal service needed: the log is the truth), streamed so
-    # a long session's events are never all held at once.
-    agent = d.dsh_workspace.agent(p.agent_id)
+    # G-22: a pure fold of the log (no goal service needed: the log is the truth), of the
+    # lines the rounds need, streamed so a long session is never all held at once.
     fold = RoundsFold()
-    agent.store.each_event(fold.apply)
+    d.dsh_workspace.agent(p.agent_id).store.each_line(fold.feed_line)
     return to_wire.goal_rounds(fold.result())
 
 

@@ -22,6 +22,7 @@ from dshd.errors import DshError
 from dshd.folds import plans
 from dshd.folds.plans import APPROVED_WITH_FEEDBACK, SENT_BACK, first_heading
 from dshd.services.plan_mode import PlanModeController
+from dshd.services.plan_records import PlanRecords
 
 if TYPE_CHECKING:
     from dshd.agent.loop import Agent
@@ -113,7 +114,8 @@ class PlanPlugin:
         agent.features.add(self.controller)
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
         agent.sections.add(Section(APPROVED_SECTION_ID, APPROVED_SECTION_ORDER, self.render_approved))
-        self._plans = _PlansOfRecord(agent.store)
+        self._plans = PlanRecords(agent.store)
+        agent.features.add(self._plans)  # dsh/plan/history reads the same fold
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=self.exit_plan_mode))
         agent.commands.add(Command("plan", "/plan, /plan off, /plan forget, /plan <message>", self.command))
@@ -206,7 +208,7 @@ class PlanPlugin:
     def previous_review(self, call_id: str) -> dict[str, Any] | None:
         """P-23: what the person asked for last time, when they sent the plan before this
         one back (folded from the log, where this call is already recorded)."""
-        record = plans.previous_for(self._plans.fold().records, call_id)
+        record = plans.previous_for(self._plans.history(), call_id)
         if record is None:
             return None
         previous: dict[str, Any] = {"callId": record.call_id, "title": record.title, "markdown": record.markdown}
@@ -247,40 +249,6 @@ class PlanPlugin:
             return ToolOutcome.success(json.dumps({"approved": True}), review={"outcome": "approved"})
         body = feedback_text(plan, feedback, comments) or NO_DETAILS
         return ToolOutcome.failure(f"{SENT_BACK}\n{body}\n{STILL_PLANNING}", review=revise)
-
-
-class _PlansOfRecord:
-    """The plan fold of this agent's log, read whole once, then only the events committed
-    since (a step reads a few)."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-        self._fold: plans.PlanHistory | None = None
-        self._seq = 0  # the last seq folded
-
-    def approved(self) -> plans.PlanRecord | None:
-        return self.fold().approved
-
-    def fold(self) -> plans.PlanHistory:
-        if self._fold is None:
-            fold = plans.PlanHistory()
-            count = 0
-
-            def line(raw: bytes) -> None:
-                nonlocal count
-                count += 1  # line number == seq in a replayed log
-                fold.feed_line(raw)
-
-            self._store.each_line(line)
-            self._fold, self._seq = fold, count
-        elif self._store.state.seq > self._seq:
-
-            def event(ev: Any) -> None:
-                self._fold.feed(ev)
-                self._seq = ev.seq
-
-            self._store.each_event(event, after_seq=self._seq)
-        return self._fold
 
 
 def _answer_problem(answer: dict, asked_id: str) -> str | None:
