@@ -341,3 +341,50 @@ def encode_event(event: Event) -> bytes:
 def to_builtins(event: Event) -> dict:
     """The event as plain JSON-ready values, as the wire's ``dsh/session/event`` sends it."""
     return msgspec.to_builtins(event)
+
+
+# ---- a partial view of a line -----------------------------------------------------------
+# For a fold that reads a few fields of every line of a long log (folds/rounds.py): the
+# log's own names, only the fields it reads; the rest of the line is skipped unread (and
+# unchecked: replay checked it).
+
+
+class _ViewUsage(Struct, gc=False):
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cachedInputTokens: int | None = None
+    estimated: bool = False
+
+
+class _ViewGoalRound(Struct, gc=False):
+    goalId: str
+    round: int
+    revision: int
+
+
+class _ViewGoal(Struct, gc=False):
+    id: str
+
+
+class _ViewData(Struct, gc=False):
+    turn: int | None = None
+    stopReason: str | None = None
+    goalRound: _ViewGoalRound | None = None
+    usage: _ViewUsage | None = None
+    callId: str | None = None
+    name: str | None = None
+    by: str | None = None
+    op: str | None = None
+    goal: _ViewGoal | None = None
+
+
+class LineView(Struct, gc=False):
+    """A line's type, time, turn, and the payload fields above (same names as the events')."""
+
+    type: str
+    at: str
+    data: _ViewData
+    turn: int | None = None
+
+
+decode_line_view = msgspec.json.Decoder(LineView).decode

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-import msgspec
 from msgspec import Struct
+
+from dshd.folds.events import decode_line_view
 
 # The tool whose call waits for a person's review until its result (plugins/plan.py's
 # name; folds sit below plugins, so the name is repeated here as data of the log format).
@@ -32,46 +33,8 @@ _ASKED_BY = frozenset({"person", "fail-closed"})
 RUNNING = "running"
 
 
-# ---- the parts of a line the fold reads (feed_line decodes only these) ------------------
-
-
-class _Usage(Struct, gc=False):
-    inputTokens: int = 0
-    outputTokens: int = 0
-    cachedInputTokens: int | None = None
-    estimated: bool = False
-
-
-class _GoalRound(Struct, gc=False):
-    goalId: str
-    round: int
-    revision: int
-
-
-class _GoalId(Struct, gc=False):
-    id: str
-
-
-class _Data(Struct, gc=False):
-    turn: int | None = None
-    stopReason: str | None = None
-    goalRound: _GoalRound | None = None
-    usage: _Usage | None = None
-    callId: str | None = None
-    name: str | None = None
-    by: str | None = None
-    op: str | None = None
-    goal: _GoalId | None = None
-
-
-class _Line(Struct, gc=False):
-    type: str
-    at: str
-    data: _Data
-    turn: int | None = None
-
-
-_decode_line = msgspec.json.Decoder(_Line).decode
+# Lines of these types are never decoded (read from the line's opening, where dshd writes
+# the type; a line written otherwise is decoded, and its type then read as usual).
 _UNREAD = tuple(
     b'{"type":"' + kind + b'"'
     for kind in (b"request/header", b"session/start", b"plan/mode", b"plan/forget", b"context/compact")
@@ -180,7 +143,7 @@ class RoundsFold:
         as dshd writes it."""
         if line.startswith(_UNREAD):
             return
-        parsed = _decode_line(line)
+        parsed = decode_line_view(line)
         self._fold(parsed.type, parsed.at, parsed.turn, parsed.data)
 
     def _fold(self, kind: str, at: str, turn: int | None, data) -> None:
