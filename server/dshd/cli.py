@@ -212,6 +212,8 @@ def describe_event(event) -> str:
         return f"result {d.callId}: {'ok' if d.ok else 'FAILED'} {_clip(d.content, 60)}"
     if cls is ev.PlanMode:
         return f"plan mode {'on' if d.active else 'off'}"
+    if cls is ev.PlanForget:
+        return f"approved plan of call {d.callId} forgotten (/plan forget)"
     if cls is ev.ContextCompact:
         from dshd.api.words import compaction_text
 
