@@ -14,8 +14,9 @@ read, 40 of them with a plan review (a ~2 KB plan, its outcome and comments). Th
   goal_rounds, lines  the same fold over the raw lines, decoding only the lines and fields
                       it reads (what the daemon does), in process
   over the wire       `dshd serve` over stdio, the session opened: dsh/plan/get (the cost
-                      of any request: the floor), dsh/goal/rounds, dsh/plan/history (p50 and
-                      the slowest of --repeat)
+                      of any request: the floor), dsh/goal/rounds, dsh/plan/history: the
+                      first call (the whole log folded), then the p50, best and worst of
+                      --repeat more (only the events committed since are folded)
 
 Target (issue 20): dsh/goal/rounds and dsh/plan/history at most 20 ms each.
 """
@@ -150,12 +151,12 @@ def over_the_wire(root: Path, session_id: str, repeat: int) -> dict[str, list[fl
         agent = client.request("dsh/session/open", {"sessionId": session_id})["agentId"]
         for method in ("dsh/plan/get", "dsh/goal/rounds", "dsh/plan/history"):
             samples = []
-            for i in range(repeat + 3):  # 3 warm-up calls
+            for _ in range(repeat + 1):
                 t0 = time.perf_counter()
                 result = client.request(method, {"agentId": agent})
-                if i >= 3:
-                    samples.append(time.perf_counter() - t0)
-            out[method] = samples
+                samples.append(time.perf_counter() - t0)
+            # The first call folds the whole log; the later ones only what was committed since.
+            out[method + " first"], out[method] = [samples[0]], samples[1:]
             out[method + " result"] = result  # type: ignore[assignment]
         client.request("shutdown", None)
         client.send({"jsonrpc": "2.0", "method": "exit"})
@@ -212,7 +213,9 @@ def main() -> None:
     for method in ("dsh/goal/rounds", "dsh/plan/history"):
         samples = wire[method]
         p50 = statistics.median(samples)
-        print(f"  {method:<16} over the wire  {ms(p50)}   {p50 / read:5.1f}x reading, best {ms(min(samples))}, "
+        first = wire[method + " first"][0]
+        print(f"  {method:<16} first call     {ms(first)}   {first / read:5.1f}x reading, target <= 20 ms")
+        print(f"  {method:<16} later calls    {ms(p50)}   {p50 / read:5.1f}x reading, best {ms(min(samples))}, "
               f"worst {ms(max(samples))}, target <= 20 ms")  # fmt: skip
 
 

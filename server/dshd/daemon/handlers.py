@@ -18,9 +18,9 @@ from dshd.api.escape import shown
 from dshd.daemon import to_wire
 from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
-from dshd.folds.rounds import RoundsFold
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
+from dshd.services.goal_rounds import live_rounds
 from dshd.services.goals import GoalService
 from dshd.services.plan_mode import PlanModeController
 from dshd.services.plan_records import PlanRecords
@@ -185,11 +185,9 @@ def goal_get(d, p: t.AgentParams):
 
 @method(t.GOAL_ROUNDS)
 def goal_rounds(d, p: t.AgentParams):
-    # G-22: a pure fold of the log (no goal service needed: the log is the truth), of the
-    # lines the rounds need, streamed so a long session is never all held at once.
-    fold = RoundsFold()
-    d.dsh_workspace.agent(p.agent_id).store.each_line(fold.feed_line)
-    return to_wire.goal_rounds(fold.result())
+    # G-22: a pure fold of the log (no goal service needed: the log is the truth), read
+    # whole once per open session, then only the events committed since.
+    return to_wire.goal_rounds(live_rounds(d.dsh_workspace.agent(p.agent_id).store).rounds())
 
 
 @method(t.GOAL_CREATE)
