@@ -114,3 +114,34 @@ async def test_rounds_of_an_unknown_agent_is_a_clear_error(daemons) -> None:
     with pytest.raises(JsonRpcException) as bad:
         await client.request(ROUNDS, {"agentId": 7})
     assert bad.value.code == -32602 and bad.value.data == {"kind": "invalid-params", "field": "agentId"}
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def loopback(request):
+    from loopback_models import LoopbackModelServer
+
+    with LoopbackModelServer(request.param) as server:
+        yield server
+
+
+@pytest.mark.slow
+async def test_rounds_carry_the_providers_cached_tokens_and_estimates(daemons, loopback) -> None:
+    """Through each real SDK to a server reporting usage as the real API does: round 1's
+    cached input is the provider's figure; round 2's server reports none, so its tokens
+    are estimates (characters/4) and the round says so."""
+    from loopback_models import Reply
+
+    from .test_providers import new_session, start
+
+    loopback.script(Reply("round 1 done", usage=(2400, 12), cached=2000), Reply("round 2 done " * 50, usage=None))
+    client = await start(daemons, loopback)
+    agent, _sid = await new_session(client)
+    blocked = client.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", timeout=60)
+    await client.request("dsh/goal/create", {"agentId": agent, "objective": "ship it", "maxRounds": 2})
+    spent = (await blocked)["params"]["goal"]
+    first, second = (await rounds_of(client, agent))["rounds"]
+    assert first["tokens"] == {"input": 2400, "cachedInput": 2000, "output": 12} and "estimated" not in first
+    assert second["estimated"] is True and second["tokens"]["cachedInput"] == 0
+    assert second["tokens"]["output"] >= len("round 2 done " * 50) // 4
+    total = sum(r["tokens"]["input"] + r["tokens"]["output"] for r in (first, second))
+    assert total == spent["tokensUsed"] and spent["tokensEstimated"] is True
