@@ -53,6 +53,31 @@ async def test_a_round_waiting_for_its_plan_review_says_so_until_answered(client
     await wait_log(clients.workspace, sid, idle)
 
 
+async def test_a_round_waiting_for_an_approval_says_so_until_answered(clients):
+    edit = tool_call("edit_file", path="notes.txt", oldText="one", newText="two")
+    root = write_workspace(clients.workspace, [{"toolCalls": [edit]}, {"text": "edited"}], plugins=["plan", "goals", "tools"])
+    (root / "notes.txt").write_text("one\n")
+    client = await clients.start()
+    answer = asyncio.get_running_loop().create_future()
+    client.answer_permission = lambda params: answer
+    sid = (await client.new_session())["sessionId"]
+    await client.goal({"sessionId": sid, "action": "set", "objective": "Edit the notes", "maxRounds": 1})
+
+    waiting = await client.wait_update(
+        lambda u: u["update"].get("_meta", {}).get("goalChange", {}).get("op") == "waiting", timeout=20
+    )
+    assert waiting["update"]["_meta"]["goal"]["waitingFor"] == "approval"
+    assert waiting["update"]["_meta"]["goal"]["status"]["short"] == "waiting for you"
+    since = len(client.updates)
+    answer.set_result(selected("allow-once"))
+    gone = await client.wait_update(
+        lambda u: u["update"].get("_meta", {}).get("goalChange", {}).get("op") == "waiting", timeout=10, since=since
+    )
+    assert "waitingFor" not in gone["update"]["_meta"]["goal"]
+    await wait_log(clients.workspace, sid, idle)
+    assert (root / "notes.txt").read_text() == "two\n"  # the allowed edit ran
+
+
 async def test_a_round_without_reported_usage_makes_the_goal_tokens_estimated(clients, tmp_path, monkeypatch):
     with LoopbackModelServer("openai") as server:
         server.script(Reply("round one, no usage reported", usage=None), Reply("round two", usage=(40, 4)))
