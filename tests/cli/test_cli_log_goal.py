@@ -99,3 +99,25 @@ def test_no_goal_and_bad_paths_are_said_plainly(tmp_path: Path) -> None:
     assert unwritable.returncode == 1 and "cannot write" in unwritable.stderr and "Traceback" not in unwritable.stderr
     both = run("log", "show", str(path), "--goal", "--chat")
     assert both.returncode == 2 and "--chat" in both.stderr
+
+
+def test_a_log_that_is_not_sound_shows_the_rounds_before_the_bad_line(tmp_path: Path) -> None:
+    log = Log(tmp_path / "sessions")
+    log.goal_change("create", 0)
+    log.round(1.0)
+    log.close(2.0)
+    log.round(3.0)
+    log.close(4.0)
+    log.store.close()
+    path = tmp_path / "sessions" / SESSION / "log.jsonl"
+    sound = run("log", "show", str(path), "--goal")  # control: both rounds while the log is sound
+    assert sound.returncode == 0 and "goal g1: 2 rounds" in sound.stdout
+    lines = path.read_bytes().splitlines(keepends=True)
+    # Round 2's turn/open gets a seq gap: replay stops there.
+    bad = next(i for i, line in enumerate(lines) if b'"turn/open"' in line and b'"turn":2' in line)
+    lines[bad] = lines[bad].replace(b'"seq":%d' % (bad + 1), b'"seq":%d' % (bad + 9), 1)
+    path.write_bytes(b"".join(lines))
+    proc = run("log", "show", str(path), "--goal")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "log is NOT sound" in proc.stdout and "goal g1: 1 round," in proc.stdout
+    assert f"{bad + 1:>6}  !! seq gap" in proc.stdout
