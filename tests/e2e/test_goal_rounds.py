@@ -145,3 +145,24 @@ async def test_rounds_carry_the_providers_cached_tokens_and_estimates(daemons, l
     assert second["tokens"]["output"] >= len("round 2 done " * 50) // 4
     total = sum(r["tokens"]["input"] + r["tokens"]["output"] for r in (first, second))
     assert total == spent["tokensUsed"] and spent["tokensEstimated"] is True
+
+
+@pytest.mark.slow
+async def test_a_plan_review_in_a_round_is_time_waited_for_the_person(workspace, daemons) -> None:
+    plan = {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": "# Plan\n\n1. Cache.\n"}}]}
+    write_workspace(workspace, [plan, {"text": "planned"}])
+
+    async def person(params: dict) -> dict:
+        await asyncio.sleep(0.4)  # reading the plan
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+
+    client = await daemons.start(answer=person)
+    created = await client.request("dsh/session/create", {})
+    agent = created["agentId"]
+    await client.request("dsh/plan/set", {"agentId": agent, "active": True})
+    blocked = client.wait_for(lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] == "block", timeout=20)
+    await client.request("dsh/goal/create", {"agentId": agent, "objective": "plan it", "maxRounds": 1})
+    await blocked
+    [record] = (await rounds_of(client, agent))["rounds"]
+    assert record["toolCalls"] == 1 and record["outcome"] == "end-turn"
+    assert 350 <= record["waitedMs"] < 10_000
