@@ -484,7 +484,7 @@ require('dsh').setup({{ cmd = {{ {json.dumps(dshd_binary())}, 'serve' }}, notify
         screen = tui.wait_for("« cite the section")
         write_artifact("tui-plan-review.txt", screen)
         assert "Plan: make the parser strict" in screen
-        assert "a approve · r keep planning · c comment on line · d changes · q later (stays open)" in screen
+        assert "a approve · g + goal · r keep planning · c comment · d changes · q later (stays open)" in screen
         # Closing decides nothing and keeps the comment: the review comes back with it.
         tui.keys("q")
         screen = tui.wait_gone("keep planning")

@@ -128,7 +128,7 @@ def test_a_revised_plan_shows_last_rounds_notes_and_approve_starts_a_goal_named_
     assert "  feedback: say which section" in shot
     assert '  line 3 "1. Read the grammar in docs/grammar.md": cite the section  → line 3, changed' in shot
     assert "1. Read the grammar in docs/grammar.md, section 4.2  ⟲ last round: cite the section" in shot
-    assert "g approve + goal" in shot
+    assert "a approve · g + goal · r keep planning" in shot
     # `d` compares with the plan that was sent back.
     editor.feed("d")
     editor.wait_for("vim.bo.filetype == 'diff'")
@@ -260,7 +260,7 @@ def test_tui_plan_history_picker_timeline_and_waiting(tmp_path):
         tui.keys(":Dsh plan on", "Enter")
         tui.wait_for("◎ plan · no goal")
         tui.keys(":Dsh prompt make the parser strict", "Enter")
-        tui.wait_for("approve + goal")
+        tui.wait_for("g + goal")
         tui.keys(":Dsh answer", "Enter")
         time.sleep(0.7)
         tui.keys("3G", "c")

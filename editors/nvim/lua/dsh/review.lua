@@ -98,7 +98,7 @@ end
 
 local function key_help()
   local k = M.keys
-  return ('%s approve · %s approve + goal · %s keep planning · %s comment · %s changes · %s later (stays open)'):format(
+  return ('%s approve · %s + goal · %s keep planning · %s comment · %s changes · %s later (stays open)'):format(
     k.approve,
     k.approve_goal,
     k.revise,

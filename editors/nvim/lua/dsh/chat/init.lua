@@ -28,13 +28,20 @@ end
 -- ("waiting for you"). Kept here, not in the item: the daemon's upserts replace items.
 local waiting = {} ---@type table<string, table<string, string>>
 
---- Apply one upsert to `view` (its store and its buffer).
-function M.show(view, item)
+--- `item` with the note of the question open for its tool call, if any (a copy when
+--- the note changes).
+local function with_note(view, item)
   local note = item.callId and (waiting[view.agent_id] or {})[item.callId]
   if note ~= item.waitingFor then
     item = vim.tbl_extend('force', {}, item)
     item.waitingFor = note
   end
+  return item
+end
+
+--- Apply one upsert to `view` (its store and its buffer).
+function M.show(view, item)
+  item = with_note(view, item)
   local at = view.store:upsert(item)
   -- The formatter continues the item shown before it (same turn: no new heading).
   local prev = view.store:before(at)
@@ -125,11 +132,12 @@ local function load(view)
       return -- the session moved to another agent meanwhile
     end
     local got = result and result.items or {}
+    -- (A question that opened while the page was read is noted under its call too.)
     for _, item in ipairs(got) do
-      view.store:upsert(item)
+      view.store:upsert(with_note(view, item))
     end
     for _, item in ipairs(view.pending) do
-      view.store:upsert(item)
+      view.store:upsert(with_note(view, item))
     end
     view.older_seq = older_seq_of(got)
     view.loading, view.pending = false, {}
