@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from loopback_models import LoopbackModelServer, Reply
 
 from tests.acp_door.support import PLAN, idle, selected, tool_call, wait_log
 from tests.acp_door.test_spend import use_server
 from tests.e2e.conftest import write_workspace
+
+
+pytestmark = pytest.mark.slow  # each starts `dshd acp` and runs a goal round
 
 
 def goal_updates(client, sid: str) -> list[dict]:

@@ -5,9 +5,13 @@ budgets). Offered only when a goal can be created. Both SDK clients."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.acp_door.support import PLAN, idle, selected, tool_call, wait_log
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
+
+pytestmark = pytest.mark.slow  # each starts `dshd acp` and runs a goal
 
 EXIT_WITH_PLAN = {"toolCalls": [tool_call("exit_plan_mode", plan=PLAN)]}
 OBJECTIVE = 'Carry out the approved plan "Plan: add the parser tests"'

@@ -1,6 +1,7 @@
 """Spend you can see, over ACP: `dshd acp` with the person's own model settings pointing at
-a loopback OpenAI server that reports usage as api.openai.com does (cached tokens
-included), or none at all, or stops a reply at the output limit. Both SDK clients.
+a loopback OpenAI or Anthropic server that reports usage as the real API does (cached
+tokens included), or none at all, or stops a reply at the output limit (finish_reason
+"length", stop_reason "max_tokens"). Both SDK clients.
 
 - a model call's usage_update carries ``_meta.dsh {inputTokens, cachedInputTokens?,
   outputTokens, estimated?}``; the prompt's answer carries ACP's ``usage`` (the turn's
@@ -12,10 +13,13 @@ included), or none at all, or stops a reply at the output limit. Both SDK client
 
 from __future__ import annotations
 
+import pytest
 from loopback_models import Call, LoopbackModelServer, Reply
 
 from tests.e2e.support import of_type, read_log
 from tests.e2e.test_providers import bare_workspace
+
+pytestmark = pytest.mark.slow  # each starts `dshd acp` and a loopback server
 
 KEY_ENV = "DSHD_ACP_SPEND_KEY"
 WINDOW = 32000
@@ -25,7 +29,7 @@ def use_server(clients, tmp_path, monkeypatch, server: LoopbackModelServer, extr
     user = tmp_path / "xdg"
     (user / "dsh").mkdir(parents=True, exist_ok=True)
     (user / "dsh" / "config.toml").write_text(
-        f'[model]\nprovider = "openai"\nmodel = "loopback-model"\nbaseUrl = "{server.base_url}"\n'
+        f'[model]\nprovider = "{server.provider}"\nmodel = "loopback-model"\nbaseUrl = "{server.base_url}"\n'
         f'apiKeyEnv = "{KEY_ENV}"\nmaxRetries = 0\ntimeoutS = 10\ncontextWindow = {WINDOW}\n{extra}'
     )
     monkeypatch.setenv("XDG_CONFIG_HOME", str(user))
@@ -33,8 +37,9 @@ def use_server(clients, tmp_path, monkeypatch, server: LoopbackModelServer, extr
     bare_workspace(clients.workspace, ["plan", "goals", "tools"])
 
 
-async def test_usage_says_cached_tokens_and_estimates(clients, tmp_path, monkeypatch):
-    with LoopbackModelServer("openai") as server:
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_usage_says_cached_tokens_and_estimates(clients, tmp_path, monkeypatch, provider):
+    with LoopbackModelServer(provider) as server:
         server.script(
             Reply("Reading.", [Call("read_file", {"path": "notes.txt"})], usage=(900, 10), cached=800),
             Reply("It says hello.", usage=(930, 6), cached=900),
@@ -74,8 +79,9 @@ async def test_usage_says_cached_tokens_and_estimates(clients, tmp_path, monkeyp
     assert usage[-1]["estimated"] is True and usage[0].get("cachedInputTokens") == 800
 
 
-async def test_a_reply_cut_at_the_output_limit_stops_with_max_tokens(clients, tmp_path, monkeypatch):
-    with LoopbackModelServer("openai") as server:
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_reply_cut_at_the_output_limit_stops_with_max_tokens(clients, tmp_path, monkeypatch, provider):
+    with LoopbackModelServer(provider) as server:
         server.script(
             # The control: a whole reply first ends as usual.
             Reply("Fine."),

@@ -4,7 +4,11 @@ reply that shows JSON naming no offered tool gets none (the control). Both SDK c
 
 from __future__ import annotations
 
+import pytest
+
 from tests.e2e.conftest import write_workspace
+
+pytestmark = pytest.mark.slow  # starts `dshd acp`
 
 WRITTEN = '```json\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n```'
 JUST_JSON = 'A config: `{"name": "retries", "arguments": {"max": 3}}`.'
