@@ -86,6 +86,7 @@ def templates(live: Live) -> list[tuple[str, dict]]:
         ("dsh/agent/cancel", {"agentId": a}),
         ("dsh/plan/set", {"agentId": a, "active": True}),
         ("dsh/plan/get", {"agentId": a}),
+        ("dsh/plan/history", {"agentId": a}),
         ("dsh/goal/get", {"agentId": a}),
         ("dsh/goal/create", {"agentId": a, "objective": "o", "maxRounds": 1, "maxTokens": 1000}),
         ("dsh/goal/edit", {"agentId": a, "ref": ref, "maxRounds": 2}),

@@ -304,6 +304,8 @@ async def test_plan_set_get_all_outcomes(workspace: Path, daemons) -> None:
         "turn": 2, "stopReason": "end-turn",
     }
     assert await call(client, "dsh/plan/get", {"agentId": agent}) == {"active": False}
+    # No exit_plan_mode call in this session: no plan presented (P-21; test_plan_history.py).
+    assert await call(client, "dsh/plan/history", {"agentId": agent}) == {"plans": []}
     events = read_log(workspace, sid)
     turn2 = [e for e in events if e.get("turn") == 2]
     kinds = [e["type"] for e in turn2]

@@ -140,6 +140,7 @@ AGENT_METHOD_PARAMS = {
     "dsh/agent/cancel": {},
     "dsh/plan/set": {"active": True},
     "dsh/plan/get": {},
+    "dsh/plan/history": {},
     "dsh/goal/get": {},
     "dsh/goal/create": {"objective": "x"},
     "dsh/goal/edit": {"ref": {"id": "g-1", "revision": 1}, "objective": "y"},

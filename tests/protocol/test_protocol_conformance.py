@@ -164,6 +164,8 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         goal = c.request("dsh/goal/get", {"agentId": agent})
         assert goal["phase"] == "blocked"
         assert [r["round"] for r in c.request("dsh/goal/rounds", {"agentId": agent})["rounds"]] == [1]
+        [plan] = c.request("dsh/plan/history", {"agentId": agent})["plans"]  # the one reviewed above
+        assert (plan["title"], plan["markdown"], plan["outcome"]) == ("Plan: cache the parser", PLAN, "approved")
         ref = {"id": goal["id"], "revision": goal["revision"]}
         goal = c.request("dsh/goal/edit", {"agentId": agent, "ref": ref, "maxRounds": 5})
         ref = {"id": goal["id"], "revision": goal["revision"]}

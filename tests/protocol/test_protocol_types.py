@@ -57,7 +57,7 @@ def test_table_covers_spec_section_6():
     expected = {
         "dsh/session/create", "dsh/session/list", "dsh/session/open", "dsh/session/fork",
         "dsh/session/close", "dsh/session/events", "dsh/agent/prompt", "dsh/agent/steer",
-        "dsh/agent/cancel", "dsh/plan/set", "dsh/plan/get", "dsh/goal/get", "dsh/goal/create",
+        "dsh/agent/cancel", "dsh/plan/set", "dsh/plan/get", "dsh/plan/history", "dsh/goal/get", "dsh/goal/create",
         "dsh/goal/edit", "dsh/goal/pause", "dsh/goal/resume", "dsh/goal/complete",
         "dsh/goal/block", "dsh/goal/clear", "dsh/goal/disarm", "dsh/goal/rounds", "dsh/questions/ask",
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/agent/delta",
