@@ -166,3 +166,34 @@ async def test_history_of_an_unknown_agent_and_bad_params_are_clear_errors(works
         assert "no-such-agent" in str(exc) or "agent" in str(exc).lower()
     else:
         raise AssertionError("an unknown agent was accepted")
+
+
+async def test_history_and_previous_are_escaped_for_reading_the_log_keeps_the_plan(workspace, daemons):
+    # A plan whose heading hides text behind a right-to-left override, and a feedback with
+    # a terminal escape: people read them escaped; the model and the log keep them raw.
+    tricky = "# Plan: rename txt.exe\u202e\n\n1. Rename\x1b[2J it.\n"
+    write_workspace(workspace, replies=[exit_plan(tricky), exit_plan(PLAN_2), {"text": "ok"}])
+    asked: list[dict] = []
+
+    def person(params):
+        [question] = params["questions"]
+        asked.append(question)
+        if len(asked) == 1:
+            return {"answers": [{"id": question["id"], "choice": "revise", "feedback": "no\u202e", "comments": [{"line": 3, "text": "x\x07"}]}]}
+        return {"answers": [{"id": question["id"], "choice": "approve"}]}
+
+    client = await daemons.start(answer=person)
+    session_id, agent = await plan_session(client)
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "Go."}))["stopReason"] == "end-turn"
+    [first, _] = (await client.request("dsh/plan/history", {"agentId": agent}))["plans"]
+    assert first["title"] == "Plan: rename txt.exe\\u202e"
+    assert first["markdown"] == "# Plan: rename txt.exe\\u202e\n\n1. Rename\\u001b[2J it.\n"
+    assert first["feedback"] == "no\\u202e" and first["comments"] == [{"line": 3, "text": "x\\u0007"}]
+    previous = asked[1]["previous"]
+    assert (previous["title"], previous["markdown"], previous["feedback"]) == (first["title"], first["markdown"], "no\\u202e")
+    assert previous["comments"] == first["comments"]
+    # The control: the log (what the model got) holds the plan and the words as written.
+    events = read_log(workspace, session_id)
+    [call] = [e for e in of_type(events, "tool/call") if e["data"]["arguments"].get("plan") == tricky]
+    [result] = [e for e in of_type(events, "tool/result") if e["data"]["callId"] == call["data"]["callId"]]
+    assert result["data"]["review"]["feedback"] == "no\u202e"
