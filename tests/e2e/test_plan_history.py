@@ -197,3 +197,24 @@ async def test_history_and_previous_are_escaped_for_reading_the_log_keeps_the_pl
     [call] = [e for e in of_type(events, "tool/call") if e["data"]["arguments"].get("plan") == tricky]
     [result] = [e for e in of_type(events, "tool/result") if e["data"]["callId"] == call["data"]["callId"]]
     assert result["data"]["review"]["feedback"] == "no\u202e"
+
+
+async def test_a_fork_has_the_plans_before_its_cut(workspace, daemons):
+    write_workspace(workspace, replies=[exit_plan(PLAN_1), exit_plan(PLAN_2), {"text": "Starting."}])
+    answers = iter(["revise", "approve"])
+
+    def person(params):
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": next(answers)}]}
+
+    client = await daemons.start(answer=person)
+    session_id, agent = await plan_session(client)
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "Go."}))["stopReason"] == "end-turn"
+    history = await client.request("dsh/plan/history", {"agentId": agent})
+    assert [p["outcome"] for p in history["plans"]] == ["revise", "approved"]
+    whole = await client.request("dsh/session/fork", {"agentId": agent})
+    assert await client.request("dsh/plan/history", {"agentId": whole["agentId"]}) == history
+    # Cut just after the first plan's result: only that plan, as it was reviewed.
+    events = read_log(workspace, session_id)
+    first_result = next(e for e in of_type(events, "tool/result") if e["data"]["callId"] == history["plans"][0]["callId"])
+    cut = await client.request("dsh/session/fork", {"agentId": agent, "atSeq": first_result["seq"]})
+    assert await client.request("dsh/plan/history", {"agentId": cut["agentId"]}) == {"plans": history["plans"][:1]}
