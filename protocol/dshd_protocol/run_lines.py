@@ -48,6 +48,8 @@ class RunItemLine:
 class RunUsage:
     input_tokens: NonNegativeInt
     output_tokens: NonNegativeInt
+    cached_input_tokens: NonNegativeInt | None = None  # of inputTokens, read from a prompt cache (when any)
+    estimated: bool | None = None  # only ever true when present: some counts are characters/4
 
 
 @attrs.frozen(kw_only=True)

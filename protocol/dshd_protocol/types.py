@@ -468,6 +468,8 @@ class ChatGoalRound:
 class ChatUsage:
     input_tokens: NonNegativeInt
     output_tokens: NonNegativeInt
+    cached_input_tokens: NonNegativeInt | None = None  # the part of inputTokens read from a prompt cache
+    estimated: bool | None = None  # only ever true when present: characters/4, the provider reported none
 
 
 @attrs.frozen(kw_only=True)

@@ -533,10 +533,15 @@ class Run:
         return EXIT_OK
 
     def result(self) -> dict[str, Any]:
-        usage = {
+        usage: dict[str, Any] = {
             "inputTokens": sum(int(u.get("inputTokens", 0)) for u in self.usage.values()),
             "outputTokens": sum(int(u.get("outputTokens", 0)) for u in self.usage.values()),
         }
+        cached = sum(int(u.get("cachedInputTokens", 0)) for u in self.usage.values())
+        if cached:
+            usage["cachedInputTokens"] = cached
+        if any(u.get("estimated") is True for u in self.usage.values()):
+            usage["estimated"] = True
         out: dict[str, Any] = {"type": "result", "stopReason": self.stop_reason}
         if self.goal is not None:
             out["goal"] = self.goal

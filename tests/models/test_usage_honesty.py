@@ -117,3 +117,14 @@ def test_usage_output_limit_error_names_the_cause_and_the_setting():
     assert "maxOutputTokens" in error.message and "256" in error.message and "write_file" in error.message
     assert "JSON" not in error.message
     assert "maxOutputTokens" in output_limit_error(None).message
+
+
+async def test_usage_scripted_model_reports_cached_input_when_its_script_says_so():
+    from dshd.models.config import ScriptReply, ScriptUsage
+    from dshd.models.scripted import ScriptedModel
+
+    model = ScriptedModel([ScriptReply(text="a", usage=ScriptUsage(900, 5, 800)), ScriptReply(text="b")])
+    first = await collect(model.stream(REQUEST))
+    second = await collect(model.stream(REQUEST))
+    assert first.usage == Usage(900, 5, 800)
+    assert second.usage == Usage()  # no usage in the script: none, and no estimate

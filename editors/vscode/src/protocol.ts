@@ -244,6 +244,11 @@ export interface ChatUsage {
    * an integer from 0 to 2^53-1
    */
   outputTokens: number;
+  /**
+   * an integer from 0 to 2^53-1
+   */
+  cachedInputTokens?: number;
+  estimated?: boolean;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema

@@ -68,6 +68,8 @@ class GoalRoundInfo(_Value, kw_only=True):
 class Usage(_Value, kw_only=True):
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int | None = None  # the part of input_tokens read from a prompt cache
+    estimated: bool = False  # characters/4: the provider reported no usage
 
 
 class Reason(_Value, kw_only=True):
@@ -591,7 +593,10 @@ class ChatProjection:
         usage_data = _dict(data.get("usage"))
         usage = None
         if _int(usage_data.get("inputTokens")) is not None and _int(usage_data.get("outputTokens")) is not None:
-            usage = Usage(input_tokens=usage_data["inputTokens"], output_tokens=usage_data["outputTokens"])
+            usage = Usage(
+                input_tokens=usage_data["inputTokens"], output_tokens=usage_data["outputTokens"],
+                cached_input_tokens=_int(usage_data.get("cachedInputTokens")), estimated=usage_data.get("estimated") is True,
+            )  # fmt: skip
             if turn is not None and turn == self._goal_round_turn:
                 self._count_after_goal_ended(usage.input_tokens + usage.output_tokens, changed)
         if not _str(data.get("text")) and item_id not in self._items:

@@ -77,6 +77,7 @@ ERROR_KINDS = {
     "context-overflow": "context too long",
     "server": "server error",
     "bad-response": "bad response",
+    "output-limit": "reply cut at the output limit",
 }
 
 

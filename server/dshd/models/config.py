@@ -49,6 +49,7 @@ class ScriptToolCall(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 class ScriptUsage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     inputTokens: int
     outputTokens: int
+    cachedInputTokens: int | None = None  # the part of inputTokens "read from a prompt cache"
 
 
 class ScriptReply(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -109,7 +110,7 @@ def load_script(path: Path, inside: Path | None = None) -> list[ScriptReply]:
     for index, reply in enumerate(script.replies):
         if reply.delayMs < 0:
             raise config_error("model.script", f"{path}: replies[{index}].delayMs is negative")
-        if reply.usage is not None and min(reply.usage.inputTokens, reply.usage.outputTokens) < 0:
+        if reply.usage is not None and min(reply.usage.inputTokens, reply.usage.outputTokens, reply.usage.cachedInputTokens or 0) < 0:
             raise config_error("model.script", f"{path}: replies[{index}].usage has a negative count")
     return list(script.replies)
 

@@ -4,7 +4,8 @@ Replies come from a script, one per model request, in order across turns and ses
 of one workspace. ``delayMs`` sleeps before the reply (cancellable, like a slow model).
 Once the script is spent every request gets "(script exhausted)" with no tool calls,
 which ends the turn. It streams like a real provider, in small pieces, and reports a
-reply's ``usage`` (inputTokens, outputTokens) when the script gives one.
+reply's ``usage`` (inputTokens, outputTokens, cachedInputTokens?) when the script gives one;
+a reply without one reports none (no estimate: the script is the truth about it).
 """
 
 from __future__ import annotations
@@ -64,5 +65,6 @@ class ScriptedModel:
             yield ToolCallDelta(index, arguments[half:])
             yield ToolCallEnd(index)
         # A reply's optional usage is reported as a provider's would be (tokens without a network).
-        usage = Usage() if reply.usage is None else Usage(reply.usage.inputTokens, reply.usage.outputTokens)
+        script_usage = reply.usage
+        usage = Usage() if script_usage is None else Usage(script_usage.inputTokens, script_usage.outputTokens, script_usage.cachedInputTokens)
         yield Stop("tool-calls" if reply.toolCalls else "end-turn", usage)
