@@ -241,12 +241,12 @@ def test_bad_new_subcommands_say_how(editor, args):
     assert "action" not in got and ("usage" in got["err"] or "must be" in got["err"]), got
 
 
-def test_raise_offers_twice_the_spent_budget(editor):
+def test_raise_offers_the_spent_budget_again_on_top_of_what_is_used(editor):
     rounds = goal_view(40, 40, "blocked", "disarmed", blockedReason={"code": "round-budget-exhausted", "message": "x"})
     tokens = goal_view(8, 40, "blocked", "disarmed", tokensUsed=51000, maxTokens=50000,
                        blockedReason={"code": "token-budget-exhausted", "message": "x"})
     assert editor.lua("return { require('dsh.commands').raise_default(...) }", rounds) == ["rounds", 80]
-    assert editor.lua("return { require('dsh.commands').raise_default(...) }", tokens) == ["tokens", 100000]
+    assert editor.lua("return { require('dsh.commands').raise_default(...) }", tokens) == ["tokens", 101000]
     assert editor.lua("return require('dsh.commands').tokens_text(...)", 100000) == "100k"
     assert editor.lua("return require('dsh.commands').tokens_text(...)", 1500000) == "1.5M"
 

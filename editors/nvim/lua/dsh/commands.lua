@@ -907,14 +907,14 @@ function M.ask_goal(done)
   end)
 end
 
---- The budget a raise offers (pure): twice the spent one, so the goal gets as many
---- rounds (or tokens) again as it had.
+--- The budget a raise offers (pure): the spent one once more on top of what is used
+--- (as VS Code offers), so the goal gets as many rounds (or tokens) again as it had.
 function M.raise_default(view)
   local reason = type(view.blockedReason) == 'table' and view.blockedReason.code or nil
   if reason == 'token-budget-exhausted' and tonumber(view.maxTokens) then
-    return 'tokens', math.max(tonumber(view.maxTokens) * 2, (tonumber(view.tokensUsed) or 0) + 1)
+    return 'tokens', (tonumber(view.tokensUsed) or 0) + tonumber(view.maxTokens)
   end
-  return 'rounds', math.max((tonumber(view.maxRounds) or 1) * 2, (tonumber(view.roundsStarted) or 0) + 1)
+  return 'rounds', (tonumber(view.roundsStarted) or 0) + (tonumber(view.maxRounds) or 1)
 end
 
 --- 200000 -> "200k", 1500000 -> "1.5M", 1234 -> "1234" (pure): how a token budget is offered.
