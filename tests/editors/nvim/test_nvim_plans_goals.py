@@ -193,7 +193,11 @@ def test_a_revised_plan_shows_last_rounds_notes_and_approve_starts_a_goal_named_
     assert "1k (0) / 100" in rows[0] and "3k (0) / 300" in rows[2]
 
     # G-21: raise and resume in one command; the timeline follows the rounds that run.
-    editor.typed("Dsh goal raise 5")
+    # Asked without numbers: the spent budget once more on top of what is used is offered.
+    editor.typed("Dsh goal raise")
+    editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked] == 'Round budget (3 of 3 used) raised to: '")
+    assert editor.lua("return vim.fn.getcmdline()") == "6"
+    editor.feed("<C-u>5<CR>")
     editor.wait_for("require('dsh.state').goal().maxRounds == 5 and require('dsh').goal_phase() == 'blocked'"
                     " and require('dsh.state').goal().roundsStarted == 5", timeout=60, what="two more rounds")
     events = log_events(workspace, session_id)
@@ -204,6 +208,27 @@ def test_a_revised_plan_shows_last_rounds_notes_and_approve_starts_a_goal_named_
     editor.wait_for("#vim.tbl_filter(function(l) return l:match('^%s+%d+%s') end,"
                     " vim.api.nvim_buf_get_lines(require('dsh.timeline').buffer(select(2, require('dsh').current())), 0, -1, false)) == 5",
                     timeout=10, what="the shown timeline to have five rounds")
+
+
+def test_raise_a_spent_token_budget_asks_for_tokens_and_resumes(tmp_path, editors):
+    rounds = [{"text": f"round {i} done", "usage": {"inputTokens": 900, "outputTokens": 200}} for i in range(1, 4)]
+    workspace, editor = started(tmp_path, editors, rounds)
+    session_id = new_session(editor)
+    editor.typed("Dsh goal create make the parser strict 10 1k tokens")
+    editor.wait_for("require('dsh').goal_phase() == 'blocked' and not require('dsh.state').busy()", timeout=30)
+    assert editor.lua("return require('dsh.state').goal().blockedReason.code") == "token-budget-exhausted"
+    assert editor.lua("return require('dsh.commands').goal_verbs(require('dsh.state').goal())")[:2] == ["edit", "raise"]
+    editor.typed("Dsh goal raise")
+    editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked] == 'Token budget (1.1k used of 1k) raised to: '")
+    assert editor.lua("return vim.fn.getcmdline()") == "2.1k"
+    editor.feed("<CR>")
+    # One more round fits, then the raised budget is spent too.
+    editor.wait_for("require('dsh.state').goal().maxTokens == 2100 and require('dsh').goal_phase() == 'blocked'"
+                    " and require('dsh.state').goal().roundsStarted == 2", timeout=30, what="one more round")
+    ops = [e["data"]["op"] for e in log_events(workspace, session_id) if e["type"] == "goal/change"]
+    edit = ops.index("edit")
+    assert ops[edit + 1] == "resume", ops
+    assert any(m.startswith("dsh: budget raised to 2.1k tokens; goal resumed") for m in editor.messages()), editor.messages()
 
 
 def test_a_goal_waiting_for_a_review_or_an_approval_says_so_and_tells_once(tmp_path, editors):
