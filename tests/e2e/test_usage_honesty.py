@@ -86,6 +86,7 @@ async def test_usage_reply_cut_at_max_output_tokens_mid_tool_call_is_output_limi
     server.script(
         Reply("Writing the module.", [Call("write_file", {"path": "m.py", "content": content})], usage=(300, 64), cut_at_limit=True),
         Reply("A reply after it."),
+        Reply("A long answer that stops in the mid", usage=(320, 64), cut_at_limit=True),
     )
     client = await start(daemons, server, maxOutputTokens=64)
     agent, sid = await new_session(client)
@@ -104,3 +105,8 @@ async def test_usage_reply_cut_at_max_output_tokens_mid_tool_call_is_output_limi
     assert len(server.requests) == 1  # the turn ended there: no second request
     # Control: the session goes on; the next turn is an ordinary one.
     assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "go on"}))["stopReason"] == "end-turn"
+    # A text cut at the limit ends the same way, its text kept.
+    assert (await client.request("dsh/agent/prompt", {"agentId": agent, "text": "explain"}))["stopReason"] == "model-error"
+    close = last_close(daemons.root, sid)
+    assert close["error"]["kind"] == "output-limit" and "maxOutputTokens" in close["error"]["message"]
+    assert of_type(read_log(daemons.root, sid), "assistant/message")[-1]["data"]["text"] == "A long answer that stops in the mid"
