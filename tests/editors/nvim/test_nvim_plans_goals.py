@@ -167,6 +167,9 @@ def test_a_revised_plan_shows_last_rounds_notes_and_approve_starts_a_goal_named_
     labels = editor.lua("local plans = ...; local out = {}; for i, p in ipairs(plans) do"
                         " out[i] = require('dsh.plans').label(p, i, os.time()) end; return out", plans)
     assert labels == [f"#1 {TITLE} · sent back · 1 comment, feedback · just now", f"#2 {TITLE} · approved · just now"]
+    editor.typed("Dsh plan history 9")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('there is no plan 9', 1, true) end)")
+    assert "dsh: there is no plan 9: this session has 2" in editor.messages()
     editor.typed("Dsh plan history 1")
     editor.wait_for(f"vim.api.nvim_buf_get_name(0) == 'dsh://plan/{session_id}/1'", what="plan 1")
     first = buffer_snapshot(editor)

@@ -318,3 +318,9 @@ def test_the_help_covers_the_new_commands_and_keys(editor, tmp_path):
     for needle in ["g approve and start a goal", "d the plan's changes since the plan before it",
                    "[p the plan before; ]p the plan after.", "`r` reads it again, `q` closes it."]:
         assert needle in text, needle
+
+
+def test_estimated_goal_tokens_show_as_the_daemon_writes_them(editor):
+    editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
+    editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(3, 40, tokensUsed=12400, tokensEstimated=True))
+    assert editor.lua("return require('dsh').statusline()") == "◎ 3/40 · ~12.4k tok · active"
