@@ -503,29 +503,27 @@ function M.open_changes(review, previous)
   local notify = function(msg)
     require('dsh.errors').notify(msg, vim.log.levels.INFO)
   end
-  do
-    local lines = M.diff_lines(previous, review.question.plan)
-    if #lines == 0 then
-      return notify('this plan is the same as the previous one')
+  local lines = M.diff_lines(previous, review.question.plan)
+  if #lines == 0 then
+    return notify('this plan is the same as the previous one')
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = 'diff'
+  local win = float.open(buf, { title = 'Changes since the previous plan', keys = 'd or q back to the review', number = false })
+  review.changes_win = win
+  local function back()
+    if vim.api.nvim_win_is_valid(win) then
+      vim.api.nvim_win_close(win, true)
     end
-    local buf = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-    vim.bo[buf].bufhidden = 'wipe'
-    vim.bo[buf].modifiable = false
-    vim.bo[buf].filetype = 'diff'
-    local win = float.open(buf, { title = 'Changes since the previous plan', keys = 'd or q back to the review', number = false })
-    review.changes_win = win
-    local function back()
-      if vim.api.nvim_win_is_valid(win) then
-        vim.api.nvim_win_close(win, true)
-      end
-      if review.win and vim.api.nvim_win_is_valid(review.win) then
-        vim.api.nvim_set_current_win(review.win)
-      end
+    if review.win and vim.api.nvim_win_is_valid(review.win) then
+      vim.api.nvim_set_current_win(review.win)
     end
-    for _, lhs in ipairs({ M.keys.diff, M.keys.close, '<Esc>' }) do
-      vim.keymap.set('n', lhs, back, { buffer = buf, nowait = true, desc = 'dsh: back to the plan review' })
-    end
+  end
+  for _, lhs in ipairs({ M.keys.diff, M.keys.close, '<Esc>' }) do
+    vim.keymap.set('n', lhs, back, { buffer = buf, nowait = true, desc = 'dsh: back to the plan review' })
   end
 end
 
