@@ -39,7 +39,7 @@ function M.format(item, prev)
     hl[#lines] = 'Comment'
   end
   if item.outcome == 'pending' and not item.partial then
-    table.insert(lines, '_(waiting for your review: ga or :Dsh answer opens it · a approve · r keep planning)_')
+    table.insert(lines, '_(waiting for your review: ga or :Dsh answer opens it · a approve · g approve and start a goal · r keep planning)_')
     hl[#lines] = 'Comment'
   end
   local fold = (item.outcome ~= 'pending' and not item.partial and last >= first) and { first, last } or nil
