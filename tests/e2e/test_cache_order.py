@@ -54,7 +54,7 @@ async def test_goal_rounds_keep_the_prefix_and_send_the_status_last(daemons, ser
     sent = [blocks(body, provider) for body in requests]
     statuses = [status_of(parts[-1], provider) for parts in sent]
     # The status is the last thing sent, and it is the only thing that moves.
-    assert [s.splitlines()[1].split(". ", 1)[1] for s in statuses] == [
+    assert [s.splitlines()[0].split(". ", 1)[1] for s in statuses] == [
         "Rounds: 1 of 3 started, 2 left.", "Rounds: 1 of 3 started, 2 left.",
         "Rounds: 2 of 3 started, 1 left.", "Rounds: 3 of 3 started, 0 left.",
     ]  # fmt: skip
@@ -64,8 +64,8 @@ async def test_goal_rounds_keep_the_prefix_and_send_the_status_last(daemons, ser
         assert len(after) > len(before)
     for body, status in zip(requests, statuses):
         stable = json.dumps({k: v for k, v in body.items() if k != "messages"}) + json.dumps(body["messages"][:-1])
-        assert "Current goal" not in stable and status.startswith("Current goal")
+        assert "Rounds:" not in stable and "Current goal: tidy the parser" in stable and status.startswith("Goal g-")
         assert body["tools"] == requests[0]["tools"]
     # Control: the status is in the request (as the model's context), just not in the prefix.
     headers = of_type(read_log(daemons.root, sid), "request/header")
-    assert all("goal:status" in h["data"]["sections"] for h in headers) and len(headers) == 4
+    assert all({"goal:objective", "goal:status"} <= set(h["data"]["sections"]) for h in headers) and len(headers) == 4

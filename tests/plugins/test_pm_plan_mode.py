@@ -64,14 +64,14 @@ async def test_pm_02_policy_renders_only_while_active_order_50_verbatim(tmp_path
     assert POLICY in model.requests[1].system  # verbatim
     headers = [e.data for e in events_of(agent, "request/header")]
     assert [h.sections for h in headers] == [[], ["plan:policy"]]
-    # Sections are ordered by order: the goal section (60) comes after the policy (50),
-    # and it is volatile (G-24): its text is kept apart, for after the history.
+    # Sections are ordered by order: the goal's sections (60) come after the policy (50);
+    # goal:status is volatile (G-24): its text is kept apart, for after the history.
     goals_of(agent).create("g")
     goals_of(agent).disarm()
     rendered = agent.sections.render(PromptContext(agent.store.state, 1, 1))
-    assert rendered.section_ids == ("plan:policy", "goal:status")
-    assert POLICY in rendered.system and "Current goal" not in rendered.system
-    assert rendered.volatile.startswith("Current goal")
+    assert rendered.section_ids == ("plan:policy", "goal:objective", "goal:status")
+    assert rendered.system.index(POLICY) < rendered.system.index("Current goal")
+    assert "Rounds:" not in rendered.system and rendered.volatile.startswith("Goal g-")
     await ws.shutdown()
 
 

@@ -380,11 +380,12 @@ async def test_g12_status_section_and_tools_complete_through_the_rendered_ref(tm
     agent = ws.create_session()
     v = goals_of(agent).create("make the tests pass", 5)
     await settle(agent)
-    # G-24: the goal's status changes every round, so it is the request's volatile text.
-    status = ws.model.requests[0].volatile
-    assert f"Current goal {v.id} (revision 1): make the tests pass" in status
-    assert "Rounds: 1 of 5 started, 4 left." in status
-    assert "Current goal" not in ws.model.requests[0].system
+    # G-24: the goal is in the system text; its counts, which change every round, are the
+    # request's volatile text (sent after the history).
+    request = ws.model.requests[0]
+    assert "Current goal: make the tests pass" in request.system
+    assert request.volatile == f"Goal {v.id} (revision 1) is active. Rounds: 1 of 5 started, 4 left."
+    assert "Rounds:" not in request.system and v.id not in request.system
     assert goals_of(agent).get().phase == "complete"
     assert len(events_of(agent, "turn/open")) == 1  # complete disarmed: no next round
     (call_result, *_) = [e.data for e in events_of(agent, "tool/result")]

@@ -73,6 +73,13 @@ class SectionRegistry:
     def get(self, section_id: str) -> Section | None:
         return self._sections.get(section_id)
 
+    def replace(self, section: Section) -> None:
+        """Put ``section`` in place of the registered one with its id (bench/cache.py
+        renders the goal's sections in the system text, the order before G-24)."""
+        if section.id not in self._sections:
+            raise ValueError(f"no prompt section {section.id!r} to replace")
+        self._sections[section.id] = section
+
     def ids(self) -> list[str]:
         return [s.id for s in self._ordered()]
 

@@ -1,4 +1,5 @@
-"""The goals plugin: section ``goal:status``, tools ``goal_complete`` / ``goal_block``,
+"""The goals plugin: sections ``goal:objective`` and ``goal:status`` (volatile: its counts
+go after the history), tools ``goal_complete`` / ``goal_block``,
 and the continuation driver (G-8, G-9, G-12, SPEC 6 last paragraph).
 
 The goal tools write through :class:`GoalService` with the ref of the goal *as rendered
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 
 SECTION_ID = "goal:status"
 SECTION_ORDER = 60
+# G-24: what stays the same from round to round (the goal, what to call when done) is a
+# section of the system text; goal:status, the counts that move every round, is volatile:
+# it goes after the history, so a prompt cache reuses everything before it.
+OBJECTIVE_SECTION_ID = "goal:objective"
 
 COMPLETE_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 BLOCK_PARAMETERS = {
@@ -134,7 +139,7 @@ class GoalsPlugin:
         self.driver = ContinuationDriver(agent, self.service)
         agent.features.add(self.service)
         agent.on_cancel(self.service.disarm)  # a person's cancel ends the goal's run of rounds
-        # G-24: its round and token counts change every round, so it goes after the history.
+        agent.sections.add(Section(OBJECTIVE_SECTION_ID, SECTION_ORDER, self.render_objective))
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_status, volatile=True))
         runs = {"goal_complete": self.goal_complete, "goal_block": self.goal_block}
         for tool in tools(config):
@@ -167,24 +172,33 @@ class GoalsPlugin:
 
     # ---- section -------------------------------------------------------------------
 
+    def render_objective(self, ctx: PromptContext) -> str | None:
+        view = goal_view(ctx.state.goal, self.service.armed)
+        if view is None:
+            return None
+        # No id or revision here: the same objective is the same text (and cached prefix)
+        # in any session; goal:status names the goal.
+        lines = [f"Current goal: {view.objective}"]
+        if view.phase in ("active", "paused", "blocked"):
+            lines.append(
+                "When the goal is achieved call goal_complete; if a problem stops you, "
+                "call goal_block with a kebab-case code and a message."
+            )
+        return "\n".join(lines)
+
     def render_status(self, ctx: PromptContext) -> str | None:
         view = goal_view(ctx.state.goal, self.service.armed)
         self.rendered_ref = None if view is None else view.ref
         if view is None:
             return None
         lines = [
-            f"Current goal {view.id} (revision {view.revision}): {view.objective}",
-            f"Phase: {view.phase}. Rounds: {view.rounds_started} of {view.max_rounds} started, {view.rounds_left} left.",
+            f"Goal {view.id} (revision {view.revision}) is {view.phase}. "
+            f"Rounds: {view.rounds_started} of {view.max_rounds} started, {view.rounds_left} left."
         ]
         if view.max_tokens is not None:
             lines.append(f"Tokens: {view.tokens_used} of {view.max_tokens} used by the rounds.")
         if view.blocked_reason is not None:
             lines.append(f"Blocked: {view.blocked_reason.code}: {view.blocked_reason.message}")
-        if view.phase in ("active", "paused", "blocked"):
-            lines.append(
-                "When the goal is achieved call goal_complete; if a problem stops you, "
-                "call goal_block with a kebab-case code and a message."
-            )
         return "\n".join(lines)
 
     # ---- tools ---------------------------------------------------------------------
