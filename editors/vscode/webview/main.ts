@@ -7,7 +7,7 @@ import type { AnswerableReview, ChatHeader, HostToView, PendingPermission, ViewT
 import { turnFailed } from '../src/chat/store';
 import { renderMarkdown } from './markdown';
 import type { GoalRoundsResult } from '../src/contract';
-import { timelineLayout, WAIT_LANE } from '../src/chat/timeline';
+import { timelineLayout, usageTitle, WAIT_LANE } from '../src/chat/timeline';
 
 declare function acquireVsCodeApi(): { postMessage(m: ViewToHost): void };
 const vscode = acquireVsCodeApi();
@@ -145,7 +145,7 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
       const e = el('div', `item assistant${item.partial ? ' streaming' : ''}${item.discarded ? ' discarded' : ''}`);
       e.append(el('div', 'label', 'Agent'), markdown(item.text));
       if (item.discarded) e.append(el('div', 'note', 'Not kept: the turn ended before this reply was complete.'));
-      if (item.usage) e.title = `${item.usage.inputTokens} tokens in, ${item.usage.outputTokens} out`;
+      if (item.usage) e.title = usageTitle(item.usage);
       return e;
     }
     case 'tool-call': {

@@ -53,6 +53,14 @@ function roundWords(r: GoalRoundRecord): string {
   return `Round ${r.round}: ${parts.join(' · ')}`;
 }
 
+/** A reply's usage as its tooltip says it: cached input and estimates named. */
+export function usageTitle(u: { inputTokens: number; outputTokens: number; cachedInputTokens?: number; estimated?: boolean }): string {
+  const about = u.estimated ? 'about ' : '';
+  const cached = u.cachedInputTokens ? ` (${u.cachedInputTokens} from the server's prompt cache)` : '';
+  const note = u.estimated ? ' (estimated at a token per 4 characters: the model server reported no usage)' : '';
+  return `${about}${u.inputTokens} tokens in${cached}, ${about}${u.outputTokens} out${note}`;
+}
+
 /** The whole goal in a line: `5 rounds · 12.3k tokens (8k cached) · waited 1 min 3 s`. */
 export function timelineSummary(rounds: readonly GoalRoundRecord[]): string {
   if (!rounds.length) return 'no rounds yet';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { GoalRoundRecord } from '../../src/contract';
-import { outcomeClass, timelineLayout, timelineSummary, tokenWords, WAIT_LANE } from '../../src/chat/timeline';
+import { outcomeClass, timelineLayout, timelineSummary, tokenWords, usageTitle, WAIT_LANE } from '../../src/chat/timeline';
 
 const round = (n: number, over: Partial<GoalRoundRecord> = {}): GoalRoundRecord => ({
   round: n, revision: 1, turn: n + 1, startedAt: '2026-12-01T21:00:00Z', endedAt: '2026-12-01T21:00:14Z',
@@ -43,4 +43,10 @@ test('outcomes, token words and the summary line (estimates marked ~)', () => {
     '2 rounds · 9.5k tokens (6k cached) · waited for you 1 min 3 s');
   assert.equal(timelineSummary([round(1, { estimated: true })]), '1 round · ~1.1k tokens');
   assert.equal(timelineLayout([round(1, { estimated: true })], 100, 40).estimated, true);
+});
+
+test('a reply\'s usage tooltip names cached input and estimates', () => {
+  assert.equal(usageTitle({ inputTokens: 1400, outputTokens: 60 }), '1400 tokens in, 60 out');
+  assert.equal(usageTitle({ inputTokens: 1400, outputTokens: 60, cachedInputTokens: 1200 }), '1400 tokens in (1200 from the server\'s prompt cache), 60 out');
+  assert.match(usageTitle({ inputTokens: 300, outputTokens: 20, estimated: true }), /^about 300 tokens in, about 20 out \(estimated/);
 });
