@@ -137,9 +137,21 @@ def test_a_revised_plan_shows_last_rounds_notes_and_approve_starts_a_goal_named_
     editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
     time.sleep(0.6)
 
-    # P-24: g asks for the budgets, approves, then creates the goal named after the plan.
+    # P-24: g asks for the budgets first: <Esc> there decides nothing.
     editor.feed("g")
     editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked] == 'Round budget: '")
+    editor.feed("<Esc>")
+    time.sleep(0.5)
+    assert editor.lua("return #require('dsh.review').list()") == 1
+    assert [e for e in results_of(log_events(workspace, session_id), "exit_plan_mode")
+            if e["data"].get("review", {}).get("outcome") == "approved"] == []
+    editor.typed("Dsh answer")
+    editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win")
+    time.sleep(0.6)
+    # g again: the budgets, the approval, then the goal named after the plan.
+    asked = len(editor.asked())
+    editor.feed("g")
+    editor.wait_for(f"#_G.dsh_test.asked > {asked} and _G.dsh_test.asked[#_G.dsh_test.asked] == 'Round budget: '")
     editor.feed("<C-u>3<CR>")
     editor.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked]:find('Token budget', 1, true) ~= nil")
     editor.feed("50k<CR>")
