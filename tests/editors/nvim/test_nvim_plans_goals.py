@@ -31,6 +31,9 @@ from tests.editors.nvim.test_nvim_daemon import (  # noqa: E402
     tui_editor,
     wait_for_log,
 )
+from tests.editors.nvim.test_nvim_shared import go_answer as shared_go_answer  # noqa: E402
+from tests.editors.nvim.test_nvim_shared import log_events as shared_log  # noqa: E402
+from tests.editors.nvim.test_nvim_shared import plan_review_on_both, shared  # noqa: E402, F401 - the fixture
 
 PLAN_2 = PLAN.replace("1. Read the grammar in docs/grammar.md", "1. Read the grammar in docs/grammar.md, section 4.2") + (
     "4. Run the whole test suite\n"
@@ -360,3 +363,24 @@ def test_tui_plan_history_picker_timeline_and_waiting(tmp_path):
         write_artifact("tui-goal-timeline-after-raise.txt", screen)
     finally:
         tui.kill()
+
+
+def test_a_review_answered_elsewhere_while_g_asks_the_budgets_starts_no_goal(shared):  # noqa: F811
+    # (The same keys on a review nobody else answers start the goal: the first test.)
+    a, b, session_id = plan_review_on_both(shared)
+    shared_go_answer(a, "review")
+    a.feed("g")
+    a.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked] == 'Round budget: '")
+    # B sends the plan back meanwhile: the first answer counts.
+    shared_go_answer(b, "review")
+    b.feed("r")
+    b.feed("smaller steps<CR>")
+    a.wait_for("#require('dsh.review').list() == 0", what="A's review to close")
+    a.feed("<C-u>3<CR>")
+    a.wait_for("_G.dsh_test.asked[#_G.dsh_test.asked]:find('Token budget', 1, true) ~= nil")
+    a.feed("<CR>")
+    time.sleep(1.0)
+    events = shared_log(shared.workspace, session_id)
+    assert [e for e in events if e["type"] == "goal/change"] == []  # no goal was made
+    assert any("sent back to keep planning by nvim B" in m for m in a.messages()), a.messages()
+    assert a.lua("return require('dsh').plan_active()") is True  # the plan went back: still planning
