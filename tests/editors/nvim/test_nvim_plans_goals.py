@@ -3,8 +3,8 @@ daemon (`dshd serve`) and its scripted model.
 
 A real headless Neovim loads the plugin, which starts the real daemon; keys are typed as a
 person would. What the plugin shows is read from the editor, what it did from the session
-log on disk. The last test runs Neovim's own terminal UI in tmux; its screens are kept in
-artifacts/nvim/.
+log on disk. One test runs Neovim's own terminal UI in tmux (its screens are kept in
+artifacts/nvim/), one runs two Neovims on the workspace's shared daemon.
 """
 
 from __future__ import annotations
