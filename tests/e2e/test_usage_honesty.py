@@ -59,6 +59,9 @@ async def test_usage_unreported_is_estimated_and_the_token_budget_holds(daemons,
     assert replies and all(r["usage"]["estimated"] is True for r in replies)
     assert all(r["usage"]["outputTokens"] >= len(long_text) // 4 for r in replies)
     assert sum(r["usage"]["inputTokens"] + r["usage"]["outputTokens"] for r in replies) == view["tokensUsed"]
+    # The model is told too: round 2's request says the count is an estimate (round 1's not yet).
+    bodies = [r.body.decode() for r in server.requests]
+    assert "an estimate from characters" not in bodies[0] and "an estimate from characters" in bodies[1]
     # The same after a reload: the fold of the log says estimated, not the process.
     reopened = await client.request("dsh/session/open", {"sessionId": sid, "reload": True})
     again = await client.request("dsh/goal/get", {"agentId": reopened["agentId"]})

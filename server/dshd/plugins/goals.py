@@ -196,7 +196,8 @@ class GoalsPlugin:
             f"Rounds: {view.rounds_started} of {view.max_rounds} started, {view.rounds_left} left."
         ]
         if view.max_tokens is not None:
-            lines.append(f"Tokens: {view.tokens_used} of {view.max_tokens} used by the rounds.")
+            about = " (an estimate from characters/4: the server reports no usage)" if view.tokens_estimated else ""
+            lines.append(f"Tokens: {view.tokens_used} of {view.max_tokens} used by the rounds{about}.")
         if view.blocked_reason is not None:
             lines.append(f"Blocked: {view.blocked_reason.code}: {view.blocked_reason.message}")
         return "\n".join(lines)
