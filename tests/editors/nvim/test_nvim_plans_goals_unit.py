@@ -324,3 +324,10 @@ def test_estimated_goal_tokens_show_as_the_daemon_writes_them(editor):
     editor.lua("require('dsh.state').set_current('a-1', ...)", SID)
     editor.lua("require('dsh.state').set_goal('a-1', ...)", goal_view(3, 40, tokensUsed=12400, tokensEstimated=True))
     assert editor.lua("return require('dsh').statusline()") == "◎ 3/40 · ~12.4k tok · active"
+
+
+@pytest.mark.parametrize("n", [0, 950, 999, 1000, 1049, 1050, 12400, 99949, 99950, 182400, 999499, 999500, 1500000, 1249999])
+def test_token_figures_are_the_daemons_words(editor, n):
+    from dshd.api.words import tokens
+
+    assert editor.lua("return require('dsh.timeline').tokens(...)", n) == tokens(n)

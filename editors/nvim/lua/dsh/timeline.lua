@@ -21,17 +21,24 @@ M.outcomes = {
   error = { 'error', 'DiagnosticError' },
 }
 
---- A token count as people read it: 310, 8.2k, 82k, 1.2M (pure).
+--- A token count as people read it, in the daemon's words (its goal status uses the
+--- same): 950, 1.2k, 12.4k, 182k, 1.5M; halves round up, integer arithmetic (pure).
 function M.tokens(n)
-  n = tonumber(n) or 0
-  if n < 1000 then
-    return tostring(math.floor(n))
-  elseif n < 10000 then
-    return (('%.1fk'):format(n / 1000):gsub('%.0k$', 'k'))
-  elseif n < 1000000 then
-    return ('%dk'):format(math.floor(n / 1000 + 0.5))
+  n = math.floor(tonumber(n) or 0)
+  local floor = math.floor
+  local function tenths(t)
+    return t % 10 == 0 and tostring(floor(t / 10)) or ('%d.%d'):format(floor(t / 10), t % 10)
   end
-  return (('%.1fM'):format(n / 1000000):gsub('%.0M$', 'M'))
+  if n < 1000 then
+    return tostring(n)
+  elseif n < 100000 then
+    return tenths(floor((n + 50) / 100)) .. 'k'
+  end
+  local thousands = floor((n + 500) / 1000)
+  if thousands < 1000 then
+    return thousands .. 'k'
+  end
+  return tenths(floor((n + 50000) / 100000)) .. 'M'
 end
 
 --- A span of milliseconds: "—" for none, 850ms, 4.1s, 12s, 1m 20s, 2h 05m (pure).
