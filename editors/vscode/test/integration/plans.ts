@@ -183,4 +183,28 @@ test('the plan picker (header button) lists every plan newest first; a plan reop
   await screenshot('plan-picker-first-plan');
 });
 
+test('a goal round waiting for a plan review is a new waiting spell: one more notice, in its own words; approved, the goal goes on', async () => {
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+  await vscode.commands.executeCommand('dsh.goal.clear');
+  await waitFor('no goal', () => c.session?.goal === null);
+  await vscode.commands.executeCommand('dsh.plan.on');
+  await waitFor('plan mode on', () => c.session?.plan.active === true);
+  await vscode.commands.executeCommand('dsh.goal.create', { objective: 'Document the retry policy', maxRounds: 1 });
+  const review = await waitFor('the round\'s plan review', () => c.reviews.current(), 30000);
+  assert.equal(review.question.title, 'Plan: docs');
+  await waitFor('waitingFor from the daemon', () => waitingFor() === 'plan-review', 10000);
+  await waitFor('the status bar', () => c.statusText().waiting && /waiting for you/.test(c.goalItem.text));
+  assert.match(c.goalItem.text, /^\$\(bell\) \d+\/1 · .*waiting for you$/, 'the goal\'s own words, the bell in front');
+  const said = await waitFor('the second spell\'s notice', () => { const t = c.noticesShown.filter((x) => x.includes('is waiting for you')); return t.length === 2 ? t : undefined; });
+  assert.equal(said[1], 'The goal "Document the retry policy" is waiting for you: a plan to review.');
+  await waitFor('the notice on screen', async () => (await notificationTexts()).some((t) => t.includes('waiting for you: a plan to review')));
+  await showNotifications();
+  await screenshot('waiting-for-you-plan-review');
+  await vscode.commands.executeCommand('notifications.hideList');
+  assert.equal(await vscode.commands.executeCommand('dsh.review.approve'), true);
+  await waitFor('the goal complete', () => c.session?.goal?.phase === 'complete', 30000);
+  assert.equal(waitingFor(), undefined);
+  assert.equal(c.noticesShown.filter((x) => x.includes('is waiting for you')).length, 2, 'told more than once for a spell');
+});
+
 export async function run(): Promise<void> { await runAll(); }
