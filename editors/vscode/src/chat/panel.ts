@@ -85,7 +85,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       case 'stop': await vscode.commands.executeCommand('dsh.agent.cancel'); break;
       case 'approve': if (review) await c.reviews.approve(review); break;
       // The same command as the title bar's (its errors are shown the same way).
-      case 'approveAndStartGoal': if (review) { c.reviews.setDraftFeedback(m.questionId, review.draftFeedback); await vscode.commands.executeCommand('dsh.review.approveAndStartGoal', review); } break;
+      case 'approveAndStartGoal': if (review) await vscode.commands.executeCommand('dsh.review.approveAndStartGoal', review); break;
       case 'compare': if (review) await c.reviews.compare(review); break;
       case 'pickPlan': await vscode.commands.executeCommand('dsh.plan.history'); break;
       case 'raise': await vscode.commands.executeCommand('dsh.goal.raise'); break;
