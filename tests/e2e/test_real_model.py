@@ -25,7 +25,10 @@ from dshd.client import DshClient
 from .support import of_type, read_log
 
 # One worker runs them all (./run test: --dist loadgroup), so one server and its cache serve them.
-pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.xdist_group("real_model")]
+# The timeouts are generous for a machine busy with other tests: each call is measured
+# in seconds when the machine is quiet, but a cold prompt on a loaded one takes minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.xdist_group("real_model"), pytest.mark.timeout(900)]
+WAIT_S = 600
 
 KEY_ENV = "DSHD_REAL_MODEL_KEY"  # llama.cpp's server checks no key; the SDKs want one
 # Small: every reply here is a few words; a reply cut at it would end the turn as
@@ -53,7 +56,7 @@ def model_config(server: RealServer, provider: str) -> dict:
             "baseUrl": base,
             "apiKeyEnv": KEY_ENV,
             "maxOutputTokens": MAX_OUTPUT_TOKENS,
-            "timeoutS": 280,  # the cold first prompt on a busy 2-core machine
+            "timeoutS": WAIT_S,  # the cold first prompt on a busy 2-core machine
             "maxRetries": 0,  # a retry would read the whole prompt again
         }
     }
@@ -81,7 +84,7 @@ def usages(events: list[dict], turns: set[int] | None = None) -> list[dict]:
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_real_model_chat_streams_a_reply_with_real_usage(daemons, real_server, provider) -> None:
     client, agent, sid = await start(daemons, real_server, provider)
-    result = await client.request("dsh/agent/prompt", {"agentId": agent, "text": "Reply with one word: hello."}, timeout=290)
+    result = await client.request("dsh/agent/prompt", {"agentId": agent, "text": "Reply with one word: hello."}, timeout=WAIT_S)
     events = read_log(daemons.root, sid)
     close = of_type(events, "turn/close")[-1]["data"]
     assert result["stopReason"] == "end-turn", close
@@ -103,7 +106,7 @@ async def test_real_model_chat_streams_a_reply_with_real_usage(daemons, real_ser
 async def test_real_model_goal_rounds_reuse_the_cached_prompt(daemons, real_server, provider) -> None:
     client, agent, sid = await start(daemons, real_server, provider)
     ended = client.wait_for(
-        lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] in ("block", "complete"), timeout=290
+        lambda n: n["method"] == "dsh/goal/changed" and n["params"]["op"] in ("block", "complete"), timeout=WAIT_S
     )
     objective = "Write one short sentence about tidy code. Answer in plain text; call no tools."
     await client.request("dsh/goal/create", {"agentId": agent, "objective": objective, "maxRounds": 3})
@@ -128,10 +131,10 @@ async def test_real_model_goal_rounds_reuse_the_cached_prompt(daemons, real_serv
 async def test_real_model_cancel_stops_the_server_generating(daemons, real_server, provider) -> None:
     client, agent, sid = await start(daemons, real_server, provider)
     first_text = client.wait_for(
-        lambda n: n["method"] == "dsh/agent/delta" and n["params"]["kind"] == "text", timeout=290
+        lambda n: n["method"] == "dsh/agent/delta" and n["params"]["kind"] == "text", timeout=WAIT_S
     )
     prompt = asyncio.ensure_future(
-        client.request("dsh/agent/prompt", {"agentId": agent, "text": "Count from 1 to 100, one number a line."}, timeout=290)
+        client.request("dsh/agent/prompt", {"agentId": agent, "text": "Count from 1 to 100, one number a line."}, timeout=WAIT_S)
     )
     await first_text
     # Control: the server is generating this reply right now.
