@@ -52,6 +52,7 @@ def test_history_from_events_and_from_lines_agree(tmp_path):
     _call(store, 2, "c-5", "exit_plan_mode", {"plan": PLAN_B})  # under review now
     path = store.path
     events = store.events()
+    state = store.state
     store.close()
 
     records = plan_history(events)
@@ -66,6 +67,12 @@ def test_history_from_events_and_from_lines_agree(tmp_path):
     assert [r.seq for r in records] == [e.seq for e in events if getattr(e.data, "callId", None) in {"c-1", "c-3", "c-4", "c-5"} and e.__class__.__name__ == "ToolCall"]
     # The byte-filtered read of the file's lines finds the same history.
     assert plan_history_of_lines(path.read_bytes().splitlines(keepends=True)) == records
+    # P-22: the folded state knows the plan of record (c-3, where its call is) and the plan
+    # call under review; replay's hot loop folds the same.
+    seqs = {r.call_id: r.seq for r in records}
+    assert (state.plan.approved_call, state.plan.approved_seq) == ("c-3", seqs["c-3"])
+    assert state.plan.reviewing == (("c-5", seqs["c-5"]),)
+    assert replay(path, use_checkpoint=False).state == state
 
     # P-23: the previous of c-5 is the last plan a person reviewed (c-3, approved): none;
     # of c-3 it is c-1, sent back.
@@ -104,7 +111,9 @@ def test_plan_forget_drops_only_the_approved_plan_it_names_and_replay_agrees(tmp
     store.commit("plan/forget", {"callId": "c-1"}, writer="plan")  # not the approved one: no change
     store.each_event(fold.feed)
     assert fold.approved is not None and fold.approved.call_id == "c-2"
+    assert store.state.plan.approved_call == "c-2" and store.state.plan.approved_seq == fold.approved.seq
     store.commit("plan/forget", {"callId": "c-2"}, writer="plan")
+    assert (store.state.plan.approved_call, store.state.plan.approved_seq) == (None, 0)
     fold = PlanHistory()
     store.each_line(fold.feed_line)
     assert fold.approved is None and [r.outcome for r in fold.records] == ["approved", "approved"]

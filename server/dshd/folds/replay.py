@@ -35,6 +35,7 @@ from dshd.folds.events import (
     TurnOpen,
     UserMessage,
 )
+from dshd.folds.plans import PLAN_TOOL
 from dshd.folds.rules import (
     FoldError,
     _check_envelope_turn,
@@ -269,7 +270,12 @@ def fold_file(
     session_id, forked_from, last_at = state.session_id, state.forked_from, state.last_at
     seq = state.seq
     title = state.title
-    plan_active, header_active = state.plan.active, state.plan.header_active
+    plan = state.plan
+    plan_active, header_active = plan.active, plan.header_active
+    # P-22: the plan of record and the plan calls waiting for a result (any of these
+    # events goes through the reference fold: plan calls are rare).
+    approved_call, approved_seq, reviewing = plan.approved_call, plan.approved_seq, plan.reviewing
+    plan_tool = PLAN_TOOL
     turn = state.turn
     last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
     # The goal: its snapshot as folded, with the counters rounds, tokens and the round's
@@ -308,11 +314,12 @@ def fold_file(
                             header_active = data.planActive
                             continue
                     elif cls is call_cls:
-                        if not calls:
-                            batch_from = seq
-                        calls.add(event.data.callId)
-                        continue
-                    elif cls is result_cls:
+                        if event.data.name != plan_tool:
+                            if not calls:
+                                batch_from = seq
+                            calls.add(event.data.callId)
+                            continue
+                    elif cls is result_cls and not reviewing:
                         if calls:
                             call_id = event.data.callId
                             if call_id in calls:
@@ -357,14 +364,14 @@ def fold_file(
                         continue
                     elif cls is close_cls:
                         data = event.data
-                        if data.turn == last_turn and (data.error is None or data.stopReason == "model-error"):
+                        if data.turn == last_turn and (data.error is None or data.stopReason == "model-error") and not reviewing:
                             turn_open, step, cause, decided = False, 0, None, _NO_DECISIONS
                             in_turn = _NO_TURN
                             if calls:  # a batch ends with its turn
                                 calls.clear()
                                 batch_from, quiet_from = 0, seq
                             continue
-                elif cls is open_cls and event.seq == seq and not turn_open:
+                elif cls is open_cls and event.seq == seq and not turn_open and not reviewing:
                     data = event.data
                     if t == data.turn == last_turn + 1:
                         last_turn, turn_open, step, cause, decided = t, True, 0, data.cause, _NO_DECISIONS
@@ -376,7 +383,7 @@ def fold_file(
                     SessionState(
                         session_id,
                         seq - 1,
-                        PlanState(plan_active, header_active),
+                        PlanState(plan_active, header_active, approved_call, approved_seq, reviewing),
                         TurnState(last_turn, turn_open, step, cause, decided),
                         goal,
                         title,
@@ -387,7 +394,9 @@ def fold_file(
                     event,
                 )
                 title, forked_from = state.title, state.forked_from
-                plan_active, header_active = state.plan.active, state.plan.header_active
+                plan = state.plan
+                plan_active, header_active = plan.active, plan.header_active
+                approved_call, approved_seq, reviewing = plan.approved_call, plan.approved_seq, plan.reviewing
                 turn = state.turn
                 last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
                 in_turn = last_turn if turn_open else _NO_TURN
@@ -408,7 +417,7 @@ def fold_file(
         state = SessionState(
             session_id,
             seq,
-            PlanState(plan_active, header_active),
+            PlanState(plan_active, header_active, approved_call, approved_seq, reviewing),
             TurnState(last_turn, turn_open, step, cause, decided),
             goal,
             title,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
+from dshd.folds.plans import PLAN_TOOL
 from dshd.folds.titles import title_from_prompt
 from dshd.folds.events import (
     AssistantMessage,
@@ -54,16 +55,49 @@ def fold_plan_mode(state: PlanState, event) -> PlanState:
     cls = event.__class__
     if cls is PlanMode:
         active = event.data.active
-        return state if state.active is active else PlanState(active, state.header_active)
+        return state if state.active is active else msgspec.structs.replace(state, active=active)
     if cls is RequestHeader:
         header_active = event.data.planActive
-        return state if state.header_active is header_active else PlanState(state.active, header_active)
+        return state if state.header_active is header_active else msgspec.structs.replace(state, header_active=header_active)
+    if cls is ToolCall:
+        return _plan_call(state, event)
+    if cls is ToolResult:
+        return _plan_result(state, event.data) if state.reviewing else state
+    if cls is TurnClose or cls is TurnOpen:
+        # A plan call whose turn ended without its result approved nothing.
+        return msgspec.structs.replace(state, reviewing=()) if state.reviewing else state
     if cls is PlanForget:
-        # Which plan is approved is folds/plans.py's (read when a section renders); here
-        # only the shape: it names a call.
-        if not event.data.callId.strip():
+        call_id = event.data.callId
+        if not call_id.strip():
             raise FoldError("plan/forget needs a callId")
+        if call_id == state.approved_call:
+            return msgspec.structs.replace(state, approved_call=None, approved_seq=0)
     return state
+
+
+def _plan_call(state: PlanState, event) -> PlanState:
+    """P-22: an ``exit_plan_mode`` call presenting a plan (the same test as folds/plans.py)."""
+    data = event.data
+    if data.name != PLAN_TOOL:
+        return state
+    plan = data.arguments.get("plan")
+    if not isinstance(plan, str) or not plan.strip():
+        return state
+    rest = tuple(pair for pair in state.reviewing if pair[0] != data.callId)
+    return msgspec.structs.replace(state, reviewing=rest + ((data.callId, event.seq),))
+
+
+def _plan_result(state: PlanState, data) -> PlanState:
+    """The result of a plan call: approved (its review says so; a result written before
+    reviews were recorded: ok) makes it the plan of record."""
+    seq = next((s for call_id, s in state.reviewing if call_id == data.callId), None)
+    if seq is None:
+        return state
+    rest = tuple(pair for pair in state.reviewing if pair[0] != data.callId)
+    approved = data.review.outcome == "approved" if data.review is not None else data.ok
+    if approved:
+        return msgspec.structs.replace(state, reviewing=rest, approved_call=data.callId, approved_seq=seq)
+    return msgspec.structs.replace(state, reviewing=rest)
 
 
 # ---- open turn (PM-13) ------------------------------------------------------------
@@ -435,16 +469,16 @@ _TURN, _PLAN, _GOAL, _CONTEXT, _PERMISSION = 1, 2, 4, 8, 16
 # Which folds an event class concerns (0: none; the state only advances seq). SessionStart is
 # absent on purpose: after line 1 it is an error.
 _CONCERNS: dict[type, int] = {
-    TurnOpen: _TURN,
-    TurnClose: _TURN | _CONTEXT,
+    TurnOpen: _TURN | _PLAN,
+    TurnClose: _TURN | _CONTEXT | _PLAN,
     RequestHeader: _TURN | _PLAN,
     PlanMode: _PLAN,
     PlanForget: _PLAN,
     GoalChange: _GOAL,
     UserMessage: _GOAL,
     AssistantMessage: _GOAL,  # its usage counts toward the goal's tokens in a round turn
-    ToolCall: _CONTEXT,
-    ToolResult: _CONTEXT,
+    ToolCall: _CONTEXT | _PLAN,  # a plan call (P-22)
+    ToolResult: _CONTEXT | _PLAN,
     ContextCompact: _CONTEXT,
     PermissionDecision: _PERMISSION,
 }

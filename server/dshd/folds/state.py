@@ -20,10 +20,17 @@ def cap_title(title: str | None) -> str | None:
 
 class PlanState(Struct, frozen=True):
     """PM-6: ``active`` is the last plan/mode's value, else False.
-    ``header_active`` is the last request/header's planActive (None before any header), for PM-14."""
+    ``header_active`` is the last request/header's planActive (None before any header), for PM-14.
+    P-22: ``approved_call``/``approved_seq``: the ``exit_plan_mode`` call (and its seq) of
+    the plan of record, the last one approved unless a plan/forget named it since (None:
+    none); ``reviewing``: the plan calls of the open turn still without a result,
+    (callId, seq) each. The plan's text stays in the log, on that call."""
 
     active: bool = False
     header_active: bool | None = None
+    approved_call: str | None = None
+    approved_seq: int = 0
+    reviewing: tuple[tuple[str, int], ...] = ()
 
 
 class TurnState(Struct, frozen=True):

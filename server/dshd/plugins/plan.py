@@ -9,6 +9,7 @@ PM-23). The plan text lives only as the ``exit_plan_mode`` call's argument in th
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,12 +21,15 @@ from dshd.agent.questions import QuestionsUnavailable
 from dshd.agent.tools import Tool, ToolContext, ToolDescription, ToolOutcome
 from dshd.errors import DshError
 from dshd.folds import plans
+from dshd.folds.events import ToolCall
 from dshd.folds.plans import APPROVED_WITH_FEEDBACK, SENT_BACK, first_heading
 from dshd.services.plan_mode import PlanModeController
 from dshd.services.plan_records import PlanRecords
 
 if TYPE_CHECKING:
     from dshd.agent.loop import Agent
+
+log = logging.getLogger(__name__)
 
 SECTION_ID = "plan:policy"
 SECTION_ORDER = 50
@@ -115,6 +119,7 @@ class PlanPlugin:
         agent.sections.add(Section(SECTION_ID, SECTION_ORDER, self.render_policy))
         agent.sections.add(Section(APPROVED_SECTION_ID, APPROVED_SECTION_ORDER, self.render_approved))
         self._plans = PlanRecords(agent.store)
+        self._approved_text: tuple[str, str] | None = None  # (callId, plan) of the plan of record
         agent.features.add(self._plans)  # dsh/plan/history reads the same fold
         for tool in tools(None):
             agent.tools.add(attrs.evolve(tool, run=self.exit_plan_mode))
@@ -136,10 +141,23 @@ class PlanPlugin:
         """P-22: the plan of record, once the compaction the step is built on has
         summarized away its ``exit_plan_mode`` call (before that, the call's argument is in
         the transcript: the plan is in the context exactly once, either way)."""
-        approved = self._plans.approved()
-        if approved is None or ctx.state.context.through_seq < approved.seq:
-            return None
-        return f"{APPROVED_INTRO}\n\n{approved.markdown}"
+        plan = ctx.state.plan
+        if plan.approved_call is None or ctx.state.context.through_seq < plan.approved_seq:
+            return None  # none, or its call is still in the transcript
+        markdown = self._approved_markdown(plan.approved_call, plan.approved_seq)
+        return None if markdown is None else f"{APPROVED_INTRO}\n\n{markdown}"
+
+    def _approved_markdown(self, call_id: str, seq: int) -> str | None:
+        """The plan of ``call_id``, read from its call's line once (the folded state holds
+        only where it is, so opening a long session reads nothing more)."""
+        if self._approved_text is None or self._approved_text[0] != call_id:
+            [call] = self.agent.store.events(after_seq=seq - 1, limit=1)
+            plan = call.data.arguments.get("plan") if isinstance(call, ToolCall) and call.data.callId == call_id else None
+            if not isinstance(plan, str):
+                log.warning("the approved plan's call %s is not at seq %d", call_id, seq)
+                return None
+            self._approved_text = (call_id, plan)
+        return self._approved_text[1]
 
     async def command(self, agent: "Agent", rest: str) -> None:
         """PM-22: ``/plan`` on; ``/plan off`` off (dropping a pending entry);
@@ -149,10 +167,10 @@ class PlanPlugin:
             self.controller.set(False)
             return
         if rest == "forget":
-            approved = self._plans.approved()
-            if approved is None:
+            approved_call = self.agent.store.state.plan.approved_call
+            if approved_call is None:
                 raise DshError("invalid-params", NOTHING_TO_FORGET, field="text")
-            self.controller.forget(approved.call_id)
+            self.controller.forget(approved_call)
             return
         self.controller.set(True)
         if rest:
