@@ -13,6 +13,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from dshd.folds.rounds import GoalRounds, RoundsFold
+from dshd.services.followed_fold import FollowedFold
 
 if TYPE_CHECKING:
     from dshd.services.store import SessionStore
@@ -20,34 +21,11 @@ if TYPE_CHECKING:
 
 class GoalRoundsLog:
     def __init__(self, store: "SessionStore") -> None:
-        self._store = store
-        self._fold: RoundsFold | None = None
-        self._seq = 0  # the last seq folded
-        self._lock = threading.Lock()
+        self._fold = FollowedFold(store, RoundsFold, RoundsFold.feed_line, RoundsFold.apply)
 
     def rounds(self) -> GoalRounds:
         """The current goal's rounds, oldest first."""
-        with self._lock:
-            if self._fold is None:
-                fold = RoundsFold()
-                count = 0
-
-                def line(raw: bytes) -> None:
-                    nonlocal count
-                    count += 1  # line number == seq in a replayed log
-                    fold.feed_line(raw)
-
-                self._store.each_line(line)
-                self._fold, self._seq = fold, count
-            elif self._store.state.seq > self._seq:
-                fold = self._fold
-
-                def event(ev) -> None:
-                    fold.apply(ev)
-                    self._seq = ev.seq
-
-                self._store.each_event(event, after_seq=self._seq)
-            return self._fold.result()
+        return self._fold.folded().result()
 
 
 # One per open store, shared by every connection of this process; gone with its store (a
