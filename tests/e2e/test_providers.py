@@ -167,7 +167,11 @@ async def test_providers_goal_round_completes_the_goal(daemons, openai_server) -
     note = await done
     assert note["params"]["goal"]["phase"] == "complete" and note["params"]["goal"]["roundsStarted"] == 1
     first = openai_server.wait_requests(1)[0]
-    assert "ship the cache" in first.json["messages"][-1]["content"]  # the round's user message
+    messages = first.json["messages"]
+    # The round's user message ends the history; the goal's moving status comes after it,
+    # as the last system message, so the prefix before it stays cacheable.
+    assert messages[-1]["role"] == "system" and "Rounds: 1 of 3 started" in messages[-1]["content"]
+    assert messages[-2]["role"] == "user" and "ship the cache" in messages[-2]["content"]
 
 
 @pytest.mark.slow
