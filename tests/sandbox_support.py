@@ -107,6 +107,15 @@ async def gone(marker: str, within_s: float = 10.0) -> list[int]:
     return left
 
 
+async def appeared(marker: str, within_s: float = 10.0) -> list[int]:
+    """Wait until a live process carries ``marker`` (a child its shell left behind may not
+    have been scheduled yet when the shell exits); the pids found, [] after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while not (found := processes_with(marker)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return found
+
+
 def sleeper(marker: str, seconds: int = 300) -> str:
     """A shell word list for a process that sleeps and carries ``marker`` in its argv."""
     return f"{PYTHON} -c 'import time; time.sleep({seconds})' {marker}"

@@ -19,6 +19,7 @@ from dshd.agent.tools import Policy, ToolContext
 from dshd.tools.run import RunCommand
 from tests.sandbox_support import (
     CONNECT,
+    appeared,
     PYTHON,
     UNIX_CONNECT,
     WRITE,
@@ -357,7 +358,7 @@ async def test_cancel_kills_the_command_and_everything_it_started(ws, mode, netw
     assert await gone(marker) == []
 
 
-async def test_without_a_sandbox_the_runner_still_ends_what_holds_the_output():
+async def test_without_a_sandbox_the_runner_still_ends_what_holds_the_output(tmp_path):
     """No bubblewrap (full access with the network on where it cannot run): an exit 0 is
     still exit 0 even though a detached child holds the pipe, and that child (setsid, then
     orphaned: not in the process group, not a descendant any more) is found by the pipe
@@ -369,10 +370,16 @@ async def test_without_a_sandbox_the_runner_still_ends_what_holds_the_output():
     assert result.exit_code == 0 and not result.timed_out and result.duration_s < 10
     assert await gone(marker) == []
     escaped = f"dsh-bare-escaped-{os.getpid()}"
-    result = await run(["/bin/sh", "-c", f"( setsid {sleeper(escaped)} > /dev/null 2>&1 & )"], cwd=Path("/"),
+    # The shell waits until the child is in its own session (it touches `ready` after
+    # setsid): otherwise the runner's kill of the process group at the shell's exit can
+    # land before the setsid, and there is no escaped child to look for.
+    ready = tmp_path / "ready"
+    escape = f'( setsid /bin/sh -c "touch {ready}; exec {sleeper(escaped)}" > /dev/null 2>&1 & ); '
+    wait = f"while [ ! -e {ready} ]; do sleep 0.01; done"
+    result = await run(["/bin/sh", "-c", escape + wait], cwd=Path("/"),
                        env=dict(os.environ), timeout_s=20, output_cap=4096)
     try:
-        assert result.exit_code == 0 and len(processes_with(escaped)) == 1
+        assert result.exit_code == 0 and len(await appeared(escaped)) == 1
     finally:
         for pid in processes_with(escaped):
             os.kill(pid, 9)
