@@ -16,7 +16,7 @@ from tests.e2e.support import read_log
 from tests.e2e.test_tools import calls, results, run_turn, tools_workspace
 from tests.sandbox_support import PYTHON, UNIX_CONNECT, UnixListeners, connect_results, needs_sandbox, run_folder
 
-pytestmark = needs_sandbox
+pytestmark = [needs_sandbox, pytest.mark.xdist_group("host-sockets")]  # see tests/sandbox/test_sandbox.py
 
 
 @pytest.fixture

@@ -34,6 +34,12 @@ from tests.sandbox_support import (
     sleeper,
 )
 
+# These tests make Unix sockets and links on the host (/run, /var/tmp) that a sandbox with
+# the network off covers one by one: run on two workers, one test's socket vanishing while
+# another's sandbox is being built made that bubblewrap fail (as designed: before the
+# command). One group keeps them, and tests/e2e/test_host_sockets.py, on one worker in turn.
+pytestmark = pytest.mark.xdist_group("host-sockets")
+
 
 def policy(ws: Path, mode: str, network: bool = False) -> SandboxPolicy:
     """The policy run_command builds: the host's socket folders and listening sockets
