@@ -436,3 +436,45 @@ async def test_probe_reports_why_and_how_to_fix(tmp_path, monkeypatch):
     assert "full-access" in found.fix
     missing = await probe(str(tmp_path / "nowhere" / "bwrap"))
     assert not missing.ok and "not installed" in missing.reason and "apt install bubblewrap" in missing.fix
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_listed_again(ws, mode, monkeypatch):
+    """A host socket listed to be covered (network off) can be gone when bubblewrap starts,
+    which then fails before the command: the sockets are listed again and the sandbox built
+    once more. If it fails again, the call says the sandbox could not be set up and that
+    nothing ran (the command's marker is never written)."""
+    from dshd.tools import run as run_module
+
+    vanished = Path(f"/var/tmp/dshd-vanished-{os.getpid()}-{mode}.sock")
+    assert not os.path.lexists(vanished)
+    listed: list[int] = []
+
+    def first_vanished() -> tuple[Path, ...]:
+        listed.append(1)
+        return (vanished,) if len(listed) == 1 else listening_sockets()
+
+    monkeypatch.setattr(run_module, "listening_sockets", first_vanished)
+    marker = "echo ran" if mode == "read-only" else "echo ran > ran.txt; echo ran"
+    outcome = await run_tool(ws, mode, False, marker)
+    assert outcome.ok, outcome.content
+    assert outcome.content.splitlines()[-1] == "ran" and len(listed) == 2
+
+    # Positive control of the failure: a socket that is gone every time.
+    (ws / "ran.txt").unlink(missing_ok=True)
+    listed.clear()
+    monkeypatch.setattr(run_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
+    failed = await run_tool(ws, mode, False, "echo ran > ran.txt")
+    assert not failed.ok and failed.content.startswith("Not run: the sandbox could not be set up")
+    assert "Can't create file" in failed.content and len(listed) == 2
+    assert not (ws / "ran.txt").exists()
+
+
+@needs_sandbox
+async def test_a_command_that_fails_like_bubblewrap_is_never_run_twice(ws):
+    """Only bubblewrap's status pipe says a command did not run: a command that prints what
+    bubblewrap prints and exits 1 ran, and is reported as its own failure, once."""
+    outcome = await run_tool(ws, "workspace-write", False, "echo x >> count.txt; echo \"bwrap: Can't create file at /x\" >&2; exit 1")
+    assert not outcome.ok and outcome.content.startswith("exit code 1")
+    assert (ws / "count.txt").read_text() == "x\n"

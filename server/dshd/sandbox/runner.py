@@ -47,6 +47,9 @@ class RunResult:
     output_bytes: int  # everything it wrote
     kept_bytes: int  # how much of it is in ``output``
     duration_s: float
+    # With ``sandbox_status``: True when bubblewrap failed to set its sandbox up, so the
+    # command never ran (it exited 1 without reporting a command's exit code).
+    setup_failed: bool = False
 
 
 def _children() -> dict[int, list[int]]:
@@ -191,20 +194,39 @@ async def run(
     env: dict[str, str],
     timeout_s: float,
     output_cap: int,
+    sandbox_status: bool = False,
 ) -> RunResult:
-    """Run ``argv``; raises OSError when it cannot be started (no such program)."""
+    """Run ``argv``; raises OSError when it cannot be started (no such program).
+
+    ``sandbox_status``: ``argv`` is a bubblewrap argv; bubblewrap is asked to report on a
+    pipe (``--json-status-fd``), so a sandbox that failed to set up is told apart from a
+    command that failed (the output alone cannot say: a command can print anything)."""
     started = time.monotonic()
     loop = asyncio.get_running_loop()
-    transport, command = await loop.subprocess_exec(
-        lambda: _Command(output_cap),
-        *argv,
-        cwd=str(cwd),
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    status_read = status_write = -1
+    if sandbox_status:
+        status_read, status_write = os.pipe()
+        os.set_blocking(status_read, False)
+        argv = [argv[0], "--json-status-fd", str(status_write), *argv[1:]]
+    try:
+        transport, command = await loop.subprocess_exec(
+            lambda: _Command(output_cap),
+            *argv,
+            cwd=str(cwd),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(status_write,) if sandbox_status else (),
+        )
+    except BaseException:
+        if sandbox_status:
+            os.close(status_read)
+            os.close(status_write)
+        raise
+    if sandbox_status:
+        os.close(status_write)
     pid = transport.get_pid()
     _live.add(pid)
     inode = _pipe_inode(transport)
@@ -236,6 +258,7 @@ async def run(
     finally:
         _live.discard(pid)
         transport.close()
+        status = _read_status(status_read) if sandbox_status else None
     returncode = transport.get_returncode()
     kept = bytes(command.tail[-output_cap:]) if output_cap else b""
     return RunResult(
@@ -246,4 +269,25 @@ async def run(
         output_bytes=command.total,
         kept_bytes=len(kept),
         duration_s=time.monotonic() - started,
+        # bubblewrap reports the command's exit ("exit-code") whenever the command ran; it
+        # writes "child-pid" before its setup, so that one proves nothing.
+        setup_failed=status is not None and not timed_out and returncode == 1 and b'"exit-code"' not in status,
     )
+
+
+def _read_status(fd: int) -> bytes:
+    """What bubblewrap wrote on its status pipe (a few small JSON documents), then closed."""
+    data = b""
+    try:
+        while len(data) < 65536:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:
+        pass  # the sandboxed command may hold the write end still: what is there is enough
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return data

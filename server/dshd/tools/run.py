@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dshd.formats import clip, shown as shown_text
 from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
 from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
 from dshd.sandbox.policy import replaced_folders
@@ -145,20 +146,9 @@ class RunCommand:
         refused_marker = f"dshd-cwd-refused-{secrets.token_hex(8)}"
         shell = [SHELL, "-c", CWD_GUARD, SHELL, str(cwd), refused_marker, command]
         replaced: tuple[Path, ...] = ()
+        mask: tuple[Path, ...] = ()
         if found.ok:
-            # dshd's own folder always exists, so it is always protected; .git only when present.
-            (ctx.root / ".dsh").mkdir(exist_ok=True)
-            protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
-            hide: tuple[Path, ...] = ()
-            mask: tuple[Path, ...] = ()
-            links: tuple[tuple[str, Path], ...] = ()
-            if not policy.network:
-                hide, mask = socket_folders(), listening_sockets()
-                links = kept_links(hide)
-            sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask, links)
-            # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
-            argv = bwrap_argv(sandbox, shell, ctx.root, bwrap=found.bwrap or "bwrap")
-            replaced = replaced_folders(sandbox)
+            argv, replaced, mask = self._sandboxed(ctx, shell, found.bwrap or "bwrap")
         elif policy.sandbox == "full-access" and policy.network:
             # Asked for no restriction at all: run it, and say what that costs.
             argv = shell
@@ -174,14 +164,27 @@ class RunCommand:
         try:
             # Started in the checked folder itself (its handle), not by its name: so is the
             # command outside bubblewrap (full-access with the network on, none built).
-            result = await run(
-                argv, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
-                timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP,
-            )
+            for attempt in (1, 2):
+                result = await run(
+                    argv, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
+                    timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP, sandbox_status=found.ok,
+                )
+                # A host socket covered with the network off can vanish between being listed
+                # and bubblewrap's start, which then fails before the command runs: list the
+                # sockets again and build the sandbox once more (never a command twice: the
+                # status pipe says the command did not run).
+                if not (result.setup_failed and attempt == 1 and any(not os.path.lexists(p) for p in mask)):
+                    break
+                argv, replaced, mask = self._sandboxed(ctx, shell, found.bwrap or "bwrap")
         except OSError as exc:
             return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
         finally:
             os.close(cwd_fd)
+        if result.setup_failed:
+            return ToolOutcome.failure(
+                f"Not run: the sandbox could not be set up ({where}), so nothing was run: "
+                f"{clip(shown_text(result.output.strip()), 400) or 'bubblewrap gave no reason'}"
+            )
         if result.exit_code == 125 and refused_marker in result.output.splitlines():
             return ToolOutcome.failure(
                 f"Not run: unsafe-path: {shown(ctx.root, cwd)}: this folder was swapped for a symbolic link "
@@ -204,6 +207,25 @@ class RunCommand:
                 )
             parts.append(result.output.rstrip("\n"))
         return ToolOutcome(result.exit_code == 0, "\n".join(parts))
+
+
+    @staticmethod
+    def _sandboxed(ctx: ToolContext, shell: list[str], bwrap: str) -> tuple[list[str], tuple[Path, ...], tuple[Path, ...]]:
+        """The bubblewrap argv for ``shell`` under the live policy, the folders it replaces
+        with empty ones, and the host sockets it covers (listed now: they come and go)."""
+        policy = ctx.policy
+        # dshd's own folder always exists, so it is always protected; .git only when present.
+        (ctx.root / ".dsh").mkdir(exist_ok=True)
+        protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
+        hide: tuple[Path, ...] = ()
+        mask: tuple[Path, ...] = ()
+        links: tuple[tuple[str, Path], ...] = ()
+        if not policy.network:
+            hide, mask = socket_folders(), listening_sockets()
+            links = kept_links(hide)
+        sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask, links)
+        # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
+        return bwrap_argv(sandbox, shell, ctx.root, bwrap=bwrap), replaced_folders(sandbox), mask
 
 
 def describe_run_command(arguments: dict[str, Any]) -> ToolDescription:
