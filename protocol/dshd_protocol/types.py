@@ -681,18 +681,22 @@ class RetryChatItem:
 
 @attrs.frozen(kw_only=True)
 class NoticeChatItem:
-    """dshd's word to the person about the item before it (``about``), derived from the
-    log: ``code`` "written-tool-call" is a reply that looks like a call of ``tool`` written
-    as text (a JSON object naming one of the offered tools): the model made no call and
-    nothing ran. No seq: it goes with the item it is about."""
+    """dshd's word to the person, derived from the log. ``code`` "written-tool-call" is a
+    reply that looks like a call of ``tool`` written as text (a JSON object naming one of
+    the offered tools): the model made no call and nothing ran; it is about the item before
+    it (``about``) and has no seq: it goes with that item. ``code`` "mcp-server-failed":
+    the MCP server ``server`` failed to start, died or stopped answering, and its tools are
+    gone for this session; it has the seq of its ``mcp/server`` event and no ``about``."""
 
     id: NonBlankText
     kind: Literal["notice"]
     turn: PositiveInt | None = None
+    seq: PositiveInt | None = None
     at: Timestamp | None = None
-    about: NonBlankText
-    code: Literal["written-tool-call"]
+    about: NonBlankText | None = None
+    code: Literal["written-tool-call", "mcp-server-failed"]
     tool: str | None = None
+    server: str | None = None
     text: str
 
 

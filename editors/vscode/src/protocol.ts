@@ -695,7 +695,7 @@ export interface RetryChatItem {
   text: string;
 }
 /**
- * dshd's word to the person about the item before it (``about``), derived from the log: ``code`` "written-tool-call" is a reply that looks like a call of ``tool`` written as text (a JSON object naming one of the offered tools): the model made no call and nothing ran. No seq: it goes with the item it is about.
+ * dshd's word to the person, derived from the log. ``code`` "written-tool-call" is a reply that looks like a call of ``tool`` written as text (a JSON object naming one of the offered tools): the model made no call and nothing ran; it is about the item before it (``about``) and has no seq: it goes with that item. ``code`` "mcp-server-failed": the MCP server ``server`` failed to start, died or stopped answering, and its tools are gone for this session; it has the seq of its ``mcp/server`` event and no ``about``.
  *
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "NoticeChatItem".
@@ -711,15 +711,20 @@ export interface NoticeChatItem {
    */
   turn?: number;
   /**
+   * an integer from 1 to 2^53-1
+   */
+  seq?: number;
+  /**
    * an RFC 3339 UTC timestamp
    */
   at?: string;
   /**
    * a non-blank string
    */
-  about: string;
-  code: "written-tool-call";
+  about?: string;
+  code: "written-tool-call" | "mcp-server-failed";
   tool?: string;
+  server?: string;
   text: string;
 }
 /**

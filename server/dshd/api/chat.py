@@ -210,15 +210,19 @@ class RetryItem(_Item, tag="retry", kw_only=True):
 
 
 class NoticeItem(_Item, tag="notice", kw_only=True):
-    """dshd's word to the person about the item before it, derived from the log (so the
-    same after a reload): ``code`` "written-tool-call", a reply that looks like a call of
-    ``tool`` written as text (dshd.api.written_calls). No seq: it goes with that item."""
+    """dshd's word to the person, derived from the log (so the same after a reload):
+    ``code`` "written-tool-call", a reply that looks like a call of ``tool`` written as
+    text (dshd.api.written_calls): about the item before it, no seq, it goes with that
+    item; ``code`` "mcp-server-failed", the MCP ``server`` failed to start, died or hung
+    (an ``mcp/server`` event: its seq, about no item)."""
 
     turn: int | None = None
+    seq: int | None = None
     at: str | None = None
-    about: str  # the id of the item it is about
-    code: Literal["written-tool-call"]
+    about: str | None = None  # the id of the item it is about
+    code: Literal["written-tool-call", "mcp-server-failed"]
     tool: str | None = None
+    server: str | None = None
     text: str
 
 
@@ -749,6 +753,18 @@ class ChatProjection:
         )  # fmt: skip
         self._put(item, changed)
 
+    # mcp/server (written once per server and session, when it failed to start, died or hung)
+    def _mcp_server(self, seq, at, turn, data, changed) -> None:
+        if data.get("state") != "failed":
+            return
+        name = _str(data.get("name"), "?")
+        reason = data.get("reason") if isinstance(data.get("reason"), str) else None
+        item = NoticeItem(
+            id=f"notice-{seq}", turn=turn, seq=seq, at=at, code="mcp-server-failed", server=shown(name),
+            text=words.mcp_server_failed_text(name, reason),
+        )  # fmt: skip
+        self._put(item, changed)
+
     _HANDLERS = {
         "session/start": _session,
         "turn/open": _turn_open,
@@ -762,6 +778,7 @@ class ChatProjection:
         "goal/change": _goal,
         "turn/close": _turn_close,
         "context/compact": _compact,
+        "mcp/server": _mcp_server,
     }
 
     def _discard(self, which, changed: list[ChatItem]) -> None:

@@ -128,6 +128,19 @@ def permission_text(tool: str, outcome: str, by: str | None, feedback: str | Non
     return text
 
 
+# ---- MCP servers ----------------------------------------------------------------------------
+
+MCP_REASON_WIDTH = 200  # a server's own words (its stderr, an exception) can run long
+
+
+def mcp_server_failed_text(name: str, reason: str | None) -> str:
+    """``MCP server "time" failed: exited with status 1. Its tools are gone for this
+    session; open the session again to start it again.`` The name and the reason come from
+    a config file and the server's own output: escaped, the reason cut to one short line."""
+    why = clip(shown(reason), MCP_REASON_WIDTH) if isinstance(reason, str) and reason.strip() else "no reason given"
+    return f'MCP server "{shown(name)}" failed: {why}. Its tools are gone for this session; open the session again to start it again.'
+
+
 # ---- plan reviews ------------------------------------------------------------------------------
 
 PLAN_OUTCOMES = {
