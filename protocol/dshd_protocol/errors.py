@@ -29,6 +29,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "turn-open",
     "unsafe-path",
     "io-error",
+    "person-changed",
 )
 
 # JSON-RPC's own code for bad params; the domain errors take -32001, -32002, ... in
@@ -56,6 +57,9 @@ ERROR_DATA_FIELDS: dict[str, dict[str, Any]] = {
     "turn-open": {},
     "unsafe-path": {"path": str, "reason": str},
     "io-error": {"path": str, "errno": str},
+    # paths: the workspace files a checkpoint restore would overwrite that the person
+    # changed since the agent's last step (restore again with force to overwrite them)
+    "person-changed": {"paths": list[str]},
 }
 
 
