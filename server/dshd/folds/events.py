@@ -218,6 +218,27 @@ class GoalChangeData(_Data):
     check: GoalCheck | None = None  # only on a complete whose check passed (G-23)
 
 
+class CheckpointTakenData(_Data):
+    """A snapshot of the workspace's files in the shadow repository (.dsh/checkpoints.git):
+    ``phase`` "before" a step's first tool ran (only for a step with a write or exec call)
+    or "after" its last result; ``tree`` the 40-hex git tree id, ``files`` how many files
+    it holds. Written in the step's turn."""
+
+    step: int
+    tree: str
+    files: int
+    phase: str  # "before" | "after": checked by the fold, which names a wrong one
+
+
+class CheckpointRestoredData(_Data):
+    """Files put back as they were at a "before" checkpoint (``checkpoint``: its seq);
+    ``forced``: those of ``files`` the person had changed and chose to overwrite."""
+
+    checkpoint: int
+    files: list[str]
+    forced: list[str] = []
+
+
 # ---- envelopes ----------------------------------------------------------------
 
 
@@ -279,6 +300,14 @@ class PermissionDecision(_Event, tag="permission/decision", kw_only=True):
     data: PermissionDecisionData
 
 
+class CheckpointTaken(_Event, tag="checkpoint/taken", kw_only=True):
+    data: CheckpointTakenData
+
+
+class CheckpointRestored(_Event, tag="checkpoint/restored", kw_only=True):
+    data: CheckpointRestoredData
+
+
 Event = Union[
     SessionStart,
     TurnOpen,
@@ -293,6 +322,8 @@ Event = Union[
     GoalChange,
     ContextCompact,
     PermissionDecision,
+    CheckpointTaken,
+    CheckpointRestored,
 ]
 
 EVENT_CLASSES: dict[str, type] = {
@@ -311,6 +342,8 @@ EVENT_CLASSES: dict[str, type] = {
         GoalChange,
         ContextCompact,
         PermissionDecision,
+        CheckpointTaken,
+        CheckpointRestored,
     )
 }
 

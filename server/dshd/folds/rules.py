@@ -5,12 +5,16 @@ not follow the prefix. Every reason text is listed in docs/log-format.md.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from dshd.folds.plans import PLAN_TOOL
 from dshd.folds.titles import title_from_prompt
 from dshd.folds.events import (
     AssistantMessage,
+    CheckpointRestored,
+    CheckpointTaken,
     ContextCompact,
     GoalChange,
     GoalChangeData,
@@ -173,6 +177,54 @@ def _check_envelope_turn(state: TurnState, event) -> None:
         raise FoldError(f"event in turn {turn} but no turn is open")
     if turn != state.last_turn:
         raise FoldError(f"event in turn {turn} but the open turn is {state.last_turn}")
+
+
+# ---- checkpoints ----------------------------------------------------------------------
+
+_TREE_ID = re.compile(r"[0-9a-f]{40}")
+_PHASES = ("before", "after")
+
+
+def check_checkpoint(state: TurnState, event) -> None:
+    """A ``checkpoint/taken`` belongs to the open turn's current step and names a git tree;
+    a ``checkpoint/restored`` comes between turns (a restore refuses while one runs),
+    names an earlier event, and lists workspace paths, the forced ones among them.
+    Neither changes the folded state: which seq is a "before" checkpoint is the
+    checkpoint service's to check (it reads the log), so the state stays small."""
+    data = event.data
+    if event.__class__ is CheckpointTaken:
+        if event.turn is None or not state.open:
+            raise FoldError("checkpoint/taken outside a turn")
+        if data.step < 1:
+            raise FoldError(f"checkpoint/taken step {data.step} is below 1")
+        if data.step != state.step:
+            raise FoldError(f"checkpoint/taken step {data.step} but the open turn is at step {state.step}")
+        if data.phase not in _PHASES:
+            raise FoldError(f"checkpoint/taken phase {data.phase!r} is not before or after")
+        if _TREE_ID.fullmatch(data.tree) is None:
+            raise FoldError(f"checkpoint/taken tree {data.tree!r} is not a 40-hex tree id")
+        if data.files < 0:
+            raise FoldError(f"checkpoint/taken files {data.files} is below 0")
+        return
+    if state.open:
+        raise FoldError(f"checkpoint/restored while turn {state.last_turn} is open")
+    if not 1 <= data.checkpoint < event.seq:
+        raise FoldError(f"checkpoint/restored names checkpoint {data.checkpoint}, which is not an earlier seq")
+    for path in data.files:
+        if not _is_workspace_path(path):
+            raise FoldError(f"checkpoint/restored file {path!r} is not a relative workspace path")
+    if data.forced:
+        files = set(data.files)
+        for path in data.forced:
+            if path not in files:
+                raise FoldError(f"checkpoint/restored forced {path!r} is not one of its files")
+
+
+def _is_workspace_path(path: str) -> bool:
+    """Relative, "/"-separated, no empty, "." or ".." part, no NUL: a path inside the root."""
+    if not path or path.startswith("/") or "\0" in path:
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
 
 
 # ---- goals (G-3..G-8) -------------------------------------------------------------
@@ -459,13 +511,15 @@ def apply(state: SessionState | None, event) -> SessionState:
         context = fold_context(context, event)
     if concern & _PERMISSION:
         turn = fold_permission(turn, state.context, event)
+    if concern & _CHECKPOINT:
+        check_checkpoint(turn, event)
     title = state.title
     if title is None and event.__class__ is UserMessage and event.data.source == "user":
         title = title_from_prompt(event.data.text)  # untitled: the first prompt's words (folds/titles.py)
     return SessionState(state.session_id, seq, plan, turn, goal, title, state.forked_from, event.at, context)
 
 
-_TURN, _PLAN, _GOAL, _CONTEXT, _PERMISSION = 1, 2, 4, 8, 16
+_TURN, _PLAN, _GOAL, _CONTEXT, _PERMISSION, _CHECKPOINT = 1, 2, 4, 8, 16, 32
 # Which folds an event class concerns (0: none; the state only advances seq). SessionStart is
 # absent on purpose: after line 1 it is an error.
 _CONCERNS: dict[type, int] = {
@@ -481,5 +535,7 @@ _CONCERNS: dict[type, int] = {
     ToolResult: _CONTEXT | _PLAN,
     ContextCompact: _CONTEXT,
     PermissionDecision: _PERMISSION,
+    CheckpointTaken: _CHECKPOINT,
+    CheckpointRestored: _CHECKPOINT,
 }
 

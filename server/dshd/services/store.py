@@ -33,7 +33,14 @@ log = logging.getLogger("dshd")
 CHECKPOINT_EVERY = 1000
 
 # Events only one service may write (SPEC PM-4/PM-6, G-1/G-2: the only writers of their events).
-_OWNERS = {"plan/mode": "plan", "plan/forget": "plan", "goal/change": "goals", "permission/decision": "approvals"}
+_OWNERS = {
+    "plan/mode": "plan",
+    "plan/forget": "plan",
+    "goal/change": "goals",
+    "permission/decision": "approvals",
+    "checkpoint/taken": "checkpoints",
+    "checkpoint/restored": "checkpoints",
+}
 
 # sessionId is an opaque token the daemon issues; this also keeps it a single path segment.
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
