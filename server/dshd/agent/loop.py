@@ -5,7 +5,8 @@ A turn::
     turn/open {turn, cause}  user/message            (committed before prompt() yields)
     step*:  propose -> pre-step chain (plan listener first) -> accepted:
               steered user/messages -> request/header -> model call ->
-              assistant/message, tool/call* -> run tools -> tool/result*
+              assistant/message, tool/call* -> tool-step "before" hooks ->
+              run tools -> tool/result* -> tool-step "after" hooks
             or, when the request would be too big (or /compact asked for it), a
             compaction step: request/header (sections ["context:compact"], no tools) ->
               summary call -> context/compact; then the next step is proposed
@@ -35,8 +36,8 @@ summary and commits ``context/compact``; the transcript (agent/transcript.py) is
 then on that summary plus the events after ``throughSeq``. Compaction steps do not count
 towards ``[agent] maxSteps``.
 
-The loop imports no plugin. Plugins add sections, tools, commands and pre-step listeners
-through the registries here, and may start turns with :meth:`Agent.start_turn`.
+The loop imports no plugin. Plugins add sections, tools, commands, pre-step listeners and
+tool-step hooks (agent/tool_steps.py) through the registries here, and may start turns with :meth:`Agent.start_turn`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ from dshd.agent.features import Features
 from dshd.agent.prompt import PromptContext, RenderedPrompt, SectionRegistry
 from dshd.agent.questions import NoQuestions, UserQuestions
 from dshd.agent.steps import PreStepChain, StepProposal
+from dshd.agent.tool_steps import ToolSteps
 from dshd.agent.tools import ToolCatalogue, ToolContext, ToolOutcome
 from dshd.agent.turn_end import TurnEnd
 from dshd.errors import DshError
@@ -134,6 +136,7 @@ class Agent:
         self.tools = ToolCatalogue()
         self.commands = CommandRegistry()
         self.pre_step = PreStepChain()
+        self.tool_steps = ToolSteps()  # hooks around a step's tools (agent/tool_steps.py)
         self.plugins: dict[str, Any] = {}  # name -> the plugin's object, set by the Workspace
         self.closed = False
         self._turn_task: asyncio.Task | None = None
@@ -141,6 +144,9 @@ class Agent:
         self._open_calls: list[str] = []  # tool calls of the running step without a result
         self._call_ids = CallIds(store)  # each call's own id in the session (agent/call_ids.py)
         self._detachers: list[Callable[[], None]] = []
+        self._async_closers: list[Callable[[], Awaitable[None]]] = []
+        # Awaited before each turn's first step (an MCP plugin's servers starting).
+        self._request_gates: list[Callable[[], Awaitable[None]]] = []
         self._cancel_hooks: list[Callable[[], None]] = []
         self._delta_listeners: list[DeltaListener] = []
         self._tool_start_listeners: list[Callable[[str], None]] = []
@@ -171,6 +177,23 @@ class Agent:
     def on_close(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the agent closes (plugins detach here)."""
         self._detachers.append(fn)
+
+    def on_aclose(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """Await ``fn()`` when the agent is closed with :meth:`aclose`, after ``close()``
+        ran every ``on_close`` hook (a plugin that stops processes waits for them here)."""
+        self._async_closers.append(fn)
+
+    def add_request_gate(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], None]:
+        """Await ``fn()`` at the start of every turn, before its first request is made
+        (the mcp plugin: until its servers are up or failed, so their tools are offered).
+        A gate that raises is logged and passed."""
+        self._request_gates.append(fn)
+
+        def remove() -> None:
+            if fn in self._request_gates:
+                self._request_gates.remove(fn)
+
+        return remove
 
     def add_event_listener(self, fn: Callable[[Any], None]) -> Callable[[], None]:
         """``fn(event)`` for each event this agent's store commits; returns a remover."""
@@ -370,9 +393,15 @@ class Agent:
 
     async def aclose(self) -> None:
         task = self._turn_task
+        closers, self._async_closers = self._async_closers, []
         self.close()
         if task is not None and not task.done():
             await asyncio.wait({task})
+        for closer in closers:
+            try:
+                await closer()
+            except Exception:
+                log.exception("closing agent %s: a plugin's close failed", self.agent_id)
 
     # ---- turns and steps -------------------------------------------------------------
 
@@ -448,6 +477,13 @@ class Agent:
         step = 0  # request/header steps, compaction requests included
         model_steps = 0  # steps that asked for a reply (what [agent] maxSteps counts)
         just_compacted = False
+        for gate in list(self._request_gates):
+            try:
+                await gate()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a request gate failed in turn %d; the turn goes on", turn)
         while True:
             if model_steps >= agent_config.maxSteps:
                 return "max-steps"
@@ -497,6 +533,9 @@ class Agent:
                     call_data["providerCallId"] = provider_id
                 self.store.commit("tool/call", call_data, turn=turn)
                 self._open_calls.append(call.call_id)
+            step_calls = self._step_calls(reply.tool_calls)
+            if step_calls:
+                await self.tool_steps.before(turn, step, step_calls)
             for call in reply.tool_calls:
                 ctx = ToolContext(call.call_id, turn, step, self.root, self.permissions.policy)
                 if call.refused is not None:  # its arguments were over the cap: never run
@@ -508,8 +547,19 @@ class Agent:
                     result["review"] = outcome.review
                 self.store.commit("tool/result", result, turn=turn)
                 self._open_calls.remove(call.call_id)
+            if step_calls:
+                await self.tool_steps.after(turn, step, step_calls)
             if not reply.tool_calls and not self._steered:
                 return "end-turn"
+
+    def _step_calls(self, calls) -> list[tuple[str, str]]:
+        """Each call's tool name and the catalogue's mutability (an unknown tool cannot run:
+        "read")."""
+        out = []
+        for call in calls:
+            tool = self.tools.get(call.name)
+            out.append((call.name, tool.mutability if tool is not None else "read"))
+        return out
 
     async def _fit_context(
         self, turn: int, step: int, rendered: RenderedPrompt, *, first_of_compact_turn: bool, just_compacted: bool
