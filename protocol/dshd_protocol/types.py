@@ -5,7 +5,8 @@ Convention (one for every class here):
 * Python fields are snake_case; on the wire every field is camelCase
   (``agent_id`` <-> ``agentId``). :mod:`dshd_protocol.codec` does the mapping, the
   same one lsprotocol's hooks (which pygls installs) apply to attrs classes.
-* A field with a default (always ``None``, except ``reload: bool = False``) is
+* A field with a default (always ``None``, except the booleans ``reload``,
+  ``files``, ``conversation`` and ``force``) is
   *optional*: it may be absent, and :func:`~dshd_protocol.codec.to_wire` leaves it
   out when it equals the default. An optional field never accepts an explicit
   ``null`` (null is not a string, nor a number).
@@ -513,6 +514,9 @@ class UserMessageChatItem:
     label: str
     plugin: str | None = None
     goal_round: ChatGoalRound | None = None
+    # the checkpoint "Rewind to here" restores: the first one taken after this message in
+    # its turn (absent until then, and when no step of it could change files)
+    checkpoint: PositiveInt | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -556,6 +560,7 @@ class ToolCallChatItem:
     result: str | None = None
     partial: bool
     discarded: bool | None = None  # only ever true
+    checkpoint: PositiveInt | None = None  # the checkpoint taken before its step ran ("Rewind to here")
 
 
 @attrs.frozen(kw_only=True)
@@ -740,6 +745,72 @@ class ChatItemParams:
     agent_id: AgentId
     session_id: SessionId
     item: ChatItem
+
+
+# ---- dsh/checkpoint/* -----------------------------------------------------------------
+
+CheckpointFileStatus = Literal["added", "modified", "deleted"]
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointInfo:
+    """A snapshot of the workspace's files taken before a step whose tool calls could change
+    them. ``seq`` is its ``checkpoint/taken`` event's; ``files`` the paths that step
+    changed (at most 200)."""
+
+    seq: PositiveInt
+    turn: PositiveInt
+    step: PositiveInt
+    at: Timestamp
+    files: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointListResult:
+    checkpoints: list[CheckpointInfo]  # oldest first
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointDiffParams:
+    agent_id: AgentId
+    seq: PositiveInt  # a checkpoint's seq (dsh/checkpoint/list, a chat item's checkpoint)
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointFileRestore:
+    """One file a rewind would change, now -> as it was at the checkpoint. ``diff``: a
+    unified diff (absent for a binary file or one too large to show);
+    ``changedByPerson``: the file changed outside the agent's steps since, so rewinding it
+    needs ``force``."""
+
+    path: NonBlankText
+    status: CheckpointFileStatus  # what the rewind does to the file
+    diff: str | None = None
+    binary: bool
+    changed_by_person: bool
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointDiffResult:
+    files: list[CheckpointFileRestore]
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointRestoreParams:
+    """At least one of files and conversation is true."""
+
+    agent_id: AgentId
+    seq: PositiveInt
+    files: bool = True  # put the files back as they were at the checkpoint
+    conversation: bool = False  # also fork the conversation before that step's reply
+    force: bool = False  # also overwrite files the person changed since
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointRestoreResult:
+    restored: list[str]
+    forced: list[str]  # the restored files the person had changed (force)
+    agent: SessionHandle | None = None  # the fork, with conversation: true (as dsh/session/fork answers)
 
 
 # ---- dsh/config/* -------------------------------------------------------------------
@@ -1021,6 +1092,9 @@ AGENT_DELTA = "dsh/agent/delta"
 AGENT_ACTIVITY = "dsh/agent/activity"
 SESSION_CLIENTS = "dsh/session/clients"
 QUESTION_RESOLVED = "dsh/question/resolved"
+CHECKPOINT_LIST = "dsh/checkpoint/list"
+CHECKPOINT_DIFF = "dsh/checkpoint/diff"
+CHECKPOINT_RESTORE = "dsh/checkpoint/restore"
 
 OptionalGoalView = Union[GoalView, None]
 
@@ -1061,6 +1135,9 @@ METHODS: dict[str, MethodSpec] = {
     AGENT_ACTIVITY: MethodSpec(kind="notification", params=AgentActivityParams),
     SESSION_CLIENTS: MethodSpec(kind="notification", params=SessionClientsParams),
     QUESTION_RESOLVED: MethodSpec(kind="notification", params=QuestionResolvedParams),
+    CHECKPOINT_LIST: MethodSpec(kind="request", params=AgentParams, result=CheckpointListResult),
+    CHECKPOINT_DIFF: MethodSpec(kind="request", params=CheckpointDiffParams, result=CheckpointDiffResult),
+    CHECKPOINT_RESTORE: MethodSpec(kind="request", params=CheckpointRestoreParams, result=CheckpointRestoreResult),
 }
 
 # Named types with no method of their own that the schema still describes.

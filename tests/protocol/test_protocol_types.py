@@ -63,6 +63,7 @@ def test_table_covers_spec_section_6():
         "dsh/goal/changed", "dsh/plan/changed", "dsh/session/event", "dsh/agent/delta",
         "dsh/agent/activity", "dsh/permission/get", "dsh/permission/set", "dsh/permission/ask",
         "dsh/chat/get", "dsh/chat/item", "dsh/config/get", "dsh/session/clients", "dsh/question/resolved",
+        "dsh/checkpoint/list", "dsh/checkpoint/diff", "dsh/checkpoint/restore",
     }  # fmt: skip
     assert set(METHODS) == expected
     assert METHODS["dsh/questions/ask"].kind == "server-request"

@@ -2,7 +2,7 @@
 /* eslint-disable */
 
 export const PROTOCOL_VERSION = 1;
-export const ERROR_KINDS = ["invalid-params","unknown-agent","stale-agent","stale-revision","invalid-transition","no-goal","budget-exhausted","plugin-not-loaded","invalid-config","replay-failed","session-locked","turn-open","unsafe-path","io-error"] as const;
+export const ERROR_KINDS = ["invalid-params","unknown-agent","stale-agent","stale-revision","invalid-transition","no-goal","budget-exhausted","plugin-not-loaded","invalid-config","replay-failed","session-locked","turn-open","unsafe-path","io-error","person-changed"] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
 /**
@@ -86,6 +86,10 @@ export type ErrorData =
       kind: "io-error";
       path: string;
       errno: string;
+    }
+  | {
+      kind: "person-changed";
+      paths: string[];
     };
 
 /**
@@ -387,6 +391,10 @@ export interface UserMessageChatItem {
   label: string;
   plugin?: string;
   goalRound?: ChatGoalRound;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  checkpoint?: number;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -440,6 +448,10 @@ export interface ToolCallChatItem {
   result?: string;
   partial: boolean;
   discarded?: boolean;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  checkpoint?: number;
 }
 /**
  * An ``exit_plan_mode`` call: the plan and the person's verdict. ``questionId`` is the id of the ``dsh/questions/ask`` question that reviews it (answer there); ``previousId`` is the item of the plan before it, to compare.
@@ -741,6 +753,119 @@ export interface ChatItemParams {
    */
   sessionId: string;
   item: ChatItem;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointDiffParams".
+ */
+export interface CheckpointDiffParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointDiffResult".
+ */
+export interface CheckpointDiffResult {
+  files: CheckpointFileRestore[];
+}
+/**
+ * One file a rewind would change, now -> as it was at the checkpoint. ``diff``: a unified diff (absent for a binary file or one too large to show); ``changedByPerson``: the file changed outside the agent's steps since, so rewinding it needs ``force``.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointFileRestore".
+ */
+export interface CheckpointFileRestore {
+  /**
+   * a non-blank string
+   */
+  path: string;
+  status: "added" | "modified" | "deleted";
+  diff?: string;
+  binary: boolean;
+  changedByPerson: boolean;
+}
+/**
+ * A snapshot of the workspace's files taken before a step whose tool calls could change them. ``seq`` is its ``checkpoint/taken`` event's; ``files`` the paths that step changed (at most 200).
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointInfo".
+ */
+export interface CheckpointInfo {
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  turn: number;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  step: number;
+  /**
+   * an RFC 3339 UTC timestamp
+   */
+  at: string;
+  files: string[];
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointListResult".
+ */
+export interface CheckpointListResult {
+  checkpoints: CheckpointInfo[];
+}
+/**
+ * At least one of files and conversation is true.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointRestoreParams".
+ */
+export interface CheckpointRestoreParams {
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
+  /**
+   * an integer from 1 to 2^53-1
+   */
+  seq: number;
+  files?: boolean;
+  conversation?: boolean;
+  force?: boolean;
+}
+/**
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "CheckpointRestoreResult".
+ */
+export interface CheckpointRestoreResult {
+  restored: string[];
+  forced: string[];
+  agent?: SessionHandle;
+}
+/**
+ * A session and the live agent that now holds it.
+ *
+ * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
+ * via the `definition` "SessionHandle".
+ */
+export interface SessionHandle {
+  /**
+   * a session id issued by the daemon (s-<26 base32>)
+   */
+  sessionId: string;
+  /**
+   * a non-blank agent id
+   */
+  agentId: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -1495,22 +1620,6 @@ export interface SessionForkParams {
   atSeq?: number;
 }
 /**
- * A session and the live agent that now holds it.
- *
- * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
- * via the `definition` "SessionHandle".
- */
-export interface SessionHandle {
-  /**
-   * a session id issued by the daemon (s-<26 base32>)
-   */
-  sessionId: string;
-  /**
-   * a non-blank agent id
-   */
-  agentId: string;
-}
-/**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
  * via the `definition` "SessionListParams".
  */
@@ -1631,5 +1740,8 @@ export interface DshMethods {
   'dsh/agent/activity': { kind: 'notification'; params: AgentActivityParams };
   'dsh/session/clients': { kind: 'notification'; params: SessionClientsParams };
   'dsh/question/resolved': { kind: 'notification'; params: QuestionResolvedParams };
+  'dsh/checkpoint/list': { kind: 'request'; params: AgentParams; result: CheckpointListResult };
+  'dsh/checkpoint/diff': { kind: 'request'; params: CheckpointDiffParams; result: CheckpointDiffResult };
+  'dsh/checkpoint/restore': { kind: 'request'; params: CheckpointRestoreParams; result: CheckpointRestoreResult };
 }
 export type DshRequest = { [M in keyof DshMethods]: DshMethods[M]['kind'] extends 'request' ? M : never }[keyof DshMethods];

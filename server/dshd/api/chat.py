@@ -105,6 +105,7 @@ class UserMessageItem(_Committed, tag="user-message", kw_only=True):
     label: str
     plugin: str | None = None
     goal_round: GoalRoundInfo | None = None
+    checkpoint: int | None = None  # the first checkpoint taken after it in its turn (rewind to here)
 
 
 class _Streamed(_Item, kw_only=True):
@@ -136,6 +137,7 @@ class ToolCallItem(_Streamed, tag="tool-call", kw_only=True):
     result: str | None = None
     partial: bool
     discarded: bool = False
+    checkpoint: int | None = None  # the checkpoint taken before its step ran (rewind to here)
 
 
 PlanOutcome = Literal["pending", "approved", "sent-back", "not-reviewed"]
@@ -404,6 +406,8 @@ class ChatProjection:
         self._reviewed_plan_id: str | None = None  # the last plan a person approved or sent back
         self._review_plans: dict[str, str] = {}  # item id -> the plan as written, until its result
         self._offered: tuple[int, frozenset[str]] | None = None  # (turn, tool names) of the last request
+        # turn -> its user messages no checkpoint was taken after yet (the next one is theirs)
+        self._before_checkpoint: dict[int, list[str]] = {}
         self.last_seq = 0
         # For paging without a scan: per list position, the seq of the last item with one
         # at or before it. Valid while those seqs never go down along the list (always, for
@@ -588,6 +592,8 @@ class ChatProjection:
             id=f"user-{seq}", seq=seq, at=at, turn=turn, text=text, sender=sender, label=label, plugin=plugin, goal_round=goal_round
         )
         self._put(item, changed)
+        if turn is not None:
+            self._before_checkpoint.setdefault(turn, []).append(item.id)
 
     # assistant/message
     def _assistant(self, seq, at, turn, data, changed) -> None:
@@ -737,6 +743,7 @@ class ChatProjection:
         number = _int(data.get("turn")) or turn or 0
         self._discard(lambda item: item.turn == number, changed)
         self._open_turns.discard(number)
+        self._before_checkpoint.pop(number, None)
         stop = _str(data.get("stopReason"), "?")
         error_data = _dict(data.get("error"))
         error = TurnError(kind=_str(error_data.get("kind")), message=_str(error_data.get("message"))) if error_data else None
@@ -765,6 +772,23 @@ class ChatProjection:
         )  # fmt: skip
         self._put(item, changed)
 
+    # checkpoint/taken
+    def _checkpoint(self, seq, at, turn, data, changed) -> None:
+        """A "before" checkpoint names what "Rewind to here" restores: on the step's tool
+        calls (committed just before it, still waiting for their results) and on the
+        turn's messages that came before it and have none yet."""
+        step = _int(data.get("step"))
+        if data.get("phase") != "before" or turn is None or step is None:
+            return
+        for item_id in self._before_checkpoint.pop(turn, ()):
+            item = self._items.get(item_id)
+            if isinstance(item, UserMessageItem) and item.checkpoint is None:
+                self._put(msgspec.structs.replace(item, checkpoint=seq), changed)
+        for (call_turn, _call_id), item_id in list(self._calls.items()):
+            item = self._items.get(item_id)
+            if call_turn == turn and isinstance(item, ToolCallItem) and item.step == step and item.checkpoint is None:
+                self._put(msgspec.structs.replace(item, checkpoint=seq), changed)
+
     _HANDLERS = {
         "session/start": _session,
         "turn/open": _turn_open,
@@ -779,6 +803,7 @@ class ChatProjection:
         "turn/close": _turn_close,
         "context/compact": _compact,
         "mcp/server": _mcp_server,
+        "checkpoint/taken": _checkpoint,
     }
 
     def _discard(self, which, changed: list[ChatItem]) -> None:

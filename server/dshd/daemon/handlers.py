@@ -53,6 +53,19 @@ def _goals(agent) -> GoalService:
     return goals
 
 
+def _checkpoints(agent):
+    from dshd.services.checkpoints import CheckpointService
+
+    checkpoints = agent.features.get(CheckpointService)
+    if checkpoints is None:
+        raise DshError(
+            "plugin-not-loaded",
+            'checkpoints are turned off in this workspace: add "checkpoints" to `plugins` in .dsh/config.toml'
+            " (with [checkpoints] enabled = true)",
+        )
+    return checkpoints
+
+
 def _ref(ref: t.GoalRef) -> dict:
     return to_wire.goal_ref(ref)
 
@@ -248,6 +261,35 @@ def permission_get(d, p: t.AgentParams):
 def permission_set(d, p: t.PermissionSetParams):
     agent = d.dsh_workspace.agent(p.agent_id)
     return agent.permissions.set(sandbox=p.sandbox, approve=p.approve)
+
+
+# ---- checkpoints ------------------------------------------------------------------------
+
+
+@method(t.CHECKPOINT_LIST)
+def checkpoint_list(d, p: t.AgentParams):
+    checkpoints = _checkpoints(d.dsh_workspace.agent(p.agent_id))
+    return {"checkpoints": [to_wire.checkpoint_info(info) for info in checkpoints.list()]}
+
+
+@method(t.CHECKPOINT_DIFF)
+async def checkpoint_diff(d, p: t.CheckpointDiffParams):
+    checkpoints = _checkpoints(d.dsh_workspace.agent(p.agent_id))
+    return {"files": [to_wire.file_restore(change) for change in await checkpoints.diff(p.seq)]}
+
+
+@method(t.CHECKPOINT_RESTORE)
+async def checkpoint_restore(d, p: t.CheckpointRestoreParams):
+    if not p.files and not p.conversation:
+        raise DshError("invalid-params", "nothing to restore: files and conversation are both false", field="files")
+    agent = d.dsh_workspace.agent(p.agent_id)
+    outcome = await _checkpoints(agent).restore(p.seq, files=p.files, conversation=p.conversation, force=p.force)
+    fork = None
+    if outcome.fork_at is not None:
+        # The service found where the conversation forks; the fork is made as dsh/session/fork makes one.
+        fork = d.dsh_workspace.fork(agent.agent_id, at_seq=outcome.fork_at)
+        d.attach(fork)
+    return to_wire.restore_outcome(outcome, fork)
 
 
 # ---- configuration -------------------------------------------------------------------

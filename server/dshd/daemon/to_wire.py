@@ -239,6 +239,33 @@ def chat_items(items: list[Any]) -> list[dict[str, Any]]:
     return [chat_item(item) for item in items]
 
 
+# ---- checkpoints ----------------------------------------------------------------------------
+# Paths and diffs are read by people: escaped like every other text shown (api/escape.py).
+
+
+def checkpoint_info(info: Any) -> dict[str, Any]:
+    """One ``dsh/checkpoint/list`` CheckpointInfo (a CheckpointService ``CheckpointInfo``)."""
+    return {"seq": info.seq, "turn": info.turn, "step": info.step, "at": info.at, "files": [shown(f) for f in info.files]}
+
+
+def file_restore(change: Any) -> dict[str, Any]:
+    """One ``dsh/checkpoint/diff`` file (a CheckpointService ``FileRestore``)."""
+    out: dict[str, Any] = {"path": shown(change.path), "status": change.status}
+    if change.diff is not None:
+        out["diff"] = shown_lines(change.diff)
+    out["binary"] = bool(change.binary)
+    out["changedByPerson"] = bool(change.changed_by_person)
+    return out
+
+
+def restore_outcome(outcome: Any, fork: Any = None) -> dict[str, Any]:
+    """The ``dsh/checkpoint/restore`` result; ``fork`` the agent of the conversation's fork."""
+    out: dict[str, Any] = {"restored": [shown(p) for p in outcome.restored], "forced": [shown(p) for p in outcome.forced]}
+    if fork is not None:
+        out["agent"] = {"sessionId": fork.session_id, "agentId": fork.agent_id}
+    return out
+
+
 # ---- log events -----------------------------------------------------------------------------
 
 
