@@ -29,6 +29,7 @@ LAYERS = {
     "config_tables": 0,  # what a config table is; each feature owns its own table
     "log": 1,
     "sandbox": 1,  # OS sandbox for commands: knows nothing of sessions or agents
+    "checkpoints": 1,  # the shadow repository of file snapshots: knows files and the git binary, nothing of sessions
     "folds": 2,
     "services": 3,
     "agent": 4,

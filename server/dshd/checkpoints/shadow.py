@@ -1,0 +1,890 @@
+"""The shadow repository: snapshots of every file of a workspace as git trees, kept in a
+repository dshd makes and owns at ``<root>/.dsh/checkpoints.git``, never the person's own
+``.git``.
+
+Only the ``git`` binary touches it, and always the same way:
+
+- a fresh environment (nothing inherited but ``PATH``): no system or global config, no
+  ``GIT_*`` variable of the caller, ``HOME`` pointed into the shadow folder where nothing
+  is, literal pathspecs;
+- ``-c`` overrides on every call: no hooks, no fsmonitor, no external diff or textconv,
+  links stored as links, no line-ending conversion;
+- the repository's own config is ours, byte for byte. A filter (``filter.<name>.clean``)
+  can only run when config defines it, and the only config git reads is ours, so a
+  workspace ``.gitattributes`` naming a filter does nothing. A ``checkpoints.git`` that is
+  not exactly what we make (a cloned repository can ship one) is moved aside to
+  ``checkpoints.git.untrusted-<time>`` and a fresh one made.
+
+A snapshot asks git which files differ from the shadow index (its stat cache: only
+changed files are read), drops the ones over ``max_file_bytes`` before anything is
+hashed, updates the index with the rest, writes the tree and names it with a ref
+(``refs/dsh/trees/<tree>``) so its objects stay. Restores write each file atomically
+(temporary file in the same folder, fsync, rename) through folder handles opened without
+following links, behind a journal written first and removed last; :meth:`recover`
+finishes a restore a killed process left.
+
+Methods are synchronous (callers run them in a thread) and serialised by a lock file, so
+two processes never interleave on one shadow repository.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from dshd.errors import DshError
+from dshd.log.safefs import UnsafePath, io_error, open_dir
+
+SHADOW_NAME = "checkpoints.git"
+JOURNAL_NAME = "dsh-restore.json"
+LOCK_NAME = "dsh.lock"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+TREE_REFS = "refs/dsh/trees"
+DEFAULT_MAX_FILE_BYTES = 1 << 20
+# Restore's temporary files start with this; the shadow's exclude file leaves them out.
+RESTORE_TMP_PREFIX = ".dsh-restore-"
+DISPLACED_SUFFIX = ".dsh-displaced"
+# ls-tree takes paths on its command line up to this many; more and it lists the tree.
+_ARGV_PATHS = 256
+_JOURNAL_CAP = 64 << 20
+
+# Exactly the files of a shadow repository we made; anything else there means we did not.
+_CONFIG = (
+    b"# dshd's checkpoint repository: made and used only by dshd, through git's plumbing.\n"
+    b"[core]\n"
+    b"\trepositoryformatversion = 0\n"
+    b"\tbare = false\n"
+    b"\tfilemode = true\n"
+    b"\tsymlinks = true\n"
+    b"\tignorecase = false\n"
+    b"\tautocrlf = false\n"
+    b"\tsafecrlf = false\n"
+    b"\tfsmonitor = false\n"
+    b"\tuntrackedCache = true\n"
+    b"\tpreloadIndex = true\n"
+    b"\tlogAllRefUpdates = false\n"
+    b"\tquotePath = false\n"
+    b"[index]\n"
+    b"\tversion = 4\n"
+    b"[gc]\n"
+    b"\tauto = 0\n"
+)
+_HEAD = b"ref: refs/heads/dsh-snapshots\n"
+_EXCLUDE = b"# dshd's own folder and its restore's temporary files are never snapshotted.\n/.dsh\n" + (
+    RESTORE_TMP_PREFIX.encode() + b"*\n"
+)
+# Top-level entries git or dshd make in the shadow folder (all of them regular files or
+# folders); a name outside this list means someone else made or changed the repository.
+_ALLOWED_TOP = {
+    "HEAD", "config", "objects", "refs", "info", "index", "index.lock", "packed-refs",
+    LOCK_NAME, JOURNAL_NAME, JOURNAL_NAME + ".tmp",
+}
+_ALLOWED_DIRS = {"objects", "refs", "info"}
+# The -c overrides on every call: the repository config already says most of this; the
+# command line says it again so no config file can undo it.
+_OVERRIDES = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.untrackedCache=true",
+    "core.symlinks=true",
+    "core.autocrlf=false",
+    "core.safecrlf=false",
+    "core.filemode=true",
+    "core.ignorecase=false",
+    "core.quotePath=false",
+    "core.bare=false",
+    "core.sparseCheckout=false",
+    "core.splitIndex=false",
+    "core.attributesFile=/dev/null",
+    "core.pager=cat",
+    "core.askPass=",
+    "index.version=4",
+    "core.preloadIndex=true",
+    "gc.auto=0",
+    "color.ui=false",
+    "diff.noprefix=false",
+    "diff.mnemonicPrefix=false",
+    "diff.renames=false",
+    "diff.external=",
+    "submodule.recurse=false",
+    "protocol.allow=never",
+)
+
+Status = Literal["added", "modified", "deleted"]
+_STATUS = {"A": "added", "M": "modified", "T": "modified", "D": "deleted"}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    tree: str  # the 40-hex tree id
+    files: int  # files (and links) in it
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    path: str
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    path: str
+    status: Status
+    diff: str | None  # a unified diff, cut at the caller's cap; None when binary
+    binary: bool
+
+
+class ShadowRepo:
+    """The checkpoint repository of one workspace root."""
+
+    def __init__(self, root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+        if max_file_bytes < 0:
+            raise ValueError("max_file_bytes must be zero or more")
+        self.root = Path(root)
+        self.max_file_bytes = max_file_bytes
+        self.dsh_dir = self.root / ".dsh"
+        self.git_dir = self.dsh_dir / SHADOW_NAME
+        self._git_bin = shutil.which("git") or "git"
+        self._thread_lock = threading.Lock()
+        self._checked: tuple[int, int] | None = None  # (st_dev, st_ino) of the git dir we verified
+        # What the last snapshot of this process left: the index file's stat then, the
+        # tree, the file count. A changed index (another process) means recount.
+        self._index_stamp: tuple[int, int, int] | None = None
+        self._last: Snapshot | None = None
+
+    # ----- public -----
+
+    def snapshot(self) -> Snapshot:
+        with self._locked():
+            return self._snapshot()
+
+    def changes(self, from_tree: str, to_tree: str) -> list[FileChange]:
+        _check_tree(from_tree, "from_tree")
+        _check_tree(to_tree, "to_tree")
+        with self._locked():
+            out = self._git("diff-tree", "-r", "-z", "--no-renames", "--raw", from_tree, to_tree)
+        return [FileChange(path, status) for path, status in _parse_raw(out)]
+
+    def diff(
+        self, from_tree: str, to_tree: str, paths: Iterable[str] | None = None, max_bytes: int = 256 * 1024
+    ) -> list[FileDiff]:
+        _check_tree(from_tree, "from_tree")
+        _check_tree(to_tree, "to_tree")
+        wanted = None if paths is None else {_check_path(p) for p in paths}
+        with self._locked():
+            listed = _parse_raw(self._git("diff-tree", "-r", "-z", "--no-renames", "--raw", from_tree, to_tree))
+            if wanted is not None:
+                listed = [(p, s) for p, s in listed if p in wanted]
+            if not listed:
+                return []
+            texts = self._patches(from_tree, to_tree, [p for p, _ in listed], max_bytes)
+        out = []
+        for path, status in listed:
+            text, binary = texts.get(path, ("", False))
+            out.append(FileDiff(path, status, None if binary else text, binary))
+        return out
+
+    def restore(self, tree: str, paths: Iterable[str], note: dict[str, Any]) -> list[str]:
+        """Put ``paths`` back as they are in ``tree`` (deleting the ones it does not have).
+        The journal is durable before the first file changes, so a killed restore is
+        finished by :meth:`recover`; each file is replaced atomically."""
+        _check_tree(tree, "tree")
+        wanted = sorted({_check_path(p) for p in paths})
+        try:
+            journal = json.dumps({"version": 1, "tree": tree, "paths": wanted, "note": note}).encode()
+        except (TypeError, ValueError) as exc:
+            raise DshError("invalid-params", f"the restore note is not JSON: {exc}", field="note") from None
+        with self._locked():
+            entries = self._entries(tree, wanted)  # before the journal: an unknown tree changes nothing
+            self._write_journal(journal)
+            self._apply(tree, wanted, entries)
+            self._remove_journal()
+        return wanted
+
+    def recover(self) -> dict[str, Any] | None:
+        """Finish a restore a killed process left (returns its note), else None. Also
+        removes the index lock a killed snapshot left."""
+        with self._locked():
+            journal = self._read_journal()
+            if journal is None:
+                return None
+            tree, wanted, note = journal
+            self._apply(tree, wanted, self._entries(tree, wanted))
+            self._remove_journal()
+            return note
+
+    # ----- the repository: made by us, checked before use -----
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            self._ensure()
+            try:
+                fd = os.open(self.git_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise io_error(exc, self.git_dir / LOCK_NAME, "open") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                # We hold the lock, so no snapshot of ours is running: an index lock is a
+                # killed one's leftover.
+                try:
+                    os.unlink(self.git_dir / "index.lock")
+                except FileNotFoundError:
+                    pass
+                yield
+            finally:
+                os.close(fd)
+
+    def _ensure(self) -> None:
+        """The shadow repository exists and is ours; one that is not is moved aside."""
+        try:
+            os.close(open_dir(self.dsh_dir, self.root, create=True))  # refuses a linked .dsh
+        except OSError as exc:
+            raise io_error(exc, self.dsh_dir, "open") from None
+        try:
+            st = os.lstat(self.git_dir)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if self._checked == (st.st_dev, st.st_ino) and self._config_is_ours():
+                return
+            reason = _untrusted_reason(self.git_dir)
+            if reason is None:
+                self._checked = (st.st_dev, st.st_ino)
+                return
+            self._move_aside()
+        self._create()
+
+    def _config_is_ours(self) -> bool:
+        try:
+            fd = os.open(self.git_dir / "config", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            return os.read(fd, len(_CONFIG) + 1) == _CONFIG
+        finally:
+            os.close(fd)
+
+    def _move_aside(self) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        for n in range(100):
+            target = self.dsh_dir / (f"{SHADOW_NAME}.untrusted-{stamp}" + ("" if n == 0 else f"-{n}"))
+            try:
+                if os.path.lexists(target):
+                    continue
+                os.rename(self.git_dir, target)  # renames a link itself, never its target
+                return
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise io_error(exc, self.git_dir, "move aside") from None
+        raise DshError("io-error", f"could not move aside {self.git_dir}", path=str(self.git_dir), errno="EEXIST")
+
+    def _create(self) -> None:
+        """Made in a temporary folder and renamed into place: a half-made repository is never
+        at the real name."""
+        tmp = self.dsh_dir / f"{SHADOW_NAME}.new-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            os.mkdir(tmp, 0o700)
+            for sub in ("objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags", "refs/dsh",
+                        TREE_REFS, "info"):
+                os.mkdir(tmp / sub, 0o755)
+            for name, data in (("HEAD", _HEAD), ("config", _CONFIG), ("info/exclude", _EXCLUDE)):
+                _write_new(tmp / name, data)
+            try:
+                os.rename(tmp, self.git_dir)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)  # another process made it first
+                self._ensure_made_by_other()
+                return
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise io_error(exc, self.git_dir, "create") from None
+        st = os.lstat(self.git_dir)
+        self._checked = (st.st_dev, st.st_ino)
+        self._index_stamp = None
+        self._last = None
+
+    def _ensure_made_by_other(self) -> None:
+        reason = _untrusted_reason(self.git_dir)
+        if reason is not None:
+            raise UnsafePath(self.git_dir, reason)
+        st = os.lstat(self.git_dir)
+        self._checked = (st.st_dev, st.st_ino)
+
+    # ----- running git -----
+
+    def _env(self) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LC_ALL": "C",
+            "LANG": "C",
+            # No file there: the shadow folder admits no such entry.
+            "HOME": str(self.git_dir / "no-home"),
+            "XDG_CONFIG_HOME": str(self.git_dir / "no-home"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_DIR": str(self.git_dir),
+            "GIT_WORK_TREE": str(self.root),
+            "GIT_INDEX_FILE": str(self.git_dir / "index"),
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_NO_LAZY_FETCH": "1",
+        }
+        return env
+
+    def _args(self, *args: str) -> list[str]:
+        cmd = [self._git_bin, "--no-pager"]
+        for override in _OVERRIDES:
+            cmd += ["-c", override]
+        cmd += ["-c", f"core.excludesFile={self._person_excludes()}"]
+        return cmd + list(args)
+
+    def _person_excludes(self) -> str:
+        """The person's own ``.git/info/exclude`` (local patterns no clone brings), when it is
+        a plain file in plain folders; else nothing."""
+        path = self.root / ".git" / "info" / "exclude"
+        try:
+            if all(stat.S_ISDIR(os.lstat(p).st_mode) for p in (self.root / ".git", self.root / ".git" / "info")):
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    return str(path)
+        except OSError:
+            pass
+        return "/dev/null"
+
+    def _git(self, *args: str, input: bytes | None = None) -> bytes:
+        try:
+            done = subprocess.run(
+                self._args(*args), input=input, capture_output=True, env=self._env(), cwd=self.root,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            raise io_error(exc, self._git_bin, "run") from None
+        if done.returncode != 0:
+            words = done.stderr.decode("utf-8", "replace").strip()[-2000:]
+            raise DshError("io-error", f"git {args[0]} failed in the checkpoint repository: {words}",
+                           path=str(self.git_dir), errno="EIO")
+        return done.stdout
+
+    # ----- snapshot -----
+
+    def _snapshot(self) -> Snapshot:
+        index_path = self.git_dir / "index"
+        stamp_before = _stamp(index_path)
+        listing = self._git("ls-files", "-z", "-t", "-m", "-o", "-d", "--exclude-standard")
+        tracked_seen: dict[str, None] = {}
+        untracked: list[str] = []
+        for item in listing.split(b"\0"):
+            if not item:
+                continue
+            tag, path = item[:1], os.fsdecode(item[2:])
+            if tag == b"?":
+                untracked.append(path)
+            else:
+                tracked_seen[path] = None
+        if not tracked_seen and not untracked and self._last is not None and stamp_before == self._index_stamp:
+            return self._last
+        update: list[str] = []  # --add --remove --replace: changed, new, gone (git drops those missing)
+        force_remove: list[str] = []  # in the index but not to be kept: over the cap, not a file
+        added = removed = 0
+        for path in tracked_seen:
+            kind = self._kind(path)
+            if kind == "keep":
+                update.append(path)
+            elif kind == "missing":
+                update.append(path)
+                removed += 1
+            elif kind == "dir":
+                update.append(path)  # a folder where a file was: dropped, its files come as new
+                removed += 1
+            else:
+                force_remove.append(path)
+                removed += 1
+        for path in untracked:
+            # A folder git names with a slash is another repository inside this one; skip it.
+            if path.endswith("/"):
+                continue
+            if self._kind(path) == "keep":
+                update.append(path)
+                added += 1
+        if force_remove:
+            self._git("update-index", "--force-remove", "-z", "--stdin", input=_nul_join(force_remove))
+        if update:
+            self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin", input=_nul_join(update))
+        tree = self._git("write-tree").decode().strip()
+        stamp_after = _stamp(index_path)
+        if self._last is not None and stamp_before == self._index_stamp:
+            files = self._last.files + added - removed
+        else:
+            files = self._git("ls-files", "-z").count(b"\0")
+        self._keep(tree)
+        self._index_stamp = stamp_after
+        self._last = Snapshot(tree, files)
+        return self._last
+
+    def _kind(self, path: str) -> str:
+        """What the snapshot does with a path git named: keep it (a regular file within the
+        cap, or a link), or it is missing, a folder, or to be left out."""
+        try:
+            st = os.lstat(self.root / path)
+        except FileNotFoundError:
+            return "missing"
+        except OSError:
+            return "leave-out"
+        if stat.S_ISLNK(st.st_mode):
+            return "keep"
+        if stat.S_ISREG(st.st_mode):
+            return "keep" if st.st_size <= self.max_file_bytes else "leave-out"
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        return "leave-out"
+
+    def _keep(self, tree: str) -> None:
+        """A ref per distinct tree, so its objects stay (written as git writes a loose ref)."""
+        ref = self.git_dir / TREE_REFS / tree
+        if os.path.lexists(ref):
+            return
+        try:
+            os.makedirs(self.git_dir / TREE_REFS, exist_ok=True)
+            _write_new(ref, tree.encode() + b"\n", exist_ok=True)
+        except OSError as exc:
+            raise io_error(exc, ref, "write") from None
+
+    # ----- diff -----
+
+    def _patches(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int) -> dict[str, tuple[str, bool]]:
+        """Each path's unified diff (cut at ``max_bytes``) and whether git found it binary.
+        The patch is split at the ``diff --git`` header git writes for each path."""
+        headers = {_diff_header(p): p for p in paths}
+        args = self._args("diff-tree", "-r", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+                          "-U3", from_tree, to_tree, "--", *paths)
+        texts: dict[str, tuple[list[bytes], int, bool]] = {}
+        current: str | None = None
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                              env=self._env(), cwd=self.root) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                header = headers.get(line.rstrip(b"\n")) if line.startswith(b"diff --git ") else None
+                if header is not None:
+                    current = header
+                    texts.setdefault(current, ([], 0, False))
+                if current is None:
+                    continue
+                parts, size, binary = texts[current]
+                if line.startswith(b"Binary files ") and header is None:
+                    binary = True
+                if size < max_bytes:
+                    parts.append(line[: max_bytes - size])
+                size += len(line)
+                texts[current] = (parts, size, binary)
+        out = {}
+        for path, (parts, size, binary) in texts.items():
+            text = b"".join(parts).decode("utf-8", "replace")
+            if size > max_bytes:
+                text = text[: text.rfind("\n") + 1] + f"... (the rest of this diff, {size - max_bytes} bytes, left out)\n"
+            out[path] = (text, binary)
+        return out
+
+    # ----- restore -----
+
+    def _entries(self, tree: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+        """path -> (mode, blob id) for the wanted paths that ``tree`` has as files or links."""
+        wanted = set(paths)
+        args = ["ls-tree", "-r", "-z", "--full-tree", tree]
+        if 0 < len(paths) <= _ARGV_PATHS:
+            args += ["--", *paths]
+        if not paths:
+            return {}
+        entries = {}
+        for item in self._git(*args).split(b"\0"):
+            if not item:
+                continue
+            meta, _, name = item.partition(b"\t")
+            mode, kind, oid = meta.decode().split()
+            path = os.fsdecode(name)
+            if path in wanted and kind == "blob" and mode in ("100644", "100755", "120000"):
+                entries[path] = (mode, oid)
+            elif path in wanted and kind == "commit":
+                entries[path] = ("gitlink", oid)
+        return entries
+
+    def _apply(self, tree: str, paths: list[str], entries: dict[str, tuple[str, str]]) -> None:
+        """Make each path as ``tree`` has it. Idempotent: a second run after a crash ends
+        the same way."""
+        try:
+            root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise io_error(exc, self.root, "open") from None
+        touched: list[int] = []
+        try:
+            # Deletions first, deepest first: a file that becomes a folder (or a folder that
+            # becomes a file) is cleared before its new shape is written.
+            for path in sorted((p for p in paths if p not in entries), key=lambda p: (-p.count("/"), p)):
+                self._delete(root_fd, path, touched)
+            writes = [p for p in paths if p in entries and entries[p][0] != "gitlink"]
+            if writes:
+                with self._blobs() as read_blob:
+                    for path in writes:
+                        mode, oid = entries[path]
+                        self._write(root_fd, path, mode, read_blob(oid), touched)
+            for fd in touched:
+                os.fsync(fd)
+        except OSError as exc:
+            raise io_error(exc, self.root, "restore files in") from None
+        finally:
+            for fd in touched:
+                os.close(fd)
+            os.close(root_fd)
+
+    @contextmanager
+    def _blobs(self) -> Iterator[Any]:
+        proc = subprocess.Popen(self._args("cat-file", "--batch"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=self._env(), cwd=self.root)
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def read_blob(oid: str) -> bytes:
+            proc.stdin.write(oid.encode() + b"\n")
+            proc.stdin.flush()
+            header = proc.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise DshError("io-error", f"the checkpoint repository has no blob {oid}", path=str(self.git_dir),
+                               errno="ENOENT")
+            size = int(header[2])
+            data = proc.stdout.read(size + 1)[:size]
+            if len(data) != size:
+                raise DshError("io-error", f"short read of blob {oid}", path=str(self.git_dir), errno="EIO")
+            return data
+
+        try:
+            yield read_blob
+        finally:
+            proc.stdin.close()
+            proc.wait()
+            proc.stdout.close()
+
+    def _delete(self, root_fd: int, path: str, touched: list[int]) -> None:
+        parts = path.split("/")
+        chain = _walk(root_fd, parts[:-1], create=False)
+        if chain is None:
+            return  # a parent is missing or not a plain folder: nothing of ours is there
+        try:
+            fd = chain[-1]
+            try:
+                st = os.lstat(parts[-1], dir_fd=fd)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(st.st_mode):
+                return  # a folder is no file of the snapshot; its files are paths of their own
+            os.unlink(parts[-1], dir_fd=fd)
+            # Folders left empty go too (a snapshot has no empty folders).
+            for depth in range(len(chain) - 1, 0, -1):
+                try:
+                    os.rmdir(parts[depth - 1], dir_fd=chain[depth - 1])
+                except OSError:
+                    break
+            touched.append(os.dup(chain[-1]))
+            if len(chain) > 1:
+                touched.append(os.dup(chain[0]))
+        finally:
+            for fd in chain[1:]:
+                os.close(fd)
+
+    def _write(self, root_fd: int, path: str, mode: str, data: bytes, touched: list[int]) -> None:
+        parts = path.split("/")
+        chain = _walk(root_fd, parts[:-1], create=True)
+        assert chain is not None
+        try:
+            fd, name = chain[-1], parts[-1]
+            tmp = RESTORE_TMP_PREFIX + hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+            try:
+                os.unlink(tmp, dir_fd=fd)  # a killed restore's leftover
+            except FileNotFoundError:
+                pass
+            if mode == "120000":
+                os.symlink(data, tmp, dir_fd=fd)
+            else:
+                perms = 0o755 if mode == "100755" else 0o644
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, perms,
+                              dir_fd=fd)
+                try:
+                    os.fchmod(out, perms)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(out, view):]
+                    os.fsync(out)
+                finally:
+                    os.close(out)
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                _displace(fd, name)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            touched.append(os.dup(fd))
+        finally:
+            for held in chain[1:]:
+                os.close(held)
+
+    # ----- the journal -----
+
+    def _write_journal(self, data: bytes) -> None:
+        tmp = self.git_dir / (JOURNAL_NAME + ".tmp")
+        try:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, self.git_dir / JOURNAL_NAME)
+            _fsync_path(self.git_dir)
+        except OSError as exc:
+            raise io_error(exc, self.git_dir / JOURNAL_NAME, "write") from None
+
+    def _remove_journal(self) -> None:
+        try:
+            os.unlink(self.git_dir / JOURNAL_NAME)
+            _fsync_path(self.git_dir)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise io_error(exc, self.git_dir / JOURNAL_NAME, "remove") from None
+
+    def _read_journal(self) -> tuple[str, list[str], dict[str, Any]] | None:
+        path = self.git_dir / JOURNAL_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise io_error(exc, path, "read") from None
+        try:
+            raw = os.read(fd, _JOURNAL_CAP)
+        finally:
+            os.close(fd)
+        try:
+            journal = json.loads(raw)
+            tree, paths, note = journal["tree"], journal["paths"], journal["note"]
+            _check_tree(tree, "tree")
+            wanted = sorted({_check_path(p) for p in paths})
+            if not isinstance(note, dict):
+                raise ValueError("note")
+        except (ValueError, KeyError, TypeError, DshError):
+            # Written whole by rename, so only damage makes it unreadable: it can be done
+            # neither way, and is dropped rather than blocking every restore after it.
+            self._remove_journal()
+            return None
+        return tree, wanted, note
+
+
+# ----- helpers -----
+
+
+def _check_tree(tree: object, field: str) -> str:
+    if not isinstance(tree, str) or len(tree) != 40 or any(c not in "0123456789abcdef" for c in tree):
+        raise DshError("invalid-params", f"{field} must be a 40-hex tree id", field=field)
+    return tree
+
+
+def _check_path(path: object) -> str:
+    """A workspace-relative path as git writes it; never into ``.git`` or ``.dsh``."""
+    if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
+        raise DshError("invalid-params", f"not a workspace-relative path: {path!r}", field="paths")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") or p.lower() == ".git" for p in parts) or parts[0] == ".dsh":
+        raise DshError("invalid-params", f"not a path a checkpoint holds: {path!r}", field="paths")
+    return path
+
+
+def _parse_raw(out: bytes) -> list[tuple[str, Status]]:
+    """``diff-tree --raw -z``: ``:<mode> <mode> <oid> <oid> <status>\\0<path>\\0``; entries
+    for other repositories inside the workspace (mode 160000) are left out."""
+    items = out.split(b"\0")
+    result = []
+    for meta, name in zip(items[0::2], items[1::2]):
+        if not meta.startswith(b":"):
+            continue
+        old_mode, new_mode, _, _, letter = meta[1:].decode().split()
+        if "160000" in (old_mode, new_mode):
+            continue
+        result.append((os.fsdecode(name), _STATUS.get(letter[:1], "modified")))
+    return result
+
+
+_C_ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"}
+
+
+def _quoted(name: bytes) -> bytes:
+    """A name as git writes it in a patch header (quote_c_style, ``core.quotePath=false``)."""
+    if not any(b < 0x20 or b in (0x22, 0x5C, 0x7F) for b in name):
+        return name
+    out = ['"']
+    for b in name:
+        if b in _C_ESCAPES:
+            out.append(_C_ESCAPES[b])
+        elif b < 0x20 or b == 0x7F:
+            out.append(f"\\{b:03o}")
+        else:
+            out.append(chr(b))
+    out.append('"')
+    return "".join(out).encode("latin-1")
+
+
+def _diff_header(path: str) -> bytes:
+    name = os.fsencode(path)
+    return b"diff --git " + _quoted(b"a/" + name) + b" " + _quoted(b"b/" + name)
+
+
+def _walk(root_fd: int, folders: list[str], *, create: bool) -> list[int] | None:
+    """Handles on each folder from the root down (``[root_fd, ...]``; the caller closes all
+    but the first), opened without following links. With ``create``, a missing folder is
+    made and a link or file where a folder belongs is replaced by one (the snapshot has a
+    folder there; replacing the link itself never touches what it points to). Without, a
+    missing or non-folder step gives None."""
+    chain = [root_fd]
+    try:
+        for part in folders:
+            fd = chain[-1]
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise _Stop from None
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                if not create:
+                    raise _Stop from None
+                os.unlink(part, dir_fd=fd)
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            chain.append(child)
+    except _Stop:
+        for fd in chain[1:]:
+            os.close(fd)
+        return None
+    except BaseException:
+        for fd in chain[1:]:
+            os.close(fd)
+        raise
+    return chain
+
+
+class _Stop(Exception):
+    pass
+
+
+def _displace(dir_fd: int, name: str) -> None:
+    """A folder where the snapshot has a file: what is still in it (files no snapshot
+    holds) is kept under a new name beside it rather than deleted."""
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    for n in range(1000):
+        target = f"{name}{DISPLACED_SUFFIX}" + ("" if n == 0 else f"-{n}")
+        try:
+            os.stat(target, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            return
+    raise OSError(errno.EEXIST, "no free name to move a folder aside", name)
+
+
+def _untrusted_reason(git_dir: Path) -> str | None:
+    """None when ``git_dir`` is exactly a repository we make: a plain folder of ours, our
+    config, HEAD and exclude file byte for byte, no hooks, attributes, alternates or
+    anything else git would read."""
+    try:
+        st = os.lstat(git_dir)
+        if stat.S_ISLNK(st.st_mode):
+            return "is a symbolic link"
+        if not stat.S_ISDIR(st.st_mode):
+            return "is not a folder"
+        if st.st_uid != os.getuid():
+            return "belongs to another user"
+        for entry in os.scandir(git_dir):
+            if entry.name not in _ALLOWED_TOP:
+                return f"has {entry.name!r}, which dshd never makes"
+            want_dir = entry.name in _ALLOWED_DIRS
+            if entry.is_symlink() or (entry.is_dir(follow_symlinks=False) != want_dir):
+                return f"{entry.name!r} is not what dshd makes"
+        for name, want in (("config", _CONFIG), ("HEAD", _HEAD), ("info/exclude", _EXCLUDE)):
+            if _read_small(git_dir / name, len(want) + 1) != want:
+                return f"its {name} is not dshd's"
+        if {e.name for e in os.scandir(git_dir / "info")} != {"exclude"}:
+            return "its info/ has more than dshd's exclude file"
+        if any(e.name not in ("packs",) for e in os.scandir(git_dir / "objects" / "info")):
+            return "its objects/info has alternates or other files dshd never makes"
+    except OSError as exc:
+        return f"could not be checked ({exc.strerror})"
+    return None
+
+
+def _read_small(path: Path, cap: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, cap)
+    finally:
+        os.close(fd)
+
+
+def _write_new(path: Path, data: bytes, *, exist_ok: bool = False) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _nul_join(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
