@@ -13,9 +13,10 @@ import { PlanHistory } from './planHistory';
 import { goalObjectiveFor } from './planWords';
 import type {
   AgentActivityParams, ConfigGetResult, DshRequest, GoalChangedParams, GoalView, PermissionAskParams, PermissionPolicy, PermissionSetParams,
-  PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SteerResult,
+  PlanChangedParams, PlanSetResult, PlanState, PromptResult, QuestionsAskParams, SessionHandle, SteerResult,
 } from './protocol';
 import { PlanReview, PlanReviews } from './review';
+import { Rewinds } from './rewind';
 import { activityOf, applyGoalChanged, goalActions, goalStatus, planStatusText, planTooltip, statusModel, type Activity, type Connection } from './status';
 import { policyChoices, policyTooltip } from './policy';
 import { timeAgo } from './timeAgo';
@@ -85,6 +86,8 @@ export class Controller implements vscode.Disposable {
   readonly goalChangesSeen: string[] = [];
   /** The plan picker (`dsh/plan/history`). */
   readonly history: PlanHistory;
+  /** "Rewind to here" (`dsh/checkpoint/*`). */
+  readonly rewinds: Rewinds;
   /** The goals whose round waits for the person now, as the last `dsh/goal/changed` said (one notice per spell). */
   private readonly waitingGoals = new Set<string>();
   /** The current goal's rounds (`dsh/goal/rounds`), as last read; undefined: not read, or the daemon has none. */
@@ -99,6 +102,11 @@ export class Controller implements vscode.Disposable {
     this.feed = new ChatFeed(daemon);
     this.history = new PlanHistory({ history: () => this.planHistory() });
     this.approvals = new Approvals(() => this.folder?.uri.fsPath);
+    this.rewinds = new Rewinds({
+      req: (method, params) => this.req(method, params),
+      root: () => this.folder?.uri.fsPath,
+      openFork: async (h) => { await this.switchToFork(h, this.session?.title, 'rewound'); },
+    });
     this.policyItem.name = 'dsh sandbox and approvals';
     this.policyItem.command = 'dsh.permission.policy';
     this.transcripts = new Transcripts(this.feed);
@@ -182,6 +190,7 @@ export class Controller implements vscode.Disposable {
     cmd('dsh.goal.raise', (a?: { maxRounds?: number; maxTokens?: number }) => this.goals.raise(a));
     cmd('dsh.goal.timeline', () => this.showTimeline());
     cmd('dsh.plan.history', () => this.history.pick());
+    cmd('dsh.checkpoint.rewind', (a?: { seq?: number }) => (a?.seq ? this.rewinds.rewind(a.seq) : this.rewinds.pick()));
     cmd('dsh.review.approveAndStartGoal', (a?: unknown) => this.approveAndStartGoal(a instanceof PlanReview ? a : undefined));
     cmd('dsh.transcript.show', () => this.showTranscript());
     cmd('dsh.chat.show', () => this.chat?.view.reveal());
@@ -604,11 +613,15 @@ export class Controller implements vscode.Disposable {
   /** Forks the open session at its last event and switches to the fork (its plan and goal come from its log). */
   async forkSession(): Promise<Session> {
     const parent = this.session;
-    const h = await this.req('dsh/session/fork', {});
+    return this.switchToFork(await this.req('dsh/session/fork', {}), parent?.title, 'fork');
+  }
+
+  /** Switches to a fork the daemon made (a fork, or a conversation rewound): its plan and goal come from its log. */
+  private async switchToFork(h: SessionHandle, parentTitle: string | undefined, why: 'fork' | 'rewound'): Promise<Session> {
     const agent = { agentId: h.agentId };
     // The fork's starting state, read once like dsh/session/open returns it; notifications follow.
     const [plan, goal] = await Promise.all([this.daemon.request('dsh/plan/get', agent), this.daemon.request('dsh/goal/get', agent)]);
-    const title = parent?.title ? `${parent.title} (fork)` : undefined;
+    const title = parentTitle ? `${parentTitle} (${why})` : undefined;
     const s: Session = { ...h, title, goal, plan };
     this.setSession(s);
     return s;
@@ -714,6 +727,7 @@ export class Controller implements vscode.Disposable {
       'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')}: pick an action the goal menu offers)`,
       'stale-agent': '(the session was reloaded: open it again with "DSH: Open Session…")',
       'plugin-not-loaded': '(plan mode, goals or the tools are turned off for this workspace: list them in .dsh/config.toml, plugins = ["plan", "goals", "tools"], then run "DSH: Restart the Daemon")',
+      'turn-open': '(a turn is running: stop it first)',
       'session-locked': `(another dshd, pid ${String(err.data.pid)}, has it open: close it there, or stop that process)`,
     };
     void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);
@@ -722,6 +736,6 @@ export class Controller implements vscode.Disposable {
   /** Everything the controller made, in one place: the chat view, the feed, approvals, reviews, the status bar. */
   dispose(): void {
     if (this.roundsTimer) clearTimeout(this.roundsTimer);
-    for (const d of [this.chat, this.feed, this.approvals, this.policyItem, this.clientsItem, this.reviews, this.history, this.transcripts, this.goalItem, this.planItem, this.statusChanged, this.roundsChanged]) d?.dispose();
+    for (const d of [this.chat, this.feed, this.approvals, this.rewinds, this.policyItem, this.clientsItem, this.reviews, this.history, this.transcripts, this.goalItem, this.planItem, this.statusChanged, this.roundsChanged]) d?.dispose();
   }
 }

@@ -132,13 +132,24 @@ function renderBusy(): void {
 
 const STATUS_MARK: Record<string, string> = { running: '…', waiting: '⏸', ok: '✓', failed: '✗' };
 
+/** "Rewind to here": on items that carry a checkpoint (the files as they were before that step). */
+function rewindButton(seq: number): HTMLButtonElement {
+  const b = button('Rewind to here', 'link rewind', () => post({ type: 'rewind', seq }),
+    'Put the files back as they were at this point (the diff is shown first), and if you choose, the conversation too');
+  // Inside a tool card's summary: a click rewinds, it does not fold the card.
+  b.addEventListener('click', (e) => { e.preventDefault(); e.stopPropagation(); });
+  return b;
+}
+
 function renderItem(item: ChatItem): HTMLElement | undefined {
   switch (item.kind) {
     case 'session':
       return el('div', 'item session', item.text);
     case 'user-message': {
       const e = el('div', `item user sender-${item.sender}`);
-      e.append(el('div', 'label', item.label), el('div', 'text', item.text));
+      const label = el('div', 'label', item.label);
+      if (item.checkpoint !== undefined) label.append(rewindButton(item.checkpoint));
+      e.append(label, el('div', 'text', item.text));
       return e;
     }
     case 'assistant-message': {
@@ -154,6 +165,7 @@ function renderItem(item: ChatItem): HTMLElement | undefined {
       summary.append(el('span', 'mark', STATUS_MARK[item.status] ?? '•'), el('span', 'title', item.title));
       // Its approval is open: nothing runs until the person decides.
       if (item.status === 'waiting') summary.append(el('span', 'waiting', ' waiting for you'));
+      if (item.checkpoint !== undefined) summary.append(rewindButton(item.checkpoint));
       e.append(summary);
       const args = item.arguments !== undefined ? JSON.stringify(item.arguments, null, 2) : item.argumentsText;
       if (args) { e.append(el('div', 'section-label', 'Arguments'), el('pre', 'args', args)); }

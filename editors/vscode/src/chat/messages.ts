@@ -68,7 +68,9 @@ export type ViewToHost =
   | { type: 'pickSession' }
   | { type: 'newSession' }
   | { type: 'export' }
-  | { type: 'showEarlier' };
+  | { type: 'showEarlier' }
+  /** "Rewind to here" on an item that carries this checkpoint. */
+  | { type: 'rewind'; seq: number };
 
 /** A message from the webview, checked: anything else is dropped (the webview is not trusted to be well formed). */
 export function parseViewMessage(m: unknown): ViewToHost | undefined {
@@ -84,6 +86,8 @@ export function parseViewMessage(m: unknown): ViewToHost | undefined {
       return str('questionId') ? { type: o.type, questionId: o.questionId as string } : undefined;
     case 'keepPlanning': case 'draft':
       return str('questionId') && str('feedback') ? { type: o.type, questionId: o.questionId as string, feedback: o.feedback as string } : undefined;
+    case 'rewind':
+      return Number.isSafeInteger(o.seq) && (o.seq as number) >= 1 ? { type: 'rewind', seq: o.seq as number } : undefined;
     case 'showPermission':
       return str('requestId') ? { type: 'showPermission', requestId: o.requestId as string } : undefined;
     case 'permission':

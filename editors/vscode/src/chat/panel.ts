@@ -104,6 +104,7 @@ export class ChatPanel implements ChatHost, vscode.Disposable {
       }
       case 'permission': c.approvals.answer(m.requestId, m.outcome, m.feedback); break;
       case 'showPermission': await c.approvals.show(m.requestId); break;
+      case 'rewind': await vscode.commands.executeCommand('dsh.checkpoint.rewind', { seq: m.seq }); break;
       case 'ready': break;
     }
   }
