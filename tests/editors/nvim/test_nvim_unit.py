@@ -459,9 +459,10 @@ def test_bad_command_is_a_clear_message_and_sends_nothing(editor):
     ("cmdline", "arglead", "expected"),
     [
         ("Dsh ", "", ["answer", "approve", "cancel", "chat", "config", "goal", "messages", "plan", "prompt", "restart",
-                      "sandbox", "session", "steer", "stop", "transcript", "trust"]),
+                      "rewind", "sandbox", "session", "steer", "stop", "transcript", "trust"]),
         ("Dsh s", "s", ["sandbox", "session", "steer", "stop"]),
         ("Dsh chat ", "", ["split", "tab", "here", "older"]),
+        ("Dsh rewind ", "", ["list"]),
         ("Dsh session ", "", ["new", "open", "list", "fork", "close"]),
         ("Dsh goal p", "p", ["pause"]),
         ("Dsh goal ", "", ["create", "edit", "raise", "pause", "resume", "complete", "clear", "disarm", "block",

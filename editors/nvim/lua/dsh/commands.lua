@@ -12,6 +12,7 @@ M.tree = {
   plan = { 'on', 'off', 'history' },
   goal = { 'create', 'edit', 'raise', 'pause', 'resume', 'complete', 'clear', 'disarm', 'block', 'timeline' },
   chat = { 'split', 'tab', 'here', 'older' },
+  rewind = { 'list' },
   config = {},
   sandbox = { 'read-only', 'workspace-write', 'full-access' },
   approve = { 'none', 'write', 'exec', 'read' },
@@ -115,6 +116,13 @@ function M.parse(args, bang)
       return { action = 'chat', where = rest ~= '' and rest or 'split' }
     end
     return nil, 'usage: :Dsh chat [split|tab|here|older]'
+  elseif sub == 'rewind' then
+    if rest == '' then
+      return { action = 'rewind' } -- the chat item under the cursor
+    elseif rest == 'list' then
+      return { action = 'rewind.list' }
+    end
+    return nil, 'usage: :Dsh rewind (in the chat, on a message or tool call marked ⟲) | rewind list'
   elseif sub == 'sandbox' then
     if rest == '' then
       return { action = 'permission.show' }
@@ -510,6 +518,24 @@ function M.open_session(session_id, reload, how, fn)
 end
 local open_session = M.open_session
 
+--- A fork (`handle`: {agentId, sessionId}, from dsh/session/fork or a rewind of the
+--- conversation) becomes the current session, then `fn()`.
+function M.became_fork(handle, fn)
+  local state = require('dsh.state')
+  state.goals[handle.agentId] = false
+  become(handle.agentId, handle.sessionId)
+  -- A fork inherits goal and plan through its log: read them once to seed the display.
+  request(requests().goal_get, { agentId = handle.agentId }, function(view)
+    state.set_goal(handle.agentId, view, 'read')
+  end, 'read the forked goal')
+  request(requests().plan_get, { agentId = handle.agentId }, function(plan)
+    state.set_plan(handle.agentId, plan)
+  end, 'read the forked plan mode')
+  if fn then
+    fn()
+  end
+end
+
 local function pick_session(prompt, on_choice)
   request(requests().session_list, vim.empty_dict(), function(result)
     local sessions = M.newest_first(result and result.sessions or {})
@@ -593,18 +619,17 @@ M.actions = {
   ['session.fork'] = function(a)
     with_agent(function(agent_id)
       request(requests().session_fork, { agentId = agent_id, atSeq = a.at_seq }, function(result)
-        local state = require('dsh.state')
-        state.goals[result.agentId] = false
-        become(result.agentId, result.sessionId)
+        M.became_fork(result)
         notify('forked into session ' .. result.sessionId)
-        -- A fork inherits goal and plan through its log: read them once to seed the display.
-        request(requests().goal_get, { agentId = result.agentId }, function(view)
-          state.set_goal(result.agentId, view, 'read')
-        end, 'read the forked goal')
-        request(requests().plan_get, { agentId = result.agentId }, function(plan)
-          state.set_plan(result.agentId, plan)
-        end, 'read the forked plan mode')
       end, 'fork the session')
+    end)
+  end,
+  rewind = function()
+    require('dsh.rewind').at_cursor()
+  end,
+  ['rewind.list'] = function()
+    with_agent(function(agent_id)
+      require('dsh.rewind').pick(agent_id)
     end)
   end,
   ['session.close'] = function()

@@ -218,6 +218,12 @@ local explain = {
   ['io-error'] = function(data, err)
     return ('%s. Nothing you were told was saved is lost.'):format(tostring(err.message or ('could not read or write ' .. tostring(data.path or 'a file'))))
   end,
+  ['person-changed'] = function(data)
+    local paths = type(data.paths) == 'table' and data.paths or {}
+    return ('you changed %s since the agent\'s last step; nothing was rewound. Rewind again and press o to overwrite your changes.'):format(
+      #paths > 0 and table.concat(vim.tbl_map(tostring, paths), ', ') or 'files to rewind'
+    )
+  end,
   ['turn-open'] = function()
     return 'a turn is running. Add to it with :Dsh steer {text}, or stop it with :Dsh cancel.'
   end,

@@ -31,6 +31,9 @@ M.requests = {
   permission_set = 'dsh/permission/set',
   chat_get = 'dsh/chat/get',
   config_get = 'dsh/config/get',
+  checkpoint_list = 'dsh/checkpoint/list',
+  checkpoint_diff = 'dsh/checkpoint/diff',
+  checkpoint_restore = 'dsh/checkpoint/restore',
 }
 
 --- Notifications the daemon sends to the editor.

@@ -118,6 +118,15 @@ local function paint(self, row, out)
       vim.api.nvim_buf_set_extmark(self.buf, hl_ns, row + line - 1, 0, { line_hl_group = group, priority = 90 })
     end
   end
+  -- Hints at the end of a line (what a key does there): shown, never part of the text.
+  for line, chunk in pairs(out.virt or {}) do
+    if line >= 1 and line <= count then
+      vim.api.nvim_buf_set_extmark(self.buf, hl_ns, row + line - 1, 0, {
+        virt_text = { { chunk[1], chunk[2] or 'Comment' } },
+        virt_text_pos = 'eol',
+      })
+    end
+  end
 end
 
 --- Show `item` (at position `at` of the list, after `prev`): rewrite its lines, or
@@ -181,6 +190,19 @@ function Builder:reset(items)
       prev = item
     end
   end
+end
+
+--- The id of the item whose lines hold `row` (0-based), or nil (the prompt area, a
+--- line above the first item).
+function Builder:item_at(row)
+  for _, id in ipairs(self.order) do
+    local entry = self.entries[id]
+    local first = row_of(self.buf, entry.mark)
+    if row >= first and row < first + entry.count then
+      return id
+    end
+  end
+  return nil
 end
 
 --- What the person typed in the prompt area, as lines.

@@ -6,7 +6,7 @@ local store_mod = require('dsh.chat.store')
 
 local M = {}
 
-M.keys = { answer = 'ga' }
+M.keys = { answer = 'ga', rewind = require('dsh.chat.text').rewind_key }
 
 -- sessionId -> { buf, agent_id, session_id, store, builder, loading, pending }
 local views = {}
@@ -228,6 +228,9 @@ local function new_view(agent_id, session_id)
       require('dsh.errors').notify('nothing waits for your answer', vim.log.levels.INFO)
     end
   end, { buffer = buf, desc = 'dsh: go to the approval or plan review that waits for you' })
+  vim.keymap.set('n', M.keys.rewind, function()
+    require('dsh.rewind').at_cursor()
+  end, { buffer = buf, desc = 'dsh: rewind to before the message or tool call under the cursor (shows the diff, then asks)' })
   vim.api.nvim_create_autocmd('BufWinEnter', {
     buffer = buf,
     callback = function()
@@ -236,6 +239,16 @@ local function new_view(agent_id, session_id)
   })
   load(view)
   return view
+end
+
+--- The chat item under the cursor of the current window (on `view`'s buffer), or nil.
+function M.item_at_cursor(view)
+  if not view.store or view.loading then
+    return nil
+  end
+  local id = view.builder:item_at(vim.api.nvim_win_get_cursor(0)[1] - 1)
+  local at = id and view.store.index[id]
+  return at and view.store:items()[at] or nil
 end
 
 --- Open the current session's chat: `where` is 'split' (default, a vertical split),

@@ -39,4 +39,16 @@ end
 
 M.reply_heading = '## dsh'
 
+-- Beside a message or tool call that has a checkpoint (the chat's rewind key, R).
+M.rewind_key = 'R'
+M.rewind_hint = '  ⟲ ' .. M.rewind_key .. ' rewinds to here'
+
+--- The end-of-line hint of an item that can rewind, or nil (pure).
+function M.rewind_virt(item)
+  if type(item.checkpoint) == 'number' then
+    return { M.rewind_hint, 'Comment' }
+  end
+  return nil
+end
+
 return M

@@ -1,6 +1,7 @@
 -- One formatter per chat item kind. A formatter is pure: `format(item, prev)` returns
--- `{lines, fold?, hl?}` where `fold = {first, last}` (1-based, within `lines`) is the
--- part shown folded and `hl` maps a line number (within `lines`) to a highlight group.
+-- `{lines, fold?, hl?, virt?}` where `fold = {first, last}` (1-based, within `lines`) is the
+-- part shown folded, `hl` maps a line number (within `lines`) to a highlight group and
+-- `virt` a line number to `{text, group}` shown at the end of that line (a key's hint).
 -- `prev` is the item shown before it (to continue a reply without a new heading).
 -- The builder (dsh.chat.builder) is the only one that writes them into a buffer.
 local M = {}
@@ -19,7 +20,7 @@ function M.knows(kind)
   return by_kind[kind] ~= nil
 end
 
----@return {lines: string[], fold: integer[]?, hl: table<integer, string>?}?
+---@return {lines: string[], fold: integer[]?, hl: table<integer, string>?, virt: table<integer, string[]>?}?
 function M.format(item, prev)
   local formatter = by_kind[item.kind]
   if not formatter then

@@ -6,9 +6,10 @@ local M = { kinds = { 'user-message', 'assistant-message' } }
 M.cursor = '▍' -- shown at the end of a reply that is still streaming
 
 function M.format(item, prev)
-  local lines, hl = {}, {}
+  local lines, hl, virt = {}, {}, {}
   if item.kind == 'user-message' then
     table.insert(lines, '## ' .. tostring(item.label or 'You'))
+    virt[#lines] = text.rewind_virt(item)
     for _, line in ipairs(text.split(item.text)) do
       table.insert(lines, line)
       if item.sender ~= 'person' then
@@ -37,7 +38,7 @@ function M.format(item, prev)
     end
   end
   table.insert(lines, '')
-  return { lines = lines, hl = hl }
+  return { lines = lines, hl = hl, virt = virt }
 end
 
 return M

@@ -49,6 +49,7 @@ function M.format(item, prev)
   end
   table.insert(lines, head)
   hl[#lines] = item.discarded and 'Comment' or status_hl[item.status]
+  local virt = { [#lines] = text.rewind_virt(item) }
   if type(item.waitingFor) == 'string' then
     -- Not folded: the person must see it. The float may have been closed (q).
     table.insert(lines, ('  ⏸ waiting for you: %s · ga or :Dsh answer opens it'):format(item.waitingFor))
@@ -68,7 +69,7 @@ function M.format(item, prev)
   end
   local fold = #lines > head_at and { head_at + 1, #lines } or nil
   table.insert(lines, '')
-  return { lines = lines, fold = fold, hl = hl }
+  return { lines = lines, fold = fold, hl = hl, virt = virt }
 end
 
 return M
