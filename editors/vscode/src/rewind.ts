@@ -40,6 +40,8 @@ export class Rewinds implements vscode.Disposable {
   private count = 0;
   /** The last rewind's ending (tests read it). */
   last: RewindOutcome | undefined;
+  /** The documents of the diff shown now, left and right of each file (tests read them). */
+  shown: vscode.Uri[] = [];
 
   constructor(private readonly host: RewindHost) {
     this.disposables.push(vscode.workspace.registerTextDocumentContentProvider(REWIND_SCHEME, {
@@ -71,6 +73,7 @@ export class Rewinds implements vscode.Disposable {
     ]);
     const place = checkpointPlace(seq, info);
     const uris = await this.showDiff(seq, place, files);
+    this.shown = uris;
     try {
       const words = confirmWords(place, files);
       const choice = await vscode.window.showWarningMessage(words.message, { modal: true, detail: words.detail }, REWIND_FILES, REWIND_FILES_AND_CONVERSATION);
@@ -98,6 +101,7 @@ export class Rewinds implements vscode.Disposable {
       if (result.agent) await this.host.openFork(result.agent);
       return this.last!;
     } finally {
+      this.shown = [];
       await closeTabsShowing(uris);
       for (const u of uris) this.docs.delete(u.toString());
     }
