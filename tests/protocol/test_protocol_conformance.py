@@ -101,7 +101,7 @@ def _workspace(root: Path, replies: list[dict]) -> Path:
     (root / ".dsh" / "config.toml").write_text(
         textwrap.dedent(
             """\
-            plugins = ["plan", "goals", "tools"]
+            plugins = ["plan", "goals", "tools", "checkpoints"]
 
             [plan]
             section = "Plan first."
@@ -150,6 +150,13 @@ def test_every_message_of_a_whole_session_fits_the_protocol(tmp_path):
         assert prompt["turn"] == 1
         assert len(c.asked) == 1
         assert len(c.permits) == 1 and (workspace / "notes.md").read_text() == "# Notes\n"
+        # checkpoints: the one taken before the writing step, its diff, and the restore
+        [checkpoint] = c.request("dsh/checkpoint/list", {"agentId": agent})["checkpoints"]
+        assert checkpoint["files"] == ["notes.md"]
+        [change] = c.request("dsh/checkpoint/diff", {"agentId": agent, "seq": checkpoint["seq"]})["files"]
+        assert (change["path"], change["status"], change["changedByPerson"]) == ("notes.md", "deleted", False)
+        restored = c.request("dsh/checkpoint/restore", {"agentId": agent, "seq": checkpoint["seq"]})
+        assert restored == {"restored": ["notes.md"], "forced": []} and not (workspace / "notes.md").exists()
         policy = c.request("dsh/permission/get", {"agentId": agent})
         assert policy == {"sandbox": "workspace-write", "network": False, "approve": ["write", "exec"]}
         assert c.request("dsh/permission/set", {"agentId": agent, "sandbox": "read-only"})["sandbox"] == "read-only"

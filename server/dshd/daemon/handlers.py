@@ -20,6 +20,7 @@ from dshd.daemon.rpc_errors import DshRpcError, rpc_error
 from dshd.errors import DshError
 from dshd.log import io_error
 from dshd.plugins.goals import pause_goal
+from dshd.services.checkpoints import CheckpointService
 from dshd.services.goal_rounds import live_rounds
 from dshd.services.goals import GoalService
 from dshd.services.plan_mode import PlanModeController
@@ -53,9 +54,7 @@ def _goals(agent) -> GoalService:
     return goals
 
 
-def _checkpoints(agent):
-    from dshd.services.checkpoints import CheckpointService
-
+def _checkpoints(agent) -> CheckpointService:
     checkpoints = agent.features.get(CheckpointService)
     if checkpoints is None:
         raise DshError(
