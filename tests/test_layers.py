@@ -94,7 +94,7 @@ def test_every_feature_table_is_composed():
     assert out.returncode == 0, out.stderr
     tables = [p for p in SOURCES if _is_config_table(p)]
     assert len(tables) >= 5, tables
-    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context", "daemon"}
+    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context", "daemon", "checkpoints"}
 
 
 def test_every_package_module_has_a_layer():

@@ -137,6 +137,7 @@ class Agent:
         self.commands = CommandRegistry()
         self.pre_step = PreStepChain()
         self.tool_steps = ToolSteps()  # hooks around a step's tools (agent/tool_steps.py)
+        self._turn_holds: list[str] = []  # why no turn may open now (hold_turns), in process only
         self.plugins: dict[str, Any] = {}  # name -> the plugin's object, set by the Workspace
         self.closed = False
         self._turn_task: asyncio.Task | None = None
@@ -173,6 +174,17 @@ class Agent:
         """Run ``fn`` when a person cancels (before the turn ends: the goals plugin
         disarms here, so its driver starts no next round)."""
         self._cancel_hooks.append(fn)
+
+    def hold_turns(self, reason: str) -> Callable[[], None]:
+        """Refuse to open turns (``turn-open`` saying ``reason``) until the returned release
+        is called: a checkpoint restore changes the files and records itself between turns."""
+        self._turn_holds.append(reason)
+
+        def release() -> None:
+            if reason in self._turn_holds:
+                self._turn_holds.remove(reason)
+
+        return release
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the agent closes (plugins detach here)."""
@@ -348,6 +360,8 @@ class Agent:
         self._require_live()
         if self.turn_running:
             raise DshError("turn-open", "a turn is running: use steer, or cancel it first")
+        if self._turn_holds:
+            raise DshError("turn-open", f"{self._turn_holds[0]}: try again when it is done")
         if self.store.state.turn.open:
             # Open with nothing running: its turn/close could not be written (disk full,
             # read-only; io-error was answered). Close it now, before the new turn.

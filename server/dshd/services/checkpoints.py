@@ -1,0 +1,364 @@
+"""The checkpoints of one live session: what they are (from its log), what restoring one
+would change, and the restore itself (the only writer of ``checkpoint/taken`` and
+``checkpoint/restored``, writer ``checkpoints``).
+
+The files live in the workspace's shadow repository (``dshd.checkpoints.ShadowRepo``,
+``.dsh/checkpoints.git``), shared by every session of the workspace; which snapshot is
+which checkpoint is only in each session's log. A fork copies its parent's events with
+their seqs, so it has its parent's checkpoints and restores them from the same repository.
+
+A file "changed by the person" is one that differs now from what the session's agent
+left: the latest snapshot in its log (taken before or after a step), with the files a
+later restore put back taken as that restore left them. A restore that would overwrite
+such a file is refused (``person-changed``) unless forced.
+
+The repository's methods are synchronous and run in a thread, under one lock per
+workspace root for the whole process (its index is shared by every session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from dshd.checkpoints import ShadowRepo
+from dshd.checkpoints.shadow import JOURNAL_NAME
+from dshd.errors import DshError
+from dshd.folds.events import CheckpointRestored, CheckpointTaken, RequestHeader, decode_line
+from dshd.formats import shown
+from dshd.services.followed_fold import FollowedFold
+from dshd.services.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+WRITER = "checkpoints"
+# The most paths CheckpointInfo.files names (a step that rewrote a whole tree).
+FILES_CAP = 200
+# The most characters of one file's diff handed out by diff().
+DIFF_MAX_BYTES = 256 * 1024
+
+T = TypeVar("T")
+
+
+# ---- values ---------------------------------------------------------------------------
+
+
+class CheckpointInfo(msgspec.Struct, frozen=True, gc=False):
+    """A "before" checkpoint: its seq (the checkpoint's name), turn, step, time, and the
+    paths that step changed (before -> after; at most FILES_CAP)."""
+
+    seq: int
+    turn: int
+    step: int
+    at: str
+    files: tuple[str, ...]
+
+
+class FileRestore(msgspec.Struct, frozen=True, gc=False):
+    """One file a restore would change (now -> the checkpoint): ``status`` as the restore
+    would do it ("added": it comes back, "deleted": it goes), its unified diff (None when
+    binary), and whether the person changed it since the agent's last step."""
+
+    path: str
+    status: str
+    diff: str | None
+    binary: bool
+    changed_by_person: bool
+
+
+class RestoreOutcome(msgspec.Struct, frozen=True, gc=False):
+    restored: tuple[str, ...]
+    forced: tuple[str, ...]
+    fork_at: int | None  # the seq to fork the conversation at (conversation=True)
+
+
+# ---- the log's checkpoints --------------------------------------------------------------
+
+
+class _Before:
+    __slots__ = ("seq", "turn", "step", "at", "tree", "fork_at", "after_tree")
+
+    def __init__(self, seq: int, turn: int, step: int, at: str, tree: str, fork_at: int) -> None:
+        self.seq, self.turn, self.step, self.at, self.tree, self.fork_at = seq, turn, step, at, tree, fork_at
+        self.after_tree: str | None = None
+
+
+class CheckpointFold:
+    """The "before" checkpoints of a log, each with its step's "after" tree and the seq of
+    its step's request (where a conversation rewind forks), and what the agent left: the
+    latest snapshot's tree, with the paths restored since and the trees they came from."""
+
+    def __init__(self) -> None:
+        self.befores: list[_Before] = []
+        self.by_seq: dict[int, _Before] = {}
+        self._header: tuple[int | None, int, int] = (None, 0, 0)  # (turn, step, seq) of the last request
+        self.left_tree: str | None = None
+        self.restored_since: dict[str, str] = {}  # path -> tree a restore took it from
+
+    def feed_line(self, raw: bytes) -> None:
+        # Only three types matter; the rest of a long log is skipped undecoded.
+        if b'"checkpoint/' in raw or b'"request/header"' in raw:
+            self.feed(decode_line(raw))
+
+    def feed(self, event: Any) -> None:
+        cls = event.__class__
+        if cls is RequestHeader:
+            self._header = (event.turn, event.data.step, event.seq)
+        elif cls is CheckpointTaken:
+            data = event.data
+            self.left_tree, self.restored_since = data.tree, {}
+            if data.phase == "before":
+                turn, step, header_seq = self._header
+                fork_at = header_seq if (turn, step) == (event.turn, data.step) else event.seq - 1
+                before = _Before(event.seq, event.turn or 0, data.step, event.at, data.tree, fork_at)
+                self.befores.append(before)
+                self.by_seq[event.seq] = before
+            else:
+                for before in reversed(self.befores):
+                    if before.turn == event.turn and before.step == data.step:
+                        before.after_tree = data.tree
+                        break
+        elif cls is CheckpointRestored:
+            source = self.by_seq.get(event.data.checkpoint)
+            if source is not None:
+                for path in event.data.files:
+                    self.restored_since[path] = source.tree
+
+
+# ---- one repository and one lock per workspace root, for the process ---------------------
+
+_shared_lock = threading.Lock()
+_shared: dict[tuple[Path, int], tuple[ShadowRepo, threading.RLock]] = {}
+# The live services by (root, session id): a restore recovered on one session's attach is
+# recorded in the log of the session that started it.
+_live: dict[tuple[Path, str], "CheckpointService"] = {}
+
+
+def shared_repo(root: Path, max_file_bytes: int) -> tuple[ShadowRepo, threading.RLock]:
+    """The workspace's shadow repository and its lock, one of each per root in the process."""
+    key = (Path(root).resolve(), max_file_bytes)
+    with _shared_lock:
+        found = _shared.get(key)
+        if found is None:
+            lock = next((lk for (r, _), (_, lk) in _shared.items() if r == key[0]), None) or threading.RLock()
+            found = _shared[key] = (ShadowRepo(key[0], max_file_bytes=max_file_bytes), lock)
+        return found
+
+
+# ---- the service ----------------------------------------------------------------------------
+
+
+class CheckpointService:
+    """``turn_running``: whether a turn is running now; ``hold_turns(reason)``: refuse new
+    turns until the returned release is called (both from the agent that owns the store)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        root: Path,
+        *,
+        max_file_bytes: int,
+        turn_running: Callable[[], bool],
+        hold_turns: Callable[[str], Callable[[], None]],
+    ) -> None:
+        self.store = store
+        self.root = Path(root).resolve()
+        self.repo, self._lock = shared_repo(self.root, max_file_bytes)
+        self._turn_running = turn_running
+        self._hold_turns = hold_turns
+        self._fold = FollowedFold(store, CheckpointFold, CheckpointFold.feed_line, CheckpointFold.feed)
+        self._changed: dict[tuple[str, str], tuple[str, ...]] = {}  # (before, after) -> paths
+        self._restoring = False
+        with _shared_lock:
+            _live[(self.root, store.session_id)] = self
+
+    def close(self) -> None:
+        with _shared_lock:
+            if _live.get((self.root, self.store.session_id)) is self:
+                del _live[(self.root, self.store.session_id)]
+
+    # ---- taking ------------------------------------------------------------------------
+
+    async def take(self, turn: int, step: int, phase: str) -> None:
+        """Snapshot the workspace and record it as a ``phase`` checkpoint of ``step``."""
+        snapshot = await self._in_thread(self.repo.snapshot)
+        if self.store.closed:
+            return
+        self.store.commit(
+            "checkpoint/taken",
+            {"step": step, "tree": snapshot.tree, "files": snapshot.files, "phase": phase},
+            turn=turn,
+            writer=WRITER,
+        )
+        if phase == "after":
+            before = self._fold.folded().befores[-1]
+            if before.after_tree is not None and (before.tree, before.after_tree) not in self._changed:
+                # Worked out now, off the event loop, so list() rarely has to.
+                await self._in_thread(lambda: self._step_files(before.tree, before.after_tree))
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def list(self) -> list[CheckpointInfo]:
+        """The session's "before" checkpoints, oldest first."""
+        befores = self._fold.folded().befores
+        out = []
+        for index, before in enumerate(befores):
+            # A step the daemon did not finish has no "after": what it changed shows in the
+            # next snapshot, if there is one.
+            after = before.after_tree
+            if after is None and index + 1 < len(befores):
+                after = befores[index + 1].tree
+            files = self._step_files(before.tree, after) if after is not None else ()
+            out.append(CheckpointInfo(before.seq, before.turn, before.step, before.at, files))
+        return out
+
+    async def diff(self, seq: Any) -> list[FileRestore]:
+        """What restoring checkpoint ``seq`` would change, file by file (now -> then)."""
+        before = self._checkpoint(seq)
+        return await self._in_thread(lambda: self._diff(before))
+
+    # ---- restoring ---------------------------------------------------------------------
+
+    async def restore(
+        self, seq: Any, *, files: bool = True, conversation: bool = False, force: bool = False
+    ) -> RestoreOutcome:
+        """Put the files back as they were before checkpoint ``seq``'s step (``files``) and
+        say where to fork the conversation (``conversation``: ``fork_at``; the caller forks).
+        ``person-changed`` (nothing restored) when a file to restore was changed by the
+        person and not ``force``; ``turn-open`` while a turn runs."""
+        before = self._checkpoint(seq)
+        if self._turn_running() or self.store.state.turn.open:
+            raise DshError("turn-open", "a turn is running: cancel it or wait for it to end, then restore")
+        if self._restoring:
+            raise DshError("turn-open", "another checkpoint restore of this session is running")
+        restored: tuple[str, ...] = ()
+        forced: tuple[str, ...] = ()
+        if files:
+            self._restoring = True
+            release = self._hold_turns("a checkpoint restore is running")
+            try:
+                restored, forced = await self._in_thread(lambda: self._restore_files(before, force))
+                self.store.commit(
+                    "checkpoint/restored",
+                    _restored_data(before.seq, restored, forced),
+                    writer=WRITER,
+                )
+            finally:
+                release()
+                self._restoring = False
+        return RestoreOutcome(restored, forced, before.fork_at if conversation else None)
+
+    def recover(self) -> dict[str, Any] | None:
+        """Finish a restore a killed process left in this workspace (synchronous: before any
+        snapshot) and record it in the log of the session that started it. Returns the
+        recovered restore's record, or None."""
+        git_dir = self.repo.git_dir
+        if not os.path.lexists(git_dir / JOURNAL_NAME):
+            return None  # nothing was left (nor is a repository made when there is none)
+        with self._lock:
+            note = self.repo.recover()
+        if not isinstance(note, dict):
+            return None
+        try:
+            data = _restored_data(int(note["checkpoint"]), note["files"], note.get("forced", []))
+            session_id = note["sessionId"]
+        except (KeyError, TypeError, ValueError):
+            log.error("a recovered checkpoint restore left an unreadable note: %r", note)
+            return None
+        _record_recovered(self.root, session_id, data)
+        return data
+
+    # ---- internals ----------------------------------------------------------------------
+
+    async def _in_thread(self, fn: Callable[[], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn()
+
+        return await asyncio.to_thread(locked)
+
+    def _checkpoint(self, seq: Any) -> _Before:
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise DshError("invalid-params", "seq must be the seq of a checkpoint", field="seq")
+        before = self._fold.folded().by_seq.get(seq)
+        if before is None:
+            raise DshError("invalid-params", f"no checkpoint at seq {seq} in this session", field="seq")
+        return before
+
+    def _step_files(self, before: str, after: str) -> tuple[str, ...]:
+        key = (before, after)
+        found = self._changed.get(key)
+        if found is None:
+            with self._lock:
+                changes = self.repo.changes(before, after)
+            found = self._changed[key] = tuple(change.path for change in changes[:FILES_CAP])
+        return found
+
+    def _person_changed(self, now: str, paths: set[str]) -> set[str]:
+        """Which of ``paths`` differ now from what the agent left (callers hold the lock)."""
+        fold = self._fold.folded()
+        if fold.left_tree is None or not paths:
+            return set()
+        restored = fold.restored_since
+        changed = {c.path for c in self.repo.changes(fold.left_tree, now) if c.path not in restored}
+        person = changed & paths
+        by_tree: dict[str, set[str]] = {}
+        for path in paths & restored.keys():
+            by_tree.setdefault(restored[path], set()).add(path)
+        for tree, group in by_tree.items():
+            person |= {c.path for c in self.repo.changes(tree, now)} & group
+        return person
+
+    def _diff(self, before: _Before) -> list[FileRestore]:
+        now = self.repo.snapshot().tree
+        diffs = self.repo.diff(now, before.tree, max_bytes=DIFF_MAX_BYTES)
+        person = self._person_changed(now, {d.path for d in diffs})
+        return [FileRestore(d.path, d.status, d.diff, d.binary, d.path in person) for d in diffs]
+
+    def _restore_files(self, before: _Before, force: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        now = self.repo.snapshot().tree
+        paths = sorted(change.path for change in self.repo.changes(now, before.tree))
+        person = sorted(self._person_changed(now, set(paths)))
+        if person and not force:
+            named = ", ".join(shown(p) for p in person[:5]) + (f" and {len(person) - 5} more" if len(person) > 5 else "")
+            raise DshError(
+                "person-changed",
+                f"{len(person)} file{'s' if len(person) != 1 else ''} to restore changed since the agent's "
+                f"last step: {named}; restore with force to overwrite them",
+                paths=person,
+            )
+        note = {"sessionId": self.store.session_id, **_restored_data(before.seq, paths, person)}
+        self.repo.restore(before.tree, paths, note)
+        return tuple(paths), tuple(person)
+
+
+def _restored_data(checkpoint: int, files: Any, forced: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"checkpoint": checkpoint, "files": list(files)}
+    if forced:
+        data["forced"] = list(forced)
+    return data
+
+
+def _record_recovered(root: Path, session_id: Any, data: dict[str, Any]) -> None:
+    """``checkpoint/restored`` in the log of the session whose restore was finished: through
+    its live service when one is open in this process, else by opening its log."""
+    with _shared_lock:
+        live = _live.get((root, session_id)) if isinstance(session_id, str) else None
+    try:
+        if live is not None:
+            live.store.commit("checkpoint/restored", data, writer=WRITER)
+            return
+        store = SessionStore.open(root / ".dsh" / "sessions", session_id, base=root)
+        try:
+            store.commit("checkpoint/restored", data, writer=WRITER)
+        finally:
+            store.close()
+    except Exception as exc:  # locked by another process, gone, a turn left open: the files are back
+        log.error("a checkpoint restore of session %r was finished but could not be recorded: %s", session_id, exc)

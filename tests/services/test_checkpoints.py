@@ -1,0 +1,189 @@
+"""The checkpoints plugin and CheckpointService in process: a real Workspace, the scripted
+model, the real tools, the real shadow repository (git) and the real log (SPEC K-1, K-2).
+The end-to-end tests over the dshd process are tests/e2e/test_checkpoints.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from agent_support import events_of, make_workspace, replay_strict
+
+from dshd.errors import DshError
+from dshd.services.checkpoints import CheckpointService
+
+NO_ASKING = {"tools": {"approve": []}}
+
+
+def write(path: str, content: str) -> dict:
+    return {"name": "write_file", "arguments": {"path": path, "content": content}}
+
+
+def read(path: str) -> dict:
+    return {"name": "read_file", "arguments": {"path": path}}
+
+
+def service_of(agent) -> CheckpointService:
+    found = agent.features.get(CheckpointService)
+    assert found is not None
+    return found
+
+
+def taken(agent) -> list[tuple[int, str]]:
+    return [(e.data.step, e.data.phase) for e in events_of(agent, "checkpoint/taken")]
+
+
+async def test_a_write_step_is_snapshotted_and_restored(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n")
+    ws = make_workspace(
+        tmp_path,
+        [
+            {"toolCalls": [read("a.txt")]},
+            {"toolCalls": [write("a.txt", "two\n"), write("new/b.txt", "bee\n")]},
+            {"text": "done"},
+        ],
+        config=NO_ASKING,
+    )
+    agent = ws.create_session()
+    assert (await agent.prompt("go")).stop_reason == "end-turn"
+    # The read-only step 1 takes none; step 2 one before and one after.
+    assert taken(agent) == [(2, "before"), (2, "after")]
+    before, after = events_of(agent, "checkpoint/taken")
+    assert before.data.files == 2 and after.data.files == 3  # script.json, a.txt (+ new/b.txt)
+    service = service_of(agent)
+    [info] = service.list()
+    assert (info.seq, info.turn, info.step) == (before.seq, 1, 2)
+    assert info.files == ("a.txt", "new/b.txt")
+    diff = {f.path: f for f in await service.diff(info.seq)}
+    assert diff["a.txt"].status == "modified" and "-two" in diff["a.txt"].diff and "+one" in diff["a.txt"].diff
+    assert diff["new/b.txt"].status == "deleted"
+    assert not any(f.changed_by_person for f in diff.values())
+    outcome = await service.restore(info.seq, conversation=True)
+    assert outcome.restored == ("a.txt", "new/b.txt") and outcome.forced == ()
+    # The fork point: the step's request, the last event before its reply.
+    header = [e for e in events_of(agent, "request/header") if e.data.step == 2][0]
+    assert outcome.fork_at == header.seq
+    assert (tmp_path / "a.txt").read_text() == "one\n" and not (tmp_path / "new").exists()
+    [record] = events_of(agent, "checkpoint/restored")
+    assert record.data.checkpoint == info.seq and record.data.files == ["a.txt", "new/b.txt"]
+    # Restoring again changes nothing and flags nothing (the restore is what the agent left).
+    assert await service.diff(info.seq) == []
+    assert replay_strict(agent.store.path).seq == agent.store.state.seq
+    await ws.shutdown()
+
+
+async def test_a_persons_change_is_protected_until_forced(tmp_path):
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "agent\n")]}, {"text": "done"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    service = service_of(agent)
+    [info] = service.list()
+    (tmp_path / "a.txt").write_text("mine\n")  # the person edits after the step
+    (tmp_path / "other.txt").write_text("also mine\n")
+    diff = {f.path: f for f in await service.diff(info.seq)}
+    assert diff["a.txt"].changed_by_person and diff["a.txt"].status == "deleted"
+    assert diff["other.txt"].changed_by_person
+    with pytest.raises(DshError) as refused:
+        await service.restore(info.seq)
+    assert refused.value.kind == "person-changed" and refused.value.data == {"paths": ["a.txt", "other.txt"]}
+    assert (tmp_path / "a.txt").read_text() == "mine\n"  # nothing restored
+    assert events_of(agent, "checkpoint/restored") == []
+    outcome = await service.restore(info.seq, force=True)
+    assert outcome.forced == ("a.txt", "other.txt") and not (tmp_path / "a.txt").exists()
+    assert events_of(agent, "checkpoint/restored")[0].data.forced == ["a.txt", "other.txt"]
+    await ws.shutdown()
+
+
+async def test_unknown_seq_and_a_running_turn_are_refused(tmp_path):
+    ws = make_workspace(
+        tmp_path,
+        [{"toolCalls": [write("a.txt", "x")]}, {"toolCalls": [write("a.txt", "y")], "delayMs": 400}, {"text": "ok"}],
+        config=NO_ASKING,
+    )
+    agent = ws.create_session()
+    service = service_of(agent)
+    for bad in (0, 999, "1", True, None):
+        with pytest.raises(DshError) as caught:
+            await service.restore(bad)
+        assert caught.value.kind == "invalid-params" and caught.value.data == {"field": "seq"}
+    turn = agent.start_turn("go", cause="prompt")
+    while not service.list():
+        await _tick()
+    with pytest.raises(DshError) as caught:
+        await service.restore(service.list()[0].seq)
+    assert caught.value.kind == "turn-open"
+    await turn
+    await ws.shutdown()
+
+
+async def test_disabled_takes_none_and_a_fork_has_its_parents_checkpoints(tmp_path):
+    ws = make_workspace(
+        tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config={**NO_ASKING, "checkpoints": {"enabled": False}}
+    )
+    agent = ws.create_session()
+    await agent.prompt("go")
+    assert taken(agent) == [] and service_of(agent).list() == []
+    assert not (tmp_path / ".dsh" / "checkpoints.git").exists()
+    await ws.shutdown()
+
+    root = tmp_path / "forks"
+    root.mkdir()
+    ws = make_workspace(root, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    parent = ws.create_session()
+    await parent.prompt("go")
+    fork = ws.fork(parent.agent_id)
+    [info] = service_of(fork).list()
+    assert info == service_of(parent).list()[0]
+    await service_of(fork).restore(info.seq)
+    assert not (root / "a.txt").exists()
+    assert events_of(parent, "checkpoint/restored") == []  # the fork's own record
+    assert len(events_of(fork, "checkpoint/restored")) == 1
+    await ws.shutdown()
+
+
+async def test_a_workspace_that_is_not_a_git_repository_and_the_persons_git_untouched(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    ws = make_workspace(plain, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    assert taken(agent) == [(1, "before"), (1, "after")]
+    await ws.shutdown()
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "kept.txt").write_text("kept\n")
+    (repo / ".gitignore").write_text("ignored.log\n")
+    (repo / "ignored.log").write_text("noise\n")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "init"], check=True)
+    before = _tree_bytes(repo / ".git")
+    ws = make_workspace(repo, [{"toolCalls": [write("kept.txt", "changed\n")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    [info] = service_of(agent).list()
+    assert info.files == ("kept.txt",)
+    await service_of(agent).restore(info.seq)
+    assert (repo / "kept.txt").read_text() == "kept\n"
+    assert _tree_bytes(repo / ".git") == before
+    await ws.shutdown()
+
+
+def _tree_bytes(folder) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+async def _tick() -> None:
+    import asyncio
+
+    await asyncio.sleep(0.01)
+
+
+def test_the_table_rejects_a_cap_out_of_range(tmp_path):
+    with pytest.raises(DshError) as caught:
+        make_workspace(tmp_path, config={"checkpoints": {"maxFileBytes": 1 << 40}})
+    assert caught.value.kind == "invalid-config" and caught.value.data["key"] == "checkpoints.maxFileBytes"
+    assert json.loads(json.dumps(caught.value.data))
