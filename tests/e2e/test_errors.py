@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from dshd_protocol import ERROR_CODES, METHODS, from_wire
 from dshd_protocol.errors import ERROR_DATA_FIELDS
 
 from .conftest import write_workspace
-from .support import log_path, read_log, ref_of
+from .support import log_path, read_log, ref_of, wait_idle
 
 
 async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
@@ -30,7 +31,8 @@ async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
     assert exc.message  # something for people
     for field, json_type in ERROR_DATA_FIELDS[kind].items():  # the kind's documented fields
         value = exc.data.get(field, KeyError)
-        assert value is not KeyError and isinstance(value, json_type) and not isinstance(value, bool), (kind, field, exc.data)
+        plain = typing.get_origin(json_type) or json_type  # list[str] -> list
+        assert value is not KeyError and isinstance(value, plain) and not isinstance(value, bool), (kind, field, exc.data)
     return exc.data
 
 
@@ -453,6 +455,22 @@ async def test_io_error_for_a_read_only_workspace(workspace: Path, daemons, tmp_
     finally:
         await daemons.stop_all()
         subprocess.run(["umount", "-l", str(sessions)], check=False)
+
+
+async def test_person_changed_names_the_files_and_restores_nothing(workspace: Path, daemons) -> None:
+    """A checkpoint restore over a file the person changed after the agent's step."""
+    replies = [{"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "agent\n"}}]}, {"text": "ok"}]
+    write_workspace(workspace, replies, plugins=["tools", "checkpoints"])
+    client = await daemons.start(approve=lambda params: {"outcome": "allow-once"})
+    sid, agent = await new_session(client)
+    await client.request("dsh/agent/prompt", {"agentId": agent, "text": "write"})
+    await wait_idle(client, agent)
+    [checkpoint] = (await client.request("dsh/checkpoint/list", {"agentId": agent}))["checkpoints"]
+    (workspace / "a.txt").write_text("mine\n")
+    size = log_path(workspace, sid).stat().st_size
+    data = await rpc_error(client, "dsh/checkpoint/restore", {"agentId": agent, "seq": checkpoint["seq"]}, "person-changed")
+    assert data["paths"] == ["a.txt"]
+    assert (workspace / "a.txt").read_text() == "mine\n" and log_path(workspace, sid).stat().st_size == size
 
 
 def test_every_error_kind_is_provoked_here() -> None:
