@@ -36,6 +36,7 @@ LAYERS = {
     "models": 4,  # model adapters (providers); SDKs imported only inside a provider's module
     "tools": 4,  # workspace tools (a plugin family)
     "plugins": 4,
+    "mcp": 4,  # MCP tool servers, the client side; the SDK imported only when a server starts
     "api": 5,  # front-door neutral: the Host, the hub's fan-out, chat items and marks, the words; no wire package
     "daemon": 5,
     "acp": 5,
@@ -94,7 +95,7 @@ def test_every_feature_table_is_composed():
     assert out.returncode == 0, out.stderr
     tables = [p for p in SOURCES if _is_config_table(p)]
     assert len(tables) >= 5, tables
-    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context", "daemon", "checkpoints"}
+    assert set(out.stdout.split()) == {"plan", "goals", "model", "agent", "tools", "context", "daemon", "checkpoints", "mcp"}
 
 
 def test_every_package_module_has_a_layer():
@@ -141,7 +142,7 @@ def test_core_layers_import_without_pygls():
     code = (
         "import sys, importlib, pkgutil\n"
         "import dshd\n"
-        "for sub in ('log', 'sandbox', 'folds', 'services', 'agent', 'models', 'tools', 'plugins'):\n"
+        "for sub in ('log', 'sandbox', 'folds', 'services', 'agent', 'models', 'tools', 'plugins', 'mcp'):\n"
         "    try:\n"
         "        pkg = importlib.import_module('dshd.' + sub)\n"
         "    except ModuleNotFoundError as exc:\n"

@@ -182,12 +182,15 @@ async def run_tool(
         if isinstance(previewed, ToolOutcome):
             return previewed  # refused before anyone was asked; nothing happened
         change = previewed
-    needs_yes = tool.mutability in ctx.policy.approve
+    if tool.approval == "policy":
+        needs_yes = tool.mutability in ctx.policy.approve
+    else:  # the tool's own rule ("always" / "never": an MCP server's approve key)
+        needs_yes = tool.approval == "always"
     if not needs_yes:
         if tool.mutability != "read":
             record(_decision(ctx.call_id, tool.name, "allow-once", "policy"))
         return await tool.run(ctx, arguments)
-    if permissions.allowed_for_session(tool.name):
+    if tool.approval != "always" and permissions.allowed_for_session(tool.name):
         record(_decision(ctx.call_id, tool.name, "allow-session", "session"))
         return await tool.run(ctx, arguments)
 

@@ -5,11 +5,11 @@ Each feature owns its table (keys, defaults, value rules) in its own module:
     [plan]     dshd.plugins.plan_config     [goals]   dshd.plugins.goals_config
     [model]    dshd.models.config           [tools]   dshd.tools.config
     [agent], [context]  dshd.agent.turn_config  [daemon]  dshd.agent.daemon_config
-    [checkpoints]  dshd.plugins.checkpoints_config
+    [mcp]      dshd.plugins.mcp_config      [checkpoints]  dshd.plugins.checkpoints_config
 
 This module knows none of their keys. It owns only the loader's own keys::
 
-    plugins = ["plan", "goals", "tools", "checkpoints"]  # plugins loaded by name (dshd.plugins.<name>)
+    plugins = ["plan", "goals", "tools", "mcp", "checkpoints"]  # plugins loaded by name (dshd.plugins.<name>)
     [trust]  folders = []            # trusted workspaces (user config)
 
 and composes one msgspec ``Config`` struct from the tables (``config.model``,
@@ -38,7 +38,7 @@ from dshd.tools import config as tools_config
 
 __all__ = ["DEFAULTS", "KNOWN_PLUGINS", "NOT_KEYS", "TABLES", "Config", "check_layer", "config_error", "merge_tables", "parse_config"]
 
-KNOWN_PLUGINS = ("plan", "goals", "tools", "checkpoints")
+KNOWN_PLUGINS = ("plan", "goals", "tools", "mcp", "checkpoints")
 
 
 class TrustConfig(Table):
@@ -60,6 +60,7 @@ TABLES: tuple[ConfigTable, ...] = (
     tools_config.TABLE,
     turn_config.CONTEXT_TABLE,
     daemon_config.TABLE,
+    _plugin_table("mcp"),
     _plugin_table("checkpoints"),
 )
 

@@ -23,7 +23,9 @@ tight or tighter always apply; a value equal to the layers below changes nothing
 not reported. ``[trust]`` is read from the user config only: in the workspace file or the
 editor's settings it is ignored; so is ``[tools] env`` (the variables commands may see:
 a repository, or editor settings a repository can ship, must not ask for the person's
-secrets). Every ignored key is kept in :attr:`LoadedConfig.ignored`
+secrets). MCP servers: an untrusted workspace's (its ``[mcp.servers]`` and its
+``.mcp.json``, merged under its config file) do not start; ``approve = "never"`` and
+``sandbox = "none"`` of a server are taken from the user config only. Every ignored key is kept in :attr:`LoadedConfig.ignored`
 (file, key, why) for ``dsh/config/get`` and the one notice the daemon sends.
 """
 
@@ -41,6 +43,7 @@ import msgspec
 
 from dshd.agent.config import DEFAULTS, NOT_KEYS, Config, check_layer, config_error, merge_tables, parse_config
 from dshd.errors import DshError
+from dshd.mcp.config import MCP_JSON, read_mcp_json
 from dshd.models.errors import shown_key_env
 from dshd.tools import safepath
 from dshd.tools.paths import PathRefused
@@ -54,6 +57,12 @@ _WHERE_REQUESTS_GO = "the workspace is not trusted: only you choose where reques
 _TRUST_ONLY_FROM_USER = "only your user config may list trusted folders (a repository cannot vouch for itself)"
 _TRUST_NOT_FROM_EDITOR = "the editor says whether the workspace is trusted with initializationOptions.trusted"
 _ENV_ONLY_FROM_USER = "only your user config may pass environment variables to commands (they may hold secrets)"
+_MCP_NOT_TRUSTED = "the workspace is not trusted: its MCP servers (programs it would run) do not start"
+_MCP_ONLY_FROM_USER = {
+    "approve": "only your user config may let an MCP server's tools run without asking (approve = \"never\")",
+    "sandbox": "only your user config may run an MCP server outside the sandbox (sandbox = \"none\")",
+}
+_MCP_LOOSEST = {"approve": "never", "sandbox": "none"}
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -93,6 +102,11 @@ class LoadedConfig:
         model = effective.get("model")
         if isinstance(model, dict) and model.get("apiKeyEnv") is not None:
             model["apiKeyEnv"] = shown_key_env(model["apiKeyEnv"])  # a pasted key is never echoed
+        for server in (effective.get("mcp") or {}).get("servers", {}).values():
+            # A server's env and headers may carry tokens: their names are shown, never values.
+            for key in ("env", "headers"):
+                if server.get(key):
+                    server[key] = {name: "(set)" for name in server[key]}
         return {
             name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
             for name, value in effective.items()
@@ -204,6 +218,7 @@ def _guard_workspace(
     """The workspace layer without the keys it may not set, and what was left out."""
     layer = copy.deepcopy(layer)
     ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER) + _drop_tools_env(layer, file)
+    ignored += _drop_mcp_servers(layer, file) if not trusted else _drop_mcp_loosening(layer, file)
     if trusted:
         return layer, ignored
     for table in ("model", "tools"):
@@ -222,6 +237,56 @@ def _drop_tools_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
         return []
     del tools["env"]
     return [IgnoredKey(file, "tools.env", _ENV_ONLY_FROM_USER, untrusted=False)]
+
+
+def _mcp_servers(layer: dict[str, Any] | None) -> dict[str, Any]:
+    mcp = (layer or {}).get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    return servers if isinstance(servers, dict) else {}
+
+
+def _drop_mcp_servers(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
+    """An untrusted workspace's MCP servers: none of them starts."""
+    servers = _mcp_servers(layer)
+    names = list(servers)
+    servers.clear()
+    return [IgnoredKey(file, f"mcp.servers.{name}", _MCP_NOT_TRUSTED, untrusted=True) for name in names]
+
+
+def _drop_mcp_loosening(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
+    """``approve = "never"`` and ``sandbox = "none"`` of any layer but the user config."""
+    ignored = []
+    for name, server in _mcp_servers(layer).items():
+        if not isinstance(server, dict):
+            continue
+        for key, loosest in _MCP_LOOSEST.items():
+            if server.get(key) == loosest:
+                del server[key]
+                ignored.append(IgnoredKey(file, f"mcp.servers.{name}.{key}", _MCP_ONLY_FROM_USER[key], untrusted=False))
+    return ignored
+
+
+def _mcp_json_layer(workspace: Path, trusted: bool) -> tuple[dict[str, Any] | None, str, list[IgnoredKey]]:
+    """The workspace's ``.mcp.json`` as a layer under its config file (only in a trusted
+    folder), its file name, and what was left out of it."""
+    path = str(workspace / MCP_JSON)
+    if not trusted:
+        try:
+            found = read_mcp_json(workspace)
+        except DshError:  # unreadable: named as a whole, never parsed further
+            if not os.path.lexists(path):
+                return None, path, []
+            return None, path, [IgnoredKey(path, "mcpServers", _MCP_NOT_TRUSTED, untrusted=True)]
+        if found is None:
+            return None, path, []
+        names = [*found.servers, *(name for name, _ in found.skipped)]
+        return None, path, [IgnoredKey(path, f"mcpServers.{name}", _MCP_NOT_TRUSTED, untrusted=True) for name in names]
+    found = read_mcp_json(workspace)
+    if found is None:
+        return None, path, []
+    ignored = [IgnoredKey(path, f"mcpServers.{name}", why, untrusted=False) for name, why in found.skipped]
+    layer = {"mcp": {"servers": found.servers}} if found.servers else None
+    return layer, path, ignored
 
 
 def _drop_trust_table(layer: dict[str, Any], file: str, why: str) -> list[IgnoredKey]:
@@ -254,6 +319,11 @@ def _file_of(key: str, origin: dict[str, str]) -> str:
     for dotted, file in reversed(list(origin.items())):
         if dotted.startswith(key + "."):
             return file
+    parent = key.rpartition(".")[0]
+    while parent:  # a key inside a table set as a whole (mcp.servers.<name>.url)
+        if parent in origin:
+            return origin[parent]
+        parent = parent.rpartition(".")[0]
     return BUILT_IN
 
 
@@ -291,6 +361,9 @@ def load_layers(
     if editor is not None:
         ignored += _drop_trust_table(editor, EDITOR_SETTINGS, _TRUST_NOT_FROM_EDITOR)
         ignored += _drop_tools_env(editor, EDITOR_SETTINGS)
+        ignored += _drop_mcp_loosening(editor, EDITOR_SETTINGS)
+    mcp_json, mcp_json_file, mcp_json_ignored = _mcp_json_layer(workspace, trusted)
+    ignored += mcp_json_ignored
     editor_model = (editor or {}).get("model") or {}
     workspace_model = (from_workspace or {}).get("model") or {}
     provider = editor_model.get("provider") or workspace_model.get("provider") or merged["model"]["provider"]
@@ -305,12 +378,18 @@ def load_layers(
                 untrusted=False,
             )
         )
+    # The workspace's servers are noted by name, so they are known as the workspace's
+    # (dshd.plugins.mcp_config.workspace_servers), .mcp.json's under its config file.
+    if mcp_json is not None:
+        merged = _merge_noting(merged, mcp_json, mcp_json_file, origin)
+        origin.update({f"mcp.servers.{name}": mcp_json_file for name in _mcp_servers(mcp_json)})
     if from_workspace is not None:
         merged = _merge_noting(merged, from_workspace, str(workspace_file), origin)
+        origin.update({f"mcp.servers.{name}": str(workspace_file) for name in _mcp_servers(from_workspace)})
     if editor is not None:
         merged = _merge_noting(merged, editor, EDITOR_SETTINGS, origin)
     try:
-        workspace_keys = {key for key, file in origin.items() if file == str(workspace_file)}
+        workspace_keys = {key for key, file in origin.items() if file in (str(workspace_file), mcp_json_file)}
         config = parse_config(merged, workspace, workspace_keys=workspace_keys)
     except DshError as exc:
         key = exc.data.get("key", "config")

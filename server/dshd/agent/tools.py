@@ -1,4 +1,6 @@
-"""The tool catalogue: fixed for the life of an agent (PM-4, PM-16).
+"""The tool catalogue: what an agent's model may call (PM-4, PM-16). The plugins fill it
+as the agent loads; an MCP server adds its tools when it is up and withdraws them if it
+fails (:meth:`ToolCatalogue.withdraw`).
 
 A tool is data the runner enforces (``agent/approvals.py``), not code that polices itself:
 
@@ -163,6 +165,7 @@ def describe_call(tool: "Tool | None", name: str, arguments: Any) -> ToolDescrip
     return ToolDescription(title, kind, tuple(locations))
 
 
+ToolApproval = Literal["policy", "always", "never"]
 ToolRun = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
 ToolPreview = Callable[[ToolContext, dict[str, Any]], Awaitable["Change | ToolOutcome"]]
 ToolDescribe = Callable[[dict[str, Any]], ToolDescription]
@@ -177,6 +180,10 @@ class Tool:
     mutability: Mutability = "read"
     preview: ToolPreview | None = None
     describe: ToolDescribe | None = None
+    # Who decides whether a call needs a person's yes: "policy" ([tools] approve by
+    # mutability), "always" (every call asks, no "allow for this session"), "never" (an
+    # MCP server the user config says never to ask about).
+    approval: ToolApproval = "policy"
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.parameters)
@@ -185,6 +192,7 @@ class Tool:
 class ToolCatalogue:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._withdrawn: set[str] = set()
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -192,10 +200,18 @@ class ToolCatalogue:
         self._tools[tool.name] = tool
 
     def get(self, name: str) -> Tool | None:
+        """The tool of that name, withdrawn or not (a withdrawn tool still describes its
+        past calls; its own preview refuses new ones)."""
         return self._tools.get(name)
 
+    def withdraw(self, name: str) -> None:
+        """Leave ``name`` out of what the model is offered from now on (an MCP server that
+        failed): the catalogue otherwise stays as it was."""
+        if name in self._tools:
+            self._withdrawn.add(name)
+
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted(name for name in self._tools if name not in self._withdrawn)
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(self._tools[name].spec() for name in self.names())

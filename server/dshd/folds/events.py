@@ -168,6 +168,15 @@ class PermissionDecisionData(_Data):
     feedback: str | None = None
 
 
+class McpServerData(_Data):
+    """An MCP server that failed to start, died or hung (written by the mcp plugin, once
+    per server per session); its tools are gone for the rest of the session."""
+
+    name: str
+    state: Literal["failed"]
+    reason: str
+
+
 GoalPhase = Literal["active", "paused", "blocked", "complete"]
 GoalOp = Literal["create", "edit", "pause", "resume", "complete", "block", "clear"]
 
@@ -300,6 +309,10 @@ class PermissionDecision(_Event, tag="permission/decision", kw_only=True):
     data: PermissionDecisionData
 
 
+class McpServer(_Event, tag="mcp/server", kw_only=True):
+    data: McpServerData
+
+
 class CheckpointTaken(_Event, tag="checkpoint/taken", kw_only=True):
     data: CheckpointTakenData
 
@@ -322,6 +335,7 @@ Event = Union[
     GoalChange,
     ContextCompact,
     PermissionDecision,
+    McpServer,
     CheckpointTaken,
     CheckpointRestored,
 ]
@@ -342,6 +356,7 @@ EVENT_CLASSES: dict[str, type] = {
         GoalChange,
         ContextCompact,
         PermissionDecision,
+        McpServer,
         CheckpointTaken,
         CheckpointRestored,
     )

@@ -19,6 +19,7 @@ from dshd.folds.events import (
     GoalChange,
     GoalChangeData,
     GoalRef,
+    McpServer,
     PermissionDecision,
     PlanForget,
     PlanMode,
@@ -535,6 +536,7 @@ _CONCERNS: dict[type, int] = {
     ToolResult: _CONTEXT | _PLAN,
     ContextCompact: _CONTEXT,
     PermissionDecision: _PERMISSION,
+    McpServer: 0,  # a server's failure: news for people, nothing the state holds
     CheckpointTaken: _CHECKPOINT,
     CheckpointRestored: _CHECKPOINT,
 }

@@ -38,6 +38,7 @@ _OWNERS = {
     "plan/forget": "plan",
     "goal/change": "goals",
     "permission/decision": "approvals",
+    "mcp/server": "mcp",
     "checkpoint/taken": "checkpoints",
     "checkpoint/restored": "checkpoints",
 }

@@ -1,0 +1,352 @@
+"""``McpServers``: the MCP servers of one agent.
+
+:meth:`McpServers.add` starts servers (the config's when the plugin attaches, an ACP
+session's when it opens); each starts in a task of its own, bounded by its
+``startupTimeoutS``, and its tools go into the agent's catalogue when it is up. The
+loop's first request of a turn waits for :meth:`McpServers.ready`, so the model sees
+every tool of the servers that started.
+
+A stdio server runs in the command sandbox: bubblewrap, the workspace writable and the
+rest of the file system read-only, ``.git`` and ``.dsh`` read-only, a private ``/tmp``,
+the network as ``[tools] network`` (off: no socket of the host's reachable), the
+environment commands get plus the server's own ``env``, in its own PID namespace tied to
+the daemon (``--die-with-parent``), in its own process group. Only ``sandbox = "none"``
+from the user config runs it directly. Where no sandbox can be built the server does not
+start: it is failed, with the reason.
+
+A server that fails to start, whose process exits, or that does not answer a call within
+its ``toolTimeoutS`` (it is then "hung", and killed) is failed for the rest of the
+session: its tools are withdrawn from the catalogue (a call the model still makes is
+refused saying why), the failure is written once to the log (``mcp/server``, through
+``record``) and each listener is told once. Nothing restarts it until the session is
+opened again. :meth:`McpServers.close` (the agent closing) kills every server's process
+tree at once; :meth:`McpServers.aclose` then waits for their tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from dshd.agent.tools import ToolCatalogue, ToolOutcome
+from dshd.mcp.config import McpServerSpec, Source
+from dshd.mcp.tools import make_tool, result_outcome
+from dshd.sandbox import SandboxPolicy, bwrap_argv, probe
+from dshd.sandbox.policy import replaced_folders
+from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
+from dshd.tools import safepath
+from dshd.tools.paths import PROTECTED, PathRefused
+from dshd.tools.run import command_env, sandboxed_env
+
+if TYPE_CHECKING:
+    from dshd.mcp.client import Connection, Launch
+
+log = logging.getLogger(__name__)
+
+State = Literal["starting", "ready", "failed", "stopped"]
+
+
+@attrs.frozen
+class McpServerState:
+    """One server as ``dshd doctor`` and the doors read it; ``tools``: its dshd tool names."""
+
+    name: str
+    source: Source
+    transport: Literal["stdio", "http"]
+    state: State
+    reason: str | None = None
+    tools: tuple[str, ...] = ()
+
+
+class StartRefused(Exception):
+    """The server cannot be started here as configured (no sandbox, a bad cwd, no token)."""
+
+
+@attrs.define(eq=False)
+class _Server:
+    spec: McpServerSpec
+    state: State = "starting"
+    reason: str | None = None
+    tools: tuple[str, ...] = ()
+    connection: "Connection | None" = None
+    task: asyncio.Task | None = None
+
+    def view(self) -> McpServerState:
+        return McpServerState(self.spec.name, self.spec.source, self.spec.transport, self.state, self.reason, self.tools)
+
+
+Record = Callable[[str, str], None]  # (server name, reason): the mcp/server event
+Listener = Callable[[McpServerState], None]
+
+
+class McpServers:
+    def __init__(
+        self,
+        root: Path,
+        catalogue: ToolCatalogue,
+        *,
+        network: bool = False,
+        env_names: Iterable[str] = (),
+        record: Record | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.catalogue = catalogue
+        self.network = network  # [tools] network: what a sandboxed server may reach
+        self.env_names = tuple(env_names)  # the user config's [tools] env
+        self._record = record
+        self._servers: dict[str, _Server] = {}
+        self._listeners: list[Listener] = []
+        self._closers: set[asyncio.Task] = set()
+        self.closed = False
+
+    # ---- the public operations ----------------------------------------------------------
+
+    def add(self, specs: Iterable[McpServerSpec], source: Source | None = None) -> None:
+        """Start ``specs`` (with ``source`` set on each when given). A name already here
+        keeps its first server; a disabled server is listed as stopped."""
+        for spec in specs:
+            if source is not None and spec.source != source:
+                spec = attrs.evolve(spec, source=source)
+            if spec.name in self._servers:
+                log.warning("MCP server %s is configured twice; the first one stays", spec.name)
+                continue
+            server = self._servers[spec.name] = _Server(spec)
+            if self.closed:
+                server.state, server.reason = "stopped", "the session was closed"
+            elif not spec.enabled:
+                server.state, server.reason = "stopped", "disabled (enabled = false)"
+            else:
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:
+                    continue  # added outside the event loop: started by the first ready()
+                self._start_task(server)
+
+    def _start_task(self, server: _Server) -> None:
+        server.task = asyncio.get_running_loop().create_task(self._start(server), name=f"mcp-start-{server.spec.name}")
+
+    async def ready(self) -> None:
+        """Until every server added so far is up or failed (each bounded by its own
+        ``startupTimeoutS``)."""
+        for server in self._servers.values():
+            if server.state == "starting" and server.task is None:
+                self._start_task(server)
+        starting = [s.task for s in self._servers.values() if s.task is not None and not s.task.done()]
+        if starting:
+            await asyncio.wait(starting)
+
+    def states(self) -> list[McpServerState]:
+        return [server.view() for server in self._servers.values()]
+
+    def add_listener(self, fn: Listener) -> Callable[[], None]:
+        """``fn(state)`` once for each server that fails to start, dies or hangs."""
+        self._listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+        return remove
+
+    def close(self) -> None:
+        """Stop every server now: each process tree is killed before this returns (the
+        agent's ``close()`` is synchronous); their tasks end in the background."""
+        if self.closed:
+            return
+        self.closed = True
+        for server in self._servers.values():
+            if server.state in ("starting", "ready"):
+                server.state, server.reason = "stopped", "the session was closed"
+            if server.connection is not None:
+                server.connection.stop()
+            if server.task is not None and not server.task.done():
+                server.task.cancel()
+
+    async def aclose(self) -> None:
+        self.close()
+        waits = [s.connection.aclose() for s in self._servers.values() if s.connection is not None]
+        tasks = [s.task for s in self._servers.values() if s.task is not None and not s.task.done()]
+        await asyncio.gather(*waits, *tasks, *self._closers, return_exceptions=True)
+
+    # ---- tool calls (dshd.mcp.tools.ToolCaller) ---------------------------------------------
+
+    def refusal(self, name: str) -> str | None:
+        """Why a call to the server ``name`` cannot run now (None: it can)."""
+        server = self._servers.get(name)
+        if server is None:
+            return f"there is no MCP server {name}"
+        if server.state == "ready":
+            return None
+        if server.state == "failed":
+            return f"the MCP server {name} failed ({server.reason}); its tools are gone for this session"
+        return f"the MCP server {name} is {server.state}"
+
+    async def call(self, name: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
+        refused = self.refusal(name)
+        server = self._servers.get(name)
+        if refused is not None or server is None or server.connection is None:
+            return ToolOutcome.failure(f"Not run: {refused or 'the server is not running'}")
+        timeout = server.spec.tool_timeout_s
+        from dshd.mcp.client import ServerGone
+
+        try:
+            result = await server.connection.call(tool, arguments, timeout)
+        except asyncio.TimeoutError:
+            self._fail(server, f"hung: a {tool} call had no answer within {timeout:g} s (toolTimeoutS)")
+            return ToolOutcome.failure(
+                f"Not finished: the MCP server {name} did not answer this {tool} call within {timeout:g} s "
+                "(toolTimeoutS); the server was stopped and its tools are gone for this session"
+            )
+        except ServerGone as exc:
+            return ToolOutcome.failure(f"Not run: the MCP server {name} is gone ({exc})")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a server's error is a failed result, never a crash
+            if server.state == "failed":
+                return ToolOutcome.failure(f"Not finished: the MCP server {name} failed ({server.reason})")
+            message = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
+            return ToolOutcome.failure(f"The MCP server {name} answered the {tool} call with an error: {message}")
+        return result_outcome(result)
+
+    # ---- starting ------------------------------------------------------------------------
+
+    async def _start(self, server: _Server) -> None:
+        spec = server.spec
+        try:
+            connection = await self._connection(server)
+        except StartRefused as exc:
+            self._fail(server, f"not started: {exc}")
+            return
+        server.connection = connection
+        try:
+            listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
+        except asyncio.TimeoutError:
+            self._fail(server, f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)")
+            return
+        except asyncio.CancelledError:
+            connection.stop()
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure to start is the server's state
+            self._fail(server, connection._gone_reason(f"could not start: {_error_text(exc)}"))
+            return
+        if server.state != "starting":
+            return  # failed or closed while it started
+        names = []
+        for tool in listed:
+            if not spec.offers(tool.name):
+                continue
+            made = make_tool(spec, tool, self)
+            if self.catalogue.get(made.name) is not None:
+                log.warning("MCP server %s: a tool named %s is already in the catalogue; %s left out", spec.name, made.name, tool.name)
+                continue
+            self.catalogue.add(made)
+            names.append(made.name)
+        server.tools = tuple(names)
+        server.state = "ready"
+
+    async def _connection(self, server: _Server) -> "Connection":
+        spec = server.spec
+        from dshd.mcp import client  # the SDK: only now that a server starts
+
+        on_gone = lambda reason: self._fail(server, reason)  # noqa: E731
+        if spec.transport == "http":
+            return client.Connection(spec, self.root, headers=_http_headers(spec), on_gone=on_gone)
+        return client.Connection(spec, self.root, launch=await self._launch(spec), on_gone=on_gone)
+
+    async def _launch(self, spec: McpServerSpec) -> "Launch":
+        from dshd.mcp.client import Launch
+
+        cwd = self._cwd(spec)
+        command = [spec.command or "", *spec.args]
+        env = {**command_env(self.env_names), **dict(spec.env)}
+        if spec.sandbox == "none":
+            return Launch(tuple(command), env, cwd)
+        found = await probe()
+        if not found.ok:
+            raise StartRefused(
+                f"no sandbox can be built here: {found.reason}. To fix it: {found.fix.split('; ')[0]}; "
+                'or, knowingly, set sandbox = "none" for this server in your user config'
+            )
+        protect = tuple(self.root / name for name in PROTECTED if os.path.lexists(self.root / name))
+        hide: tuple[Path, ...] = ()
+        mask: tuple[Path, ...] = ()
+        links: tuple[tuple[str, Path], ...] = ()
+        if not self.network:
+            hide, mask = socket_folders(), listening_sockets()
+            links = kept_links(hide)
+        policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links)
+        argv = bwrap_argv(policy, command, cwd, bwrap=found.bwrap or shutil.which("bwrap") or "bwrap")
+        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root)
+
+    def _cwd(self, spec: McpServerSpec) -> Path:
+        """The server's folder: inside the workspace, walked there without following a link."""
+        if spec.cwd is None:
+            return self.root
+        target = Path(os.path.normpath(self.root / spec.cwd))
+        if not target.is_relative_to(self.root):
+            raise StartRefused(f"cwd {spec.cwd} is outside the workspace")
+        try:
+            root_fd = safepath.open_root(self.root)
+            try:
+                os.close(safepath.open_folder(root_fd, safepath.parts_of(self.root, target)))
+            finally:
+                os.close(root_fd)
+        except (FileNotFoundError, NotADirectoryError):
+            raise StartRefused(f"cwd {spec.cwd} is not a folder of the workspace") from None
+        except (PathRefused, OSError) as exc:
+            raise StartRefused(f"cwd {spec.cwd}: {exc}") from None
+        return target
+
+    # ---- failing -------------------------------------------------------------------------
+
+    def _fail(self, server: _Server, reason: str) -> None:
+        """Once per server: failed, its tools withdrawn, stopped, written, told."""
+        if server.state in ("failed", "stopped") or self.closed:
+            return
+        server.state, server.reason = "failed", reason
+        for name in server.tools:
+            self.catalogue.withdraw(name)
+        log.warning("MCP server %s failed: %s", server.spec.name, reason)
+        connection = server.connection
+        if connection is not None:
+            connection.stop()
+            closer = asyncio.get_running_loop().create_task(connection.aclose())
+            self._closers.add(closer)
+            closer.add_done_callback(self._closers.discard)
+        if self._record is not None:
+            try:
+                self._record(server.spec.name, reason)
+            except Exception:  # the store may be closing: the state above stays the truth here
+                log.exception("could not record the failure of MCP server %s", server.spec.name)
+        view = server.view()
+        for fn in list(self._listeners):
+            try:
+                fn(view)
+            except Exception:
+                log.exception("an MCP server listener failed")
+
+
+def _http_headers(spec: McpServerSpec) -> dict[str, str]:
+    headers = dict(spec.headers)
+    if spec.bearer_token_env is not None:
+        token = os.environ.get(spec.bearer_token_env)
+        if not token:
+            raise StartRefused(f"bearerTokenEnv {spec.bearer_token_env} is not set in the daemon's environment")
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _error_text(exc: BaseException) -> str:
+    """An exception as one short line (an SDK group of one error shows that error)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
