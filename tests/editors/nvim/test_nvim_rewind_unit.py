@@ -74,7 +74,9 @@ def test_a_chat_item_with_a_checkpoint_shows_the_hint_and_r_says_why_on_the_othe
         _G.view = view
         for _, item in ipairs(...) do require('dsh.chat').show(view, item) end
         """,
-        ITEMS,
+        # The tool call first runs, then its result rewrites it whole (its fold grew): its
+        # hint must stay on its own line, not be pushed onto what follows.
+        [ITEMS[0], dict(ITEMS[1], status="running", result=None), *ITEMS[1:]],
     )
     shown = editor.lua(
         """

@@ -194,7 +194,8 @@ function M.force_lines(paths)
   for _, path in ipairs(paths) do
     table.insert(lines, ('  %s %s'):format(M.person_mark, tostring(path)))
   end
-  table.insert(lines, 'Rewinding puts them back as they were then: your changes are lost.')
+  table.insert(lines, ('Rewinding puts %s back as %s then: your changes are lost.'):format(
+    #paths == 1 and 'it' or 'them', #paths == 1 and 'it was' or 'they were'))
   return lines, ('%s overwrite my changes and rewind · %s or any other key cancels'):format(M.keys.overwrite, M.keys.cancel)
 end
 

@@ -152,6 +152,9 @@ function Builder:upsert(item, prev)
     if same < #old or same < #out.lines then
       local prompt = self:prompt_row()
       self.folds = ranges_after(self, item.id, first, out.fold, #out.lines - entry.count)
+      -- Its marks go first: a mark on a replaced line would be pushed below the new lines,
+      -- onto the next item (or the prompt area), out of the range paint() clears.
+      vim.api.nvim_buf_clear_namespace(self.buf, hl_ns, first, first + entry.count)
       entry.count, entry.fold = #out.lines, out.fold
       set_lines(self, first + same, first + #old, vim.list_slice(out.lines, same + 1))
       -- The prompt's mark holds on to its row: move it by what the item grew.
