@@ -60,6 +60,7 @@ DISPLACED_SUFFIX = ".dsh-displaced"
 # ls-tree takes paths on its command line up to this many; more and it lists the tree.
 _ARGV_PATHS = 256
 _JOURNAL_CAP = 64 << 20
+_BULK_FILES = 64
 
 # Exactly the files of a shadow repository we made; anything else there means we did not.
 _CONFIG = (
@@ -369,36 +370,44 @@ class ShadowRepo:
             pass
         return "/dev/null"
 
-    def _git(self, *args: str, input: bytes | None = None) -> bytes:
+    def _git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+        return self._finish(self._start(*args, stdin=input is not None, env=env), args, input)
+
+    def _start(self, *args: str, stdin: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         try:
-            done = subprocess.run(
-                self._args(*args), input=input, capture_output=True, env=self._env(), cwd=self.root,
-                stdin=None if input is not None else subprocess.DEVNULL,
+            return subprocess.Popen(
+                self._args(*args), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=env or self._env(), cwd=self.root,
             )
         except OSError as exc:
             raise io_error(exc, self._git_bin, "run") from None
-        if done.returncode != 0:
-            words = done.stderr.decode("utf-8", "replace").strip()[-2000:]
+
+    def _finish(self, proc: subprocess.Popen[bytes], args: tuple[str, ...], input: bytes | None = None) -> bytes:
+        out, err = proc.communicate(input)
+        if proc.returncode != 0:
+            words = err.decode("utf-8", "replace").strip()[-2000:]
             raise DshError("io-error", f"git {args[0]} failed in the checkpoint repository: {words}",
                            path=str(self.git_dir), errno="EIO")
-        return done.stdout
+        return out
 
     # ----- snapshot -----
 
     def _snapshot(self) -> Snapshot:
         index_path = self.git_dir / "index"
         stamp_before = _stamp(index_path)
-        listing = self._git("ls-files", "-z", "-t", "-m", "-o", "-d", "--exclude-standard")
-        tracked_seen: dict[str, None] = {}
-        untracked: list[str] = []
-        for item in listing.split(b"\0"):
-            if not item:
-                continue
-            tag, path = item[:1], os.fsdecode(item[2:])
-            if tag == b"?":
-                untracked.append(path)
-            else:
-                tracked_seen[path] = None
+        # The two halves of "what changed" at once (they only read): the files in the
+        # index whose stat differs from its cache (diff-files lstats them in threads; a
+        # file only touched is listed too and gets its cache refreshed below), and the
+        # files not in it, .gitignore applied.
+        changed_args = ("diff-files", "-z", "--name-only", "--ignore-submodules=all")
+        new_args = ("ls-files", "-z", "-o", "--exclude-standard")
+        changed_proc, new_proc = self._start(*changed_args), self._start(*new_args)
+        try:
+            changed_out = self._finish(changed_proc, changed_args)
+        finally:
+            new_out = self._finish(new_proc, new_args)
+        tracked_seen = dict.fromkeys(os.fsdecode(p) for p in changed_out.split(b"\0") if p)
+        untracked = [os.fsdecode(p) for p in new_out.split(b"\0") if p]
         if not tracked_seen and not untracked and self._last is not None and stamp_before == self._index_stamp:
             return self._last
         update: list[str] = []  # --add --remove --replace: changed, new, gone (git drops those missing)
@@ -427,7 +436,12 @@ class ShadowRepo:
         if force_remove:
             self._git("update-index", "--force-remove", "-z", "--stdin", input=_nul_join(force_remove))
         if update:
-            self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin", input=_nul_join(update))
+            # Many new files (a first snapshot): one pack instead of a file per object, which
+            # is most of a first snapshot's time (git's bulk check-in streams every blob
+            # over the threshold into one pack).
+            bulk = ("-c", "core.bigFileThreshold=1") if len(update) >= _BULK_FILES else ()
+            self._git(*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                      input=_nul_join(update))
         tree = self._git("write-tree").decode().strip()
         stamp_after = _stamp(index_path)
         if self._last is not None and stamp_before == self._index_stamp:

@@ -1,0 +1,444 @@
+"""The shadow repository (SPEC section 20, K-1; K-4 is bench/checkpoints.py): snapshots of
+every file into .dsh/checkpoints.git with the real git binary, restores that are
+all-or-nothing across kill -9, the person's .git never touched, links never followed, and
+a planted repository never trusted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dshd.checkpoints import EMPTY_TREE, FileChange, ShadowRepo
+from dshd.checkpoints.shadow import JOURNAL_NAME
+from dshd.errors import DshError
+
+CHILD = Path(__file__).with_name("shadow_child.py")
+GIT = ["git", "-c", "user.name=person", "-c", "user.email=person@example.invalid"]
+
+
+def write(root: Path, rel: str, text: str | bytes) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+
+
+def files_of(root: Path) -> dict[str, bytes | str]:
+    """Every file (content) and link (its target) under root, but .git and .dsh."""
+    out: dict[str, bytes | str] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not (Path(folder) == root and d in (".git", ".dsh"))]
+        for name in dirs + names:
+            path = Path(folder) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+                if name in dirs:
+                    dirs.remove(name)
+            elif name in names:
+                out[rel] = path.read_bytes()
+    return out
+
+
+def tree_listing(root: Path, tree: str) -> dict[str, str]:
+    """path -> mode of every entry of a tree, read with plain git from the shadow."""
+    out = subprocess.run(["git", "--git-dir", str(root / ".dsh" / "checkpoints.git"), "ls-tree", "-r", "-z", tree],
+                         capture_output=True, check=True).stdout
+    listing = {}
+    for item in out.split(b"\0"):
+        if item:
+            meta, _, name = item.partition(b"\t")
+            listing[name.decode()] = meta.split()[0].decode()
+    return listing
+
+
+def digest_tree(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    write(root, "README.md", "hello\n")
+    write(root, "src/app.py", "print('app')\n")
+    write(root, "src/lib/util.py", "def util():\n    return 1\n")
+    return root
+
+
+def test_snapshot_then_restore_undoes_edits_new_files_deletions_and_a_commands_work(workspace: Path):
+    shadow = ShadowRepo(workspace)
+    before_files = files_of(workspace)
+    before = shadow.snapshot()
+    assert before.files == 3 and len(before.tree) == 40
+
+    write(workspace, "README.md", "edited\n")
+    write(workspace, "src/new/deep/file.txt", "new\n")
+    (workspace / "src/lib/util.py").unlink()
+    # A command changes files too, not only the file tools.
+    subprocess.run(["sh", "-c", "echo made > made.txt && rm src/app.py && mkdir -p tmp && echo t > tmp/t"],
+                   cwd=workspace, check=True)
+    after = shadow.snapshot()
+    assert after.files == 4
+    changes = shadow.changes(before.tree, after.tree)
+    assert changes == [
+        FileChange("README.md", "modified"), FileChange("made.txt", "added"), FileChange("src/app.py", "deleted"),
+        FileChange("src/lib/util.py", "deleted"), FileChange("src/new/deep/file.txt", "added"),
+        FileChange("tmp/t", "added"),
+    ]
+
+    # What the files are now, back to what they were: the reverse direction.
+    back = shadow.changes(after.tree, before.tree)
+    restored = shadow.restore(before.tree, [c.path for c in back], {"checkpoint": 7})
+    assert restored == sorted(c.path for c in back)
+    assert files_of(workspace) == before_files
+    assert not (workspace / "src/new").exists() and not (workspace / "tmp").exists()  # emptied folders go
+    assert shadow.snapshot() == before
+    assert shadow.recover() is None  # nothing was left half-done
+
+
+def test_the_persons_git_is_byte_for_byte_the_same(workspace: Path):
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    subprocess.run([*GIT, "-C", str(workspace), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(workspace), "commit", "-qm", "one"], check=True)
+    write(workspace, "staged.txt", "staged\n")
+    subprocess.run([*GIT, "-C", str(workspace), "add", "staged.txt"], check=True)
+    git_before = digest_tree(workspace / ".git")
+
+    shadow = ShadowRepo(workspace)
+    first = shadow.snapshot()
+    write(workspace, "README.md", "changed\n")
+    write(workspace, "untracked.txt", "u\n")
+    second = shadow.snapshot()
+    shadow.restore(first.tree, [c.path for c in shadow.changes(second.tree, first.tree)], {})
+    shadow.diff(first.tree, second.tree)
+
+    assert ".git/HEAD" not in tree_listing(workspace, second.tree)
+    assert not any(p.startswith((".git/", ".dsh/")) for p in tree_listing(workspace, second.tree))
+    assert digest_tree(workspace / ".git") == git_before
+    assert "staged.txt" in tree_listing(workspace, first.tree)
+
+
+def test_a_workspace_that_is_no_git_repository(workspace: Path):
+    assert not (workspace / ".git").exists()
+    shadow = ShadowRepo(workspace)
+    snap = shadow.snapshot()
+    assert set(tree_listing(workspace, snap.tree)) == {"README.md", "src/app.py", "src/lib/util.py"}
+    assert shadow.changes(EMPTY_TREE, snap.tree)[0] == FileChange("README.md", "added")
+
+
+def test_ignored_files_big_files_and_other_repositories_are_left_out(workspace: Path):
+    write(workspace, ".gitignore", "*.log\nbuild/\n")
+    write(workspace, "debug.log", "noise\n")
+    write(workspace, "build/out.bin", "built\n")
+    write(workspace, "big.bin", b"x" * 2048)
+    write(workspace, "grows.txt", "small\n")
+    subprocess.run(["git", "init", "-q", str(workspace / "vendor/other")], check=True)
+    write(workspace, "vendor/other/inner.txt", "inner\n")
+    # The person's local exclude file counts too.
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    write(workspace, ".git/info/exclude", "local-only.txt\n")
+    write(workspace, "local-only.txt", "mine\n")
+    subprocess.run(["mkfifo", str(workspace / "a-fifo")], check=True)
+
+    shadow = ShadowRepo(workspace, max_file_bytes=1024)
+    first = shadow.snapshot()
+    listed = set(tree_listing(workspace, first.tree))
+    assert listed == {".gitignore", "README.md", "grows.txt", "src/app.py", "src/lib/util.py"}
+    assert first.files == len(listed)
+
+    write(workspace, "grows.txt", "y" * 4096)  # a kept file over the cap later: dropped
+    second = shadow.snapshot()
+    assert "grows.txt" not in tree_listing(workspace, second.tree)
+    assert second.files == first.files - 1
+    assert shadow.changes(first.tree, second.tree) == [FileChange("grows.txt", "deleted")]
+
+
+def test_links_are_stored_as_links_and_never_followed(workspace: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    write(outside, "secret.txt", "outside\n")
+    os.symlink(outside, workspace / "to-outside")
+    os.symlink("README.md", workspace / "readme-link")
+    shadow = ShadowRepo(workspace)
+    snap = shadow.snapshot()
+    listing = tree_listing(workspace, snap.tree)
+    assert listing["to-outside"] == "120000" and listing["readme-link"] == "120000"
+    assert not any("secret" in p for p in listing)
+
+    # Restore of a link puts the link back, pointing where it did.
+    (workspace / "readme-link").unlink()
+    write(workspace, "readme-link", "now a file\n")
+    shadow.restore(snap.tree, ["readme-link"], {})
+    assert os.readlink(workspace / "readme-link") == "README.md"
+
+
+def test_a_restore_through_a_planted_linked_folder_writes_nothing_outside(workspace: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    write(outside, "util.py", "outside stays\n")
+    write(outside, "app.py", "outside stays too\n")
+    shadow = ShadowRepo(workspace)
+    snap = shadow.snapshot()
+    outside_before = digest_tree(outside)
+
+    # Something replaced src/lib with a link out of the workspace, and src/app.py with a link
+    # to a file outside.
+    for path in (workspace / "src/lib/util.py", workspace / "src/app.py"):
+        path.unlink()
+    (workspace / "src/lib").rmdir()
+    os.symlink(outside, workspace / "src/lib")
+    os.symlink(outside / "app.py", workspace / "src/app.py")
+
+    shadow.restore(snap.tree, ["src/lib/util.py", "src/app.py"], {})
+    assert digest_tree(outside) == outside_before
+    assert not (workspace / "src/lib").is_symlink() and (workspace / "src/lib/util.py").read_text().startswith("def")
+    assert not (workspace / "src/app.py").is_symlink() and (workspace / "src/app.py").read_text() == "print('app')\n"
+
+    # A deletion through a linked folder deletes nothing outside either.
+    write(workspace, "gone/x.txt", "x\n")
+    with_gone = shadow.snapshot()
+    (workspace / "gone/x.txt").unlink()
+    (workspace / "gone").rmdir()
+    os.symlink(outside, workspace / "gone")
+    write(outside, "x.txt", "outside x\n")
+    shadow.restore(snap.tree, ["gone/x.txt"], {})
+    assert (outside / "x.txt").read_text() == "outside x\n"
+    assert "gone/x.txt" in tree_listing(workspace, with_gone.tree)
+
+
+def test_a_file_that_became_a_folder_and_back(workspace: Path):
+    shadow = ShadowRepo(workspace)
+    snap = shadow.snapshot()
+    (workspace / "README.md").unlink()
+    write(workspace, "README.md/inner.txt", "inner\n")
+    now = shadow.snapshot()
+    back = [c.path for c in shadow.changes(now.tree, snap.tree)]
+    assert sorted(back) == ["README.md", "README.md/inner.txt"]
+    shadow.restore(snap.tree, back, {})
+    assert (workspace / "README.md").read_text() == "hello\n"
+    shadow.restore(now.tree, back, {})
+    assert (workspace / "README.md/inner.txt").read_text() == "inner\n"
+    assert shadow.snapshot() == now
+
+
+def _plant_hostile_repository(workspace: Path, marker: Path) -> None:
+    """A .dsh/checkpoints.git as a cloned repository could ship it: a clean filter, an
+    fsmonitor hook and a post-index-change hook, each of which would create the marker."""
+    evil = workspace / ".dsh" / "checkpoints.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(evil)], check=True)
+    script = f"#!/bin/sh\ntouch {marker}\ncat\n"
+    write(evil, "evil.sh", script)
+    (evil / "evil.sh").chmod(0o755)
+    hook = evil / "hooks" / "post-index-change"
+    write(evil, "hooks/post-index-change", f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    with open(evil / "config", "a") as config:
+        config.write(f'[filter "evil"]\n\tclean = {evil}/evil.sh\n\tsmudge = {evil}/evil.sh\n'
+                     f"[core]\n\tfsmonitor = {evil}/evil.sh\n\tbare = false\n")
+    write(workspace, ".gitattributes", "* filter=evil\n*.py diff=evil\n")
+
+
+def test_a_planted_shadow_repository_is_moved_aside_and_its_filter_never_runs(workspace: Path, tmp_path: Path):
+    marker = tmp_path / "marker"
+    _plant_hostile_repository(workspace, marker)
+    # Positive control: plain git on a copy of that repository does run the filter.
+    control = tmp_path / "control"
+    shutil.copytree(workspace, control, symlinks=True)
+    subprocess.run(["git", "--git-dir", str(control / ".dsh/checkpoints.git"), "--work-tree", str(control),
+                    "add", "README.md"], check=True, capture_output=True)
+    assert marker.exists()
+    marker.unlink()
+    shadow = ShadowRepo(workspace)
+    first = shadow.snapshot()
+    write(workspace, "src/app.py", "print('changed')\n")
+    second = shadow.snapshot()
+    shadow.diff(first.tree, second.tree)
+    shadow.restore(first.tree, ["src/app.py"], {})
+    assert not marker.exists()
+    aside = [p.name for p in (workspace / ".dsh").iterdir() if p.name.startswith("checkpoints.git.untrusted-")]
+    assert len(aside) == 1
+    # The filter did not run: the file is stored as it is, and .gitattributes itself is in.
+    assert tree_listing(workspace, first.tree)[".gitattributes"] == "100644"
+
+
+def test_a_linked_shadow_repository_is_moved_aside_without_touching_its_target(workspace: Path, tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere.git"
+    (tmp_path / "other").mkdir()
+    ShadowRepo(tmp_path / "other").snapshot()
+    os.rename(tmp_path / "other" / ".dsh" / "checkpoints.git", elsewhere)  # even one of ours, at the end of a link
+    before = digest_tree(elsewhere)
+    (workspace / ".dsh").mkdir()
+    os.symlink(elsewhere, workspace / ".dsh" / "checkpoints.git")
+    ShadowRepo(workspace).snapshot()
+    assert not (workspace / ".dsh" / "checkpoints.git").is_symlink()
+    assert digest_tree(elsewhere) == before
+
+
+def test_the_callers_git_environment_and_home_config_are_ignored(workspace: Path, tmp_path: Path, monkeypatch):
+    marker = tmp_path / "marker"
+    home = tmp_path / "home"
+    write(home, "evil.sh", f"#!/bin/sh\ntouch {marker}\ncat\n")
+    (home / "evil.sh").chmod(0o755)
+    write(home, ".gitconfig", f'[filter "evil"]\n\tclean = {home}/evil.sh\n')
+    write(workspace, ".gitattributes", "* filter=evil\n")
+    # Positive control: plain git in this environment runs the filter.
+    control = tmp_path / "control"
+    write(control, "a.txt", "a\n")
+    write(control, ".gitattributes", "* filter=evil\n")
+    subprocess.run(["git", "init", "-q", str(control)], check=True)
+    subprocess.run(["git", "-C", str(control), "add", "a.txt"], check=True, env={**os.environ, "HOME": str(home)})
+    assert marker.exists()
+    marker.unlink()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.fsmonitor")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"{home}/evil.sh")
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
+    shadow = ShadowRepo(workspace)
+    shadow.snapshot()
+    write(workspace, "README.md", "again\n")
+    shadow.snapshot()
+    assert not marker.exists()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_diff_per_file_binary_and_capped(workspace: Path):
+    shadow = ShadowRepo(workspace)
+    before = shadow.snapshot()
+    write(workspace, "README.md", "".join(f"line {i}\n" for i in range(400)))
+    write(workspace, "blob.bin", b"\0\1\2binary")
+    write(workspace, 'odd "name"\tx.txt', "odd\n")
+    after = shadow.snapshot()
+    diffs = {d.path: d for d in shadow.diff(before.tree, after.tree, max_bytes=1000)}
+    assert set(diffs) == {"README.md", "blob.bin", 'odd "name"\tx.txt'}
+    readme = diffs["README.md"]
+    assert readme.status == "modified" and not readme.binary
+    assert readme.diff.startswith("diff --git a/README.md b/README.md\n") and "-hello" in readme.diff
+    assert len(readme.diff) < 1200 and "left out" in readme.diff.splitlines()[-1]
+    assert diffs["blob.bin"].binary and diffs["blob.bin"].diff is None and diffs["blob.bin"].status == "added"
+    assert "+odd" in diffs['odd "name"\tx.txt'].diff
+    only = shadow.diff(before.tree, after.tree, paths=["blob.bin"])
+    assert [d.path for d in only] == ["blob.bin"]
+
+
+@pytest.mark.parametrize("bad", ["../escape", "/abs", ".git/config", "a/.GIT/x", ".dsh/sessions/x", "a//b", ""])
+def test_restore_refuses_paths_outside_what_a_snapshot_holds(workspace: Path, bad: str):
+    shadow = ShadowRepo(workspace)
+    snap = shadow.snapshot()
+    with pytest.raises(DshError) as caught:
+        shadow.restore(snap.tree, [bad], {})
+    assert caught.value.kind == "invalid-params" and caught.value.data == {"field": "paths"}
+
+
+def test_restore_refuses_an_unknown_tree_and_changes_nothing(workspace: Path):
+    shadow = ShadowRepo(workspace)
+    shadow.snapshot()
+    before = files_of(workspace)
+    with pytest.raises(DshError) as caught:
+        shadow.restore("0" * 40, ["README.md"], {})
+    assert caught.value.kind == "io-error"
+    with pytest.raises(DshError) as caught:
+        shadow.restore("not-a-tree", ["README.md"], {})
+    assert caught.value.data == {"field": "tree"}
+    assert files_of(workspace) == before
+    assert not (workspace / ".dsh" / "checkpoints.git" / JOURNAL_NAME).exists()
+
+
+def _spawn(*args: str) -> subprocess.Popen:
+    # Its own process group, so the kill takes the git processes it runs with it.
+    return subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _kill_after_start(proc: subprocess.Popen, delay: float) -> bool:
+    """Kill the child's whole group ``delay`` seconds after it says "start"; True when it
+    had not finished by then."""
+    assert proc.stdout.readline().strip() == b"start"
+    time.sleep(delay)
+    finished = proc.poll() is not None
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return not finished
+
+
+def _many_files(root: Path, count: int, text: str) -> list[str]:
+    paths = [f"d{n % 10}/f{n:04d}.txt" for n in range(count)]
+    for rel in paths:
+        write(root, rel, f"{text} {rel}\n")
+    return paths
+
+
+def test_kill_during_a_snapshot_then_recover_and_snapshot_again(tmp_path: Path):
+    root = tmp_path / "ws"
+    _many_files(root, 600, "v1")
+    before = files_of(root)
+    # A reference tree from a shadow repository no one killed.
+    reference_root = tmp_path / "ref"
+    _many_files(reference_root, 600, "v1")
+    reference = ShadowRepo(reference_root).snapshot()
+    rng = random.Random(5)
+    mid_way = 0
+    for attempt in range(30):
+        killed = _kill_after_start(_spawn("snapshot", str(root)), rng.uniform(0.0, 0.15))
+        mid_way += killed and (root / ".dsh/checkpoints.git/index.lock").exists()
+        if mid_way >= 2:
+            break
+    assert mid_way >= 1, "no kill landed while git held the index"
+    assert files_of(root) == before  # a snapshot never changes the workspace
+    shadow = ShadowRepo(root)
+    assert shadow.recover() is None
+    assert not (root / ".dsh/checkpoints.git/index.lock").exists()
+    assert shadow.snapshot() == reference
+
+
+def test_kill_during_a_restore_then_recover_finishes_it(tmp_path: Path):
+    root = tmp_path / "ws"
+    paths = _many_files(root, 300, "old")
+    shadow = ShadowRepo(root)
+    old = shadow.snapshot()
+    old_files = files_of(root)
+    _many_files(root, 300, "new")
+    write(root, "extra/added.txt", "added\n")
+    new = shadow.snapshot()
+    new_files = files_of(root)
+    wanted = [c.path for c in shadow.changes(new.tree, old.tree)]
+    assert len(wanted) == 301
+    paths_file = tmp_path / "paths.json"
+    paths_file.write_text(json.dumps(wanted))
+    journal = root / ".dsh/checkpoints.git" / JOURNAL_NAME
+
+    rng = random.Random(7)
+    half_done = False
+    for attempt in range(40):
+        _kill_after_start(_spawn("restore", str(root), old.tree, str(paths_file)), rng.uniform(0.0, 0.4))
+        now = files_of(root)
+        if journal.exists():
+            half_done = half_done or (now != old_files and now != new_files)
+            assert ShadowRepo(root).recover() == {"by": "child"}
+            assert files_of(root) == old_files  # all after
+        else:
+            assert now in (old_files, new_files)  # all before, or all after
+        assert not journal.exists()
+        assert ShadowRepo(root).recover() is None
+        if half_done:
+            break
+        shadow.restore(new.tree, wanted, {})  # back to "new" for the next try
+        assert files_of(root) == new_files
+    assert half_done, "no kill landed part-way through a restore"
+    assert not any(p.name.startswith(".dsh-restore-") for p in root.rglob("*"))
+    assert ShadowRepo(root).snapshot() == old
+    assert paths[0] in tree_listing(root, old.tree)
