@@ -232,6 +232,17 @@ def describe_event(event) -> str:
         if g.blockedReason:
             text += f" [{g.blockedReason.code}: {_clip(g.blockedReason.message, 40)}]"
         return text
+    if cls is ev.CheckpointTaken:
+        return f"checkpoint {d.phase} step {d.step}: tree {d.tree[:12]}, {d.files} files"
+    if cls is ev.CheckpointRestored:
+        from dshd.formats import shown
+
+        text = f"restored {len(d.files)} files to checkpoint {d.checkpoint}"
+        if d.files:
+            text += f": {_clip(shown(', '.join(d.files)), 50)}"
+        if d.forced:
+            text += f" ({len(d.forced)} of them changed by the person, overwritten)"
+        return text
     return cls.__name__
 
 
@@ -362,7 +373,10 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
     """The configured provider: does it answer, is its key variable set (never the key).
     The config is read as the daemon reads it (user config, workspace file, trust): a
     workspace file's guarded keys apply only to a trusted folder (``--trusted`` says so,
-    as an editor would), so the doctor never sends the key where the daemon would not."""
+    as an editor would), so the doctor never sends the key where the daemon would not.
+    Then the MCP servers a session would start: started as a session starts them (in the
+    sandbox), their state and tools read, and stopped again; a workspace's servers only in
+    a trusted folder (else they are named as ignored)."""
     import asyncio
 
     from dshd.agent.config_layers import load_layers, user_config_path
@@ -378,31 +392,96 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
             where = f" (in {exc.data['file']})" if "file" in exc.data else ""
             print(f"config    NOT ok: {exc.message}{where}\nunhealthy")
         return EXIT_FAIL
-    health = asyncio.run(check(loaded.config))
+
+    async def both():
+        return await asyncio.gather(check(loaded.config), _mcp_states(workspace, loaded.config))
+
+    health, mcp_states = asyncio.run(both())
+    mcp_ignored = [item for item in loaded.ignored if item.key.startswith("mcp")]
+    mcp_failed = any(state.state == "failed" for state in mcp_states)
+    healthy = health.healthy and not mcp_failed
     if as_json:
         ignored = [{"file": item.file, "key": item.key, "why": item.why} for item in loaded.ignored]
-        print(json.dumps({"workspace": str(workspace), "trusted": loaded.trusted, "ignored": ignored, **health.to_dict()}))
-        return EXIT_OK if health.healthy else EXIT_FAIL
+        mcp = {
+            "plugin": "mcp" in loaded.config.plugins,
+            "servers": [
+                {"name": s.name, "source": s.source, "transport": s.transport, "state": s.state, "reason": s.reason, "tools": list(s.tools)}
+                for s in mcp_states
+            ],
+            "ignored": [{"file": item.file, "key": item.key, "why": item.why} for item in mcp_ignored],
+        }
+        print(json.dumps({"workspace": str(workspace), "trusted": loaded.trusted, "ignored": ignored, **health.to_dict(), "healthy": healthy, "mcp": mcp}))
+        return EXIT_OK if healthy else EXIT_FAIL
     out = sys.stdout
     out.write(f"workspace {workspace}{'' if loaded.trusted else ' (not trusted)'}\n")
     for item in loaded.ignored:
         out.write(f"ignored   {item.key} from {item.file}: {item.why}\n")
     if health.provider == "scripted":
-        out.write("provider  scripted (no network, no key)\nhealthy\n")
-        return EXIT_OK
-    out.write(f"provider  {health.provider}, model {health.model}, baseUrl {health.base_url}\n")
-    if health.key_set:
-        out.write(f"key       {health.key_env} is set\n")
-    elif health.key_needed:
-        out.write(f"key       {health.key_env} is NOT set: set it to your API key in the environment that starts dshd\n")
+        out.write("provider  scripted (no network, no key)\n")
     else:
-        out.write(f"key       {health.key_env} is not set (a server on this machine may not need one)\n")
-    if health.answered:
-        out.write(f"answers   yes (a one-token reply in {health.ms} ms)\nhealthy\n")
-    else:
-        assert health.error is not None
-        out.write(f"answers   NO: {health.error['kind']}: {health.error['message']}\nunhealthy\n")
-    return EXIT_OK if health.healthy else EXIT_FAIL
+        out.write(f"provider  {health.provider}, model {health.model}, baseUrl {health.base_url}\n")
+        if health.key_set:
+            out.write(f"key       {health.key_env} is set\n")
+        elif health.key_needed:
+            out.write(f"key       {health.key_env} is NOT set: set it to your API key in the environment that starts dshd\n")
+        else:
+            out.write(f"key       {health.key_env} is not set (a server on this machine may not need one)\n")
+        if health.answered:
+            out.write(f"answers   yes (a one-token reply in {health.ms} ms)\n")
+        else:
+            assert health.error is not None
+            out.write(f"answers   NO: {health.error['kind']}: {health.error['message']}\n")
+    for line in _mcp_lines(loaded, mcp_states, mcp_ignored):
+        out.write(f"mcp       {line}\n")
+    out.write("healthy\n" if healthy else "unhealthy\n")
+    return EXIT_OK if healthy else EXIT_FAIL
+
+
+async def _mcp_states(workspace: Path, config) -> list:
+    """The configured MCP servers, started as a session starts them (in the command
+    sandbox, each bounded by its startupTimeoutS), as they stood once all were up or
+    failed; every process tree is stopped before this returns."""
+    if "mcp" not in config.plugins or not config.mcp.servers:
+        return []
+    from dshd.agent.tools import ToolCatalogue
+    from dshd.mcp.config import specs_from_config
+    from dshd.mcp.servers import McpServers
+
+    servers = McpServers(workspace, ToolCatalogue(), network=config.tools.network, env_names=config.tools.env)
+    servers.add(specs_from_config(config.mcp.servers, config.mcp_workspace_servers))
+    try:
+        await servers.ready()
+        return servers.states()
+    finally:
+        await servers.aclose()
+
+
+def _mcp_lines(loaded, states: list, ignored: list) -> list[str]:
+    """One line per server: name, where it was configured, how it is reached, its state
+    and why, its tools; names and reasons escaped (a server's own words, a cloned repository's names)."""
+    from dshd.formats import clip, shown
+
+    config = loaded.config
+    if "mcp" not in config.plugins:
+        if config.mcp.servers:
+            return [f'off: the mcp plugin is not in plugins, so none of the {len(config.mcp.servers)} configured servers starts']
+        return []
+    lines = []
+    for state in states:
+        head = f"{shown(state.name)} ({state.source}, {state.transport}): "
+        if state.state == "ready":
+            names = ", ".join(shown(t) for t in state.tools) or "none"
+            lines.append(f"{head}ready, {len(state.tools)} tool{'' if len(state.tools) == 1 else 's'}: {names}")
+        elif state.state == "failed":
+            lines.append(f"{head}FAILED: {clip(shown(state.reason or 'no reason given'), 300)}")
+        else:
+            lines.append(f"{head}{state.state}" + (f" ({shown(state.reason)})" if state.reason else ""))
+    for item in ignored:
+        name = item.key.removeprefix("mcp.servers.").removeprefix("mcpServers.")
+        lines.append(f"{shown(name)} (workspace, {shown(Path(item.file).name)}): ignored, {item.why}")
+    if not lines:
+        lines.append("no servers configured")
+    return lines
 
 
 # ---- entry point ------------------------------------------------------------------------

@@ -145,7 +145,7 @@ class AcpTestClient:
     async def close(self) -> None: ...
     async def initialize(self) -> dict: ...
     async def new_session(self, cwd: str | None = None, mcp_servers: list | None = None) -> dict: ...
-    async def load_session(self, session_id: str, cwd: str | None = None) -> dict: ...
+    async def load_session(self, session_id: str, cwd: str | None = None, mcp_servers: list | None = None) -> dict: ...
     async def list_sessions(self, cwd: str | None = None) -> dict: ...
     async def prompt(self, session_id: str, prompt: str | list[dict]) -> dict: ...
     async def cancel(self, session_id: str) -> None: ...
@@ -223,8 +223,8 @@ class PythonSdkClient(AcpTestClient):
     async def new_session(self, cwd=None, mcp_servers=None) -> dict:
         return await self._call(self.conn.new_session(cwd=cwd or self.cwd, mcp_servers=mcp_servers or []))
 
-    async def load_session(self, session_id, cwd=None) -> dict:
-        return await self._call(self.conn.load_session(cwd=cwd or self.cwd, session_id=session_id, mcp_servers=[]))
+    async def load_session(self, session_id, cwd=None, mcp_servers=None) -> dict:
+        return await self._call(self.conn.load_session(cwd=cwd or self.cwd, session_id=session_id, mcp_servers=mcp_servers or []))
 
     async def list_sessions(self, cwd=None) -> dict:
         return await self._call(self.conn.list_sessions(cwd=cwd))
@@ -346,8 +346,8 @@ class TsSdkClient(AcpTestClient):
     async def new_session(self, cwd=None, mcp_servers=None) -> dict:
         return await self.request("session/new", {"cwd": cwd or self.cwd, "mcpServers": mcp_servers or []})
 
-    async def load_session(self, session_id, cwd=None) -> dict:
-        return await self.request("session/load", {"sessionId": session_id, "cwd": cwd or self.cwd, "mcpServers": []})
+    async def load_session(self, session_id, cwd=None, mcp_servers=None) -> dict:
+        return await self.request("session/load", {"sessionId": session_id, "cwd": cwd or self.cwd, "mcpServers": mcp_servers or []})
 
     async def list_sessions(self, cwd=None) -> dict:
         return await self.request("session/list", {} if cwd is None else {"cwd": cwd})

@@ -153,19 +153,6 @@ async def test_cwd_must_be_the_workspace(client, tmp_path):
     assert err.value.data["field"] == "cwd" and "absolute" in err.value.message
 
 
-async def test_mcp_servers_are_reported_as_not_used(client):
-    server = {"name": "files", "command": "/bin/true", "args": [], "env": []}
-    session = await client.new_session(mcp_servers=[server])
-    sid = session["sessionId"]
-    assert session["_meta"]["dsh"]["mcpServers"] == {
-        "used": False,
-        "ignored": ["files"],
-        "why": "dshd does not connect to MCP servers yet",
-    }
-    note = await client.wait_update(lambda u: u["update"]["sessionUpdate"] == "agent_message_chunk")
-    assert "files" in note["update"]["content"]["text"] and note["sessionId"] == sid
-
-
 async def test_cancel_ends_a_running_turn(clients):
     write_workspace(clients.workspace, [{"text": "too slow", "delayMs": 20000}])
     client = await clients.start()

@@ -183,6 +183,16 @@ def test_words_of_permissions_failures_and_compaction():
     assert _items("compaction")["compaction-10"]["text"] == "Context compacted: 182k -> 14k tokens"
 
 
+def test_words_of_mcp_server_failures():
+    notices = [i for i in load("mcp-servers")["items"] if i["kind"] == "notice"]
+    assert [(n["server"], n["seq"], "about" in n) for n in notices] == [("time", 2, False), ("docs", 7, False)]
+    assert notices[0]["text"] == (
+        'MCP server "time" failed: could not start: exited with status 1. '
+        "Its tools are gone for this session; open the session again to start it again."
+    )
+    assert "\x1b" not in notices[1]["text"] and "\\u001b[2J" in notices[1]["text"]  # the server's words, escaped
+
+
 def test_tokens_and_seconds_round_halves_up_without_floats():
     cases = {0: "0", 999: "999", 1000: "1k", 1049: "1k", 1050: "1.1k", 12400: "12.4k", 18950: "19k", 99950: "100k",
              182000: "182k", 999499: "999k", 999500: "1M", 1250000: "1.3M"}  # fmt: skip
@@ -193,10 +203,10 @@ def test_tokens_and_seconds_round_halves_up_without_floats():
 # ---- never a crash ------------------------------------------------------------------------------
 
 KNOWN = ["session/start", "turn/open", "turn/close", "user/message", "request/header", "assistant/message",
-         "tool/call", "tool/result", "plan/mode", "goal/change", "permission/decision", "context/compact", "future/x"]  # fmt: skip
+         "tool/call", "tool/result", "plan/mode", "goal/change", "permission/decision", "context/compact", "mcp/server", "future/x"]  # fmt: skip
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["text", "callId", "turn", "step", "goal", "op", "ok", "name", "plan", "arguments"]), inner, max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["text", "callId", "turn", "step", "goal", "op", "ok", "name", "plan", "arguments", "state", "reason"]), inner, max_size=4),
     max_leaves=10,
 )  # fmt: skip
 _event = st.fixed_dictionaries(

@@ -76,7 +76,7 @@ from dshd.services.plan_mode import PlanModeController
 
 log = logging.getLogger("dshd.acp")
 
-MCP_NOT_USED = "dshd does not connect to MCP servers yet"
+MCP_OFF = 'MCP is turned off in this workspace: add "mcp" to `plugins` in .dsh/config.toml'
 
 
 class AcpDoor(AcpHostClient):
@@ -177,7 +177,7 @@ class AcpDoor(AcpHostClient):
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
             ),
             agent_info=Implementation(name="dshd", title="dshd", version=__version__),
@@ -189,30 +189,36 @@ class AcpDoor(AcpHostClient):
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any) -> NewSessionResponse:
         self._check_cwd(cwd, additional_directories)
+        servers = mcp_server_dicts(mcp_servers)
+        specs = _acp_specs(servers)  # a bad list is -32602 before a session is made
         agent = self._workspace.create_session()
         live = self._open(agent)
-        self._after_answer(live, mcp_servers)
+        connected = _connect_mcp(agent, servers, specs)
+        self._after_answer(live, connected)
         return NewSessionResponse(
             session_id=agent.session_id,
             modes=self._modes(agent),
             config_options=self._config_options(agent),
-            field_meta=self._meta(agent, mcp_servers),
+            field_meta=self._meta(agent, connected),
         )
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any) -> LoadSessionResponse:
         self._check_cwd(cwd, additional_directories)
         if not is_session_id(session_id):
             raise invalid_params("sessionId", f"not a dshd session id: {session_id!r}")
+        servers = mcp_server_dicts(mcp_servers)
+        specs = _acp_specs(servers)
         agent = self._workspace.open_session(session_id)
         live = self.sessions.get(session_id)
         if live is None or live.agent is not agent:
             live = self._open(agent)
         live.replay()
-        self._after_answer(live, mcp_servers)
+        connected = _connect_mcp(agent, servers, specs)
+        self._after_answer(live, connected)
         return LoadSessionResponse(
             modes=self._modes(agent),
             config_options=self._config_options(agent),
-            field_meta=self._meta(agent, mcp_servers),
+            field_meta=self._meta(agent, connected),
         )
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> ListSessionsResponse:
@@ -380,16 +386,16 @@ class AcpDoor(AcpHostClient):
     def _config_options(agent: Any) -> Any:
         return config_options(agent.store.state.plan.active) if PlanModeController in agent.features else None
 
-    def _meta(self, agent: Any, mcp_servers: Any) -> dict[str, Any]:
+    def _meta(self, agent: Any, connected: "McpConnected") -> dict[str, Any]:
         meta: dict[str, Any] = {}
         goals = agent.features.get(GoalService)
         if goals is not None:
             meta["goal"] = goal_meta(goals.get())
-        if mcp_servers:
-            meta["dsh"] = {"mcpServers": {"used": False, "ignored": [_server_name(s) for s in mcp_servers], "why": MCP_NOT_USED}}
+        if connected.given:
+            meta["dsh"] = {"mcpServers": connected.to_meta()}
         return meta
 
-    def _after_answer(self, live: LiveSession, mcp_servers: Any) -> None:
+    def _after_answer(self, live: LiveSession, connected: "McpConnected") -> None:
         """Told right after the answer (the client knows the session by then)."""
 
         def tell() -> None:
@@ -402,10 +408,9 @@ class AcpDoor(AcpHostClient):
             if self._config_note is not None:
                 live.send_text(self._config_note)
                 self._config_note = None
-            if mcp_servers:
-                names = ", ".join(_server_name(s) for s in mcp_servers)
-                log.warning("MCP servers not used (%s): %s", MCP_NOT_USED, names)
-                live.send_text(f"Note: {MCP_NOT_USED}; these servers were not started: {names}.")
+            for name, why in connected.ignored:
+                log.warning("MCP server %s from the client not started: %s", name, why)
+                live.send_text(f"Note: the MCP server {shown(name)} was not started: {why}.\n")
 
         asyncio.get_running_loop().call_soon(tell)
 
@@ -417,5 +422,69 @@ def config_note(loaded: Any) -> str | None:
     return None if notice is None else f"Note: {notice}"
 
 
-def _server_name(server: Any) -> str:
-    return getattr(server, "name", None) or "?"
+# ---- MCP servers the client gives (session/new, session/load) ------------------------------
+
+
+class McpConnected:
+    """What became of the client's MCP servers for one session: started (or already
+    running there: a load of a session open elsewhere), or not started and why."""
+
+    def __init__(self) -> None:
+        self.given = False
+        self.started: list[str] = []
+        self.running: list[str] = []
+        self.ignored: list[tuple[str, str]] = []
+
+    def to_meta(self) -> dict[str, Any]:
+        return {
+            "started": self.started,
+            "alreadyRunning": self.running,
+            "ignored": [{"name": name, "why": why} for name, why in self.ignored],
+        }
+
+
+def mcp_server_dicts(mcp_servers: Any) -> list[dict[str, Any]]:
+    """The SDK's models as the plain JSON the wire carried (a stdio server has no
+    ``type``; an http one ``"http"``)."""
+    out = []
+    for server in mcp_servers or ():
+        value = server.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(server, "model_dump") else server
+        if isinstance(value, dict):
+            value.pop("_meta", None)
+            out.append(value)
+    return out
+
+
+def _acp_specs(servers: list[dict[str, Any]]) -> list[Any]:
+    """The specs of the client's servers. dshd connects stdio and http ones (initialize
+    says so); any other kind, or a malformed entry, is -32602 naming the field
+    (``mcpServers[1].command``), before anything starts."""
+    if not servers:
+        return []
+    from dshd.mcp.config import specs_from_acp  # no SDK import: that waits for a server to start
+
+    return specs_from_acp(servers)
+
+
+def _connect_mcp(agent: Any, servers: list[dict[str, Any]], specs: list[Any]) -> McpConnected:
+    """Starts the client's servers for this session, in the sandbox like any other stdio
+    server (the client is the person's editor: its list is their choice, so no trust
+    question). A server already running in the session (the same name) is left as it is."""
+    connected = McpConnected()
+    connected.given = bool(servers)
+    if not specs:
+        return connected
+    from dshd.mcp.servers import McpServers
+
+    mcp = agent.features.get(McpServers)
+    if mcp is None:
+        connected.ignored += [(spec.name, MCP_OFF) for spec in specs]
+        return connected
+    known = {state.name for state in mcp.states()}
+    fresh = [spec for spec in specs if spec.name not in known]
+    connected.running = [spec.name for spec in specs if spec.name in known]
+    if fresh:
+        mcp.add(fresh, source="acp")
+        connected.started = [spec.name for spec in fresh]
+    log.info("session %s: MCP servers from the client: started %s, already running %s", agent.session_id, connected.started, connected.running)
+    return connected

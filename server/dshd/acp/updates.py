@@ -24,6 +24,8 @@ sent).
     tool/result         tool_call_update: completed | failed, the result as content
                         A reply that looks like a tool call written as text (a JSON
                         object naming an offered tool: nothing ran) gets a quoted note after it
+    mcp/server          an MCP server that failed to start, died or hung: a quoted note
+                        naming it and why (messageId notice-<seq>), live and on replay
     delta text          agent_message_chunk
     delta tool-arguments  tool_call (pending, title from the name) once per call
 
@@ -52,6 +54,7 @@ from acp.schema import (
 from dshd.agent.deltas import AgentDelta
 from dshd.agent.tools import ToolCatalogue, ToolDescription
 from dshd.api.escape import shown, shown_lines
+from dshd.api.words import mcp_server_failed_text
 from dshd.api.written_calls import notice_text, written_tool_call
 from dshd.plugins import known_tools
 from dshd.plugins.plan import TOOL_NAME as EXIT_PLAN_MODE
@@ -257,6 +260,9 @@ class UpdateTranslator:
             name, arguments, old = self._calls.pop(call_id, (None, {}, None))
             self._announced.discard(call_id)
             return [tool_result_update(self.root, call_id, name, arguments, data["ok"], data["content"], old)]
+        if kind == "mcp/server" and data.get("state") == "failed":
+            said = mcp_server_failed_text(str(data.get("name", "?")), data.get("reason"))
+            return [agent_text(f"\n\n> **Note from dshd**\n> {said}\n\n", f"notice-{event.get('seq')}")]
         return []
 
     def tool_started(self, call_id: str) -> list[Any]:

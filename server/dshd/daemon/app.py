@@ -8,6 +8,9 @@
   and records whether the client answers ``dsh/questions/ask``.
 - ``initialized``: when config keys were ignored, one ``window/showMessage`` says which
   and how to trust the folder (``dsh/config/get`` shows them at any time).
+- An MCP server of a followed agent that fails to start, dies or hangs: one
+  ``window/showMessage`` (warning) naming it and why, once per server (the chat's
+  ``mcp-server-failed`` notice says it too, and stays after a reload).
 - Every live agent is attached to the connection's :class:`~dshd.api.hub.Hub`, whose door
   (this class) turns its committed events, plan changes, goal changes and, once the
   client asked for its chat, chat items into ``dsh/session/event``, ``dsh/plan/changed``,
@@ -23,7 +26,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import unquote, urlparse
 
 
@@ -37,6 +40,7 @@ from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.rpc_errors import DshRpcError
 from dshd.daemon.server import DshServer, InitializeParams
+from dshd.api import words
 from dshd.api.unchosen_model import workspace_model
 from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
@@ -75,6 +79,7 @@ class DshDaemon(HostClient, DshServer):
         self.host.connect(self)
         self._init_host_client()
         self.dsh_workspace: Workspace | None = None
+        self._mcp_watches: dict[str, Callable[[], None]] = {}  # agent id -> remover of its MCP listener
         self.config_report: LoadedConfig | None = None
         self.questions = WireQuestions(self)
         self.approvals = WireApprovals(self)
@@ -188,6 +193,28 @@ class DshDaemon(HostClient, DshServer):
             trace, sid = self._trace, agent.session_id
             agent.store.on_durable = lambda event: trace.write(f"{sid} {event.seq} {time.monotonic_ns()}\n")
         self.hub.attach(agent, running)
+        self._watch_mcp(agent)
+
+    def unfollow(self, agent) -> None:
+        remove = self._mcp_watches.pop(agent.agent_id, None)
+        if remove is not None:
+            remove()
+        super().unfollow(agent)
+
+    def _watch_mcp(self, agent) -> None:
+        """A failed MCP server of this agent: one warning the editor shows (not a chat line)."""
+        from dshd.mcp.servers import McpServers  # the SDK is not loaded by this
+
+        servers = agent.features.get(McpServers)
+        if servers is None or agent.agent_id in self._mcp_watches:
+            return
+
+        def failed(state) -> None:
+            message = words.mcp_server_failed_text(state.name, state.reason)
+            logger.warning("session %s: %s", agent.session_id, message)
+            self._host_notify("window/showMessage", {"type": MESSAGE_TYPE_WARNING, "message": message})
+
+        self._mcp_watches[agent.agent_id] = servers.add_listener(failed)
 
     # The hub's door (dshd.api.hub.Door): each agent's news as dsh/* notifications,
     # carrying that agent's id only.
