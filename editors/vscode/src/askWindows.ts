@@ -2,11 +2,14 @@
 // question ends, however it ends: its editor tabs, and a notification saying where to answer.
 import * as vscode from 'vscode';
 
-/** The documents a tab shows: a text or custom editor's (the markdown preview), both sides of a diff. */
+/** The documents a tab shows: a text or custom editor's (the markdown preview), both sides of a diff, every side of a multi-file diff. */
 function tabUris(tab: vscode.Tab): vscode.Uri[] {
   const input = tab.input;
-  return input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom ? [input.uri]
-    : input instanceof vscode.TabInputTextDiff ? [input.original, input.modified] : [];
+  if (input instanceof vscode.TabInputText || input instanceof vscode.TabInputCustom) return [input.uri];
+  if (input instanceof vscode.TabInputTextDiff) return [input.original, input.modified];
+  // A multi-file changes view (`vscode.changes`; TabInputTextMultiDiff, newer than the API this builds against).
+  const diffs = (input as { textDiffs?: unknown } | undefined)?.textDiffs;
+  return Array.isArray(diffs) ? diffs.flatMap((d) => (d instanceof vscode.TabInputTextDiff ? [d.original, d.modified] : [])) : [];
 }
 
 /** The documents this extension shows (plans, approvals, transcripts): not the person's own work. */

@@ -13,7 +13,7 @@ import { asDaemonError } from './daemon';
 import type { CheckpointFileRestore, CheckpointRestoreResult, DshRequest, SessionHandle } from './protocol';
 import type { ParamsOf, ResultOf } from './daemon';
 import {
-  checkpointPlace, confirmWords, doneWords, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
+  checkpointPlace, confirmWords, doneWords, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
 } from './rewindWords';
 
 export const REWIND_SCHEME = 'dsh-rewind';
@@ -114,7 +114,9 @@ export class Rewinds implements vscode.Disposable {
 
   private async overwrite(paths: string[]): Promise<boolean> {
     const words = overwriteWords(paths);
-    return (await vscode.window.showWarningMessage(words.message, { modal: true, detail: words.detail }, OVERWRITE_MY_CHANGES)) === OVERWRITE_MY_CHANGES;
+    // The first button has the focus (a modal's Cancel never does): a stray Enter keeps the person's work.
+    const picked = await vscode.window.showWarningMessage(words.message, { modal: true, detail: words.detail }, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES);
+    return picked === OVERWRITE_MY_CHANGES;
   }
 
   /** Opens the diff editor: one file as a diff, several as one multi-file changes view. */
@@ -125,8 +127,9 @@ export class Rewinds implements vscode.Disposable {
     const pairs = files.map((f) => {
       const sides = rewindSides(f, root ? readInside(root, f.path) : undefined);
       const mark = f.changedByPerson ? ' (changed by you)' : '';
-      const left = vscode.Uri.from({ scheme: REWIND_SCHEME, path: `${base}/now/${f.path}` });
-      const right = vscode.Uri.from({ scheme: REWIND_SCHEME, path: `${base}/after-rewind/${f.path}` });
+      // One path for both sides (the changes view would read two as a rename); the query says which.
+      const left = vscode.Uri.from({ scheme: REWIND_SCHEME, path: `${base}/${f.path}`, query: 'now' });
+      const right = vscode.Uri.from({ scheme: REWIND_SCHEME, path: `${base}/${f.path}`, query: 'after-rewind' });
       this.docs.set(left.toString(), sides.now);
       this.docs.set(right.toString(), sides.after);
       const resource = root ? vscode.Uri.file(path.join(root, f.path)) : right;
@@ -139,7 +142,8 @@ export class Rewinds implements vscode.Disposable {
       return uris;
     }
     const mine = files.filter((f) => f.changedByPerson).map((f) => f.path);
-    const title = `Rewind to before ${place}: ${files.length} files, now ↔ after${mine.length ? ` · changed by you: ${mine.join(', ')}` : ''}`;
+    // VS Code adds "(N files)".
+    const title = `Rewind to before ${place}: now ↔ after${mine.length ? ` · changed by you: ${mine.join(', ')}` : ''}`;
     try {
       await vscode.commands.executeCommand('vscode.changes', title, pairs.map((p) => [p.resource, p.left, p.right]));
     } catch {

@@ -8,6 +8,8 @@ import type { CheckpointFileRestore, CheckpointInfo } from './protocol';
 export const REWIND_FILES = 'Rewind files';
 export const REWIND_FILES_AND_CONVERSATION = 'Rewind files and conversation';
 export const OVERWRITE_MY_CHANGES = 'Overwrite my changes';
+/** The second question's first button (it has the focus): restores nothing, like Cancel. */
+export const KEEP_MY_CHANGES = 'Keep my changes';
 
 /** Where a checkpoint sits, in words: "turn 2, step 1" (just "checkpoint 14" when the list does not have it). */
 export function checkpointPlace(seq: number, info: CheckpointInfo | undefined): string {
@@ -52,7 +54,7 @@ export function overwriteWords(paths: string[]): { message: string; detail: stri
   if (paths.length > list.length) list.push(`• …and ${paths.length - list.length} more`);
   return {
     message: paths.length === 1 ? 'You changed this file since the agent\'s last step. Overwrite your changes?' : `You changed ${paths.length} of these files since the agent's last step. Overwrite your changes?`,
-    detail: [...list, '', 'Rewinding puts them back as they were at the checkpoint: your changes to them are lost. Cancel restores nothing.'].join('\n'),
+    detail: [...list, '', 'Rewinding puts them back as they were at the checkpoint: your changes to them are lost. Keep my changes (or Cancel) restores nothing.'].join('\n'),
   };
 }
 
