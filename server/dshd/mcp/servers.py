@@ -224,6 +224,10 @@ class McpServers:
         except StartRefused as exc:
             self._fail(server, f"not started: {exc}")
             return
+        except Exception as exc:  # noqa: BLE001 - e.g. the SDK cannot be imported: failed, said why
+            log.exception("MCP server %s could not be prepared", spec.name)
+            self._fail(server, f"not started: {_error_text(exc)}")
+            return
         server.connection = connection
         try:
             listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
@@ -313,6 +317,7 @@ class McpServers:
         server.state, server.reason = "failed", reason
         for name in server.tools:
             self.catalogue.withdraw(name)
+        server.tools = ()  # gone for the session
         log.warning("MCP server %s failed: %s", server.spec.name, reason)
         connection = server.connection
         if connection is not None:

