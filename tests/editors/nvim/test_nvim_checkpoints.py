@@ -1,7 +1,7 @@
 """Rewind to here (SPEC 20, K-3) in Neovim's own terminal UI against the real daemon.
 
-Neovim runs in tmux with the plugin, which starts the real `dshd serve` with its scripted
-model; the model's steps rewrite a file with `write_file`, so the daemon takes a checkpoint
+Neovim runs in tmux (and, for the list of checkpoints, headless under pynvim) with the
+plugin, which starts the real `dshd serve` with its scripted model; the model's steps rewrite a file with `write_file`, so the daemon takes a checkpoint
 before each. Keys are typed as a person types them; what the screen shows is read with
 capture-pane (kept in artifacts/nvim/tui-rewind-*.txt), what happened is read from the
 files on disk and the session log.
@@ -19,7 +19,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "editors" / "nvim" / "tests"))
 from nvim_harness import write_artifact as keep  # noqa: E402
 
-from tests.editors.nvim.test_nvim_daemon import CONFIG, log_events, make_workspace, tui_editor  # noqa: E402
+from tests.editors.nvim.test_nvim_daemon import (  # noqa: E402
+    CONFIG,
+    editors,  # noqa: F401 - the fixture
+    log_events,
+    make_workspace,
+    new_session,
+    started,
+    tui_editor,
+)
 
 pytestmark = pytest.mark.editor
 
@@ -145,3 +153,56 @@ def test_tui_rewind_shows_the_diff_a_stray_key_cancels_f_restores_and_a_person_e
         tui.kill()
     # (A json dump of what the log says, for the artifacts.)
     keep("tui-rewind-log.json", json.dumps(restores(workspace, session_id), indent=2) + "\n")
+
+
+NINE = [f"f{i}.txt" for i in range(9)]
+
+
+def test_rewind_list_shows_many_files_as_one_unified_diff_and_f_deletes_what_the_step_created(tmp_path, editors):
+    workspace, editor = started(tmp_path, editors, [
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": p, "content": f"{p} by the agent\n"}} for p in NINE]},
+        {"text": "Wrote nine files."},
+    ], CHECKPOINTS_CONFIG)
+    session_id = new_session(editor)
+    editor.typed("Dsh approve none")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('asks before nothing', 1, true) end)")
+    editor.typed("Dsh prompt write nine files")
+    editor.wait_for("#_G.dsh_test.turns == 1", what="the turn's end")
+    assert all((workspace / p).exists() for p in NINE)
+
+    def pick_newest() -> dict:
+        editor.typed("Dsh rewind list")
+        editor.wait_for("vim.tbl_contains(_G.dsh_test.asked, 'Rewind to before')", what="the list of checkpoints")
+        editor.feed("1<CR>")  # the default vim.ui.select asks for a number; newest first
+        editor.wait_for("(require('dsh.rewind').current() or {}).asking == 'Rewind to here?'", what="the question")
+        return editor.lua(
+            """
+            local rw = require('dsh.rewind').current()
+            local buf = rw.bufs[1]
+            return { layout = rw.layout, reason = rw.layout_reason, filetype = vim.bo[buf].filetype,
+                     lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), tabs = #vim.api.nvim_list_tabpages() }
+            """
+        )
+
+    shown = pick_newest()
+    keep("rewind-unified-diff.txt", "\n".join(shown["lines"]) + "\n")
+    # Nine files: one unified diff, not two long columns.
+    assert (shown["layout"], shown["reason"], shown["filetype"]) == ("unified", "9 files: one unified diff", "diff")
+    assert shown["tabs"] == 2
+    assert "── f0.txt · delete ──" in shown["lines"] and "-f0.txt by the agent" in shown["lines"]
+    time.sleep(0.6)  # the question's guard
+    editor.feed("q")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('not rewound', 1, true) end)")
+    editor.feed("q")  # in the diff: closes its tab
+    editor.wait_for("#vim.api.nvim_list_tabpages() == 1", what="the diff's tab to close")
+    assert all((workspace / p).exists() for p in NINE)
+    assert restores(workspace, session_id) == []
+
+    pick_newest()
+    time.sleep(0.6)
+    editor.feed("f")
+    editor.wait_for("vim.iter(_G.dsh_test.messages):any(function(m) return m.msg:find('rewound 9 files', 1, true) end)")
+    assert not any((workspace / p).exists() for p in NINE)
+    [restored] = restores(workspace, session_id)
+    assert sorted(restored["files"]) == NINE
+    assert editor.lua("return #vim.api.nvim_list_tabpages()") == 1

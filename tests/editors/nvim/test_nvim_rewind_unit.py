@@ -221,3 +221,12 @@ def test_outcome_words(editor):
                        {"restored": ["a.txt", "b.txt"], "forced": ["b.txt"],
                         "agent": {"agentId": "a-2", "sessionId": "s-2"}}, True)
     assert words == "rewound 2 files: a.txt, b.txt (your changes to b.txt overwritten); the conversation goes on from there in session s-2"
+
+
+def test_a_hostile_file_name_stays_on_its_line(editor):
+    hostile = [{"path": "a\nb\x1b[2J.txt", "status": "modified", "binary": True, "changedByPerson": True}]
+    lines, _ = editor.lua("return { require('dsh.rewind').confirm_lines({ seq = 3 }, ...) }", hostile)
+    assert lines[1] == "  ✎ put back  a?b?[2J.txt"
+    assert editor.lua("return require('dsh.rewind').unified_lines(...)", hostile)[0] == (
+        "── a?b?[2J.txt · put back · ✎ changed by you since ──")
+    assert editor.lua("return require('dsh.rewind').force_lines({ ... })[2]", "x\ny") == "  ✎ x?y"

@@ -23,6 +23,12 @@ M.person_mark = '✎'
 -- What the rewind does to a file, in words (the wire's status: now -> then).
 M.status_words = { modified = 'put back', added = 're-create', deleted = 'delete' }
 
+-- A path or word from the daemon as one buffer line: a control character (a newline in a
+-- hostile file name) would split or break the line, so it is shown as `?`.
+local function clean(text)
+  return (tostring(text):gsub('%c', '?'))
+end
+
 local function lines_of(text)
   local lines = vim.split(tostring(text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
   if #lines > 1 and lines[#lines] == '' then
@@ -66,7 +72,7 @@ end
 --- The header line of a file in either view (pure).
 function M.file_header(file)
   local words = M.status_words[file.status] or tostring(file.status)
-  local head = ('── %s · %s'):format(tostring(file.path), words)
+  local head = ('── %s · %s'):format(clean(file.path), clean(words))
   if file.changedByPerson then
     head = ('%s · %s changed by you since'):format(head, M.person_mark)
   end
@@ -84,7 +90,7 @@ function M.layout(files)
   local total = 0
   for _, file in ipairs(files) do
     if file.binary or type(file.diff) ~= 'string' or not M.sides_of(file.diff) then
-      return 'unified', ('%s has no text diff: one unified diff'):format(tostring(file.path))
+      return 'unified', ('%s has no text diff: one unified diff'):format(clean(file.path))
     end
     total = total + #lines_of(file.diff)
   end
@@ -124,7 +130,7 @@ function M.unified_lines(files)
     end
     table.insert(out, M.file_header(file))
     if file.binary then
-      table.insert(out, ('Binary file %s differs'):format(tostring(file.path)))
+      table.insert(out, ('Binary file %s differs'):format(clean(file.path)))
     elseif type(file.diff) ~= 'string' or file.diff == '' then
       table.insert(out, '(too large to show here)')
     else
@@ -175,8 +181,8 @@ function M.confirm_lines(point, files)
   for _, file in ipairs(files) do
     table.insert(lines, ('  %s %-9s %s'):format(
       file.changedByPerson and M.person_mark or ' ',
-      M.status_words[file.status] or tostring(file.status),
-      tostring(file.path)))
+      clean(M.status_words[file.status] or file.status),
+      clean(file.path)))
   end
   local mine = M.person_changed(files)
   if #mine > 0 then
@@ -192,7 +198,7 @@ end
 function M.force_lines(paths)
   local lines = { ('You changed %s since the agent\'s last step:'):format(#paths == 1 and 'this file' or ('these %d files'):format(#paths)) }
   for _, path in ipairs(paths) do
-    table.insert(lines, ('  %s %s'):format(M.person_mark, tostring(path)))
+    table.insert(lines, ('  %s %s'):format(M.person_mark, clean(path)))
   end
   table.insert(lines, ('Rewinding puts %s back as %s then: your changes are lost.'):format(
     #paths == 1 and 'it' or 'them', #paths == 1 and 'it was' or 'they were'))
@@ -207,16 +213,16 @@ function M.outcome_words(result, conversation)
   if #restored == 0 then
     text = 'no file needed to change'
   else
-    local shown = vim.list_slice(restored, 1, 3)
+    local shown = vim.tbl_map(clean, vim.list_slice(restored, 1, 3))
     text = ('rewound %d file%s: %s%s'):format(#restored, #restored == 1 and '' or 's',
       table.concat(shown, ', '), #restored > #shown and (', +' .. (#restored - #shown)) or '')
   end
   if #forced > 0 then
-    text = text .. (' (your changes to %s overwritten)'):format(table.concat(forced, ', '))
+    text = text .. (' (your changes to %s overwritten)'):format(table.concat(vim.tbl_map(clean, forced), ', '))
   end
   if conversation then
     local agent = type(result) == 'table' and type(result.agent) == 'table' and result.agent or nil
-    text = text .. (agent and ('; the conversation goes on from there in session %s'):format(tostring(agent.sessionId))
+    text = text .. (agent and ('; the conversation goes on from there in session %s'):format(clean(agent.sessionId))
       or '; the conversation was not forked')
   end
   return text
@@ -507,7 +513,7 @@ end
 --- A checkpoint as one line of the list (pure).
 function M.list_label(checkpoint)
   local files = type(checkpoint.files) == 'table' and checkpoint.files or {}
-  local shown = vim.list_slice(files, 1, 3)
+  local shown = vim.tbl_map(clean, vim.list_slice(files, 1, 3))
   return ('turn %s, step %s · %s · %s'):format(tostring(checkpoint.turn), tostring(checkpoint.step),
     tostring(checkpoint.at or ''):gsub('^%d+%-%d+%-%d+T(%d+:%d+):.*$', '%1'),
     #files == 0 and 'no file changed' or (table.concat(shown, ', ') .. (#files > #shown and (', +' .. (#files - #shown)) or '')))
