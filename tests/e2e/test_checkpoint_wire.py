@@ -7,6 +7,8 @@ the files and the session logs on disk."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pygls.exceptions import JsonRpcException
 
@@ -139,3 +141,26 @@ async def test_without_the_plugin_the_methods_say_so(workspace, daemons):
     assert (workspace / "app.py").read_text() == "a = 2\n"
     assert not any("checkpoint" in i for i in items)  # no checkpoint: no "Rewind to here"
     assert not (workspace / ".dsh" / "checkpoints.git").exists()
+
+
+async def test_a_restore_while_a_turn_runs_is_turn_open_and_changes_nothing(workspace, daemons):
+    write_workspace(workspace, [*REPLIES, {"text": "thinking slowly", "delayMs": 20_000}], plugins=PLUGINS)
+    (workspace / "app.py").write_text("a = 1\n")
+    client = await daemons.start(approve=lambda p: {"outcome": "allow-once"})
+    created = await client.request("dsh/session/create", {"title": "checkpoints"})
+    agent, session_id = created["agentId"], created["sessionId"]
+    await client.request("dsh/agent/prompt", {"agentId": agent, "text": "Make a two."})
+    [info] = (await client.request("dsh/checkpoint/list", {"agentId": agent}))["checkpoints"]
+    second_turn = client.wait_for(
+        lambda n: n["method"] == "dsh/session/event" and n["params"]["event"]["type"] == "request/header"
+        and n["params"]["event"].get("turn") == 2,
+        timeout=10,
+    )
+    running = asyncio.create_task(client.request("dsh/agent/prompt", {"agentId": agent, "text": "And then?"}))
+    await second_turn
+    error = await rpc_error(client.request("dsh/checkpoint/restore", {"agentId": agent, "seq": info["seq"]}))
+    assert error.data["kind"] == "turn-open", error.data
+    assert (workspace / "app.py").read_text() == "a = 2\n"
+    await client.request("dsh/agent/cancel", {"agentId": agent})
+    assert (await running)["stopReason"] == "cancelled"
+    assert not of_type(read_log(workspace, session_id), "checkpoint/restored")
