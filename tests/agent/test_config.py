@@ -25,7 +25,7 @@ def invalid_key(root, overrides=None):
 
 def test_defaults_without_a_config_file(tmp_path):
     config = load_config(tmp_path)
-    assert config.plugins == ["plan", "goals", "tools", "checkpoints"]
+    assert config.plugins == ["plan", "goals", "tools", "mcp", "checkpoints"]
     assert config.plan.section == DEFAULT_PLAN_SECTION
     assert config.goals.maxRounds == 256
     assert config.model.provider == "scripted" and config.model.script is None
