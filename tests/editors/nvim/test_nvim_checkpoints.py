@@ -111,12 +111,14 @@ def test_tui_rewind_shows_the_diff_a_stray_key_cancels_f_restores_and_a_person_e
         tui.wait_for("Turn 2 finished", timeout=30)
         assert notes.read_text(encoding="utf-8") == "the agent again\n"
         notes.write_text("my own edit\n", encoding="utf-8")
-        tui.keys("Escape", "G", ":call search('^## You', 'b')", "Enter")
+        # This time R on turn 2's tool call (the checkpoint taken before its step).
+        tui.keys("Escape", "G", ":call search('^▸ Write', 'b')", "Enter")
         tui.keys("R")
         screen = tui.wait_for("Rewind to here?")
         keep("tui-rewind-person-changed.txt", screen)
         assert "✎ changed by you since" in screen
         assert "my own edit" in screen
+        assert "Rewind to before turn 2, step 1?" in screen  # the tool call's step
         time.sleep(0.7)
         # c asks first: the person's edit needs its own key, another stray key is "no".
         tui.keys("c")

@@ -230,3 +230,18 @@ def test_a_hostile_file_name_stays_on_its_line(editor):
     assert editor.lua("return require('dsh.rewind').unified_lines(...)", hostile)[0] == (
         "── a?b?[2J.txt · put back · ✎ changed by you since ──")
     assert editor.lua("return require('dsh.rewind').force_lines({ ... })[2]", "x\ny") == "  ✎ x?y"
+
+
+def test_with_no_file_to_change_only_the_conversation_can_rewind(editor):
+    editor.lua(ASK, [])
+    editor.lua(ASK_AGAIN)
+    shown = asking(editor)
+    assert shown["lines"][0] == "The files are as they were before turn 1, step 1: no file changes."
+    assert "c rewind the conversation · q or any other key cancels" in shown["footer"]
+    editor.feed("f")  # not a choice here: "no"
+    editor.wait_for("#_G.events == 1")
+    assert editor.lua("return _G.sent") == []
+    editor.lua(ASK_AGAIN)
+    asking(editor)
+    editor.feed("c")
+    assert editor.wait_for("_G.sent[1]")[1]["conversation"] is True
