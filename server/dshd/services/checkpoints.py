@@ -7,10 +7,13 @@ The files live in the workspace's shadow repository (``dshd.checkpoints.ShadowRe
 which checkpoint is only in each session's log. A fork copies its parent's events with
 their seqs, so it has its parent's checkpoints and restores them from the same repository.
 
-A file "changed by the person" is one that differs now from what the session's agent
-left: the latest snapshot in its log (taken before or after a step), with the files a
-later restore put back taken as that restore left them. A restore that would overwrite
-such a file is refused (``person-changed``) unless forced.
+A file "changed by the person" since a checkpoint is one that changed outside the agent's
+steps after that checkpoint's step: between a step's "after" snapshot and the next step's
+"before" (or now), a file a restore put back counted from the version it put back. What
+changed between a step's "before" and "after" is the agent's. A step the daemon did not
+finish (no "after") counts as the person's: what happened then is not known, so it is
+protected. A restore that would overwrite such a file is refused (``person-changed``)
+unless forced.
 
 The repository's methods are synchronous and run in a thread, under one lock per
 workspace root for the whole process (its index is shared by every session).
@@ -90,17 +93,29 @@ class _Before:
         self.after_tree: str | None = None
 
 
+class _Outside:
+    """A stretch of the log outside the agent's steps: from a snapshot (``start_tree``, at
+    ``start_seq``) to the next "before" snapshot (``end_tree``; None: still open, it ends
+    now). ``restored``: paths a restore put back meanwhile, and the tree each came from."""
+
+    __slots__ = ("start_seq", "start_tree", "restored", "end_tree")
+
+    def __init__(self, start_seq: int, start_tree: str) -> None:
+        self.start_seq, self.start_tree = start_seq, start_tree
+        self.restored: dict[str, str] = {}
+        self.end_tree: str | None = None
+
+
 class CheckpointFold:
     """The "before" checkpoints of a log, each with its step's "after" tree and the seq of
-    its step's request (where a conversation rewind forks), and what the agent left: the
-    latest snapshot's tree, with the paths restored since and the trees they came from."""
+    its step's request (where a conversation rewind forks), and the stretches outside the
+    agent's steps (where what changed is the person's)."""
 
     def __init__(self) -> None:
         self.befores: list[_Before] = []
         self.by_seq: dict[int, _Before] = {}
         self._header: tuple[int | None, int, int] = (None, 0, 0)  # (turn, step, seq) of the last request
-        self.left_tree: str | None = None
-        self.restored_since: dict[str, str] = {}  # path -> tree a restore took it from
+        self.outside: list[_Outside] = []  # oldest first; the last may be open
 
     def feed_line(self, raw: bytes) -> None:
         # Only three types matter; the rest of a long log is skipped undecoded.
@@ -113,8 +128,10 @@ class CheckpointFold:
             self._header = (event.turn, event.data.step, event.seq)
         elif cls is CheckpointTaken:
             data = event.data
-            self.left_tree, self.restored_since = data.tree, {}
+            last = self.outside[-1] if self.outside and self.outside[-1].end_tree is None else None
             if data.phase == "before":
+                if last is not None:
+                    last.end_tree = data.tree
                 turn, step, header_seq = self._header
                 fork_at = header_seq if (turn, step) == (event.turn, data.step) else event.seq - 1
                 before = _Before(event.seq, event.turn or 0, data.step, event.at, data.tree, fork_at)
@@ -124,12 +141,18 @@ class CheckpointFold:
                 for before in reversed(self.befores):
                     if before.turn == event.turn and before.step == data.step:
                         before.after_tree = data.tree
+                        # From its "before" to here was the agent's step, not the person's.
+                        if last is not None and last.start_seq == before.seq:
+                            self.outside.pop()
+                        elif last is not None:
+                            last.end_tree = data.tree
                         break
+            self.outside.append(_Outside(event.seq, data.tree))
         elif cls is CheckpointRestored:
             source = self.by_seq.get(event.data.checkpoint)
-            if source is not None:
+            if source is not None and self.outside and self.outside[-1].end_tree is None:
                 for path in event.data.files:
-                    self.restored_since[path] = source.tree
+                    self.outside[-1].restored[path] = source.tree
 
 
 # ---- one repository and one lock per workspace root, for the process ---------------------
@@ -174,7 +197,7 @@ class CheckpointService:
         self._turn_running = turn_running
         self._hold_turns = hold_turns
         self._fold = FollowedFold(store, CheckpointFold, CheckpointFold.feed_line, CheckpointFold.feed)
-        self._changed: dict[tuple[str, str], tuple[str, ...]] = {}  # (before, after) -> paths
+        self._changed: dict[tuple[str, ...], tuple[str, ...]] = {}  # trees -> paths (trees never change)
         self._restoring = False
         with _shared_lock:
             _live[(self.root, store.session_id)] = self
@@ -301,31 +324,47 @@ class CheckpointService:
             found = self._changed[key] = tuple(change.path for change in changes[:FILES_CAP])
         return found
 
-    def _person_changed(self, now: str, paths: set[str]) -> set[str]:
-        """Which of ``paths`` differ now from what the agent left (callers hold the lock)."""
-        fold = self._fold.folded()
-        if fold.left_tree is None or not paths:
-            return set()
-        restored = fold.restored_since
-        changed = {c.path for c in self.repo.changes(fold.left_tree, now) if c.path not in restored}
-        person = changed & paths
-        by_tree: dict[str, set[str]] = {}
-        for path in paths & restored.keys():
-            by_tree.setdefault(restored[path], set()).add(path)
-        for tree, group in by_tree.items():
-            person |= {c.path for c in self.repo.changes(tree, now)} & group
+    def _person_changed(self, since: _Before, now: str, paths: set[str]) -> set[str]:
+        """Which of ``paths`` changed outside the agent's steps after checkpoint ``since``
+        (callers hold the lock)."""
+        person: set[str] = set()
+        if not paths:
+            return person
+        for stretch in self._fold.folded().outside:
+            if stretch.start_seq < since.seq:
+                continue
+            end = stretch.end_tree or now
+            restored = stretch.restored
+            person |= {p for p in self._changes(stretch.start_tree, end) if p not in restored} & paths
+            by_tree: dict[str, set[str]] = {}
+            for path in paths & restored.keys():
+                by_tree.setdefault(restored[path], set()).add(path)
+            for tree, group in by_tree.items():
+                person |= self._changes(tree, end) & group
         return person
+
+    def _changes(self, from_tree: str, to_tree: str) -> set[str]:
+        """The paths that differ between two trees (cached: trees never change)."""
+        if from_tree == to_tree:
+            return set()
+        key = ("all", from_tree, to_tree)
+        found = self._changed.get(key)
+        if found is None:
+            if len(self._changed) > 4096:  # "now" trees come and go: keep the cache bounded
+                self._changed.clear()
+            found = self._changed[key] = tuple(c.path for c in self.repo.changes(from_tree, to_tree))
+        return set(found)
 
     def _diff(self, before: _Before) -> list[FileRestore]:
         now = self.repo.snapshot().tree
         diffs = self.repo.diff(now, before.tree, max_bytes=DIFF_MAX_BYTES)
-        person = self._person_changed(now, {d.path for d in diffs})
+        person = self._person_changed(before, now, {d.path for d in diffs})
         return [FileRestore(d.path, d.status, d.diff, d.binary, d.path in person) for d in diffs]
 
     def _restore_files(self, before: _Before, force: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
         now = self.repo.snapshot().tree
         paths = sorted(change.path for change in self.repo.changes(now, before.tree))
-        person = sorted(self._person_changed(now, set(paths)))
+        person = sorted(self._person_changed(before, now, set(paths)))
         if person and not force:
             named = ", ".join(shown(p) for p in person[:5]) + (f" and {len(person) - 5} more" if len(person) > 5 else "")
             raise DshError(
