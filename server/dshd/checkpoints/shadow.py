@@ -154,7 +154,7 @@ class ShadowRepo:
     def __init__(self, root: Path, *, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         if max_file_bytes < 0:
             raise ValueError("max_file_bytes must be zero or more")
-        self.root = Path(root)
+        self.root = Path(root).absolute()
         self.max_file_bytes = max_file_bytes
         self.dsh_dir = self.root / ".dsh"
         self.git_dir = self.dsh_dir / SHADOW_NAME
@@ -546,7 +546,7 @@ class ShadowRepo:
             root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise io_error(exc, self.root, "open") from None
-        touched: list[int] = []
+        touched = _Folders()
         try:
             # Deletions first, deepest first: a file that becomes a folder (or a folder that
             # becomes a file) is cleared before its new shape is written.
@@ -558,13 +558,11 @@ class ShadowRepo:
                     for path in writes:
                         mode, oid = entries[path]
                         self._write(root_fd, path, mode, read_blob(oid), touched)
-            for fd in touched:
-                os.fsync(fd)
+            touched.sync()
         except OSError as exc:
             raise io_error(exc, self.root, "restore files in") from None
         finally:
-            for fd in touched:
-                os.close(fd)
+            touched.close()
             os.close(root_fd)
 
     @contextmanager
@@ -593,7 +591,7 @@ class ShadowRepo:
             proc.wait()
             proc.stdout.close()
 
-    def _delete(self, root_fd: int, path: str, touched: list[int]) -> None:
+    def _delete(self, root_fd: int, path: str, touched: _Folders) -> None:
         parts = path.split("/")
         chain = _walk(root_fd, parts[:-1], create=False)
         if chain is None:
@@ -613,14 +611,14 @@ class ShadowRepo:
                     os.rmdir(parts[depth - 1], dir_fd=chain[depth - 1])
                 except OSError:
                     break
-            touched.append(os.dup(chain[-1]))
+            touched.add(chain[-1])
             if len(chain) > 1:
-                touched.append(os.dup(chain[0]))
+                touched.add(chain[0])
         finally:
             for fd in chain[1:]:
                 os.close(fd)
 
-    def _write(self, root_fd: int, path: str, mode: str, data: bytes, touched: list[int]) -> None:
+    def _write(self, root_fd: int, path: str, mode: str, data: bytes, touched: _Folders) -> None:
         parts = path.split("/")
         chain = _walk(root_fd, parts[:-1], create=True)
         assert chain is not None
@@ -652,7 +650,7 @@ class ShadowRepo:
             if st is not None and stat.S_ISDIR(st.st_mode):
                 _displace(fd, name)
             os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            touched.append(os.dup(fd))
+            touched.add(fd)
         finally:
             for held in chain[1:]:
                 os.close(held)
@@ -810,6 +808,34 @@ def _walk(root_fd: int, folders: list[str], *, create: bool) -> list[int] | None
 
 class _Stop(Exception):
     pass
+
+
+class _Folders:
+    """The folders a restore changed, each fsynced once at the end (names made or
+    removed are durable only then); at most ``cap`` handles held, synced early past it."""
+
+    def __init__(self, cap: int = 256) -> None:
+        self.cap = cap
+        self.held: dict[tuple[int, int], int] = {}
+
+    def add(self, fd: int) -> None:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        if key in self.held:
+            return
+        if len(self.held) >= self.cap:
+            self.sync()
+            self.close()
+        self.held[key] = os.dup(fd)
+
+    def sync(self) -> None:
+        for fd in self.held.values():
+            os.fsync(fd)
+
+    def close(self) -> None:
+        for fd in self.held.values():
+            os.close(fd)
+        self.held.clear()
 
 
 def _displace(dir_fd: int, name: str) -> None:
