@@ -117,6 +117,27 @@ async def test_unknown_seq_and_a_running_turn_are_refused(tmp_path):
     await ws.shutdown()
 
 
+async def test_no_turn_opens_while_a_restore_runs(tmp_path):
+    import asyncio
+
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}, {"text": "later"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    service = service_of(agent)
+    [info] = service.list()
+    restoring = asyncio.ensure_future(service.restore(info.seq))
+    await asyncio.sleep(0)  # the restore holds turns before its first await
+    with pytest.raises(DshError) as caught:
+        await agent.prompt("now")
+    assert caught.value.kind == "turn-open" and "restore" in caught.value.message
+    with pytest.raises(DshError) as again:
+        await service.restore(info.seq)
+    assert again.value.kind == "turn-open"
+    await restoring
+    assert (await agent.prompt("now")).stop_reason == "end-turn"  # released
+    await ws.shutdown()
+
+
 async def test_disabled_takes_none_and_a_fork_has_its_parents_checkpoints(tmp_path):
     ws = make_workspace(
         tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config={**NO_ASKING, "checkpoints": {"enabled": False}}

@@ -349,6 +349,9 @@ class ContinuationDriver:
                 )
             except DshError as exc:
                 if exc.kind == "turn-open":
+                    # A person's turn won the race (wait_idle waits for it), or turns are
+                    # held (a checkpoint restore runs): yield, never spin.
+                    await asyncio.sleep(0.05)
                     continue
                 log.warning("continuation round not started: %s", exc)
                 return
