@@ -39,7 +39,7 @@ REPLIES = [
 ]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(200)
 def test_real_vscode_rewind_to_here(built, tmp_path: Path) -> None:
     (tmp_path / ".dsh").mkdir()
     (tmp_path / ".dsh" / "config.toml").write_text(CONFIG)
@@ -48,8 +48,8 @@ def test_real_vscode_rewind_to_here(built, tmp_path: Path) -> None:
     (tmp_path / "http" / "config.py").write_text("retries = 3\n")
     (tmp_path / "README.md").write_text("# Demo\n")
     write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
-    results = run_real_vscode(tmp_path, "out/integration/checkpoints.js", ARTIFACTS / "checkpoints", 90)
-    assert results["passed"] == 6
-    for shot in ("chat-rewind-buttons", "rewind-diff-and-confirm", "rewind-overwrite-my-changes", "rewound-files", "rewound-conversation-fork"):
+    results = run_real_vscode(tmp_path, "out/integration/checkpoints.js", ARTIFACTS / "checkpoints", 140)
+    assert results["passed"] == 7
+    for shot in ("chat-rewind-buttons", "rewind-diff-and-confirm", "rewind-checkpoint-picker", "rewind-overwrite-my-changes", "rewound-files", "rewound-conversation-fork"):
         assert (ARTIFACTS / "checkpoints" / f"{shot}.png").is_file(), shot
     assert (tmp_path / "http" / "config.py").read_text() == "retries = 3\n"

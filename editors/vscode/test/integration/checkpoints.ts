@@ -83,6 +83,21 @@ test('the diff editor shows each file now (left) and after the rewind (right); C
   assert.equal(read('http/config.py'), 'retries = 5\n');
 });
 
+test('the palette\'s "Rewind to a Checkpoint…" lists the session\'s checkpoints; Escape picks none', async () => {
+  const picking = vscode.commands.executeCommand('dsh.checkpoint.rewind');
+  const rows = await waitFor('the checkpoint picker', async () => {
+    const texts = (await driver({ action: 'texts', selector: '.quick-input-widget:visible .quick-input-list .monaco-list-row', settleMs: 300 })).texts ?? [];
+    return texts.length ? texts : undefined;
+  });
+  assert.equal(rows.length, 1);
+  assert.match(rows[0], /Before turn 1, step 1/);
+  assert.match(rows[0], /that step changed README\.md, http\/config\.py/);
+  await screenshot('rewind-checkpoint-picker');
+  await driver({ action: 'press', key: 'Escape' });
+  assert.equal(await picking, undefined);
+  assert.equal(read('http/config.py'), 'retries = 5\n');
+});
+
 test('a file the person changed is marked, and without "Overwrite my changes" nothing is restored', async () => {
   fs.writeFileSync(path.join(root(), 'README.md'), '# Demo\n\nRetries: 5.\nMy own note.\n');
   const text = await rewindFromMessage();
