@@ -6,12 +6,16 @@ read from the updates, the session log and the processes left (none after the cl
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.acp_door.clients import AcpError
+from tests.acp_door.conftest import Clients
 from tests.acp_door.support import finished, tool_call
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
@@ -112,11 +116,48 @@ async def test_initialize_takes_http_servers_and_a_malformed_one_is_refused_nami
     assert not list((client.workspace / ".dsh" / "sessions").glob("*/log.jsonl"))  # no session was made
 
 
-async def test_with_mcp_turned_off_the_servers_are_named_as_not_started(clients):
+async def test_with_mcp_turned_off_the_servers_are_named_as_not_started(workspace, tmp_path):
+    clients = Clients(workspace, tmp_path, "python-sdk")  # the door's own logic: one client is enough
     write_workspace(clients.workspace, [], plugins=["plan", "goals"])  # no "mcp" plugin
-    client = await clients.start()
-    session = await client.new_session(mcp_servers=[toy_server("files", clients.workspace, "-")])
-    [ignored] = session["_meta"]["dsh"]["mcpServers"]["ignored"]
-    assert ignored["name"] == "files" and '"mcp"' in ignored["why"]
-    note = await client.wait_update(lambda u: "files" in str(u["update"].get("content")))
-    assert "not started" in note["update"]["content"]["text"] and note["sessionId"] == session["sessionId"]
+    try:
+        client = await clients.start()
+        session = await client.new_session(mcp_servers=[toy_server("files", clients.workspace, "-")])
+        [ignored] = session["_meta"]["dsh"]["mcpServers"]["ignored"]
+        assert ignored["name"] == "files" and '"mcp"' in ignored["why"]
+        note = await client.wait_update(lambda u: "files" in str(u["update"].get("content")))
+        assert "not started" in note["update"]["content"]["text"] and note["sessionId"] == session["sessionId"]
+    finally:
+        await clients.close_all()
+
+
+async def test_an_http_server_from_session_new_is_connected_and_its_tool_called(workspace, tmp_path):
+    """initialize says ``http: true``: a streamable HTTP server (the daemon connects to it
+    itself: no process of its own to sandbox) works as a stdio one does. The Python SDK
+    client alone: what differs from the stdio case is on dshd's side of the door."""
+    clients = Clients(workspace, tmp_path, "python-sdk")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = subprocess.Popen([sys.executable, str(TOY.with_name("toy_http.py")), str(port)], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and served.poll() is None, "the http server did not start"
+                time.sleep(0.05)
+        write_workspace(clients.workspace, [{"toolCalls": [tool_call("mcp__web__look", what="the web")]}, {"text": "seen"}], plugins=PLUGINS)
+        client = await clients.start()
+        server = {"type": "http", "name": "web", "url": f"http://127.0.0.1:{port}/mcp", "headers": [{"name": "X-Toy", "value": "1"}]}
+        session = await client.new_session(mcp_servers=[server])
+        assert session["_meta"]["dsh"]["mcpServers"]["started"] == ["web"]
+        sid = session["sessionId"]
+        assert (await client.prompt(sid, "look"))["stopReason"] == "end_turn"
+        [done] = finished(client, sid)
+        assert done["status"] == "completed" and "looked at the web" in done["rawOutput"]["content"]
+    finally:
+        await clients.close_all()
+        served.kill()
+        served.wait()
