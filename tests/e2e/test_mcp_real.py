@@ -55,6 +55,7 @@ pytestmark = [pytest.mark.mcp, needs_sandbox]
 EVERYTHING_TOOLS = {
     "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
     "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
+    "get-roots-list",  # listed only to a client that answers roots, as dshd does
     "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
     "simulate-research-query",
 }  # fmt: skip
@@ -140,6 +141,7 @@ async def test_tools_are_listed_by_name_and_called(daemons, tmp_path):
                 ("mcp__everything__get-sum", {"a": 2, "b": 40}),
                 ("mcp__everything__get-tiny-image", {}),
                 ("mcp__time__get_current_time", {"timezone": "UTC"}),
+                ("mcp__everything__get-roots-list", {}),
             ),
             {"text": "done"},
         ],
@@ -160,7 +162,10 @@ async def test_tools_are_listed_by_name_and_called(daemons, tmp_path):
     assert image["ok"] is True and "image" in image["content"].lower() and len(image["content"]) < 2000
     now = got["mcp__time__get_current_time"]
     assert now["ok"] is True and '"timezone": "UTC"' in now["content"].replace("'", '"')
-    # All four are annotated readOnlyHint: nobody was asked.
+    # dshd offers the workspace as the one MCP root.
+    roots = got["mcp__everything__get-roots-list"]
+    assert roots["ok"] is True and "(1 total)" in roots["content"] and daemons.root.resolve().as_uri() in roots["content"]
+    # All five are annotated readOnlyHint: nobody was asked.
     assert asked == []
     assert server_failures(events) == []
 
