@@ -208,3 +208,23 @@ def test_the_table_rejects_a_cap_out_of_range(tmp_path):
         make_workspace(tmp_path, config={"checkpoints": {"maxFileBytes": 1 << 40}})
     assert caught.value.kind == "invalid-config" and caught.value.data["key"] == "checkpoints.maxFileBytes"
     assert json.loads(json.dumps(caught.value.data))
+
+
+async def test_a_lost_repository_keeps_the_list_and_fails_the_restore_plainly(tmp_path):
+    import shutil
+
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    seq = service_of(agent).list()[0].seq
+    await ws.shutdown()
+    shutil.rmtree(tmp_path / ".dsh" / "checkpoints.git")  # the person deleted it to start over
+    ws = make_workspace(tmp_path, config=NO_ASKING)
+    agent = ws.open_session(agent.session_id)
+    [info] = service_of(agent).list()
+    assert (info.seq, info.files) == (seq, ())
+    with pytest.raises(DshError) as caught:
+        await service_of(agent).restore(seq)
+    assert caught.value.kind == "io-error"
+    assert (tmp_path / "a.txt").read_text() == "x" and events_of(agent, "checkpoint/restored") == []
+    await ws.shutdown()

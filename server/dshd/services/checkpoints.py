@@ -238,7 +238,14 @@ class CheckpointService:
             after = before.after_tree
             if after is None and index + 1 < len(befores):
                 after = befores[index + 1].tree
-            files = self._step_files(before.tree, after) if after is not None else ()
+            files: tuple[str, ...] = ()
+            if after is not None:
+                try:
+                    files = self._step_files(before.tree, after)
+                except DshError as exc:
+                    # The repository lost the trees (deleted, or replaced by one dshd did not
+                    # make): the checkpoint is still listed, its files unknown.
+                    log.warning("checkpoint %d: its step's files cannot be read: %s", before.seq, exc.message)
             out.append(CheckpointInfo(before.seq, before.turn, before.step, before.at, files))
         return out
 
