@@ -201,6 +201,10 @@ def test_a_restore_through_a_planted_linked_folder_writes_nothing_outside(worksp
     (workspace / "src/lib").rmdir()
     os.symlink(outside, workspace / "src/lib")
     os.symlink(outside / "app.py", workspace / "src/app.py")
+    # A snapshot now stores the links and nothing behind them.
+    planted = tree_listing(workspace, shadow.snapshot().tree)
+    assert planted["src/lib"] == "120000" and planted["src/app.py"] == "120000"
+    assert "src/lib/util.py" not in planted
 
     shadow.restore(snap.tree, ["src/lib/util.py", "src/app.py"], {})
     assert digest_tree(outside) == outside_before
@@ -314,6 +318,36 @@ def test_the_callers_git_environment_and_home_config_are_ignored(workspace: Path
     shadow.snapshot()
     assert not marker.exists()
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_an_unreadable_file_is_left_out_and_the_rest_snapshotted(workspace: Path):
+    shadow = ShadowRepo(workspace)
+    first = shadow.snapshot()
+    write(workspace, "secret.txt", "no\n")
+    (workspace / "secret.txt").chmod(0)
+    write(workspace, "README.md", "changed\n")
+    second = shadow.snapshot()
+    assert shadow.changes(first.tree, second.tree) == [FileChange("README.md", "modified")]
+    assert second.files == first.files
+
+
+def test_a_path_git_cannot_process_is_left_out_and_the_rest_applied(workspace: Path, tmp_path: Path):
+    """The retry under the unreadable-file case, reachable as root too: a path named to git
+    that lies behind a link (what a folder swapped for one between the listing and the update
+    looks like to git)."""
+    shadow = ShadowRepo(workspace)
+    shadow.snapshot()
+    write(tmp_path / "outside", "util.py", "outside\n")
+    write(workspace, "README.md", "changed\n")
+    os.symlink(tmp_path / "outside", workspace / "via-link")
+    assert shadow._update_index(["via-link/util.py", "README.md"], []) is False
+    listed = subprocess.run(["git", "--git-dir", str(workspace / ".dsh/checkpoints.git"), "ls-files", "-s"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "via-link" not in listed and "README.md" in listed
+    changed = subprocess.run(["git", "hash-object", "--stdin"], input="changed\n", capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert f"{changed} 0\tREADME.md" in listed  # the change beside the refused path was applied
 
 
 def test_diff_per_file_binary_and_capped(workspace: Path):

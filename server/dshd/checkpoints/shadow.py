@@ -61,6 +61,7 @@ DISPLACED_SUFFIX = ".dsh-displaced"
 _ARGV_PATHS = 256
 _JOURNAL_CAP = 64 << 20
 _BULK_FILES = 64
+_UPDATE_RETRIES = 100
 
 # Exactly the files of a shadow repository we made; anything else there means we did not.
 _CONFIG = (
@@ -386,7 +387,8 @@ class ShadowRepo:
         out, err = proc.communicate(input)
         if proc.returncode != 0:
             words = err.decode("utf-8", "replace").strip()[-2000:]
-            raise DshError("io-error", f"git {args[0]} failed in the checkpoint repository: {words}",
+            command = next((a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c")), "")
+            raise DshError("io-error", f"git {command} failed in the checkpoint repository: {words}",
                            path=str(self.git_dir), errno="EIO")
         return out
 
@@ -413,8 +415,9 @@ class ShadowRepo:
         update: list[str] = []  # --add --remove --replace: changed, new, gone (git drops those missing)
         force_remove: list[str] = []  # in the index but not to be kept: over the cap, not a file
         added = removed = 0
+        folders: dict[str, bool] = {}
         for path in tracked_seen:
-            kind = self._kind(path)
+            kind = self._kind(path, folders)
             if kind == "keep":
                 update.append(path)
             elif kind == "missing":
@@ -430,21 +433,13 @@ class ShadowRepo:
             # A folder git names with a slash is another repository inside this one; skip it.
             if path.endswith("/"):
                 continue
-            if self._kind(path) == "keep":
+            if self._kind(path, folders) == "keep":
                 update.append(path)
                 added += 1
-        if force_remove:
-            self._git("update-index", "--force-remove", "-z", "--stdin", input=_nul_join(force_remove))
-        if update:
-            # Many new files (a first snapshot): one pack instead of a file per object, which
-            # is most of a first snapshot's time (git's bulk check-in streams every blob
-            # over the threshold into one pack).
-            bulk = ("-c", "core.bigFileThreshold=1") if len(update) >= _BULK_FILES else ()
-            self._git(*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin",
-                      input=_nul_join(update))
+        counted = self._update_index(update, force_remove)
         tree = self._git("write-tree").decode().strip()
         stamp_after = _stamp(index_path)
-        if self._last is not None and stamp_before == self._index_stamp:
+        if counted and self._last is not None and stamp_before == self._index_stamp:
             files = self._last.files + added - removed
         else:
             files = self._git("ls-files", "-z").count(b"\0")
@@ -453,9 +448,44 @@ class ShadowRepo:
         self._last = Snapshot(tree, files)
         return self._last
 
-    def _kind(self, path: str) -> str:
+    def _update_index(self, update: list[str], force_remove: list[str]) -> bool:
+        """Apply the snapshot's changes to the index. git gives up on the whole list when one
+        path cannot be read (no permission, gone behind a link since it was named): that path
+        is then left out and the rest applied again. False when that happened (the caller's
+        count of added and removed files is off: it recounts)."""
+        update = list(update)
+        exact = True
+        for _ in range(_UPDATE_RETRIES):
+            if force_remove:
+                self._git("update-index", "--force-remove", "-z", "--stdin", input=_nul_join(force_remove))
+                force_remove = []
+            if not update:
+                return exact
+            # Many new files (a first snapshot): one pack instead of a file per object,
+            # which is most of a first snapshot's time (git's bulk check-in streams every
+            # blob over the threshold into one pack).
+            bulk = ("-c", "core.bigFileThreshold=1") if len(update) >= _BULK_FILES else ()
+            proc = self._start(*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=True)
+            _, err = proc.communicate(_nul_join(update))
+            if proc.returncode == 0:
+                return exact
+            failed = _unprocessable(err)
+            if failed not in update:
+                raise DshError("io-error", "git update-index failed in the checkpoint repository: "
+                               + err.decode("utf-8", "replace").strip()[-2000:], path=str(self.git_dir), errno="EIO")
+            update.remove(failed)
+            force_remove = [failed]
+            exact = False
+        raise DshError("io-error", f"more than {_UPDATE_RETRIES} files of the workspace could not be read",
+                       path=str(self.root), errno="EIO")
+
+    def _kind(self, path: str, folders: dict[str, bool]) -> str:
         """What the snapshot does with a path git named: keep it (a regular file within the
-        cap, or a link), or it is missing, a folder, or to be left out."""
+        cap, or a link), or it is missing, a folder, or to be left out (too big, not a file,
+        or behind a link: a folder swapped for a link since git last looked)."""
+        parent = path.rpartition("/")[0]
+        if parent and not self._plain_folder(parent, folders):
+            return "leave-out"
         try:
             st = os.lstat(self.root / path)
         except FileNotFoundError:
@@ -469,6 +499,20 @@ class ShadowRepo:
         if stat.S_ISDIR(st.st_mode):
             return "dir"
         return "leave-out"
+
+    def _plain_folder(self, folder: str, folders: dict[str, bool]) -> bool:
+        """Every component of ``folder`` is a real folder, not a link (memoised per snapshot)."""
+        known = folders.get(folder)
+        if known is None:
+            parent = folder.rpartition("/")[0]
+            known = not parent or self._plain_folder(parent, folders)
+            if known:
+                try:
+                    known = stat.S_ISDIR(os.lstat(self.root / folder).st_mode)
+                except OSError:
+                    known = False
+            folders[folder] = known
+        return known
 
     def _keep(self, tree: str) -> None:
         """A ref per distinct tree, so its objects stay (written as git writes a loose ref)."""
@@ -486,10 +530,22 @@ class ShadowRepo:
     def _patches(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int) -> dict[str, tuple[str, bool]]:
         """Each path's unified diff (cut at ``max_bytes``) and whether git found it binary.
         The patch is split at the ``diff --git`` header git writes for each path."""
+        texts: dict[str, tuple[list[bytes], int, bool]] = {}
+        for start in range(0, len(paths), _ARGV_PATHS):  # paths go on the command line: in chunks
+            self._patch_chunk(from_tree, to_tree, paths[start:start + _ARGV_PATHS], max_bytes, texts)
+        out = {}
+        for path, (parts, size, binary) in texts.items():
+            text = b"".join(parts).decode("utf-8", "replace")
+            if size > max_bytes:
+                text = text[: text.rfind("\n") + 1] + f"... (the rest of this diff, {size - max_bytes} bytes, left out)\n"
+            out[path] = (text, binary)
+        return out
+
+    def _patch_chunk(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int,
+                     texts: dict[str, tuple[list[bytes], int, bool]]) -> None:
         headers = {_diff_header(p): p for p in paths}
         args = self._args("diff-tree", "-r", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
                           "-U3", from_tree, to_tree, "--", *paths)
-        texts: dict[str, tuple[list[bytes], int, bool]] = {}
         current: str | None = None
         with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                               env=self._env(), cwd=self.root) as proc:
@@ -508,13 +564,9 @@ class ShadowRepo:
                     parts.append(line[: max_bytes - size])
                 size += len(line)
                 texts[current] = (parts, size, binary)
-        out = {}
-        for path, (parts, size, binary) in texts.items():
-            text = b"".join(parts).decode("utf-8", "replace")
-            if size > max_bytes:
-                text = text[: text.rfind("\n") + 1] + f"... (the rest of this diff, {size - max_bytes} bytes, left out)\n"
-            out[path] = (text, binary)
-        return out
+        if proc.returncode != 0:
+            raise DshError("io-error", "git diff-tree failed in the checkpoint repository", path=str(self.git_dir),
+                           errno="EIO")
 
     # ----- restore -----
 
@@ -924,6 +976,15 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _unprocessable(err: bytes) -> str | None:
+    """The path of git update-index's "Unable to process path <path>", if it said so."""
+    marker = b"Unable to process path "
+    at = err.rfind(marker)
+    if at < 0:
+        return None
+    return os.fsdecode(err[at + len(marker):].split(b"\n", 1)[0])
 
 
 def _nul_join(paths: list[str]) -> bytes:
