@@ -475,7 +475,7 @@ def _mcp_lines(loaded, states: list, ignored: list) -> list[str]:
         elif state.state == "failed":
             lines.append(f"{head}FAILED: {clip(shown(state.reason or 'no reason given'), 300)}")
         else:
-            lines.append(f"{head}{state.state}" + (f" ({shown(state.reason)})" if state.reason else ""))
+            lines.append(f"{head}{state.state}" + (f": {shown(state.reason)}" if state.reason else ""))
     for item in ignored:
         name = item.key.removeprefix("mcp.servers.").removeprefix("mcpServers.")
         lines.append(f"{shown(name)} (workspace, {shown(Path(item.file).name)}): ignored, {item.why}")

@@ -188,7 +188,7 @@ def test_words_of_mcp_server_failures():
     assert [(n["server"], n["seq"], "about" in n) for n in notices] == [("time", 2, False), ("docs", 7, False)]
     assert notices[0]["text"] == (
         'MCP server "time" failed: could not start: exited with status 1. '
-        "Its tools are gone for this session; open the session again to start it again."
+        "Its tools are gone for this session; open the session again to restart it."
     )
     assert "\x1b" not in notices[1]["text"] and "\\u001b[2J" in notices[1]["text"]  # the server's words, escaped
 

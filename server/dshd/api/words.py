@@ -135,10 +135,10 @@ MCP_REASON_WIDTH = 200  # a server's own words (its stderr, an exception) can ru
 
 def mcp_server_failed_text(name: str, reason: str | None) -> str:
     """``MCP server "time" failed: exited with status 1. Its tools are gone for this
-    session; open the session again to start it again.`` The name and the reason come from
+    session; open the session again to restart it.`` The name and the reason come from
     a config file and the server's own output: escaped, the reason cut to one short line."""
     why = clip(shown(reason), MCP_REASON_WIDTH) if isinstance(reason, str) and reason.strip() else "no reason given"
-    return f'MCP server "{shown(name)}" failed: {why}. Its tools are gone for this session; open the session again to start it again.'
+    return f'MCP server "{shown(name)}" failed: {why}. Its tools are gone for this session; open the session again to restart it.'
 
 
 # ---- plan reviews ------------------------------------------------------------------------------
