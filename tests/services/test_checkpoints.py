@@ -228,3 +228,52 @@ async def test_a_lost_repository_keeps_the_list_and_fails_the_restore_plainly(tm
     assert caught.value.kind == "io-error"
     assert (tmp_path / "a.txt").read_text() == "x" and events_of(agent, "checkpoint/restored") == []
     await ws.shutdown()
+
+
+@pytest.mark.slow
+async def test_a_restore_killed_in_another_process_is_finished_and_recorded_in_its_own_session(tmp_path):
+    """The journal's restore belongs to session A; the first session opened after the kill is
+    B: the files are finished on B's attach, and the record goes into A's log."""
+    import os
+    import signal
+    import sys
+    import time
+
+    for n in range(300):
+        (tmp_path / f"f{n:03}.txt").write_text(f"original {n}\n")
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    a = ws.create_session()
+    await a.prompt("go")
+    b = ws.create_session()
+    [info] = service_of(a).list()
+    tree = events_of(a, "checkpoint/taken")[0].data.tree
+    a_id, b_id = a.session_id, b.session_id
+    await ws.shutdown()
+    for n in range(300):
+        (tmp_path / f"f{n:03}.txt").write_text(f"changed {n}\n")
+    paths = [f"f{n:03}.txt" for n in range(300)] + ["a.txt"]
+    note = {"sessionId": a_id, "checkpoint": info.seq, "files": paths}
+    child = subprocess.Popen([
+        sys.executable, "-c",
+        "import json, sys; from pathlib import Path; from dshd.checkpoints import ShadowRepo; "
+        "args = json.loads(sys.argv[1]); ShadowRepo(Path(args['root'])).restore(args['tree'], args['paths'], args['note'])",
+        json.dumps({"root": str(tmp_path), "tree": tree, "paths": paths, "note": note}),
+    ])
+    journal = tmp_path / ".dsh" / "checkpoints.git" / "dsh-restore.json"
+    deadline = time.monotonic() + 20
+    while not journal.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert journal.exists(), "the restore ended before the kill"
+
+    ws = make_workspace(tmp_path, config=NO_ASKING)
+    ws.open_session(b_id)  # attach: the restore is finished before anything else
+    assert not journal.exists()
+    assert all((tmp_path / f"f{n:03}.txt").read_text() == f"original {n}\n" for n in range(300))
+    assert not (tmp_path / "a.txt").exists()
+    a = ws.open_session(a_id)
+    [record] = events_of(a, "checkpoint/restored")
+    assert record.data.checkpoint == info.seq and len(record.data.files) == 301
+    assert replay_strict(a.store.path).seq == a.store.state.seq
+    await ws.shutdown()
