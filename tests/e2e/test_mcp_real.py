@@ -184,12 +184,17 @@ async def test_read_only_runs_unasked_and_a_destructive_tool_asks(daemons, tmp_p
         asked.append(params)
         return {"outcome": "reject", "feedback": "not that file"}
 
+    always = new_mark()
+    servers = server_toml("fs", filesystem_argv(root), mark) + server_toml(
+        "asked", everything_argv(always), always, approve="always"
+    )
     client = await start(
-        daemons, tmp_path, server_toml("fs", filesystem_argv(root), mark),
+        daemons, tmp_path, servers,
         [
             calls(
                 ("mcp__fs__read_text_file", {"path": str(root / "notes.txt")}),
                 ("mcp__fs__write_file", {"path": str(root / "out.txt"), "content": "x"}),
+                ("mcp__asked__echo", {"message": "may I?"}),
             ),
             {"text": "understood"},
         ],
@@ -200,13 +205,15 @@ async def test_read_only_runs_unasked_and_a_destructive_tool_asks(daemons, tmp_p
     events = read_log(root, sid)
     got = results(events)
     assert got["mcp__fs__read_text_file"]["ok"] is True and "remember the milk" in got["mcp__fs__read_text_file"]["content"]
-    # Only the destructive one was asked about, as exec (destructiveHint), and "no" refused it.
-    [question] = asked
-    assert question["tool"] == "mcp__fs__write_file" and question["mutability"] == "exec"
+    # Of fs's tools only the destructive one was asked about, as exec (destructiveHint), and
+    # "no" refused it; approve = "always" asks for a read-only tool too.
+    assert [(q["tool"], q["mutability"]) for q in asked] == [("mcp__fs__write_file", "exec"), ("mcp__asked__echo", "read")]
+    assert asked[1]["title"] == 'Echo Tool · asked: {"message": "may I?"}'  # the tool's own title, its server, the arguments
     assert got["mcp__fs__write_file"]["ok"] is False and "not that file" in got["mcp__fs__write_file"]["content"]
     assert not (root / "out.txt").exists()
+    assert got["mcp__asked__echo"]["ok"] is False
     decisions = [(d["data"]["tool"], d["data"]["outcome"], d["data"]["by"]) for d in of_type(events, "permission/decision")]
-    assert decisions == [("mcp__fs__write_file", "reject", "person")]
+    assert decisions == [("mcp__fs__write_file", "reject", "person"), ("mcp__asked__echo", "reject", "person")]
 
 
 # ---- the sandbox ---------------------------------------------------------------------------
