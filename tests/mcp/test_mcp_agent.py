@@ -293,3 +293,50 @@ async def test_a_stdio_server_runs_in_the_sandbox_with_its_env(tmp_path, monkeyp
     finally:
         await agent.aclose()
     await until(lambda: not processes_naming(marker), 5)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_a_streamable_http_server_is_called_and_a_missing_token_fails_it(tmp_path):
+    port = _free_port()
+    served = await asyncio.create_subprocess_exec(
+        sys.executable, TOY, "--http", str(port), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    try:
+        async def listening() -> bool:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                return False
+            writer.close()
+            return True
+
+        for _ in range(200):
+            if await listening():
+                break
+            await asyncio.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/mcp"
+        servers = {
+            "web": {"url": url, "headers": {"X-Team": "a"}},
+            "locked": {"url": url, "bearerTokenEnv": "DSHD_TEST_NO_SUCH_TOKEN"},
+        }
+        ws = workspace(tmp_path, [{"toolCalls": [call("mcp__web__look", what="the web")]}, {"text": "done"}], servers)
+        agent = ws.create_session()
+        try:
+            await agent.prompt("go")
+            states = {s.name: s for s in servers_of(agent).states()}
+            assert states["web"].state == "ready" and states["web"].transport == "http"
+            assert results(agent) == [(True, "looked at the web")]
+            assert states["locked"].state == "failed"
+            assert "DSHD_TEST_NO_SUCH_TOKEN is not set" in (states["locked"].reason or "")
+        finally:
+            await agent.aclose()
+    finally:
+        served.kill()
+        await served.wait()
