@@ -58,3 +58,9 @@ class CheckpointsPlugin:
 
 def attach(agent: "Agent", config: Config) -> CheckpointsPlugin:
     return CheckpointsPlugin(agent, config)
+
+
+def tools(config: Config | None) -> list:
+    """The tools this plugin adds to the catalogue: none (a rewind is the person's, never the
+    model's)."""
+    return []
