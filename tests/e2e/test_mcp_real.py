@@ -3,19 +3,25 @@
 scripted model calling their tools, the outcome read from the session log, the files on
 disk and the process table.
 
-- server-everything and mcp-server-time: listed as ``mcp__<server>__<tool>`` in the model's
-  request, called, results in the log; every one of their tools is annotated read-only,
-  so nothing is asked;
+- server-everything and mcp-server-time: every tool listed as ``mcp__<server>__<tool>`` in
+  the model's request (``request/header``), called, results in the log (an image part as a
+  note; the workspace as the one root); all annotated read-only, so nothing is asked;
 - server-filesystem: ``read_text_file`` (readOnlyHint) runs unasked, ``write_file``
-  (destructiveHint) asks, and a "no" refuses it; in the sandbox a write outside the
-  workspace fails read-only while one inside works (the same write from the same server
-  with ``sandbox = "none"`` lands: the sandbox, not the server, refused it);
+  (destructiveHint: exec) asks and a "no" refuses it; ``approve = "always"`` asks for a
+  read-only tool too;
+- the sandbox: server-filesystem writes inside the workspace; outside it the server itself
+  refuses (it keeps to the root dshd offers); its write into the workspace's ``.git``,
+  which the server allows, fails read-only (EROFS) while the same server with
+  ``sandbox = "none"`` writes there. server-everything's URL fetch cannot reach the host's
+  loopback server sandboxed (it can unsandboxed), and its environment holds none of the
+  daemon's;
 - a hung tool (server-everything's long-running operation, ``toolTimeoutS = 1``) is a failed
-  result, its server reported once and its tools gone; a server killed mid-session is
-  reported once, the other still works;
+  result, its server reported once (``mcp/server``, ``window/showMessage``), stopped, its
+  tools gone; a server killed mid-session is reported once, the other still works;
 - an untrusted workspace's ``.mcp.json`` and ``.dsh/config.toml`` servers never start (no
   process) and are named as ignored; trusted, the same files start them;
-- after the session closes, and after the daemon exits, no server process is left.
+- after the session closes, after the daemon exits, and after it is killed outright, no
+  server process is left.
 
 The servers are configured in the user config (their own XDG_CONFIG_HOME) unless the test
 is about the workspace's files. Each carries a marker (tests/mcp_real_support.py) so the
@@ -31,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from loopback_models import Call, LoopbackModelServer, Reply
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
@@ -60,6 +67,7 @@ EVERYTHING_TOOLS = {
     "simulate-research-query",
 }  # fmt: skip
 TIME_TOOLS = {"get_current_time", "convert_time"}
+MODEL_KEY_ENV = "DSHD_E2E_MODEL_KEY"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -130,36 +138,49 @@ async def gone(mark: str, within_s: float = 10.0) -> list[int]:
 
 
 async def test_tools_are_listed_by_name_and_called(daemons, tmp_path):
+    """Through the real OpenAI provider and a loopback model server, so the request the
+    model gets is read as sent: every tool by its dshd name, with its server's schema."""
     everything, clock = new_mark(), new_mark()
     servers = server_toml("everything", everything_argv(everything), everything) + server_toml("time", time_argv(), clock)
     asked: list[dict] = []
-    client = await start(
-        daemons, tmp_path, servers,
-        [
-            calls(
-                ("mcp__everything__echo", {"message": "hello from dshd"}),
-                ("mcp__everything__get-sum", {"a": 2, "b": 40}),
-                ("mcp__everything__get-tiny-image", {}),
-                ("mcp__time__get_current_time", {"timezone": "UTC"}),
-                ("mcp__everything__get-roots-list", {}),
-            ),
-            {"text": "done"},
-        ],
-        approve=lambda params: asked.append(params) or {"outcome": "reject"},
-    )  # fmt: skip
-    sid, agent = await new_session(client)
-    await prompt(client, agent)
+    with LoopbackModelServer("openai") as model:
+        model.script(
+            Reply("", [
+                Call("mcp__everything__echo", {"message": "hello from dshd"}),
+                Call("mcp__everything__get-sum", {"a": 2, "b": 40}),
+                Call("mcp__everything__get-tiny-image", {}),
+                Call("mcp__time__get_current_time", {"timezone": "UTC"}),
+                Call("mcp__everything__get-roots-list", {}),
+            ]),
+            Reply("done"),
+        )  # fmt: skip
+        client = await start(
+            daemons, tmp_path, servers, [],
+            config={"model": {"provider": "openai", "model": "loopback-model", "baseUrl": model.base_url,
+                              "apiKeyEnv": MODEL_KEY_ENV, "timeoutS": 20, "maxRetries": 0}},
+            env={MODEL_KEY_ENV: "sk-loopback"},
+            approve=lambda params: asked.append(params) or {"outcome": "reject"},
+        )  # fmt: skip
+        sid, agent = await new_session(client)
+        await prompt(client, agent)
+        first = model.wait_requests(2)[0].json
     events = read_log(daemons.root, sid)
 
-    # Every tool of both servers reached the model's request, by its dshd name.
-    header = of_type(events, "request/header")[0]["data"]
-    assert {f"mcp__everything__{t}" for t in EVERYTHING_TOOLS} | {f"mcp__time__{t}" for t in TIME_TOOLS} <= set(header["tools"])
+    # Every tool of both servers reached the model's request, by its dshd name, with the
+    # server's own description and input schema.
+    sent = {t["function"]["name"]: t["function"] for t in first["tools"]}
+    assert {f"mcp__everything__{t}" for t in EVERYTHING_TOOLS} | {f"mcp__time__{t}" for t in TIME_TOOLS} == set(sent)
+    get_sum = sent["mcp__everything__get-sum"]
+    assert {"a", "b"} <= set(get_sum["parameters"]["properties"]) and get_sum["description"]
+    assert "timezone" in sent["mcp__time__get_current_time"]["parameters"]["properties"]
+    assert set(of_type(events, "request/header")[0]["data"]["tools"]) == set(sent)
+
     got = results(events)
     assert got["mcp__everything__echo"]["ok"] is True and "hello from dshd" in got["mcp__everything__echo"]["content"]
     assert got["mcp__everything__get-sum"]["ok"] is True and "42" in got["mcp__everything__get-sum"]["content"]
     # An image part becomes a one-line note beside the text parts.
     image = got["mcp__everything__get-tiny-image"]
-    assert image["ok"] is True and "image" in image["content"].lower() and len(image["content"]) < 2000
+    assert image["ok"] is True and "[image part: image/png" in image["content"] and len(image["content"]) < 2000
     now = got["mcp__time__get_current_time"]
     assert now["ok"] is True and '"timezone": "UTC"' in now["content"].replace("'", '"')
     # dshd offers the workspace as the one MCP root.
