@@ -22,6 +22,10 @@ MCP layer and the session around it.
     daemon and printed on its own). Target: at most +50 ms.
 
 Prints the figures beside their baselines and exits 0.
+
+(This file's name is ``mcp``, as the SDK's: a script run from ``bench/`` has ``bench/``
+first on its path, where ``import mcp`` would find this file. It takes its folder off the
+path first; another bench that starts MCP servers in process must do the same.)
 """
 
 from __future__ import annotations
