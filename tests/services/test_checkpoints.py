@@ -277,3 +277,25 @@ async def test_a_restore_killed_in_another_process_is_finished_and_recorded_in_i
     assert record.data.checkpoint == info.seq and len(record.data.files) == 301
     assert replay_strict(a.store.path).seq == a.store.state.seq
     await ws.shutdown()
+
+
+async def test_a_name_that_is_not_utf8_is_restored_and_recorded_readably(tmp_path):
+    import os
+
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    service = service_of(agent)
+    [info] = service.list()
+    odd = os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt")  # Latin-1, as an old archive has it
+    with open(odd, "wb") as handle:
+        handle.write(b"mine\n")
+    with pytest.raises(DshError) as refused:
+        await service.restore(info.seq)
+    assert refused.value.data == {"paths": ["caf\\xe9.txt"]}
+    outcome = await service.restore(info.seq, force=True)
+    assert not os.path.exists(odd) and not (tmp_path / "a.txt").exists()
+    assert len(outcome.restored) == 2
+    assert events_of(agent, "checkpoint/restored")[0].data.forced == ["caf\\xe9.txt"]
+    assert replay_strict(agent.store.path).seq == agent.store.state.seq
+    await ws.shutdown()

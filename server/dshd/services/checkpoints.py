@@ -138,15 +138,15 @@ class CheckpointFold:
                 self.befores.append(before)
                 self.by_seq[event.seq] = before
             else:
-                for before in reversed(self.befores):
-                    if before.turn == event.turn and before.step == data.step:
-                        before.after_tree = data.tree
-                        # From its "before" to here was the agent's step, not the person's.
-                        if last is not None and last.start_seq == before.seq:
-                            self.outside.pop()
-                        elif last is not None:
-                            last.end_tree = data.tree
-                        break
+                before = next(
+                    (b for b in reversed(self.befores) if b.turn == event.turn and b.step == data.step), None
+                )
+                if before is not None:
+                    before.after_tree = data.tree
+                if before is not None and last is not None and last.start_seq == before.seq:
+                    self.outside.pop()  # from its "before" to here was the agent's step
+                elif last is not None:
+                    last.end_tree = data.tree  # an "after" without its "before": ends the stretch
             self.outside.append(_Outside(event.seq, data.tree))
         elif cls is CheckpointRestored:
             source = self.by_seq.get(event.data.checkpoint)
@@ -378,7 +378,7 @@ class CheckpointService:
                 "person-changed",
                 f"{len(person)} file{'s' if len(person) != 1 else ''} to restore changed since the agent's "
                 f"last step: {named}; restore with force to overwrite them",
-                paths=person,
+                paths=[_as_text(p) for p in person],
             )
         note = {"sessionId": self.store.session_id, **_restored_data(before.seq, paths, person)}
         self.repo.restore(before.tree, paths, note)
@@ -386,10 +386,16 @@ class CheckpointService:
 
 
 def _restored_data(checkpoint: int, files: Any, forced: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"checkpoint": checkpoint, "files": list(files)}
+    data: dict[str, Any] = {"checkpoint": checkpoint, "files": [_as_text(p) for p in files]}
     if forced:
-        data["forced"] = list(forced)
+        data["forced"] = [_as_text(p) for p in forced]
     return data
+
+
+def _as_text(path: str) -> str:
+    """A path as JSON can carry it: a name that is not UTF-8 (git hands it over with its
+    bytes kept as surrogates) with those bytes written as ``\\xNN``."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _record_recovered(root: Path, session_id: Any, data: dict[str, Any]) -> None:
