@@ -166,6 +166,7 @@ class ShadowRepo:
         # tree, the file count. A changed index (another process) means recount.
         self._index_stamp: tuple[int, int, int] | None = None
         self._last: Snapshot | None = None
+        self._head_tree: str | None = None
 
     # ----- public -----
 
@@ -321,6 +322,7 @@ class ShadowRepo:
         self._checked = (st.st_dev, st.st_ino)
         self._index_stamp = None
         self._last = None
+        self._head_tree = None
 
     def _ensure_made_by_other(self) -> None:
         reason = _untrusted_reason(self.git_dir)
@@ -397,19 +399,23 @@ class ShadowRepo:
     def _snapshot(self) -> Snapshot:
         index_path = self.git_dir / "index"
         stamp_before = _stamp(index_path)
-        # The two halves of "what changed" at once (they only read): the files in the
-        # index whose stat differs from its cache (diff-files lstats them in threads; a
-        # file only touched is listed too and gets its cache refreshed below), and the
-        # files not in it, .gitignore applied.
-        changed_args = ("diff-files", "-z", "--name-only", "--ignore-submodules=all")
-        new_args = ("ls-files", "-z", "-o", "--exclude-standard")
-        changed_proc, new_proc = self._start(*changed_args), self._start(*new_args)
-        try:
-            changed_out = self._finish(changed_proc, changed_args)
-        finally:
-            new_out = self._finish(new_proc, new_args)
-        tracked_seen = dict.fromkeys(os.fsdecode(p) for p in changed_out.split(b"\0") if p)
-        untracked = [os.fsdecode(p) for p in new_out.split(b"\0") if p]
+        # One git status asks the index's stat cache which files changed (their lstats run
+        # in threads; a file only touched is re-read once and its cache entry refreshed) and
+        # lists the files not in the index, .gitignore applied. It compares the index with
+        # HEAD too, so HEAD is kept at a commit of the last tree: that part is then empty.
+        listing = self._git("status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+                            "--ignore-submodules=all")
+        tracked_seen: dict[str, None] = {}
+        untracked: list[str] = []
+        for record in listing.split(b"\0"):
+            if record.startswith(b"? "):
+                untracked.append(os.fsdecode(record[2:]))
+            elif record.startswith(b"1 "):
+                fields = record.split(b" ", 8)
+                if fields[1][1:2] != b".":  # the work tree differs from the index
+                    tracked_seen[os.fsdecode(fields[8])] = None
+            elif record.startswith(b"u "):
+                tracked_seen[os.fsdecode(record.split(b" ", 10)[10])] = None
         if not tracked_seen and not untracked and self._last is not None and stamp_before == self._index_stamp:
             return self._last
         update: list[str] = []  # --add --remove --replace: changed, new, gone (git drops those missing)
@@ -444,6 +450,7 @@ class ShadowRepo:
         else:
             files = self._git("ls-files", "-z").count(b"\0")
         self._keep(tree)
+        self._point_head(tree)
         self._index_stamp = stamp_after
         self._last = Snapshot(tree, files)
         return self._last
@@ -499,6 +506,24 @@ class ShadowRepo:
         if stat.S_ISDIR(st.st_mode):
             return "dir"
         return "leave-out"
+
+    def _point_head(self, tree: str) -> None:
+        """HEAD at a commit of the last tree, so the next status compares the index with it
+        in no time. The commit's author and dates are fixed: one tree, one commit id."""
+        if tree == self._head_tree:
+            return
+        env = self._env() | {
+            "GIT_AUTHOR_NAME": "dshd", "GIT_AUTHOR_EMAIL": "dshd@localhost", "GIT_AUTHOR_DATE": "1700000000 +0000",
+            "GIT_COMMITTER_NAME": "dshd", "GIT_COMMITTER_EMAIL": "dshd@localhost", "GIT_COMMITTER_DATE": "1700000000 +0000",
+        }
+        commit = self._git("commit-tree", "-m", "dshd snapshot", tree, env=env).decode().strip()
+        ref = self.git_dir / _HEAD.decode().removeprefix("ref: ").strip()
+        try:
+            os.makedirs(ref.parent, exist_ok=True)
+            _write_new(ref, commit.encode() + b"\n")
+        except OSError as exc:
+            raise io_error(exc, ref, "write") from None
+        self._head_tree = tree
 
     def _plain_folder(self, folder: str, folders: dict[str, bool]) -> bool:
         """Every component of ``folder`` is a real folder, not a link (memoised per snapshot)."""
