@@ -143,6 +143,8 @@ class Connection:
         self._marker = secrets.token_hex(12)
         self._stop = asyncio.Event()
         self._ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        # A start nobody waits for any more (the agent closed meanwhile) fails quietly.
+        self._ready.add_done_callback(lambda done: done.cancelled() or done.exception())
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._tail: _Tail | None = None

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "failed", "stopped"]
+MAX_TOOLS = 256  # tools of one server put in the catalogue at most (each costs every request)
 
 
 @attrs.frozen
@@ -246,6 +247,9 @@ class McpServers:
         for tool in listed:
             if not spec.offers(tool.name):
                 continue
+            if len(names) == MAX_TOOLS:
+                log.warning("MCP server %s lists more than %d tools; the rest are left out", spec.name, MAX_TOOLS)
+                break
             made = make_tool(spec, tool, self)
             if self.catalogue.get(made.name) is not None:
                 log.warning("MCP server %s: a tool named %s is already in the catalogue; %s left out", spec.name, made.name, tool.name)
