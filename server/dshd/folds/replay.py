@@ -244,6 +244,10 @@ def fold_file(
     a SessionStart) goes through :func:`apply` on a state built from the locals, which
     holds the reference checks and reason texts; its result is unpacked again. Returns
     (state, lines folded, last line with its newline).
+
+    A new event type needs nothing here: the fast paths name the classes they take, and
+    every other class goes to :func:`apply` (so to ``rules._CONCERNS``). Give one a fast
+    path only if it is frequent, and then keep the reference fold's checks exactly.
     """
     decode = _decode_event
     blocks = _blocks(path, offset, end)
@@ -277,7 +281,8 @@ def fold_file(
     approved_call, approved_seq, reviewing = plan.approved_call, plan.approved_seq, plan.reviewing
     plan_tool = PLAN_TOOL
     turn = state.turn
-    last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
+    last_turn, turn_open, cause, decided = turn.last_turn, turn.open, turn.cause, turn.decided
+    next_step = turn.step + 1  # the step the next request/header must have
     # The goal: its snapshot as folded, with the counters rounds, tokens and the round's
     # turn in locals (GoalState is rebuilt from them only when needed).
     goal = state.goal
@@ -291,43 +296,61 @@ def fold_file(
     # The turn an event's envelope must name to take a fast path: the open one, or none
     # (an object no turn number equals) while no turn is open.
     in_turn = last_turn if turn_open else _NO_TURN
-    # Locals, not globals, in the loop.
-    header_cls, call_cls, result_cls, assistant_cls, user_cls = (
-        RequestHeader, ToolCall, ToolResult, AssistantMessage, UserMessage
-    )
-    open_cls, close_cls = TurnOpen, TurnClose
+    # Locals, not globals, in the loop. While a plan call waits for its result (rare),
+    # results, turn ends and openings take the reference fold: no class is their fast one.
+    header_cls, call_cls, assistant_cls, user_cls = RequestHeader, ToolCall, AssistantMessage, UserMessage
+    result_fast, close_fast, open_fast = (None, None, None) if reviewing else (ToolResult, TurnClose, TurnOpen)
     event = None
-    line = last  # stays the last line folded when a block holds nothing more
+    line = last  # stays the last line folded when no line follows
+    # The loop is shaped for CPython's specializing interpreter: every integer comparison
+    # is followed by a short jump (a `break` to the reference fold or a `continue`), never
+    # by a jump over the whole loop body, which would need EXTENDED_ARG and leave the
+    # comparison unspecialized (a generic rich compare per event).
     try:
-        for lines in blocks:
-            for line in lines:
-                event = decode(line)
-                seq += 1
-                cls = event.__class__
-                t = event.turn
-                # Fast paths: the event is in order, in the open turn (or opens/closes it).
-                if t == in_turn and event.seq == seq:
+        for block in blocks:
+            lines = enumerate(block, seq + 1)  # resumed where it stopped after each reference fold
+            while True:
+                for seq, line in lines:
+                    event = decode(line)
+                    if event.seq != seq:
+                        break
+                    cls = event.__class__
+                    t = event.turn
+                    if t != in_turn:
+                        # Outside the open turn only a turn opening in order takes a fast path.
+                        if cls is open_fast and not turn_open:
+                            data = event.data
+                            if t == data.turn == last_turn + 1:
+                                last_turn, turn_open, next_step, cause, decided = t, True, 1, data.cause, _NO_DECISIONS
+                                in_turn = t
+                                continue
+                        break
+                    # In the open turn, in order: the common events (most frequent first).
                     if cls is header_cls:
                         data = event.data
-                        if data.step == step + 1:
-                            step += 1
+                        if data.step == next_step:
+                            next_step += 1
                             header_active = data.planActive
                             continue
-                    elif cls is call_cls:
-                        if event.data.name != plan_tool:
+                        break
+                    if cls is call_cls:
+                        data = event.data
+                        if data.name != plan_tool:
                             if not calls:
                                 batch_from = seq
-                            calls.add(event.data.callId)
+                            calls.add(data.callId)
                             continue
-                    elif cls is result_cls and not reviewing:
+                        break
+                    if cls is result_fast:
                         if calls:
-                            call_id = event.data.callId
-                            if call_id in calls:
-                                calls.discard(call_id)
-                                if not calls:
-                                    batch_from, quiet_from = 0, seq
+                            try:
+                                calls.remove(event.data.callId)
+                            except KeyError:
+                                continue  # not a call of the open batch: nothing to close
+                            if not calls:
+                                batch_from, quiet_from = 0, seq
                         continue
-                    elif cls is assistant_cls:
+                    if cls is assistant_cls:
                         usage = event.data.usage
                         if usage is None or t != usage_turn:
                             continue
@@ -336,7 +359,8 @@ def fold_file(
                         if not usage.estimated or goal.tokens_estimated:
                             tokens += usage.inputTokens + usage.outputTokens
                             continue
-                    elif cls is user_cls:
+                        break
+                    if cls is user_cls:
                         data = event.data
                         goal_round = data.goalRound
                         if goal_round is not None:
@@ -362,21 +386,18 @@ def fold_file(
                         if title is None and data.source == "user":
                             title = title_from_prompt(data.text)
                         continue
-                    elif cls is close_cls:
+                    if cls is close_fast:
                         data = event.data
-                        if data.turn == last_turn and (data.error is None or data.stopReason == "model-error") and not reviewing:
-                            turn_open, step, cause, decided = False, 0, None, _NO_DECISIONS
+                        if data.turn == last_turn and (data.error is None or data.stopReason == "model-error"):
+                            turn_open, next_step, cause, decided = False, 1, None, _NO_DECISIONS
                             in_turn = _NO_TURN
                             if calls:  # a batch ends with its turn
                                 calls.clear()
                                 batch_from, quiet_from = 0, seq
                             continue
-                elif cls is open_cls and event.seq == seq and not turn_open and not reviewing:
-                    data = event.data
-                    if t == data.turn == last_turn + 1:
-                        last_turn, turn_open, step, cause, decided = t, True, 0, data.cause, _NO_DECISIONS
-                        in_turn = t
-                        continue
+                    break
+                else:
+                    break  # every line folded
                 # Everything else: the reference fold, on the state as it stands.
                 goal = _goal_state(goal, rounds, tokens, round_turn)
                 state = apply(
@@ -384,7 +405,7 @@ def fold_file(
                         session_id,
                         seq - 1,
                         PlanState(plan_active, header_active, approved_call, approved_seq, reviewing),
-                        TurnState(last_turn, turn_open, step, cause, decided),
+                        TurnState(last_turn, turn_open, next_step - 1, cause, decided),
                         goal,
                         title,
                         forked_from,
@@ -398,7 +419,9 @@ def fold_file(
                 plan_active, header_active = plan.active, plan.header_active
                 approved_call, approved_seq, reviewing = plan.approved_call, plan.approved_seq, plan.reviewing
                 turn = state.turn
-                last_turn, turn_open, step, cause, decided = turn.last_turn, turn.open, turn.step, turn.cause, turn.decided
+                last_turn, turn_open, cause, decided = turn.last_turn, turn.open, turn.cause, turn.decided
+                next_step = turn.step + 1
+                result_fast, close_fast, open_fast = (None, None, None) if reviewing else (ToolResult, TurnClose, TurnOpen)
                 in_turn = last_turn if turn_open else _NO_TURN
                 goal = state.goal
                 current, rounds, tokens, round_turn = goal.goal, goal.rounds_started, goal.tokens_used, goal.round_turn
@@ -407,18 +430,18 @@ def fold_file(
                 compact_seq, through_seq = context.compact_seq, context.through_seq
                 calls = set(context.pending_calls)
                 batch_from, quiet_from = context.batch_from, context.quiet_from
-            last = line
     except FoldError as exc:
         raise ReplayError(event.seq, line_base + seq, exc.reason) from None
     except msgspec.MsgspecError:
-        raise _reject(line_base + seq + 1, line) from None
+        raise _reject(line_base + seq, line) from None
+    last = line
     if event is not None:
         goal = _goal_state(goal, rounds, tokens, round_turn)
         state = SessionState(
             session_id,
             seq,
             PlanState(plan_active, header_active, approved_call, approved_seq, reviewing),
-            TurnState(last_turn, turn_open, step, cause, decided),
+            TurnState(last_turn, turn_open, next_step - 1, cause, decided),
             goal,
             title,
             forked_from,
