@@ -93,7 +93,12 @@ def test_snapshot_then_restore_undoes_edits_new_files_deletions_and_a_commands_w
     subprocess.run(["sh", "-c", "echo made > made.txt && rm src/app.py && mkdir -p tmp && echo t > tmp/t"],
                    cwd=workspace, check=True)
     after = shadow.snapshot()
-    assert after.files == 4
+    assert after.files == 4 == len(tree_listing(workspace, after.tree))
+    assert ShadowRepo(workspace).snapshot() == after  # another instance (another process) agrees
+    write(workspace, "README.md", "edited again\n")
+    assert ShadowRepo(workspace).snapshot().files == 4
+    write(workspace, "README.md", "edited\n")
+    assert shadow.snapshot() == after  # the first instance's count survives the other's snapshots
     changes = shadow.changes(before.tree, after.tree)
     assert changes == [
         FileChange("README.md", "modified"), FileChange("made.txt", "added"), FileChange("src/app.py", "deleted"),

@@ -416,7 +416,12 @@ class ShadowRepo:
                     tracked_seen[os.fsdecode(fields[8])] = None
             elif record.startswith(b"u "):
                 tracked_seen[os.fsdecode(record.split(b" ", 10)[10])] = None
-        if not tracked_seen and not untracked and self._last is not None and stamp_before == self._index_stamp:
+        # The index as this process left it (status may have rewritten it since, with the
+        # same entries and fresher stat data): the last count still holds.
+        known = self._last is not None and stamp_before == self._index_stamp
+        if known:
+            self._index_stamp = _stamp(index_path)
+        if not tracked_seen and not untracked and known:
             return self._last
         update: list[str] = []  # --add --remove --replace: changed, new, gone (git drops those missing)
         force_remove: list[str] = []  # in the index but not to be kept: over the cap, not a file
@@ -445,8 +450,10 @@ class ShadowRepo:
         counted = self._update_index(update, force_remove)
         tree = self._git("write-tree").decode().strip()
         stamp_after = _stamp(index_path)
-        if counted and self._last is not None and stamp_before == self._index_stamp:
+        if counted and known:
             files = self._last.files + added - removed
+        elif counted and stamp_before is None:
+            files = added  # there was no index: every file is new
         else:
             files = self._git("ls-files", "-z").count(b"\0")
         self._keep(tree)
