@@ -205,7 +205,7 @@ def test_an_untrusted_workspace_starts_no_server_and_says_which(ws, user):
         (".mcp.json", "mcpServers.odd"),
     }
     assert all(i.untrusted for i in loaded.ignored)
-    assert "not trusted" in (loaded.notice() or "")
+    assert "not trusted" in (loaded.notice() or "") and "start MCP servers" in (loaded.notice() or "")
 
 
 def test_an_untrusted_workspace_with_a_broken_mcp_json_still_loads(ws, user):

@@ -125,9 +125,11 @@ class LoadedConfig:
         if any(item.untrusted for item in self.ignored):
             user = self.user_file or user_config_path()
             how = "trust the folder in your editor, or add it to" if editor_trust else "add the folder to"
+            servers = any(item.untrusted and item.key.startswith(("mcp.", "mcpServers")) for item in self.ignored)
             parts.append(
-                "This folder is not trusted, so its config may not choose where requests and your API key go "
-                f"or loosen the sandbox. To use them, {how} [trust] folders in {user}."
+                "This folder is not trusted, so its config may not choose where requests and your API key go"
+                + (", start MCP servers," if servers else "")
+                + f" or loosen the sandbox. To use them, {how} [trust] folders in {user}."
             )
         if editor_trust:
             parts.append("`dshd doctor`, run in the folder, lists each one and why.")
