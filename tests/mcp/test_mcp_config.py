@@ -271,3 +271,26 @@ def test_bad_server_tables_name_the_key_and_file(ws, user, text, key):
         load(ws, user)
     assert caught.value.kind == "invalid-config"
     assert caught.value.data["key"] == key and caught.value.data["file"] == str(user)
+
+
+def test_what_a_person_is_asked_about_an_mcp_call_is_escaped():
+    import asyncio
+
+    from dshd.agent.tools import Change, Policy, ToolContext
+    from dshd.mcp.config import McpServerSpec
+    from dshd.mcp.tools import make_tool
+
+    class Caller:
+        def refusal(self, server):
+            return None
+
+        async def call(self, server, tool, arguments):
+            raise AssertionError("not called")
+
+    listed = types.Tool(name="rm", title="Delete\u202e\nall", input_schema={"type": "object"})
+    tool = make_tool(McpServerSpec("srv", "stdio", command="x"), listed, Caller())
+    ctx = ToolContext("c1", 1, 1, Path("/"), Policy("workspace-write", False, ("exec",)))
+    change = asyncio.run(tool.preview(ctx, {"path": "a\nb"}))
+    assert isinstance(change, Change)
+    assert "\n" not in change.title and "\u202e" not in change.title
+    assert tool.mutability == "exec" and tool.approval == "policy" and tool.parameters == {"type": "object"}

@@ -24,6 +24,7 @@ import re
 from typing import Any, Protocol
 
 from dshd.agent.tools import Change, Tool, ToolContext, ToolDescription, ToolOutcome
+from dshd.formats import clip, shown
 from dshd.mcp.config import McpServerSpec
 from dshd.tools.config import Mutability
 
@@ -124,7 +125,8 @@ def make_tool(spec: McpServerSpec, listed: Any, caller: ToolCaller) -> Tool:
         refused = caller.refusal(server)
         if refused is not None:
             return ToolOutcome.failure(f"Not run: {refused}")
-        return Change(title=f"{title}: {_clipped_arguments(arguments)}")
+        # What the person is asked about: escaped here, as the server wrote both parts.
+        return Change(title=shown(f"{clip(title, 80)}: {_clipped_arguments(arguments)}"))
 
     def describe(arguments: dict[str, Any]) -> ToolDescription:
         return ToolDescription(title, "read" if mutability == "read" else "other")
