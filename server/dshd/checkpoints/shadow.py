@@ -62,6 +62,7 @@ _ARGV_PATHS = 256
 _JOURNAL_CAP = 64 << 20
 _BULK_FILES = 64
 _UPDATE_RETRIES = 100
+_KEEP_HEAP = {"MALLOC_TOP_PAD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20)}
 
 # Exactly the files of a shadow repository we made; anything else there means we did not.
 _CONFIG = (
@@ -479,7 +480,12 @@ class ShadowRepo:
             # which is most of a first snapshot's time (git's bulk check-in streams every
             # blob over the threshold into one pack).
             bulk = ("-c", "core.bigFileThreshold=1") if len(update) >= _BULK_FILES else ()
-            proc = self._start(*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=True)
+            # Bulk check-in allocates and frees a large buffer per file; glibc hands that
+            # memory back and faults it in again each time (most of the system time of a
+            # first snapshot). Keeping it for the life of this one process halves the CPU.
+            env = self._env() | _KEEP_HEAP if bulk else None
+            proc = self._start(*bulk, "update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=True,
+                               env=env)
             _, err = proc.communicate(_nul_join(update))
             if proc.returncode == 0:
                 return exact
