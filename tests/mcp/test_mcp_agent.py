@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import events_of, until
+from agent_support import events_of, log_path, replay_strict, until
 from dshd.agent import Workspace, load_config
 from dshd.agent.approvals import ApprovalAnswer, InProcessApprovals
 from dshd.mcp.config import specs_from_acp
@@ -178,6 +178,7 @@ async def test_a_hung_tool_times_out_and_its_server_is_gone_for_the_session(tmp_
         assert len(failed) == 1 and failed[0].data.name == "toy" and failed[0].data.reason.startswith("hung")
         assert [(s.name, s.state) for s in told] == [("toy", "failed")]
         assert servers_of(agent).states()[0].tools == ()
+        assert replay_strict(log_path(agent)).seq == agent.store.state.seq  # the log stays sound
         await until(lambda: not processes_naming(marker), 5)
     finally:
         await agent.aclose()
