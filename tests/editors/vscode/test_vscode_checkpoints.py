@@ -3,7 +3,7 @@
 on the message and the tool cards; the diff first (now and after the rewind, in VS Code's changes
 view) and the modal; Escape and Cancel change nothing; a file the person changed is marked and
 needs "Overwrite my changes"; then the files go back; "Rewind files and conversation" opens the
-fork's chat (SPEC K-3). Screenshots in artifacts/vscode/checkpoints."""
+fork's chat, where a step that writes one file shows it in the diff editor (SPEC K-3). Screenshots in artifacts/vscode/checkpoints."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ REPLIES = [
         ],
     },
     {"text": "Done: 5 retries."},
+    # In the fork of the conversation rewind:
+    {"toolCalls": [{"name": "write_file", "arguments": {"path": "http/config.py", "content": "retries = 7\n"}}]},
+    {"text": "Seven."},
 ]
 
 
@@ -49,7 +52,7 @@ def test_real_vscode_rewind_to_here(built, tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# Demo\n")
     write_settings(tmp_path, **{"dsh.server.command": str(Path(sys.executable).with_name("dshd")), **OWN_DAEMON})
     results = run_real_vscode(tmp_path, "out/integration/checkpoints.js", ARTIFACTS / "checkpoints", 140)
-    assert results["passed"] == 7
-    for shot in ("chat-rewind-buttons", "rewind-diff-and-confirm", "rewind-checkpoint-picker", "rewind-overwrite-my-changes", "rewound-files", "rewound-conversation-fork"):
+    assert results["passed"] == 8
+    for shot in ("chat-rewind-buttons", "rewind-diff-and-confirm", "rewind-checkpoint-picker", "rewind-overwrite-my-changes", "rewound-files", "rewound-conversation-fork", "rewind-one-file-diff"):
         assert (ARTIFACTS / "checkpoints" / f"{shot}.png").is_file(), shot
-    assert (tmp_path / "http" / "config.py").read_text() == "retries = 3\n"
+    assert (tmp_path / "http" / "config.py").read_text() == "retries = 7\n"

@@ -151,4 +151,25 @@ test('"Rewind files and conversation" opens the fork\'s chat, from before the st
   await screenshot('rewound-conversation-fork');
 });
 
+test('in the fork, a step that writes one file: its rewind shows that file in the diff editor', async () => {
+  await chat.type('#prompt', 'Make it seven.');
+  await driver({ action: 'press', key: 'Enter' });
+  await waitFor('the fork\'s turn to end', async () => (await chat.count('#log [data-kind="turn-end"]')) === 2, 40000);
+  assert.equal(read('http/config.py'), 'retries = 7\n');
+  c.rewinds.last = undefined;
+  await chat.click('#log [data-kind="tool-call"] button.rewind');
+  const text = await dialogText();
+  assert.match(text, /One file changes/);
+  const tab = await waitFor('the diff editor', () => rewindTabs().find((t) => t.input instanceof vscode.TabInputTextDiff));
+  assert.match(tab.label, /^http\/config\.py: now ↔ after rewind to before turn 2, step 1/);
+  const input = tab.input as vscode.TabInputTextDiff;
+  assert.equal((await vscode.workspace.openTextDocument(input.original)).getText(), 'retries = 7\n');
+  assert.equal((await vscode.workspace.openTextDocument(input.modified)).getText(), 'retries = 3\n');
+  await screenshot('rewind-one-file-diff');
+  await driver({ action: 'press', key: 'Escape' });
+  assert.equal((await ended()).outcome, 'cancelled');
+  await waitFor('the diff to close', () => rewindTabs().length === 0);
+  assert.equal(read('http/config.py'), 'retries = 7\n');
+});
+
 export async function run(): Promise<void> { await runAll(); }
