@@ -13,12 +13,12 @@ import { asDaemonError } from './daemon';
 import type { CheckpointFileRestore, CheckpointRestoreResult, DshRequest, SessionHandle } from './protocol';
 import type { ParamsOf, ResultOf } from './daemon';
 import {
-  checkpointPlace, confirmWords, doneWords, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
+  DIFF_EDITOR_FILES, checkpointPlace, confirmWords, doneWords, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
 } from './rewindWords';
 
 export const REWIND_SCHEME = 'dsh-rewind';
-/** A file larger than this is not read for the left side (the diff is shown instead). */
-const MAX_READ_BYTES = 4 * 1024 * 1024;
+/** A file larger than this is not read for the left side (the diff is shown instead); snapshots leave out larger files by default. */
+const MAX_READ_BYTES = 1024 * 1024;
 
 export interface RewindHost {
   /** A request for the open session's agent. */
@@ -124,7 +124,7 @@ export class Rewinds implements vscode.Disposable {
     if (!files.length) return [];
     const base = `/${seq}-${++this.count}`;
     const root = this.host.root();
-    const pairs = files.map((f) => {
+    const pairs = files.slice(0, DIFF_EDITOR_FILES).map((f) => {
       const sides = rewindSides(f, root ? readInside(root, f.path) : undefined);
       const mark = f.changedByPerson ? ' (changed by you)' : '';
       // One path for both sides (the changes view would read two as a rename); the query says which.
@@ -143,7 +143,8 @@ export class Rewinds implements vscode.Disposable {
     }
     const mine = files.filter((f) => f.changedByPerson).map((f) => f.path);
     // VS Code adds "(N files)".
-    const title = `Rewind to before ${place}: now ↔ after${mine.length ? ` · changed by you: ${mine.join(', ')}` : ''}`;
+    const first = files.length > pairs.length ? ` (the first ${pairs.length} of ${files.length})` : '';
+    const title = `Rewind to before ${place}: now ↔ after${first}${mine.length ? ` · changed by you: ${mine.slice(0, 5).join(', ')}${mine.length > 5 ? ', …' : ''}` : ''}`;
     try {
       await vscode.commands.executeCommand('vscode.changes', title, pairs.map((p) => [p.resource, p.left, p.right]));
     } catch {

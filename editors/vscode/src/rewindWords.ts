@@ -11,6 +11,9 @@ export const OVERWRITE_MY_CHANGES = 'Overwrite my changes';
 /** The second question's first button (it has the focus): restores nothing, like Cancel. */
 export const KEEP_MY_CHANGES = 'Keep my changes';
 
+/** The most files the diff editor opens for one rewind (the confirmation still names every change). */
+export const DIFF_EDITOR_FILES = 50;
+
 /** Where a checkpoint sits, in words: "turn 2, step 1" (just "checkpoint 14" when the list does not have it). */
 export function checkpointPlace(seq: number, info: CheckpointInfo | undefined): string {
   return info ? `turn ${info.turn}, step ${info.step}` : `checkpoint ${seq}`;
@@ -35,7 +38,10 @@ export function confirmWords(place: string, files: CheckpointFileRestore[]): { m
   }
   const mine = files.filter((f) => f.changedByPerson).length;
   const shown = files.slice(0, 12).map((f) => `• ${fileLine(f)}`);
-  if (files.length > shown.length) shown.push(`• …and ${files.length - shown.length} more (all in the diff editor)`);
+  if (files.length > shown.length) {
+    const inEditor = Math.min(files.length, DIFF_EDITOR_FILES);
+    shown.push(`• …and ${files.length - shown.length} more (${inEditor === files.length ? 'all' : `the first ${inEditor}`} in the diff editor)`);
+  }
   return {
     message,
     detail: [

@@ -56,6 +56,8 @@ test('the confirmation lists every file, marks the person\'s, and says a convers
   assert.ok(confirmWords(place, []).detail.startsWith('No file differs from then'));
   const many = Array.from({ length: 20 }, (_, i) => ({ ...MODIFIED, path: `f${i}.py` }));
   assert.ok(confirmWords(place, many).detail.includes('• …and 8 more (all in the diff editor)'));
+  const lots = Array.from({ length: 70 }, (_, i) => ({ ...MODIFIED, path: `f${i}.py` }));
+  assert.ok(confirmWords(place, lots).detail.includes('• …and 58 more (the first 50 in the diff editor)'));
   assert.equal(fileLine({ ...MODIFIED, binary: true }), 'app.py: goes back as it was (binary)');
 });
 
