@@ -727,7 +727,6 @@ export class Controller implements vscode.Disposable {
       'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')}: pick an action the goal menu offers)`,
       'stale-agent': '(the session was reloaded: open it again with "DSH: Open Session…")',
       'plugin-not-loaded': '(plan mode, goals or the tools are turned off for this workspace: list them in .dsh/config.toml, plugins = ["plan", "goals", "tools"], then run "DSH: Restart the Daemon")',
-      'turn-open': '(a turn is running: stop it first)',
       'session-locked': `(another dshd, pid ${String(err.data.pid)}, has it open: close it there, or stop that process)`,
     };
     void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);
