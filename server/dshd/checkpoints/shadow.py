@@ -62,6 +62,7 @@ _ARGV_PATHS = 256
 _JOURNAL_CAP = 64 << 20
 _BULK_FILES = 64
 _UPDATE_RETRIES = 100
+_HEAD_LAG = 256
 _KEEP_HEAP = {"MALLOC_TOP_PAD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20)}
 
 # Exactly the files of a shadow repository we made; anything else there means we did not.
@@ -408,11 +409,13 @@ class ShadowRepo:
                             "--ignore-submodules=all")
         tracked_seen: dict[str, None] = {}
         untracked: list[str] = []
+        behind_head = 0  # entries where the index differs from HEAD's tree
         for record in listing.split(b"\0"):
             if record.startswith(b"? "):
                 untracked.append(os.fsdecode(record[2:]))
             elif record.startswith(b"1 "):
                 fields = record.split(b" ", 8)
+                behind_head += fields[1][:1] != b"."
                 if fields[1][1:2] != b".":  # the work tree differs from the index
                     tracked_seen[os.fsdecode(fields[8])] = None
             elif record.startswith(b"u "):
@@ -458,7 +461,8 @@ class ShadowRepo:
         else:
             files = self._git("ls-files", "-z").count(b"\0")
         self._keep(tree)
-        self._point_head(tree)
+        if behind_head + len(untracked) > _HEAD_LAG or not self._head_exists():
+            self._point_head(tree)
         self._index_stamp = stamp_after
         self._last = Snapshot(tree, files)
         return self._last
@@ -520,9 +524,14 @@ class ShadowRepo:
             return "dir"
         return "leave-out"
 
+    def _head_exists(self) -> bool:
+        return os.path.lexists(self.git_dir / _HEAD.decode().removeprefix("ref: ").strip())
+
     def _point_head(self, tree: str) -> None:
-        """HEAD at a commit of the last tree, so the next status compares the index with it
-        in no time. The commit's author and dates are fixed: one tree, one commit id."""
+        """HEAD at a commit of a recent tree, so status's compare of the index with it walks
+        only what changed since (skipped until that is more than a few hundred files: one
+        process less per snapshot). The commit's author and dates are fixed: one tree, one
+        commit id."""
         if tree == self._head_tree:
             return
         env = self._env() | {
