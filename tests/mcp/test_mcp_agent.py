@@ -335,3 +335,49 @@ async def test_a_streamable_http_server_is_called_and_a_missing_token_fails_it(t
     finally:
         served.kill()
         await served.wait()
+
+
+@pytest.mark.sandbox
+@pytest.mark.xdist_group("host-sockets")
+async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_again(tmp_path, monkeypatch):
+    """With the network off, the sandbox covers the host's listening sockets as listed at
+    start; one gone by the time bubblewrap runs makes bubblewrap fail before the server.
+    The server is started once more with the sockets listed again. Control: a socket gone
+    every time fails the server, saying so once."""
+    from dshd.mcp import servers as servers_module
+    from dshd.sandbox.sockets import listening_sockets
+
+    vanished = Path(f"/var/tmp/dshd-mcp-vanished-{os.getpid()}.sock")
+    assert not os.path.lexists(vanished)
+    listed: list[int] = []
+
+    def first_vanished() -> tuple[Path, ...]:
+        listed.append(1)
+        return (vanished,) if len(listed) == 1 else listening_sockets()
+
+    monkeypatch.setattr(servers_module, "listening_sockets", first_vanished)
+    marker = tmp_path / "ws" / "toy.pid"
+    ws = workspace(tmp_path, [{"toolCalls": [call("mcp__toy__where")]}, {"text": "done"}], {"toy": toy(marker)})
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        state = servers_of(agent).states()[0]
+        assert state.state == "ready", state.reason
+        assert len(listed) == 2 and results(agent)[0][0]
+    finally:
+        await agent.aclose()
+
+    monkeypatch.setattr(servers_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
+    listed.clear()
+    other = tmp_path / "other"
+    other.mkdir()
+    ws = workspace(other, [{"text": "done"}], {"toy": toy(other / "ws" / "toy.pid")})
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        state = servers_of(agent).states()[0]
+        assert state.state == "failed" and "could not start" in (state.reason or ""), state.reason
+        assert len(listed) == 2
+        assert len([e for e in events_of(agent, "mcp/server")]) == 1
+    finally:
+        await agent.aclose()

@@ -52,6 +52,9 @@ class Launch:
     argv: tuple[str, ...]
     env: dict[str, str]
     cwd: Path
+    # The host sockets the sandbox covers (network off), as listed when the argv was made:
+    # one gone by the time bubblewrap starts makes that start fail (servers.py retries once).
+    covered: tuple[Path, ...] = ()
 
 
 class ServerGone(Exception):

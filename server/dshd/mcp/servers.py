@@ -26,6 +26,7 @@ tree at once; :meth:`McpServers.aclose` then waits for their tasks.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import shutil
@@ -220,27 +221,36 @@ class McpServers:
 
     async def _start(self, server: _Server) -> None:
         spec = server.spec
-        try:
-            connection = await self._connection(server)
-        except StartRefused as exc:
-            self._fail(server, f"not started: {exc}")
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. the SDK cannot be imported: failed, said why
-            log.exception("MCP server %s could not be prepared", spec.name)
-            self._fail(server, f"not started: {_error_text(exc)}")
-            return
-        server.connection = connection
-        try:
-            listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
-        except asyncio.TimeoutError:
-            self._fail(server, f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)")
-            return
-        except asyncio.CancelledError:
-            connection.stop()
-            raise
-        except Exception as exc:  # noqa: BLE001 - any failure to start is the server's state
-            self._fail(server, connection._gone_reason(f"could not start: {_error_text(exc)}"))
-            return
+        for attempt in (1, 2):
+            try:
+                connection = await self._connection(server)
+            except StartRefused as exc:
+                self._fail(server, f"not started: {exc}")
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. the SDK cannot be imported: failed, said why
+                log.exception("MCP server %s could not be prepared", spec.name)
+                self._fail(server, f"not started: {_error_text(exc)}")
+                return
+            server.connection = connection
+            try:
+                listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
+            except asyncio.TimeoutError:
+                self._fail(server, f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)")
+                return
+            except asyncio.CancelledError:
+                connection.stop()
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure to start is the server's state
+                covered = connection.launch.covered if connection.launch is not None else ()
+                if attempt == 1 and server.state == "starting" and any(not os.path.lexists(p) for p in covered):
+                    # A host socket the sandbox was to cover vanished before bubblewrap
+                    # started (which then fails): list the sockets again, start once more.
+                    log.info("MCP server %s: a covered socket vanished as its sandbox started; starting it again", spec.name)
+                    await connection.aclose()
+                    continue
+                self._fail(server, connection._gone_reason(f"could not start: {_error_text(exc)}"))
+                return
+            break
         if server.state != "starting":
             return  # failed or closed while it started
         names = []
@@ -261,7 +271,9 @@ class McpServers:
 
     async def _connection(self, server: _Server) -> "Connection":
         spec = server.spec
-        from dshd.mcp import client  # the SDK: only now that a server starts
+        # The SDK, only now that a server starts; imported off the event loop (it takes
+        # a second or more), so the daemon goes on answering meanwhile.
+        client = await asyncio.to_thread(importlib.import_module, "dshd.mcp.client")
 
         on_gone = lambda reason: self._fail(server, reason)  # noqa: E731
         if spec.transport == "http":
@@ -291,7 +303,7 @@ class McpServers:
             links = kept_links(hide)
         policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links)
         argv = bwrap_argv(policy, command, cwd, bwrap=found.bwrap or shutil.which("bwrap") or "bwrap")
-        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root)
+        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root, covered=mask)
 
     def _cwd(self, spec: McpServerSpec) -> Path:
         """The server's folder: inside the workspace, walked there without following a link."""
