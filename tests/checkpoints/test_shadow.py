@@ -409,7 +409,10 @@ def _kill_after_start(proc: subprocess.Popen, delay: float) -> bool:
     assert proc.stdout.readline().strip() == b"start"
     time.sleep(delay)
     finished = proc.poll() is not None
-    os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it had finished, and nothing of its group is left
     proc.wait()
     return not finished
 
