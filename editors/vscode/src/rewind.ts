@@ -13,7 +13,7 @@ import { asDaemonError } from './daemon';
 import type { CheckpointFileRestore, CheckpointRestoreResult, DshRequest, SessionHandle } from './protocol';
 import type { ParamsOf, ResultOf } from './daemon';
 import {
-  DIFF_EDITOR_FILES, checkpointPlace, confirmWords, doneWords, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
+  DIFF_EDITOR_FILES, DONT_REWIND, checkpointPlace, confirmWords, doneWords, KEEP_MY_CHANGES, OVERWRITE_MY_CHANGES, overwriteWords, REWIND_FILES, REWIND_FILES_AND_CONVERSATION, rewindSides,
 } from './rewindWords';
 
 export const REWIND_SCHEME = 'dsh-rewind';
@@ -76,8 +76,9 @@ export class Rewinds implements vscode.Disposable {
     this.shown = uris;
     try {
       const words = confirmWords(place, files);
-      const choice = await vscode.window.showWarningMessage(words.message, { modal: true, detail: words.detail }, REWIND_FILES, REWIND_FILES_AND_CONVERSATION);
-      if (!choice) return this.end({ outcome: 'cancelled', files });
+      // The first button has the focus (a modal's Cancel never does): a stray Enter rewinds nothing.
+      const choice = await vscode.window.showWarningMessage(words.message, { modal: true, detail: words.detail }, DONT_REWIND, REWIND_FILES, REWIND_FILES_AND_CONVERSATION);
+      if (!choice || choice === DONT_REWIND) return this.end({ outcome: 'cancelled', files });
       const conversation = choice === REWIND_FILES_AND_CONVERSATION;
       let force = false;
       const mine = files.filter((f) => f.changedByPerson).map((f) => f.path);

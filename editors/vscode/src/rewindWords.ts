@@ -5,6 +5,8 @@ import { applyPatch, parsePatch } from 'diff';
 import type { CheckpointFileRestore, CheckpointInfo } from './protocol';
 
 /** The choices of the confirmation, as its buttons read (Cancel comes with every modal). */
+/** The confirmation's first button (it has the focus, so a stray Enter presses it): restores nothing, like Cancel. */
+export const DONT_REWIND = "Don't rewind";
 export const REWIND_FILES = 'Rewind files';
 export const REWIND_FILES_AND_CONVERSATION = 'Rewind files and conversation';
 export const OVERWRITE_MY_CHANGES = 'Overwrite my changes';

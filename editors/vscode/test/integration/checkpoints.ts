@@ -54,9 +54,11 @@ test('the diff comes first: both files now and after the rewind; Escape cancels 
   assert.match(text, /http\/config\.py: goes back as it was/);
   assert.match(text, /README\.md: goes back as it was/);
   assert.doesNotMatch(text, /CHANGED BY YOU/);
-  for (const label of ['Rewind files', 'Rewind files and conversation', 'Cancel']) {
+  for (const label of ["Don't rewind", 'Rewind files', 'Rewind files and conversation', 'Cancel']) {
     assert.equal((await driver({ action: 'count', selector: dialogButton(label) })).count, 1, label);
   }
+  // Enter presses the focused button: the one that rewinds nothing.
+  assert.deepEqual((await driver({ action: 'texts', selector: `${dialog} .dialog-buttons a.monaco-button:focus` })).texts, ["Don't rewind"]);
   await waitFor('the changes view', () => rewindTabs().length === 1);
   const [tab] = rewindTabs();
   assert.match(tab.label, /^Rewind to before turn 1, step 1: now ↔ after/);
