@@ -372,6 +372,10 @@ def test_diff_per_file_binary_and_capped(workspace: Path):
     assert "+odd" in diffs['odd "name"\tx.txt'].diff
     only = shadow.diff(before.tree, after.tree, paths=["blob.bin"])
     assert [d.path for d in only] == ["blob.bin"]
+    # Past the cap on all of them, a file's diff is a one-line note.
+    total = {d.path: d for d in shadow.diff(before.tree, after.tree, max_bytes=1000, max_total_bytes=500)}
+    assert len(total["README.md"].diff) < 1200
+    assert total['odd "name"\tx.txt'].diff.startswith("(diff left out") and not total['odd "name"\tx.txt'].binary
 
 
 @pytest.mark.parametrize("bad", ["../escape", "/abs", ".git/config", "a/.GIT/x", ".dsh/sessions/x", "a//b", ""])

@@ -184,7 +184,8 @@ class ShadowRepo:
         return [FileChange(path, status) for path, status in _parse_raw(out)]
 
     def diff(
-        self, from_tree: str, to_tree: str, paths: Iterable[str] | None = None, max_bytes: int = 256 * 1024
+        self, from_tree: str, to_tree: str, paths: Iterable[str] | None = None, max_bytes: int = 256 * 1024,
+        max_total_bytes: int = 32 << 20,
     ) -> list[FileDiff]:
         _check_tree(from_tree, "from_tree")
         _check_tree(to_tree, "to_tree")
@@ -195,7 +196,7 @@ class ShadowRepo:
                 listed = [(p, s) for p, s in listed if p in wanted]
             if not listed:
                 return []
-            texts = self._patches(from_tree, to_tree, [p for p, _ in listed], max_bytes)
+            texts = self._patches(from_tree, to_tree, [p for p, _ in listed], max_bytes, max_total_bytes)
         out = []
         for path, status in listed:
             text, binary = texts.get(path, ("", False))
@@ -574,12 +575,16 @@ class ShadowRepo:
 
     # ----- diff -----
 
-    def _patches(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int) -> dict[str, tuple[str, bool]]:
-        """Each path's unified diff (cut at ``max_bytes``) and whether git found it binary.
+    def _patches(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int,
+                 max_total_bytes: int) -> dict[str, tuple[str, bool]]:
+        """Each path's unified diff (cut at ``max_bytes``; once the diffs kept reach
+        ``max_total_bytes``, the rest are a one-line note) and whether git found it binary.
         The patch is split at the ``diff --git`` header git writes for each path."""
         texts: dict[str, tuple[list[bytes], int, bool]] = {}
+        kept = [0]  # bytes of diff kept so far, across the chunks
         for start in range(0, len(paths), _ARGV_PATHS):  # paths go on the command line: in chunks
-            self._patch_chunk(from_tree, to_tree, paths[start:start + _ARGV_PATHS], max_bytes, texts)
+            self._patch_chunk(from_tree, to_tree, paths[start:start + _ARGV_PATHS], max_bytes, max_total_bytes,
+                              kept, texts)
         out = {}
         for path, (parts, size, binary) in texts.items():
             text = b"".join(parts).decode("utf-8", "replace")
@@ -588,8 +593,9 @@ class ShadowRepo:
             out[path] = (text, binary)
         return out
 
-    def _patch_chunk(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int,
-                     texts: dict[str, tuple[list[bytes], int, bool]]) -> None:
+    def _patch_chunk(self, from_tree: str, to_tree: str, paths: list[str], max_bytes: int, max_total_bytes: int,
+                     kept: list[int], texts: dict[str, tuple[list[bytes], int, bool]]) -> None:
+        left_out = f"(diff left out: the diffs before it already reach {max_total_bytes} bytes)\n".encode()
         headers = {_diff_header(p): p for p in paths}
         args = self._args("diff-tree", "-r", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
                           "-U3", from_tree, to_tree, "--", *paths)
@@ -601,14 +607,20 @@ class ShadowRepo:
                 header = headers.get(line.rstrip(b"\n")) if line.startswith(b"diff --git ") else None
                 if header is not None:
                     current = header
-                    texts.setdefault(current, ([], 0, False))
+                    if current not in texts and kept[0] >= max_total_bytes:
+                        texts[current] = ([left_out], len(left_out), False)
+                        current = None  # its lines are skipped
+                    else:
+                        texts.setdefault(current, ([], 0, False))
                 if current is None:
                     continue
                 parts, size, binary = texts[current]
                 if line.startswith(b"Binary files ") and header is None:
                     binary = True
                 if size < max_bytes:
-                    parts.append(line[: max_bytes - size])
+                    piece = line[: max_bytes - size]
+                    parts.append(piece)
+                    kept[0] += len(piece)
                 size += len(line)
                 texts[current] = (parts, size, binary)
         if proc.returncode != 0:
