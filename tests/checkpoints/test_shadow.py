@@ -278,7 +278,7 @@ def test_a_planted_shadow_repository_is_moved_aside_and_its_filter_never_runs(wo
     shadow.restore(first.tree, ["src/app.py"], {})
     assert not marker.exists()
     aside = [p.name for p in (workspace / ".dsh").iterdir() if p.name.startswith("checkpoints.git.untrusted-")]
-    assert len(aside) == 1
+    assert len(aside) == 1 and shadow.moved_aside == workspace / ".dsh" / aside[0]
     # The filter did not run: the file is stored as it is, and .gitattributes itself is in.
     assert tree_listing(workspace, first.tree)[".gitattributes"] == "100644"
 

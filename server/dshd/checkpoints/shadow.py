@@ -169,6 +169,9 @@ class ShadowRepo:
         self._index_stamp: tuple[int, int, int] | None = None
         self._last: Snapshot | None = None
         self._head_tree: str | None = None
+        # Where a checkpoints.git dshd did not make was moved by this instance, if it was
+        # (the caller may tell the person).
+        self.moved_aside: Path | None = None
 
     # ----- public -----
 
@@ -292,6 +295,7 @@ class ShadowRepo:
                 if os.path.lexists(target):
                     continue
                 os.rename(self.git_dir, target)  # renames a link itself, never its target
+                self.moved_aside = target
                 return
             except FileNotFoundError:
                 return
