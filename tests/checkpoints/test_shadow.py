@@ -355,6 +355,24 @@ def test_a_path_git_cannot_process_is_left_out_and_the_rest_applied(workspace: P
     assert f"{changed} 0\tREADME.md" in listed  # the change beside the refused path was applied
 
 
+def test_odd_names_round_trip(workspace: Path):
+    names = ["sp ace.txt", "ünï/cödé.txt", "new\nline.txt", 'quo"te\\.txt', "tab\there.txt", "-dash.txt"]
+    shadow = ShadowRepo(workspace)
+    before_files = files_of(workspace)
+    before = shadow.snapshot()
+    for name in names:
+        write(workspace, name, f"{name}\n")
+    after = shadow.snapshot()
+    assert sorted(c.path for c in shadow.changes(before.tree, after.tree)) == sorted(names)
+    diffs = shadow.diff(before.tree, after.tree)
+    assert {d.path for d in diffs} == set(names)
+    assert all(d.diff.startswith("diff --git ") and "\n+" in d.diff for d in diffs)  # each header found
+    shadow.restore(before.tree, names, {})
+    assert files_of(workspace) == before_files
+    shadow.restore(after.tree, names, {})
+    assert all((workspace / name).read_text() == f"{name}\n" for name in names)
+
+
 def test_diff_per_file_binary_and_capped(workspace: Path):
     shadow = ShadowRepo(workspace)
     before = shadow.snapshot()
