@@ -1,5 +1,5 @@
-"""The real MCP servers tests/mcp/setup.sh installs (npm server-everything and
-server-filesystem, PyPI mcp-server-time): where they are, how dshd's config and
+"""The real MCP servers tests/mcp/setup.sh installs (npm server-everything,
+server-filesystem and server-memory, PyPI mcp-server-time): where they are, how dshd's config and
 ``.mcp.json`` name them, how the SDK starts them directly (bench/mcp.py's baseline), and
 finding their processes in ``/proc``.
 
@@ -21,6 +21,7 @@ CACHE = Path(os.environ.get("DSHD_MCP_CACHE") or REPO / ".cache" / "mcp")
 NODE_MODULES = CACHE / "node" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING_JS = NODE_MODULES / "server-everything" / "dist" / "index.js"
 FILESYSTEM_JS = NODE_MODULES / "server-filesystem" / "dist" / "index.js"
+MEMORY_JS = NODE_MODULES / "server-memory" / "dist" / "index.js"
 TIME_BIN = CACHE / "py" / "bin" / "mcp-server-time"
 MARK_ENV = "DSHD_MCP_MARK"
 
@@ -33,7 +34,7 @@ def node() -> str:
 
 def missing() -> str | None:
     """Why the real servers cannot run here, or None."""
-    for path in (EVERYTHING_JS, FILESYSTEM_JS, TIME_BIN):
+    for path in (EVERYTHING_JS, FILESYSTEM_JS, MEMORY_JS, TIME_BIN):
         if not path.exists():
             return f"{path} is not there (run tests/mcp/setup.sh)"
     if not Path(node()).is_file():
@@ -58,6 +59,11 @@ def filesystem_argv(*allowed: Path) -> tuple[str, list[str]]:
     return node(), [str(FILESYSTEM_JS), *(str(p) for p in allowed)]
 
 
+def memory_argv(mark: str) -> tuple[str, list[str]]:
+    # server-memory takes no arguments: the marker is there for the process table.
+    return node(), [str(MEMORY_JS), mark]
+
+
 def time_argv() -> tuple[str, list[str]]:
     return str(TIME_BIN), ["--local-timezone", "UTC"]
 
@@ -79,15 +85,15 @@ def _toml(value) -> str:
     return "[" + ", ".join(_toml(v) for v in value) + "]"
 
 
-def server_toml(name: str, argv: tuple[str, list[str]], mark: str, **keys) -> str:
-    """``[mcp.servers.<name>]`` for a stdio server, its marker in its environment; ``keys``
-    are more of the table's keys (toolTimeoutS=1, sandbox="none", ...)."""
+def server_toml(name: str, argv: tuple[str, list[str]], mark: str, env: dict[str, str] | None = None, **keys) -> str:
+    """``[mcp.servers.<name>]`` for a stdio server, its marker (and ``env``) in its
+    environment; ``keys`` are more of the table's keys (toolTimeoutS=1, sandbox="none", ...)."""
     command, args = argv
     lines = [
         f"[mcp.servers.{name}]",
         f"command = {_toml(command)}",
         f"args = {_toml(args)}",
-        f"env = {_toml({MARK_ENV: mark})}",
+        f"env = {_toml({MARK_ENV: mark, **(env or {})})}",
     ]
     lines += [f"{key} = {_toml(value)}" for key, value in keys.items()]
     return "\n".join(lines) + "\n"

@@ -46,6 +46,7 @@ from tests.mcp_real_support import (
     everything_argv,
     filesystem_argv,
     mcp_json,
+    memory_argv,
     missing,
     new_mark,
     server_process,
@@ -290,6 +291,32 @@ async def test_a_sandboxed_filesystem_server_writes_only_the_workspace(daemons, 
     assert "EROFS" in planted and "read-only file system" in planted, planted
     assert not (root / ".git" / "planted").exists()
     assert (root / ".git" / "control").read_text() == "control"
+
+
+async def test_a_sandboxed_memory_server_cannot_write_its_file_outside_the_workspace(daemons, tmp_path, outside):
+    """server-memory keeps its knowledge graph in the file MEMORY_FILE_PATH names, here a
+    folder outside the workspace. Sandboxed, its write there fails with EROFS and the file
+    never appears; the control, the same server with sandbox = "none", writes it."""
+    boxed, open_mark = new_mark(), new_mark()
+    entity = {"entities": [{"name": "dshd", "entityType": "daemon", "observations": ["runs agents"]}]}
+    servers = server_toml("mem", memory_argv(boxed), boxed, env={"MEMORY_FILE_PATH": str(outside / "boxed.jsonl")}) + server_toml(
+        "memopen", memory_argv(open_mark), open_mark, env={"MEMORY_FILE_PATH": str(outside / "open.jsonl")}, sandbox="none"
+    )
+    client = await start(
+        daemons, tmp_path, servers,
+        [calls(("mcp__mem__create_entities", entity)), calls(("mcp__memopen__create_entities", entity)), {"text": "done"}],
+        approve=lambda params: {"outcome": "allow-once"},
+    )  # fmt: skip
+    sid, agent = await new_session(client)
+    await prompt(client, agent)
+    outcomes = results_list(read_log(daemons.root, sid))
+    assert [(name, r["ok"]) for name, r in outcomes] == [
+        ("mcp__mem__create_entities", False), ("mcp__memopen__create_entities", True),
+    ], outcomes  # fmt: skip
+    refused = outcomes[0][1]["content"]
+    assert "EROFS" in refused or "read-only file system" in refused.lower(), refused
+    assert not (outside / "boxed.jsonl").exists()
+    assert "runs agents" in (outside / "open.jsonl").read_text()
 
 
 class OneFileServer:
