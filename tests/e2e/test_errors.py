@@ -31,7 +31,7 @@ async def rpc_error(client, method: str, params: Any, kind: str) -> dict:
     assert exc.message  # something for people
     for field, json_type in ERROR_DATA_FIELDS[kind].items():  # the kind's documented fields
         value = exc.data.get(field, KeyError)
-        plain = typing.get_origin(json_type) or json_type  # list[str] -> list
+        plain = list if typing.get_origin(json_type) is list else json_type  # list[str]: a list
         assert value is not KeyError and isinstance(value, plain) and not isinstance(value, bool), (kind, field, exc.data)
     return exc.data
 
