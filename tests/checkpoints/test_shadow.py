@@ -355,6 +355,18 @@ def test_a_path_git_cannot_process_is_left_out_and_the_rest_applied(workspace: P
     assert f"{changed} 0\tREADME.md" in listed  # the change beside the refused path was applied
 
 
+def test_a_file_made_right_after_a_snapshot_is_in_the_next(workspace: Path):
+    """The untracked cache trusts folder mtimes: a file made in a folder the moment after
+    a snapshot listed it is still found."""
+    shadow = ShadowRepo(workspace)
+    shadow.snapshot()
+    for n in range(25):
+        write(workspace, f"src/lib/new{n}.py", "n\n")
+        snap = shadow.snapshot()
+        assert f"src/lib/new{n}.py" in tree_listing(workspace, snap.tree)
+        assert snap.files == 4 + n
+
+
 def test_odd_names_round_trip(workspace: Path):
     names = ["sp ace.txt", "ünï/cödé.txt", "new\nline.txt", 'quo"te\\.txt', "tab\there.txt", "-dash.txt"]
     shadow = ShadowRepo(workspace)
