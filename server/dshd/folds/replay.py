@@ -23,6 +23,7 @@ from dshd.errors import DshError
 from dshd.folds.events import (
     FORMAT_VERSION,
     AssistantMessage,
+    CheckpointTaken,
     ContextCompact,
     Event,
     PermissionDecision,
@@ -40,6 +41,7 @@ from dshd.folds.rules import (
     FoldError,
     _check_envelope_turn,
     apply,
+    check_checkpoint,
     fold_context,
     fold_goal,
     fold_open_turn,
@@ -299,6 +301,7 @@ def fold_file(
     # Locals, not globals, in the loop. While a plan call waits for its result (rare),
     # results, turn ends and openings take the reference fold: no class is their fast one.
     header_cls, call_cls, assistant_cls, user_cls = RequestHeader, ToolCall, AssistantMessage, UserMessage
+    checkpoint_cls = CheckpointTaken
     result_fast, close_fast, open_fast = (None, None, None) if reviewing else (ToolResult, TurnClose, TurnOpen)
     event = None
     line = last  # stays the last line folded when no line follows
@@ -395,6 +398,11 @@ def fold_file(
                                 calls.clear()
                                 batch_from, quiet_from = 0, seq
                             continue
+                    if cls is checkpoint_cls:
+                        # It changes nothing but seq, so only the reference's own check runs
+                        # (on the open turn as it stands): one or two per tool step.
+                        check_checkpoint(TurnState(last_turn, True, next_step - 1, cause, decided), event)
+                        continue
                     break
                 else:
                     break  # every line folded
