@@ -299,3 +299,46 @@ async def test_a_name_that_is_not_utf8_is_restored_and_recorded_readably(tmp_pat
     assert events_of(agent, "checkpoint/restored")[0].data.forced == ["caf\\xe9.txt"]
     assert replay_strict(agent.store.path).seq == agent.store.state.seq
     await ws.shutdown()
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["killed-before-the-record", "killed-after-the-record"])
+async def test_a_restore_killed_between_its_files_and_its_journal_is_recorded_exactly_once(tmp_path, monkeypatch, recorded):
+    """The journal goes only after the restore is in the log. A process killed after the
+    files were back but before the record (stood in for by a journal that is not removed,
+    and the record not made) gets its record on the next attach; one killed after the
+    record but before the journal went gets no second record."""
+    from dshd.checkpoints import ShadowRepo
+
+    (tmp_path / "a.txt").write_text("one\n")
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "two\n")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    service = service_of(agent)
+    [info] = service.list()
+    journal = tmp_path / ".dsh" / "checkpoints.git" / "dsh-restore.json"
+    monkeypatch.setattr(ShadowRepo, "finish_restore", lambda self: None)  # the kill: the journal stays
+    if not recorded:
+        real_commit = agent.store.commit
+
+        def dying_commit(type_, data, **kw):
+            if type_ == "checkpoint/restored":
+                raise SystemExit("killed")  # as if the process died here
+            return real_commit(type_, data, **kw)
+
+        monkeypatch.setattr(agent.store, "commit", dying_commit)
+        with pytest.raises(SystemExit):
+            await service.restore(info.seq)
+    else:
+        await service.restore(info.seq)
+    assert journal.exists() and (tmp_path / "a.txt").read_text() == "one\n"
+    session_id = agent.session_id
+    monkeypatch.undo()
+    await ws.shutdown()
+
+    ws = make_workspace(tmp_path, config=NO_ASKING)
+    agent = ws.open_session(session_id)
+    assert not journal.exists()
+    [record] = events_of(agent, "checkpoint/restored")
+    assert record.data.checkpoint == info.seq and record.data.files == ["a.txt"]
+    assert replay_strict(agent.store.path).seq == agent.store.state.seq
+    await ws.shutdown()

@@ -206,10 +206,12 @@ class ShadowRepo:
             out.append(FileDiff(path, status, None if binary else text, binary))
         return out
 
-    def restore(self, tree: str, paths: Iterable[str], note: dict[str, Any]) -> list[str]:
+    def restore(self, tree: str, paths: Iterable[str], note: dict[str, Any], *, keep_journal: bool = False) -> list[str]:
         """Put ``paths`` back as they are in ``tree`` (deleting the ones it does not have).
         The journal is durable before the first file changes, so a killed restore is
-        finished by :meth:`recover`; each file is replaced atomically."""
+        finished by :meth:`recover`; each file is replaced atomically. ``keep_journal``: the
+        caller records the restore first, then calls :meth:`finish_restore` (a kill between
+        the files and the record leaves the journal, so :meth:`recover` can record it)."""
         _check_tree(tree, "tree")
         wanted = sorted({_check_path(p) for p in paths})
         try:
@@ -220,20 +222,27 @@ class ShadowRepo:
             entries = self._entries(tree, wanted)  # before the journal: an unknown tree changes nothing
             self._write_journal(journal)
             self._apply(tree, wanted, entries)
-            self._remove_journal()
+            if not keep_journal:
+                self._remove_journal()
         return wanted
 
-    def recover(self) -> dict[str, Any] | None:
+    def recover(self, *, keep_journal: bool = False) -> dict[str, Any] | None:
         """Finish a restore a killed process left (returns its note), else None. Also
-        removes the index lock a killed snapshot left."""
+        removes the index lock a killed snapshot left. ``keep_journal`` as for :meth:`restore`."""
         with self._locked():
             journal = self._read_journal()
             if journal is None:
                 return None
             tree, wanted, note = journal
             self._apply(tree, wanted, self._entries(tree, wanted))
-            self._remove_journal()
+            if not keep_journal:
+                self._remove_journal()
             return note
+
+    def finish_restore(self) -> None:
+        """Remove the journal of a restore that is recorded (after ``keep_journal``)."""
+        with self._locked():
+            self._remove_journal()
 
     # ----- the repository: made by us, checked before use -----
 

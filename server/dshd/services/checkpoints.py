@@ -275,11 +275,18 @@ class CheckpointService:
             release = self._hold_turns("a checkpoint restore is running")
             try:
                 restored, forced = await self._in_thread(lambda: self._restore_files(before, force))
-                self.store.commit(
-                    "checkpoint/restored",
-                    _restored_data(before.seq, restored, forced),
-                    writer=WRITER,
-                )
+                try:
+                    self.store.commit(
+                        "checkpoint/restored",
+                        _restored_data(before.seq, restored, forced),
+                        writer=WRITER,
+                    )
+                finally:
+                    # The journal goes only now: a kill before the record leaves it, so the
+                    # next attach records the restore. Gone even when the record failed here:
+                    # a journal left in a live process would be applied again later, over
+                    # whatever changed meanwhile.
+                    await self._in_thread(self.repo.finish_restore)
             finally:
                 release()
                 self._restoring = False
@@ -293,17 +300,22 @@ class CheckpointService:
         if not os.path.lexists(git_dir / JOURNAL_NAME):
             return None  # nothing was left (nor is a repository made when there is none)
         with self._lock:
-            note = self.repo.recover()
-        if not isinstance(note, dict):
-            return None
+            note = self.repo.recover(keep_journal=True)
         try:
-            data = _restored_data(int(note["checkpoint"]), note["files"], note.get("forced", []))
-            session_id = note["sessionId"]
-        except (KeyError, TypeError, ValueError):
-            log.error("a recovered checkpoint restore left an unreadable note: %r", note)
-            return None
-        _record_recovered(self.root, session_id, data)
-        return data
+            if not isinstance(note, dict):
+                return None
+            try:
+                data = _restored_data(int(note["checkpoint"]), note["files"], note.get("forced", []))
+                session_id = note["sessionId"]
+                after_seq = int(note.get("afterSeq", 0))
+            except (KeyError, TypeError, ValueError):
+                log.error("a recovered checkpoint restore left an unreadable note: %r", note)
+                return None
+            _record_recovered(self.root, session_id, data, after_seq)
+            return data
+        finally:
+            with self._lock:
+                self.repo.finish_restore()
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -380,8 +392,9 @@ class CheckpointService:
                 f"last step: {named}; restore with force to overwrite them",
                 paths=[_as_text(p) for p in person],
             )
-        note = {"sessionId": self.store.session_id, **_restored_data(before.seq, paths, person)}
-        self.repo.restore(before.tree, paths, note)
+        # afterSeq: a recovery finds this restore's record, if it was made, after that seq.
+        note = {"sessionId": self.store.session_id, "afterSeq": self.store.state.seq, **_restored_data(before.seq, paths, person)}
+        self.repo.restore(before.tree, paths, note, keep_journal=True)
         return tuple(paths), tuple(person)
 
 
@@ -398,18 +411,26 @@ def _as_text(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _record_recovered(root: Path, session_id: Any, data: dict[str, Any]) -> None:
+def _record_recovered(root: Path, session_id: Any, data: dict[str, Any], after_seq: int = 0) -> None:
     """``checkpoint/restored`` in the log of the session whose restore was finished: through
-    its live service when one is open in this process, else by opening its log."""
+    its live service when one is open in this process, else by opening its log; not again
+    when the killed process had recorded it (after ``after_seq``) before it died."""
     with _shared_lock:
         live = _live.get((root, session_id)) if isinstance(session_id, str) else None
+
+    def record(store: SessionStore) -> None:
+        for event in store.events(after_seq=after_seq):
+            if isinstance(event, CheckpointRestored) and event.data.checkpoint == data["checkpoint"]:
+                return  # recorded before the kill: only the journal was left
+        store.commit("checkpoint/restored", data, writer=WRITER)
+
     try:
         if live is not None:
-            live.store.commit("checkpoint/restored", data, writer=WRITER)
+            record(live.store)
             return
         store = SessionStore.open(root / ".dsh" / "sessions", session_id, base=root)
         try:
-            store.commit("checkpoint/restored", data, writer=WRITER)
+            record(store)
         finally:
             store.close()
     except Exception as exc:  # locked by another process, gone, a turn left open: the files are back
