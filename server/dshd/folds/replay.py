@@ -324,8 +324,12 @@ def fold_file(
                         if cls is open_fast and not turn_open:
                             data = event.data
                             if t == data.turn == last_turn + 1:
-                                last_turn, turn_open, next_step, cause, decided = t, True, 1, data.cause, _NO_DECISIONS
-                                in_turn = t
+                                # One name at a time: a tuple of five would be built and unpacked.
+                                last_turn = in_turn = t
+                                turn_open = True
+                                next_step = 1
+                                cause = data.cause
+                                decided = _NO_DECISIONS
                                 continue
                         break
                     # In the open turn, in order: the common events (most frequent first).
@@ -392,7 +396,10 @@ def fold_file(
                     if cls is close_fast:
                         data = event.data
                         if data.turn == last_turn and (data.error is None or data.stopReason == "model-error"):
-                            turn_open, next_step, cause, decided = False, 1, None, _NO_DECISIONS
+                            turn_open = False
+                            next_step = 1
+                            cause = None
+                            decided = _NO_DECISIONS
                             in_turn = _NO_TURN
                             if calls:  # a batch ends with its turn
                                 calls.clear()
