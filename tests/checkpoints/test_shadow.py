@@ -483,6 +483,44 @@ def test_kill_during_a_snapshot_then_recover_and_snapshot_again(tmp_path: Path):
     assert shadow.snapshot() == reference
 
 
+def test_a_git_left_running_by_a_killed_snapshot_is_ended_before_the_next(tmp_path: Path):
+    """kill -9 of the snapshotting process alone (as of a daemon) leaves its git running,
+    with the index lock: the next snapshot ends that git before it takes the lock file,
+    so the orphan's late rename cannot take the new git's lock for its index."""
+    root = tmp_path / "ws"
+    (root / "big").mkdir(parents=True)
+    for n in range(40):
+        (root / "big" / f"{n}.bin").write_bytes(os.urandom(1_000_000))
+    lock = root / ".dsh/checkpoints.git/index.lock"
+    proc = _spawn("snapshot", str(root))
+    assert proc.stdout.readline().strip() == b"start"
+    deadline = time.monotonic() + 20
+    while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    os.kill(proc.pid, signal.SIGKILL)  # the python child only: its git lives on
+    proc.wait()
+    assert lock.exists(), "the snapshot ended before the kill"
+    git_dir = f"GIT_DIR={root / '.dsh/checkpoints.git'}".encode()
+
+    def gits() -> list[str]:
+        found = []
+        for entry in os.scandir("/proc"):
+            try:
+                if entry.name.isdigit() and git_dir in Path(entry.path, "environ").read_bytes():
+                    if Path(entry.path, "stat").read_bytes().rsplit(b")", 1)[-1].split()[0] != b"Z":
+                        found.append(entry.name)
+            except OSError:
+                pass
+        return found
+
+    orphans = gits()
+    shadow = ShadowRepo(root)
+    first = shadow.snapshot()
+    assert first.files == 40
+    assert shadow.snapshot() == first
+    assert not gits(), f"orphans {orphans} still running"
+
+
 def test_kill_during_a_restore_then_recover_finishes_it(tmp_path: Path):
     root = tmp_path / "ws"
     paths = _many_files(root, 300, "old")

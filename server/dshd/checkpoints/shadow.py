@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import threading
@@ -257,7 +258,11 @@ class ShadowRepo:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 # We hold the lock, so no snapshot of ours is running: an index lock is a
-                # killed one's leftover.
+                # killed one's leftover. Its git may live on (a kill -9 of the daemon leaves
+                # its children running): it is ended first, else its late rename would take
+                # the lock file of our own next git for its index.
+                if os.path.lexists(self.git_dir / "index.lock"):
+                    _end_orphans(str(self.git_dir))
                 try:
                     os.unlink(self.git_dir / "index.lock")
                 except FileNotFoundError:
@@ -983,6 +988,43 @@ def _displace(dir_fd: int, name: str) -> None:
             os.rename(name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             return
     raise OSError(errno.EEXIST, "no free name to move a folder aside", name)
+
+
+def _end_orphans(git_dir: str, wait_s: float = 5.0) -> None:
+    """SIGKILL the git processes still working on ``git_dir`` (found by their ``GIT_DIR``),
+    and wait for them to be gone. Called only with the repository's lock held, so none of
+    them belongs to a live holder: they were left by a process killed mid-snapshot."""
+    needle = f"GIT_DIR={git_dir}".encode() + b"\0"
+    found: list[int] = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if os.stat(entry.path).st_uid != os.getuid():
+                continue
+            with open(f"{entry.path}/environ", "rb") as f:
+                environ = f.read(1 << 20) + b"\0"
+        except OSError:
+            continue
+        if needle in environ:
+            found.append(int(entry.name))
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait_s
+    for pid in found:
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[-1].split()[0]
+            except OSError:
+                break  # gone
+            if state == b"Z":
+                break  # dead, not yet reaped by its (new) parent
+            time.sleep(0.005)
 
 
 def _untrusted_reason(git_dir: Path) -> str | None:
