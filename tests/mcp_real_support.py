@@ -1,6 +1,6 @@
 """The real MCP servers tests/mcp/setup.sh installs (npm server-everything,
 server-filesystem and server-memory, PyPI mcp-server-time): where they are, how dshd's config and
-``.mcp.json`` name them, how the SDK starts them directly (bench/mcp.py's baseline), and
+``.mcp.json`` name them, how the SDK starts them directly (bench/mcp_calls.py's baseline), and
 finding their processes in ``/proc``.
 
 Each server a test configures carries a marker of its own, in its argv where the server

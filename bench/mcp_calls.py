@@ -2,7 +2,7 @@
 official SDK talking to the same real servers (tests/mcp/setup.sh installs them) in the
 same run.
 
-    .venv/bin/python bench/mcp.py [--calls 200] [--sessions 7]
+    .venv/bin/python bench/mcp_calls.py [--calls 200] [--sessions 7]
 
 Both parts run dshd in process (a ``Workspace`` with the scripted model, the mcp plugin,
 the servers in a user config of its own): no editor, no wire, so the figures are dshd's
@@ -42,8 +42,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# This file is named mcp.py: its own folder off the path, so `import mcp` is the SDK.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# (Not named mcp.py: tests put bench/ on sys.path, where that name would hide the SDK.)
 sys.path.insert(0, str(REPO / "server"))
 sys.path.insert(0, str(REPO))
 
