@@ -539,6 +539,26 @@ async def test_config_get_shows_the_effective_config(workspace: Path, daemons) -
     assert "scriptReplies" not in report["effective"]
 
 
+async def test_checkpoint_list_diff_and_restore(tmp_path: Path, daemons) -> None:
+    """dsh/checkpoint/*: a step that writes a file is checkpointed before it runs; the diff
+    says what restoring would change; the restore puts the file back (the wire's other
+    cases: test_checkpoint_wire.py)."""
+    replies = [{"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "two\n"}}]}, {"text": "ok"}]
+    write_workspace(daemons.root, replies, plugins=["tools", "checkpoints"])
+    (daemons.root / "a.txt").write_text("one\n")
+    client = await daemons.start(approve=lambda params: {"outcome": "allow-once"})
+    agent = (await call(client, "dsh/session/create", {}))["agentId"]
+    await call(client, "dsh/agent/prompt", {"agentId": agent, "text": "write"})
+    [checkpoint] = (await call(client, "dsh/checkpoint/list", {"agentId": agent}))["checkpoints"]
+    assert (checkpoint["turn"], checkpoint["step"], checkpoint["files"]) == (1, 1, ["a.txt"])
+    [change] = (await call(client, "dsh/checkpoint/diff", {"agentId": agent, "seq": checkpoint["seq"]}))["files"]
+    assert (change["path"], change["status"], change["changedByPerson"]) == ("a.txt", "modified", False)
+    assert "-two" in change["diff"] and "+one" in change["diff"]
+    restored = await call(client, "dsh/checkpoint/restore", {"agentId": agent, "seq": checkpoint["seq"]})
+    assert restored["restored"] == ["a.txt"] and "agent" not in restored
+    assert (daemons.root / "a.txt").read_text() == "one\n"
+
+
 def test_every_request_method_has_a_happy_path_here() -> None:
     """A method added to the protocol needs a happy path in this file."""
     source = Path(__file__).read_text()

@@ -154,6 +154,9 @@ AGENT_METHOD_PARAMS = {
     "dsh/permission/get": {},
     "dsh/permission/set": {"sandbox": "read-only"},
     "dsh/chat/get": {},
+    "dsh/checkpoint/list": {},
+    "dsh/checkpoint/diff": {"seq": 1},
+    "dsh/checkpoint/restore": {"seq": 1},
 }
 
 
