@@ -1,6 +1,7 @@
 """No benchmark shadows a module: several tests put bench/ on sys.path (to share a bench's
-log builder), and a bench named like a package (bench/mcp.py, bench/acp.py once) then hid the real one
-from every later test in that process ("'mcp' is not a package")."""
+log builder), and a bench named like a package (bench/mcp.py, bench/acp.py once) then hid
+the real one from every later test in that process ("'mcp' is not a package"). The test
+folders count too: pytest imports them as top-level packages (``sandbox.test_sandbox``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-TESTS = Path(__file__).resolve().parent  # its folders are importable too (test packages, not libraries)
+TESTS = Path(__file__).resolve().parent
 
 
 def test_no_bench_is_named_like_an_importable_module():
@@ -25,8 +26,7 @@ def test_no_bench_is_named_like_an_importable_module():
             if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve().parent != BENCH:
                 clashes.append(name)
                 continue
-            spec = importlib.util.find_spec(name) if loaded is None else None
-            if spec is not None and not (spec.origin and Path(spec.origin).resolve().is_relative_to(TESTS)):
+            if loaded is None and (importlib.util.find_spec(name) is not None or (TESTS / name).is_dir()):
                 clashes.append(name)
     finally:
         sys.path[:] = saved

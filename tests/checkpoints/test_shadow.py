@@ -1,4 +1,4 @@
-"""The shadow repository (SPEC section 20, K-1; K-4 is bench/checkpoints.py): snapshots of
+"""The shadow repository (SPEC section 20, K-1; K-4 is bench/snapshots.py): snapshots of
 every file into .dsh/checkpoints.git with the real git binary, restores that are
 all-or-nothing across kill -9, the person's .git never touched, links never followed, and
 a planted repository never trusted."""

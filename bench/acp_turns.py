@@ -1,6 +1,6 @@
 """The ACP front door against the LSP one, in one run, on the scripted model.
 
-    .venv/bin/python bench/acp_door.py [--prompts 60] [--starts 5]
+    .venv/bin/python bench/acp_turns.py [--prompts 60] [--starts 5]
 
 1. Prompt -> first text a client can show: `dshd acp`'s `session/prompt` -> first
    `agent_message_chunk`, against `dshd serve`'s `dsh/agent/prompt` -> first

@@ -2,7 +2,7 @@
 (every mode in its own PID namespace, socket folders hidden with the network off) against
 the sandbox argv of before (kept here as :func:`previous_argv`), in the same run.
 
-    .venv/bin/python bench/sandbox.py [--runs 60]
+    .venv/bin/python bench/sandbox_runs.py [--runs 60]
 
 Baseline: `/bin/sh -c true` under the previous argv of each mode (read-only and
 workspace-write with a PID namespace; full access with the network off without one; full

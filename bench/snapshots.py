@@ -4,7 +4,7 @@ on the same tree: ``git status --porcelain`` of the person's repository (what an
 pays to learn what changed) and an ``os.walk`` with an ``lstat`` of every file (the floor
 of looking at each file once from Python).
 
-    .venv/bin/python bench/checkpoints.py [--files 10000] [--runs 20]
+    .venv/bin/python bench/snapshots.py [--files 10000] [--runs 20]
 
 The workspace is a git repository of small files in nested folders (20 packages x 10
 modules x 50 files), made in a temporary folder and removed after. Targets: first
