@@ -29,13 +29,8 @@ local function clean(text)
   return (tostring(text):gsub('%c', '?'))
 end
 
-local function lines_of(text)
-  local lines = vim.split(tostring(text or ''):gsub('\r\n', '\n'), '\n', { plain = true })
-  if #lines > 1 and lines[#lines] == '' then
-    table.remove(lines)
-  end
-  return lines
-end
+-- Text as buffer lines: the chat's own splitter (one rule for both).
+local lines_of = require('dsh.chat.text').split
 
 --- One file's unified diff as its two sides (pure): `now` holds the context and the
 --- removed lines, `after` the context and the added lines; each hunk starts with the same
