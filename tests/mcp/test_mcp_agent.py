@@ -381,3 +381,34 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
         assert len([e for e in events_of(agent, "mcp/server")]) == 1
     finally:
         await agent.aclose()
+
+
+@pytest.mark.sandbox
+async def test_a_server_installed_under_tmp_is_shown_to_its_sandbox_read_only(tmp_path):
+    """The sandbox gives a server an empty /tmp of its own; a server installed in a folder
+    under /tmp (a checkout there) still starts: that folder is shown again, read-only."""
+    import shutil
+    import tempfile
+
+    install = Path(tempfile.mkdtemp(prefix="dshd-mcp-install-", dir="/tmp"))
+    try:
+        script = install / "server.sh"
+        # The toy's path as an argument: where this checkout is itself under /tmp, that
+        # argument shows the checkout (and the venv python in it) as well.
+        script.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        script.chmod(0o755)
+        marker = tmp_path / "ws" / "toy.pid"
+        replies = [{"toolCalls": [call("mcp__toy__where")]}, {"text": "done"}]
+        ws = workspace(tmp_path, replies, {"toy": {"command": str(script), "args": [TOY, "--marker", str(marker), "--write", str(install / "x")]}})
+        agent = ws.create_session()
+        try:
+            await agent.prompt("go")
+            state = servers_of(agent).states()[0]
+            assert state.state == "ready", state.reason
+            assert results(agent)[0][0]
+            assert marker.read_text().split("\n")[1] == "write failed 30"  # shown read-only: EROFS
+            assert not (install / "x").exists()
+        finally:
+            await agent.aclose()
+    finally:
+        shutil.rmtree(install, ignore_errors=True)

@@ -302,6 +302,9 @@ class McpServers:
             hide, mask = socket_folders(), listening_sockets()
             links = kept_links(hide)
         policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links)
+        show = installed_in(replaced_folders(policy), command)
+        if show:
+            policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links, show)
         argv = bwrap_argv(policy, command, cwd, bwrap=found.bwrap or shutil.which("bwrap") or "bwrap")
         return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root, covered=mask)
 
@@ -352,6 +355,26 @@ class McpServers:
                 fn(view)
             except Exception:
                 log.exception("an MCP server listener failed")
+
+
+def installed_in(replaced: tuple[Path, ...], command: list[str]) -> tuple[Path, ...]:
+    """The folders a server's program and its path arguments live in, where the sandbox
+    would show an empty folder instead (a checkout or an install under /tmp): for each, the
+    first folder below the replaced one (``/tmp/checkout`` for ``/tmp/checkout/.venv/bin/python``),
+    shown again read-only, so the server can start from where the person installed it."""
+    found: list[Path] = []
+    program = command[0] if command else ""
+    candidates = [shutil.which(program) or program, *command[1:]]
+    for text in candidates:
+        if not text or not os.path.isabs(text) or not os.path.exists(text):
+            continue
+        path = Path(os.path.normpath(text))
+        for folder in replaced:
+            if folder in path.parents:
+                top = folder / path.relative_to(folder).parts[0]
+                if top.is_dir() and not top.is_symlink() and top not in found:
+                    found.append(top)
+    return tuple(found)
 
 
 def _http_headers(spec: McpServerSpec) -> dict[str, str]:

@@ -60,6 +60,9 @@ class SandboxPolicy:
     # With the network off: links inside hidden folders made again there, as (target, link)
     # (see dshd.sandbox.sockets.kept_links).
     links: tuple[tuple[str, Path], ...] = field(default=())
+    # Folders inside the replaced ones shown again, read-only (an MCP server installed in a
+    # checkout under /tmp); the sockets listening in them are covered like any other.
+    show: tuple[Path, ...] = field(default=())
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -97,6 +100,10 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
     after = [f for f in tmpfs if f not in before]
     for folder in before:
         argv += ["--tmpfs", str(folder)]
+    # Before the workspace's bind: a shown folder that holds the workspace must not cover it.
+    shown = [f for f in policy.show if any(_within(f, folder) and f != folder for folder in before)]
+    for folder in shown:
+        argv += ["--ro-bind", str(folder), str(folder)]
     if policy.mode == "workspace-write":
         argv += ["--bind", str(workspace), str(workspace)]
     elif any(_within(workspace, folder) for folder in before):
@@ -114,8 +121,10 @@ def bwrap_argv(policy: SandboxPolicy, command: list[str], cwd: Path, *, bwrap: s
         # before bubblewrap binds over it would come back as an empty file on the host.
         # Under a read-only root that race only makes bubblewrap fail, before the command.
         for sock in policy.mask:
-            if any(_within(sock, folder) for folder in tmpfs) or _within(sock, workspace):
-                continue  # hidden with its folder, or the workspace's own
+            if _within(sock, workspace):
+                continue  # the workspace's own
+            if any(_within(sock, folder) for folder in tmpfs) and not any(_within(sock, f) for f in shown):
+                continue  # hidden with its folder
             if _within(sock, DEV):
                 continue  # a fresh /dev holds no socket of the host's
             argv += ["--ro-bind", "/dev/null", str(sock)]
