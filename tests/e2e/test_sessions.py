@@ -251,7 +251,7 @@ async def test_notifications_are_scoped_per_agent_and_follow_the_log(workspace, 
     assert create_notes[0]["goal"] == goal
     note = await blocked
     assert note["params"]["goal"]["blockedReason"]["code"] == "round-budget-exhausted"
-    await wait_idle(client, a["agentId"])
+    await wait_idle(client, a["agentId"], timeout=30)
 
     # B: plan mode on, a prompt, and goal writes each checked for notify-before-respond.
     await client.request("dsh/plan/set", {"agentId": b["agentId"], "active": True})
@@ -266,7 +266,7 @@ async def test_notifications_are_scoped_per_agent_and_follow_the_log(workspace, 
     goal_b = await client.request("dsh/goal/pause", {"agentId": b["agentId"], "ref": ref_of(goal_b)})
     # The pause may land after the first round started; the last write's notice is ours.
     assert notes(client, "dsh/goal/changed", b["agentId"])[-1]["op"] == "pause"
-    await wait_idle(client, b["agentId"])
+    await wait_idle(client, b["agentId"], timeout=30)  # a round may be running: slow under load
     for op, params in [
         ("edit", {"ref": ref_of(goal_b), "maxRounds": 9}),
         ("block", None),
