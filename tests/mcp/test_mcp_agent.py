@@ -344,7 +344,7 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
     start; one gone by the time bubblewrap runs makes bubblewrap fail before the server.
     The server is started once more with the sockets listed again. Control: a socket gone
     every time fails the server, saying so once."""
-    from dshd.mcp import servers as servers_module
+    from dshd.sandbox import host as host_module  # where a start lists the sockets
     from dshd.sandbox.sockets import listening_sockets
 
     vanished = Path(f"/var/tmp/dshd-mcp-vanished-{os.getpid()}.sock")
@@ -355,7 +355,7 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
         listed.append(1)
         return (vanished,) if len(listed) == 1 else listening_sockets()
 
-    monkeypatch.setattr(servers_module, "listening_sockets", first_vanished)
+    monkeypatch.setattr(host_module, "listening_sockets", first_vanished)
     marker = tmp_path / "ws" / "toy.pid"
     ws = workspace(tmp_path, [{"toolCalls": [call("mcp__toy__where")]}, {"text": "done"}], {"toy": toy(marker)})
     agent = ws.create_session()
@@ -367,7 +367,7 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
     finally:
         await agent.aclose()
 
-    monkeypatch.setattr(servers_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
+    monkeypatch.setattr(host_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
     listed.clear()
     other = tmp_path / "other"
     other.mkdir()

@@ -445,7 +445,7 @@ async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_liste
     which then fails before the command: the sockets are listed again and the sandbox built
     once more. If it fails again, the call says the sandbox could not be set up and that
     nothing ran (the command's marker is never written)."""
-    from dshd.tools import run as run_module
+    from dshd.sandbox import host as host_module  # where a start lists the sockets
 
     vanished = Path(f"/var/tmp/dshd-vanished-{os.getpid()}-{mode}.sock")
     assert not os.path.lexists(vanished)
@@ -455,7 +455,7 @@ async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_liste
         listed.append(1)
         return (vanished,) if len(listed) == 1 else listening_sockets()
 
-    monkeypatch.setattr(run_module, "listening_sockets", first_vanished)
+    monkeypatch.setattr(host_module, "listening_sockets", first_vanished)
     marker = "echo ran" if mode == "read-only" else "echo ran > ran.txt; echo ran"
     outcome = await run_tool(ws, mode, False, marker)
     assert outcome.ok, outcome.content
@@ -464,7 +464,7 @@ async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_liste
     # Positive control of the failure: a socket that is gone every time.
     (ws / "ran.txt").unlink(missing_ok=True)
     listed.clear()
-    monkeypatch.setattr(run_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
+    monkeypatch.setattr(host_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
     failed = await run_tool(ws, mode, False, "echo ran > ran.txt")
     assert not failed.ok and failed.content.startswith("Not run: the sandbox could not be set up")
     assert "Can't create file" in failed.content and len(listed) == 2

@@ -39,9 +39,9 @@ import attrs
 from dshd.agent.tools import ToolCatalogue, ToolOutcome
 from dshd.mcp.config import McpServerSpec, Source
 from dshd.mcp.tools import make_tool, result_outcome
-from dshd.sandbox import SandboxPolicy, bwrap_argv, probe
+from dshd.sandbox import bwrap_argv, probe
 from dshd.sandbox.policy import replaced_folders
-from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
+from dshd.sandbox.host import host_policy
 from dshd.tools import safepath
 from dshd.tools.paths import PROTECTED, PathRefused
 from dshd.tools.run import command_env, sandboxed_env
@@ -294,19 +294,9 @@ class McpServers:
                 f"no sandbox can be built here: {found.reason}. To fix it: {found.fix.split('; ')[0]}; "
                 'or, knowingly, set sandbox = "none" for this server in your user config'
             )
-        protect = tuple(self.root / name for name in PROTECTED if os.path.lexists(self.root / name))
-        hide: tuple[Path, ...] = ()
-        mask: tuple[Path, ...] = ()
-        links: tuple[tuple[str, Path], ...] = ()
-        if not self.network:
-            hide, mask = socket_folders(), listening_sockets()
-            links = kept_links(hide)
-        policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links)
-        show = installed_in(replaced_folders(policy), command)
-        if show:
-            policy = SandboxPolicy("workspace-write", self.network, self.root, protect, hide, mask, links, show)
+        policy = host_policy("workspace-write", self.network, self.root, PROTECTED, show_installed=command)
         argv = bwrap_argv(policy, command, cwd, bwrap=found.bwrap or shutil.which("bwrap") or "bwrap")
-        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root, covered=mask)
+        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root, covered=policy.mask)
 
     def _cwd(self, spec: McpServerSpec) -> Path:
         """The server's folder: inside the workspace, walked there without following a link."""
@@ -355,26 +345,6 @@ class McpServers:
                 fn(view)
             except Exception:
                 log.exception("an MCP server listener failed")
-
-
-def installed_in(replaced: tuple[Path, ...], command: list[str]) -> tuple[Path, ...]:
-    """The folders a server's program and its path arguments live in, where the sandbox
-    would show an empty folder instead (a checkout or an install under /tmp): for each, the
-    first folder below the replaced one (``/tmp/checkout`` for ``/tmp/checkout/.venv/bin/python``),
-    shown again read-only, so the server can start from where the person installed it."""
-    found: list[Path] = []
-    program = command[0] if command else ""
-    candidates = [shutil.which(program) or program, *command[1:]]
-    for text in candidates:
-        if not text or not os.path.isabs(text) or not os.path.exists(text):
-            continue
-        path = Path(os.path.normpath(text))
-        for folder in replaced:
-            if folder in path.parents:
-                top = folder / path.relative_to(folder).parts[0]
-                if top.is_dir() and not top.is_symlink() and top not in found:
-                    found.append(top)
-    return tuple(found)
 
 
 def _http_headers(spec: McpServerSpec) -> dict[str, str]:

@@ -32,9 +32,9 @@ from typing import Any
 
 from dshd.formats import clip, shown as shown_text
 from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
-from dshd.sandbox import SandboxPolicy, bwrap_argv, probe, run
+from dshd.sandbox import bwrap_argv, probe, run
 from dshd.sandbox.policy import replaced_folders
-from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
+from dshd.sandbox.host import host_policy
 from dshd.tools import safepath
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
@@ -216,16 +216,9 @@ class RunCommand:
         policy = ctx.policy
         # dshd's own folder always exists, so it is always protected; .git only when present.
         (ctx.root / ".dsh").mkdir(exist_ok=True)
-        protect = tuple(ctx.root / name for name in PROTECTED if os.path.lexists(ctx.root / name))
-        hide: tuple[Path, ...] = ()
-        mask: tuple[Path, ...] = ()
-        links: tuple[tuple[str, Path], ...] = ()
-        if not policy.network:
-            hide, mask = socket_folders(), listening_sockets()
-            links = kept_links(hide)
-        sandbox = SandboxPolicy(policy.sandbox, policy.network, ctx.root, protect, hide, mask, links)
+        sandbox = host_policy(policy.sandbox, policy.network, ctx.root, PROTECTED)
         # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
-        return bwrap_argv(sandbox, shell, ctx.root, bwrap=bwrap), replaced_folders(sandbox), mask
+        return bwrap_argv(sandbox, shell, ctx.root, bwrap=bwrap), replaced_folders(sandbox), sandbox.mask
 
 
 def describe_run_command(arguments: dict[str, Any]) -> ToolDescription:

@@ -1,0 +1,69 @@
+"""The sandbox policy for one start on this host, read from the host now.
+
+:mod:`dshd.sandbox.policy` is pure; this is the one place that fills a
+:class:`SandboxPolicy` from what the host has at the moment something starts in it (a
+command of ``run_command``, an MCP server): which protected names exist in the workspace,
+which socket folders and listening sockets there are to hide and cover with the network
+off (they come and go, so they are read at each start), which links inside those folders
+to make again, and which folders a program was installed in where the sandbox would show
+an empty folder instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from dshd.sandbox.policy import Mode, SandboxPolicy, replaced_folders
+from dshd.sandbox.sockets import kept_links, listening_sockets, socket_folders
+
+
+def host_policy(
+    mode: Mode,
+    network: bool,
+    workspace: Path,
+    protected: Iterable[str],
+    *,
+    show_installed: Sequence[str] = (),
+) -> SandboxPolicy:
+    """The policy for ``mode`` and ``network`` on ``workspace`` as the host is now.
+
+    ``protected``: names inside the workspace kept read-only (only those that exist are
+    passed on: bubblewrap cannot bind a missing path). ``show_installed``: a command line
+    whose program and path arguments are shown again, read-only, where they live under a
+    folder the sandbox replaces (:func:`installed_in`)."""
+    protect = tuple(workspace / name for name in protected if os.path.lexists(workspace / name))
+    hide: tuple[Path, ...] = ()
+    mask: tuple[Path, ...] = ()
+    links: tuple[tuple[str, Path], ...] = ()
+    if not network:
+        hide, mask = socket_folders(), listening_sockets()
+        links = kept_links(hide)
+    policy = SandboxPolicy(mode, network, workspace, protect, hide, mask, links)
+    show = installed_in(replaced_folders(policy), show_installed) if show_installed else ()
+    if show:
+        policy = SandboxPolicy(mode, network, workspace, protect, hide, mask, links, show)
+    return policy
+
+
+def installed_in(replaced: tuple[Path, ...], command: Sequence[str]) -> tuple[Path, ...]:
+    """The folders a program and its path arguments live in, where the sandbox would show
+    an empty folder instead (a checkout or an install under /tmp): for each, the first
+    folder below the replaced one (``/tmp/checkout`` for ``/tmp/checkout/.venv/bin/python``),
+    so that it can be shown again read-only and the program can start from where the person
+    installed it. Links are not followed to get there: a folder that is a link is left out."""
+    found: list[Path] = []
+    program = command[0] if command else ""
+    candidates = [shutil.which(program) or program, *command[1:]]
+    for text in candidates:
+        if not text or not os.path.isabs(text) or not os.path.exists(text):
+            continue
+        path = Path(os.path.normpath(text))
+        for folder in replaced:
+            if folder in path.parents:
+                top = folder / path.relative_to(folder).parts[0]
+                if top.is_dir() and not top.is_symlink() and top not in found:
+                    found.append(top)
+    return tuple(found)
