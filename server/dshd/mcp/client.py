@@ -61,24 +61,34 @@ class ServerGone(Exception):
     """The server's process ended, or its connection closed."""
 
 
-def _children_with_marker(marker: str) -> list[int]:
-    """Our own child processes whose environment holds ``marker`` (the server we started)."""
+def _read_proc(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _child_with_marker(marker: str) -> int | None:
+    """Our own child process whose environment holds ``marker`` (the server we just
+    started). Newest pids first: the child is almost always the highest one, so the scan
+    stops after a few entries instead of reading every process's files (a wrapped pid
+    counter only makes it read more)."""
     me = os.getpid()
-    found = []
     needle = f"{MARKER_ENV}={marker}".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for pid in sorted((int(name) for name in os.listdir("/proc") if name.isdigit()), reverse=True):
         try:
-            stat = Path(entry.path, "stat").read_bytes()
-            ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-            if ppid != me:
+            stat = _read_proc(f"/proc/{pid}/stat")
+            if int(stat[stat.rfind(b")") + 2 :].split(None, 2)[1]) != me:
                 continue
-            if needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
+            if needle in _read_proc(f"/proc/{pid}/environ").split(b"\0"):
+                return pid
         except (OSError, ValueError, IndexError):
             continue
-    return found
+    return None
 
 
 class _Tail:
@@ -231,8 +241,7 @@ class Connection:
             async with stdio_client(params, errlog=errlog) as streams:
                 errlog.close()
                 tail.close_write()
-                found = _children_with_marker(self._marker)
-                self.pid = found[0] if found else None
+                self.pid = _child_with_marker(self._marker)
                 _live.add(self)
                 try:
                     yield streams

@@ -271,10 +271,7 @@ class McpServers:
 
     async def _connection(self, server: _Server) -> "Connection":
         spec = server.spec
-        # The SDK, only now that a server starts; imported off the event loop (it takes
-        # a second or more), so the daemon goes on answering meanwhile.
-        client = await asyncio.to_thread(importlib.import_module, "dshd.mcp.client")
-
+        client = await _client_module()
         on_gone = lambda reason: self._fail(server, reason)  # noqa: E731
         if spec.transport == "http":
             return client.Connection(spec, self.root, headers=_http_headers(spec), on_gone=on_gone)
@@ -345,6 +342,20 @@ class McpServers:
                 fn(view)
             except Exception:
                 log.exception("an MCP server listener failed")
+
+
+_client: Any = None  # dshd.mcp.client, once imported
+
+
+async def _client_module() -> Any:
+    """:mod:`dshd.mcp.client` (which imports the SDK), only once a server starts. The first
+    import runs off the event loop (it takes a second or more), so the daemon goes on
+    answering meanwhile; later ones take it from here, without a thread hop (not from
+    ``sys.modules``, where a module still being imported already stands)."""
+    global _client
+    if _client is None:
+        _client = await asyncio.to_thread(importlib.import_module, "dshd.mcp.client")
+    return _client
 
 
 def _http_headers(spec: McpServerSpec) -> dict[str, str]:
