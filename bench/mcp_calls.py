@@ -25,7 +25,7 @@ MCP layer and the session around it.
     The real servers' start (most of it mcp-server-time importing its Python packages)
     varies by 100 ms and more from one start to the next on a small machine, more than the
     margin; so the same rounds run again with two servers that start at once
-    (bench/mcp_instant_server.py, the standard library only), which shows what dshd itself
+    (tests/fixtures/mcp_servers/instant.py, the standard library only), which shows what dshd itself
     adds (its steps and bubblewrap's) without that noise.
 
 Prints the figures beside their baselines and exits 0.
@@ -159,7 +159,7 @@ async def per_call(args: argparse.Namespace, base: Path) -> None:
 
 
 def instant_argv() -> tuple[str, list[str]]:
-    return sys.executable, ["-I", str(REPO / "bench" / "mcp_instant_server.py")]
+    return sys.executable, ["-I", str(REPO / "tests" / "fixtures" / "mcp_servers" / "instant.py")]
 
 
 async def paired_rounds(label: str, servers: dict[str, tuple[str, list[str]]], rounds: int, base: Path) -> float:

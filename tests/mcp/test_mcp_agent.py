@@ -412,3 +412,24 @@ async def test_a_server_installed_under_tmp_is_shown_to_its_sandbox_read_only(tm
             await agent.aclose()
     finally:
         shutil.rmtree(install, ignore_errors=True)
+
+
+async def test_the_benchs_instant_server_is_listed_and_called_in_the_sandbox(tmp_path):
+    """bench/mcp_calls.py measures dshd's own share of a session's start with the
+    stdlib-only server of tests/fixtures/mcp_servers/instant.py: it must stay a real MCP
+    server to the SDK (initialize, tools listed with their annotations, a call answered)."""
+    instant = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "instant.py")
+    replies = [{"toolCalls": [call("mcp__instant__echo", message="hi"), call("mcp__instant__nothing")]}, {"text": "done"}]
+    ws = workspace(tmp_path, replies, {"instant": {"command": sys.executable, "args": ["-I", instant]}})
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        [state] = servers_of(agent).states()
+        assert state.state == "ready", state.reason
+        assert state.tools == ("mcp__instant__echo", "mcp__instant__noop")
+        assert servers_of(agent).catalogue.get("mcp__instant__noop").mutability == "read"  # from readOnlyHint
+        [echoed, missing] = results(agent)
+        assert echoed == (True, '{"message": "hi"}')
+        assert not missing[0] and "mcp__instant__nothing" in missing[1]  # control: an unknown tool fails
+    finally:
+        await agent.aclose()
