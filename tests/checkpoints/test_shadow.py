@@ -296,6 +296,59 @@ def test_a_linked_shadow_repository_is_moved_aside_without_touching_its_target(w
     assert digest_tree(elsewhere) == before
 
 
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)
+    return child.pid
+
+
+def _plant_leftovers(dsh: Path, outside: Path) -> tuple[list[Path], list[Path]]:
+    """Temporary repositories as a killed create leaves them: (those to go, those to stay)."""
+    dead = _dead_pid()
+    dsh.mkdir(exist_ok=True)
+    folder = dsh / f"checkpoints.git.new-{dead}-0123abcd"
+    (folder / "objects" / "pack").mkdir(parents=True)
+    (folder / "HEAD").write_text("ref: refs/heads/dsh-snapshots\n")
+    os.symlink(outside, folder / "objects" / "into-outside")  # rmtree removes the link, not its target
+    linked = dsh / f"checkpoints.git.new-{dead}-89abcdef"
+    os.symlink(outside, linked)  # a leftover that is a link: unlinked, never followed
+    live = dsh / f"checkpoints.git.new-{os.getpid()}-0123abcd"  # a create still under way
+    live.mkdir()
+    not_the_pattern = [dsh / f"checkpoints.git.new-{dead}-0123ABCD", dsh / f"checkpoints.git.new-{dead}-0123abcd.x",
+                       dsh / f"other.git.new-{dead}-0123abcd"]
+    for path in not_the_pattern:
+        path.mkdir()
+    return [folder, linked], [live, *not_the_pattern]
+
+
+def test_temporary_repositories_left_by_a_killed_create_are_removed_on_open(workspace: Path, tmp_path: Path):
+    ShadowRepo(workspace).snapshot()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine\n")
+    gone, kept = _plant_leftovers(workspace / ".dsh", outside)
+    write(workspace, "README.md", "changed\n")
+    snapshot = ShadowRepo(workspace).snapshot()  # the next daemon opens the repository
+    assert [p for p in gone if os.path.lexists(p)] == []
+    assert all(p.is_dir() and not p.is_symlink() for p in kept)
+    assert (outside / "keep.txt").read_text() == "mine\n" and sorted(os.listdir(outside)) == ["keep.txt"]
+    assert "README.md" in tree_listing(workspace, snapshot.tree)
+
+
+def test_temporary_repositories_left_by_a_killed_create_are_removed_on_create(workspace: Path, tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine\n")
+    gone, kept = _plant_leftovers(workspace / ".dsh", outside)
+    ShadowRepo(workspace).snapshot()  # no repository yet: made now
+    assert (workspace / ".dsh" / "checkpoints.git").is_dir()
+    assert [p for p in gone if os.path.lexists(p)] == []
+    assert all(p.is_dir() for p in kept)
+    assert sorted(os.listdir(outside)) == ["keep.txt"]
+
+
 def test_the_callers_git_environment_and_home_config_are_ignored(workspace: Path, tmp_path: Path, monkeypatch):
     marker = tmp_path / "marker"
     home = tmp_path / "home"

@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -272,18 +273,27 @@ class ShadowRepo:
                 os.close(fd)
 
     def _ensure(self) -> None:
-        """The shadow repository exists and is ours; one that is not is moved aside."""
+        """The shadow repository exists and is ours; one that is not is moved aside. The
+        first time this instance opens it (and whenever it makes one), the temporary
+        repositories killed creates left in ``.dsh`` are removed."""
         try:
-            os.close(open_dir(self.dsh_dir, self.root, create=True))  # refuses a linked .dsh
+            dsh_fd = open_dir(self.dsh_dir, self.root, create=True)  # refuses a linked .dsh
         except OSError as exc:
             raise io_error(exc, self.dsh_dir, "open") from None
         try:
             st = os.lstat(self.git_dir)
         except FileNotFoundError:
             st = None
-        if st is not None:
-            if self._checked == (st.st_dev, st.st_ino) and self._config_is_ours():
+        except BaseException:
+            os.close(dsh_fd)
+            raise
+        try:
+            if st is not None and self._checked == (st.st_dev, st.st_ino) and self._config_is_ours():
                 return
+            _remove_leftovers(dsh_fd)
+        finally:
+            os.close(dsh_fd)
+        if st is not None:
             reason = _untrusted_reason(self.git_dir)
             if reason is None:
                 self._checked = (st.st_dev, st.st_ino)
@@ -1025,6 +1035,48 @@ def _end_orphans(git_dir: str, wait_s: float = 5.0) -> None:
             if state == b"Z":
                 break  # dead, not yet reaped by its (new) parent
             time.sleep(0.005)
+
+
+# The temporary folder _create makes and renames into place: a daemon killed in between
+# leaves it, named with that daemon's pid.
+_LEFTOVER = re.compile(re.escape(SHADOW_NAME) + r"\.new-([1-9][0-9]{0,9})-[0-9a-f]{8}")
+
+
+def _remove_leftovers(dsh_fd: int) -> None:
+    """Remove from ``.dsh`` (the handle ``dsh_fd``) the temporary repositories of creates
+    whose process is gone. Only names of exactly that pattern and of this user; a link is
+    unlinked, never followed (the folder itself is removed by ``rmtree``, which opens
+    each folder without following links). Best effort: one that cannot go costs only space."""
+    try:
+        names = os.listdir(dsh_fd)
+    except OSError:
+        return
+    for name in names:
+        found = _LEFTOVER.fullmatch(name)
+        if found is None or _pid_alive(int(found.group(1))):
+            continue
+        try:
+            st = os.lstat(name, dir_fd=dsh_fd)
+            if st.st_uid != os.getuid():
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, dir_fd=dsh_fd)
+            else:
+                os.unlink(name, dir_fd=dsh_fd)
+        except OSError:
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (any user's); when it cannot be told, yes, so
+    nothing a live create is making is removed."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
 
 
 def _untrusted_reason(git_dir: Path) -> str | None:
