@@ -52,7 +52,7 @@ async def test_a_write_step_is_snapshotted_and_restored(tmp_path):
     before, after = events_of(agent, "checkpoint/taken")
     assert before.data.files == 2 and after.data.files == 3  # script.json, a.txt (+ new/b.txt)
     service = service_of(agent)
-    [info] = service.list()
+    [info] = await service.list()
     assert (info.seq, info.turn, info.step) == (before.seq, 1, 2)
     assert info.files == ("a.txt", "new/b.txt")
     diff = {f.path: f for f in await service.diff(info.seq)}
@@ -78,7 +78,7 @@ async def test_a_persons_change_is_protected_until_forced(tmp_path):
     agent = ws.create_session()
     await agent.prompt("go")
     service = service_of(agent)
-    [info] = service.list()
+    [info] = await service.list()
     (tmp_path / "a.txt").write_text("mine\n")  # the person edits after the step
     (tmp_path / "other.txt").write_text("also mine\n")
     diff = {f.path: f for f in await service.diff(info.seq)}
@@ -108,10 +108,10 @@ async def test_unknown_seq_and_a_running_turn_are_refused(tmp_path):
             await service.restore(bad)
         assert caught.value.kind == "invalid-params" and caught.value.data == {"field": "seq"}
     turn = agent.start_turn("go", cause="prompt")
-    while not service.list():
+    while not await service.list():
         await _tick()
     with pytest.raises(DshError) as caught:
-        await service.restore(service.list()[0].seq)
+        await service.restore((await service.list())[0].seq)
     assert caught.value.kind == "turn-open"
     await turn
     await ws.shutdown()
@@ -124,7 +124,7 @@ async def test_no_turn_opens_while_a_restore_runs(tmp_path):
     agent = ws.create_session()
     await agent.prompt("go")
     service = service_of(agent)
-    [info] = service.list()
+    [info] = await service.list()
     restoring = asyncio.ensure_future(service.restore(info.seq))
     await asyncio.sleep(0)  # the restore holds turns before its first await
     with pytest.raises(DshError) as caught:
@@ -144,7 +144,7 @@ async def test_disabled_takes_none_and_a_fork_has_its_parents_checkpoints(tmp_pa
     )
     agent = ws.create_session()
     await agent.prompt("go")
-    assert taken(agent) == [] and service_of(agent).list() == []
+    assert taken(agent) == [] and await service_of(agent).list() == []
     assert not (tmp_path / ".dsh" / "checkpoints.git").exists()
     await ws.shutdown()
 
@@ -154,8 +154,8 @@ async def test_disabled_takes_none_and_a_fork_has_its_parents_checkpoints(tmp_pa
     parent = ws.create_session()
     await parent.prompt("go")
     fork = ws.fork(parent.agent_id)
-    [info] = service_of(fork).list()
-    assert info == service_of(parent).list()[0]
+    [info] = await service_of(fork).list()
+    assert info == (await service_of(parent).list())[0]
     await service_of(fork).restore(info.seq)
     assert not (root / "a.txt").exists()
     assert events_of(parent, "checkpoint/restored") == []  # the fork's own record
@@ -185,7 +185,7 @@ async def test_a_workspace_that_is_not_a_git_repository_and_the_persons_git_unto
     ws = make_workspace(repo, [{"toolCalls": [write("kept.txt", "changed\n")]}, {"text": "ok"}], config=NO_ASKING)
     agent = ws.create_session()
     await agent.prompt("go")
-    [info] = service_of(agent).list()
+    [info] = await service_of(agent).list()
     assert info.files == ("kept.txt",)
     await service_of(agent).restore(info.seq)
     assert (repo / "kept.txt").read_text() == "kept\n"
@@ -216,17 +216,46 @@ async def test_a_lost_repository_keeps_the_list_and_fails_the_restore_plainly(tm
     ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
     agent = ws.create_session()
     await agent.prompt("go")
-    seq = service_of(agent).list()[0].seq
+    seq = (await service_of(agent).list())[0].seq
     await ws.shutdown()
     shutil.rmtree(tmp_path / ".dsh" / "checkpoints.git")  # the person deleted it to start over
     ws = make_workspace(tmp_path, config=NO_ASKING)
     agent = ws.open_session(agent.session_id)
-    [info] = service_of(agent).list()
+    [info] = await service_of(agent).list()
     assert (info.seq, info.files) == (seq, ())
     with pytest.raises(DshError) as caught:
         await service_of(agent).restore(seq)
     assert caught.value.kind == "io-error"
     assert (tmp_path / "a.txt").read_text() == "x" and events_of(agent, "checkpoint/restored") == []
+    await ws.shutdown()
+
+
+async def test_the_list_runs_git_off_the_event_loop_and_only_when_its_cache_misses(tmp_path):
+    import threading
+
+    ws = make_workspace(tmp_path, [{"toolCalls": [write("a.txt", "x")]}, {"text": "ok"}], config=NO_ASKING)
+    agent = ws.create_session()
+    await agent.prompt("go")
+    service = service_of(agent)
+    real_changes = service.repo.changes
+    threads: list[threading.Thread] = []
+
+    def changes(from_tree, to_tree):  # the real git call, with the thread it ran in noted
+        threads.append(threading.current_thread())
+        return real_changes(from_tree, to_tree)
+
+    service.repo.changes = changes
+    try:
+        [warm] = await service.list()  # the "after" snapshot worked the files out already
+        assert warm.files == ("a.txt",) and threads == []
+        service._changed.clear()  # as after a restart: the cache is cold
+        [cold] = await service.list()
+        assert cold == warm
+        assert len(threads) == 1 and threads[0] is not threading.main_thread()
+        assert threading.current_thread() is threading.main_thread()  # positive control: the loop's thread
+        assert await service.list() == [warm] and len(threads) == 1  # cached again
+    finally:
+        service.repo.changes = real_changes
     await ws.shutdown()
 
 
@@ -245,7 +274,7 @@ async def test_a_restore_killed_in_another_process_is_finished_and_recorded_in_i
     a = ws.create_session()
     await a.prompt("go")
     b = ws.create_session()
-    [info] = service_of(a).list()
+    [info] = await service_of(a).list()
     tree = events_of(a, "checkpoint/taken")[0].data.tree
     a_id, b_id = a.session_id, b.session_id
     await ws.shutdown()
@@ -286,7 +315,7 @@ async def test_a_name_that_is_not_utf8_is_restored_and_recorded_readably(tmp_pat
     agent = ws.create_session()
     await agent.prompt("go")
     service = service_of(agent)
-    [info] = service.list()
+    [info] = await service.list()
     odd = os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt")  # Latin-1, as an old archive has it
     with open(odd, "wb") as handle:
         handle.write(b"mine\n")
@@ -314,7 +343,7 @@ async def test_a_restore_killed_between_its_files_and_its_journal_is_recorded_ex
     agent = ws.create_session()
     await agent.prompt("go")
     service = service_of(agent)
-    [info] = service.list()
+    [info] = await service.list()
     journal = tmp_path / ".dsh" / "checkpoints.git" / "dsh-restore.json"
     monkeypatch.setattr(ShadowRepo, "finish_restore", lambda self: None)  # the kill: the journal stays
     if not recorded:

@@ -266,9 +266,9 @@ def permission_set(d, p: t.PermissionSetParams):
 
 
 @method(t.CHECKPOINT_LIST)
-def checkpoint_list(d, p: t.AgentParams):
+async def checkpoint_list(d, p: t.AgentParams):
     checkpoints = _checkpoints(d.dsh_workspace.agent(p.agent_id))
-    return {"checkpoints": [to_wire.checkpoint_info(info) for info in checkpoints.list()]}
+    return {"checkpoints": [to_wire.checkpoint_info(info) for info in await checkpoints.list()]}
 
 
 @method(t.CHECKPOINT_DIFF)

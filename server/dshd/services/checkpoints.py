@@ -228,18 +228,39 @@ class CheckpointService:
 
     # ---- reading -----------------------------------------------------------------------
 
-    def list(self) -> list[CheckpointInfo]:
-        """The session's "before" checkpoints, oldest first."""
+    async def list(self) -> list[CheckpointInfo]:
+        """The session's "before" checkpoints, oldest first. The steps' files come from the
+        cache when every one is there (no thread hop); else git works them out in the
+        service's thread, under its lock, never on the event loop."""
         befores = self._fold.folded().befores
-        out = []
+        # Read on the loop, where the fold changes: the thread gets a copy.
+        steps: list[tuple[_Before, str | None]] = []
         for index, before in enumerate(befores):
             # A step the daemon did not finish has no "after": what it changed shows in the
             # next snapshot, if there is one.
             after = before.after_tree
             if after is None and index + 1 < len(befores):
                 after = befores[index + 1].tree
+            steps.append((before, after))
+        cached = self._infos(steps, cache_only=True)
+        if cached is not None:
+            return cached
+        infos = await self._in_thread(lambda: self._infos(steps))
+        assert infos is not None
+        return infos
+
+    def _infos(self, steps: list[tuple[_Before, str | None]], *, cache_only: bool = False) -> list[CheckpointInfo] | None:
+        """The list's entries; with ``cache_only``, None as soon as one step's files are not
+        cached (nothing runs git)."""
+        out = []
+        for before, after in steps:
             files: tuple[str, ...] = ()
-            if after is not None:
+            if after is not None and cache_only:
+                found = self._changed.get((before.tree, after))
+                if found is None:
+                    return None
+                files = found
+            elif after is not None:
                 try:
                     files = self._step_files(before.tree, after)
                 except DshError as exc:
