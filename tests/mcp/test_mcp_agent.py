@@ -1,7 +1,8 @@
 """MCP servers in a real in-process agent (X-2, X-3, X-5, X-6), against the small server
 of tests/fixtures/mcp_servers/toy.py (the official SDK's MCPServer): tools listed and
 called, approvals by annotations and by ``approve``, a hung tool timed out, a crash
-reported once while the rest works, start-up failures, a streamable HTTP server, an untrusted ``.mcp.json`` not
+reported once while the rest works, start-up failures, a streamable HTTP server (and one
+whose process is killed), an untrusted ``.mcp.json`` not
 started, ACP's servers added after the first request, and no process left after close.
 The scripted model makes the calls; the store, folds, log and servers are the real ones.
 """
@@ -334,6 +335,114 @@ async def test_a_streamable_http_server_is_called_and_a_missing_token_fails_it(t
             await agent.aclose()
     finally:
         served.kill()
+        await served.wait()
+
+
+async def serve_toy_http() -> tuple[int, asyncio.subprocess.Process]:
+    """tests/fixtures/mcp_servers/toy_http.py on a free port, once it listens."""
+    port = _free_port()
+    toy_http = str(Path(TOY).with_name("toy_http.py"))
+    served = await asyncio.create_subprocess_exec(
+        sys.executable, toy_http, str(port), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        break
+    return port, served
+
+
+async def test_an_http_server_whose_process_is_killed_is_failed_once_at_the_next_call(tmp_path):
+    """A streamable HTTP server has no process of dshd's to watch: the call that finds its
+    connection refused fails saying so, and the server is failed as a dead stdio server is
+    (tools withdrawn, one mcp/server event, listeners told once, later calls refused).
+    Control: a JSON-RPC error with the very code the SDK gives a closed connection, from a
+    server that still answers, stays a failed result and the server stays ready."""
+    port, served = await serve_toy_http()
+    try:
+        replies = [
+            {"toolCalls": [call("mcp__web__look", what="the web"), call("mcp__web__closed_error")]},
+            {"text": "first"},
+            {"toolCalls": [call("mcp__web__look", what="nothing")]},
+            {"toolCalls": [call("mcp__web__look", what="still nothing")]},
+            {"text": "done"},
+        ]
+        ws = workspace(tmp_path, replies, {"web": {"url": f"http://127.0.0.1:{port}/mcp", "toolTimeoutS": 10}})
+        agent = ws.create_session()
+        told = []
+        servers_of(agent).add_listener(told.append)
+        try:
+            await agent.prompt("first")
+            [looked, said_closed] = results(agent)
+            assert looked == (True, "looked at the web")
+            assert not said_closed[0] and "answered the closed_error call with an error: Connection closed" in said_closed[1]
+            [state] = servers_of(agent).states()
+            assert state.state == "ready" and "mcp__web__look" in state.tools
+            assert not events_of(agent, "mcp/server") and not told
+
+            served.kill()
+            await served.wait()
+            started = asyncio.get_running_loop().time()
+            await agent.prompt("second")
+            assert asyncio.get_running_loop().time() - started < 5  # no wait for toolTimeoutS
+            [lost, refused] = results(agent)[2:]
+            assert not lost[0] and "Not finished: the MCP server web failed (its connection was lost: ConnectError" in lost[1]
+            assert not refused[0] and "the MCP server web failed (its connection was lost" in refused[1]
+            assert "its tools are gone for this session" in refused[1]
+            [state] = servers_of(agent).states()
+            assert state.state == "failed" and state.tools == ()
+            assert state.reason.startswith("its connection was lost: ConnectError")
+            assert not [n for n in servers_of(agent).catalogue.names() if n.startswith("mcp__web__")]
+            headers = events_of(agent, "request/header")
+            assert "mcp__web__look" in headers[2].data.tools  # the request that made the failing call
+            assert not [n for n in headers[3].data.tools if n.startswith("mcp__")]  # the one after it
+            [failed] = events_of(agent, "mcp/server")
+            assert failed.data.name == "web" and failed.data.reason == state.reason
+            assert [(s.name, s.state) for s in told] == [("web", "failed")]
+            assert replay_strict(log_path(agent)).seq == agent.store.state.seq
+        finally:
+            await agent.aclose()
+    finally:
+        if served.returncode is None:
+            served.kill()
+            await served.wait()
+
+
+async def test_an_http_server_killed_during_a_call_fails_that_call_at_once(tmp_path):
+    """The server dies while a call waits for its answer (the response stream is reset):
+    the call fails with the reason at once, not at toolTimeoutS, and the server is failed."""
+    port, served = await serve_toy_http()
+    try:
+        replies = [{"toolCalls": [call("mcp__web__sleep_forever")]}, {"text": "done"}]
+        ws = workspace(tmp_path, replies, {"web": {"url": f"http://127.0.0.1:{port}/mcp", "toolTimeoutS": 30}})
+        agent = ws.create_session()
+        try:
+            await servers_of(agent).ready()
+
+            async def kill_once_called() -> None:
+                await until(lambda: events_of(agent, "tool/call"), 10)
+                await asyncio.sleep(0.3)  # the call's POST is in flight, its answer awaited
+                served.kill()
+
+            killer = asyncio.ensure_future(kill_once_called())
+            started = asyncio.get_running_loop().time()
+            await agent.prompt("go")
+            await killer
+            assert asyncio.get_running_loop().time() - started < 5
+            [(ok, said)] = results(agent)
+            assert not ok and "Not finished: the MCP server web failed (its connection was lost" in said
+            [state] = servers_of(agent).states()
+            assert state.state == "failed" and state.tools == ()
+            assert len(events_of(agent, "mcp/server")) == 1
+        finally:
+            await agent.aclose()
+    finally:
+        if served.returncode is None:
+            served.kill()
         await served.wait()
 
 

@@ -7,6 +7,13 @@ entered and left in one task, so each connection runs in a task of its own
 tools, then holds everything open until it is told to stop or the server's process ends.
 Tool calls come from the agent's turn task over the session's streams.
 
+A streamable HTTP server has no process of dshd's to watch: its connection counts as lost
+when the SDK's transport ends (its task group fails on a refused or reset POST, or its
+read stream ends), and when a call ends with the SDK's "connection closed" error and a
+ping then fails too (a server that answers the ping gave that error itself: it stays a
+failed result only). Either way :attr:`Connection.on_gone` is called once, with the
+reason, before the call that found it out returns. Nothing polls an idle server.
+
 A stdio server is started by the SDK in a new session (its own process group). Its pid
 is found by a marker in its environment (the SDK does not expose its process), so that
 its whole tree can be killed at once (:meth:`Connection.kill`, synchronous: it works from
@@ -27,12 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from dshd.mcp.config import McpServerSpec
 from dshd.sandbox.runner import kill_tree
@@ -42,6 +51,8 @@ log = logging.getLogger(__name__)
 MARKER_ENV = "DSHD_MCP_SERVER"
 STDERR_TAIL = 2048  # bytes of a server's stderr kept for the reason it died
 STOP_WAIT_S = 5.0  # how long a stopping connection's task may take before it is cancelled
+PING_S = 5.0  # how long an HTTP server whose call's connection closed has to answer a ping
+LOST_WAIT_S = 1.0  # how long such a call waits for the transport to say why it ended
 
 
 @attrs.frozen
@@ -59,6 +70,59 @@ class Launch:
 
 class ServerGone(Exception):
     """The server's process ended, or its connection closed."""
+
+
+def _short_error(exc: BaseException) -> str:
+    """An error as one short line; a group (the SDK's task groups) shows its first real
+    error, not the cancellations it caused."""
+    while isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        exc = (inner or list(exc.exceptions))[0]
+    text = str(exc).strip()
+    text = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+class _WatchedReadStream:
+    """The HTTP transport's read stream, as the session reads it, with its end seen: a
+    transport that stops by itself (its POST writer failed) only closes this stream, and
+    the session alone would not say so."""
+
+    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._ended.set()
+            raise
+
+    def __aiter__(self) -> "_WatchedReadStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> "_WatchedReadStream":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
 
 
 def _read_proc(path: str) -> bytes:
@@ -161,6 +225,9 @@ class Connection:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._tail: _Tail | None = None
+        self._read_ended = asyncio.Event()  # the HTTP transport's read stream ended
+        self.lost: str | None = None  # why an HTTP server's connection counts as lost
+        self._lost_told = asyncio.Event()  # set with ``lost``
 
     # ---- start -------------------------------------------------------------------------
 
@@ -187,6 +254,8 @@ class Connection:
                         streamable_http_client(self.spec.url or "", http_client=client)
                     )
                 read, write = streams
+                if self.launch is None:
+                    read = _WatchedReadStream(read, self._read_ended)
                 session = await stack.enter_async_context(
                     ClientSession(
                         read,
@@ -210,11 +279,16 @@ class Connection:
                 if not self._ready.done():
                     self._ready.set_result(tools)
                 reason = await self._until_stopped()
-                if reason is not None and not self._stopping and self.on_gone is not None:
+                if reason is not None and self.launch is None:
+                    self._connection_lost(reason)
+                elif reason is not None and not self._stopping and self.on_gone is not None:
                     self.on_gone(reason)
         except BaseException as exc:  # noqa: BLE001 - every way out is reported, none raised here
             if not self._ready.done():
                 self._ready.set_exception(exc if isinstance(exc, Exception) else ServerGone("stopped"))
+            elif self.launch is None:
+                # The HTTP transport's task group failed: a POST was refused or reset.
+                self._connection_lost(f"its connection was lost: {_short_error(exc)}")
             elif not self._stopping and self.on_gone is not None:
                 self.on_gone(self._gone_reason(f"its connection failed ({type(exc).__name__}: {exc})"))
             if isinstance(exc, asyncio.CancelledError):
@@ -260,9 +334,14 @@ class Connection:
                 os.killpg(self.pid, signal.SIGKILL)
 
     async def _until_stopped(self) -> str | None:
-        """Wait for a stop (None) or for the server's process to end (the reason)."""
+        """Wait for a stop (None) or for the server's process, or its HTTP transport, to
+        end (the reason)."""
         stop = asyncio.ensure_future(self._stop.wait())
         waits: set[asyncio.Future] = {stop}
+        ended: asyncio.Future | None = None
+        if self.launch is None:
+            ended = asyncio.ensure_future(self._read_ended.wait())
+            waits.add(ended)
         exited: asyncio.Future | None = None
         pidfd = -1
         if self.pid is not None:
@@ -279,12 +358,28 @@ class Connection:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
+            if ended is not None:
+                ended.cancel()
             if pidfd >= 0:
                 asyncio.get_running_loop().remove_reader(pidfd)
                 os.close(pidfd)
-        if exited is not None and exited.done() and not self._stop.is_set():
+        if self._stop.is_set():
+            return None
+        if exited is not None and exited.done():
             return self._gone_reason("its process exited")
+        if ended is not None and ended.done():
+            return "its connection was lost: the transport's stream ended"
         return None
+
+    def _connection_lost(self, reason: str) -> str:
+        """Once: an HTTP server's connection is lost for ``reason``; on_gone is told (not
+        when dshd itself is stopping it). Answers the first reason given."""
+        if self.lost is None:
+            self.lost = reason
+            self._lost_told.set()
+            if not self._stopping and self.on_gone is not None:
+                self.on_gone(reason)
+        return self.lost
 
     def _gone_reason(self, what: str) -> str:
         said = self._tail.last_line() if self._tail is not None else None
@@ -294,11 +389,47 @@ class Connection:
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> Any:
         """The server's ``CallToolResult``; TimeoutError past ``timeout_s``, ServerGone
-        when it is not running, the SDK's error when it answered with one."""
+        when it is not running or its HTTP connection is lost (on_gone told first), the
+        SDK's error when it answered with one. Never longer than ``timeout_s`` in all."""
         session = self.session
         if session is None:
-            raise ServerGone("it is not running")
-        return await asyncio.wait_for(session.call_tool(tool, arguments), timeout_s)
+            raise ServerGone(self.lost or "it is not running")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            return await asyncio.wait_for(session.call_tool(tool, arguments), timeout_s)
+        except MCPError as exc:
+            if self.launch is not None or exc.code != types.CONNECTION_CLOSED:
+                raise
+            lost = await self._lost_after(session, exc, deadline)
+            if lost is None:
+                raise  # the server answers: that error was its own
+            raise ServerGone(lost) from None
+
+    async def _lost_after(self, session: ClientSession, closed: MCPError, deadline: float) -> str | None:
+        """After a call's "connection closed" (the SDK's, or a server's own error with that
+        code): None when the server still answers a ping, else why its connection is lost."""
+        loop = asyncio.get_running_loop()
+        if self.lost is None:
+            try:
+                await asyncio.wait_for(session.send_ping(), max(0.0, min(PING_S, deadline - loop.time())))
+            except asyncio.TimeoutError:
+                what = f"{closed.message}, and it did not answer a ping"
+            except Exception as exc:  # noqa: BLE001 - any failure of the ping: the connection is gone
+                what = _short_error(exc)
+            else:
+                return None
+            # A refused or reset POST fails the transport's task, which says why (the
+            # ConnectError): wait a moment for it before giving the call's own words.
+            if self.lost is None:
+                told = asyncio.ensure_future(self._lost_told.wait())
+                try:
+                    await asyncio.wait({told}, timeout=max(0.0, min(LOST_WAIT_S, deadline - loop.time())))
+                finally:
+                    told.cancel()
+            if self.lost is None:
+                self._connection_lost(f"its connection was lost: {what}")
+        return self.lost
 
     # ---- stop --------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ the daemon (``--die-with-parent``), in its own process group. Only ``sandbox = "
 from the user config runs it directly. Where no sandbox can be built the server does not
 start: it is failed, with the reason.
 
-A server that fails to start, whose process exits, or that does not answer a call within
+A server that fails to start, whose process exits, whose HTTP connection is lost (a call
+found it refused or reset, or the transport ended), or that does not answer a call within
 its ``toolTimeoutS`` (it is then "hung", and killed) is failed for the rest of the
 session: its tools are withdrawn from the catalogue (a call the model still makes is
 refused saying why), the failure is written once to the log (``mcp/server``, through
@@ -207,6 +208,10 @@ class McpServers:
                 "(toolTimeoutS); the server was stopped and its tools are gone for this session"
             )
         except ServerGone as exc:
+            if server.state == "failed":  # its HTTP connection was lost during this call
+                return ToolOutcome.failure(
+                    f"Not finished: the MCP server {name} failed ({server.reason}); its tools are gone for this session"
+                )
             return ToolOutcome.failure(f"Not run: the MCP server {name} is gone ({exc})")
         except asyncio.CancelledError:
             raise
