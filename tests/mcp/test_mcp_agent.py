@@ -204,6 +204,8 @@ async def test_a_crash_is_reported_once_the_other_server_works_and_close_leaves_
         failed = events_of(agent, "mcp/server")
         assert [e.data.name for e in failed] == ["toy"]
         assert "exited" in failed[0].data.reason or "connection" in failed[0].data.reason
+        # its last words on stderr, read even when its exit was seen first
+        assert failed[0].data.reason.endswith("its last words on stderr: toy: crashing on purpose"), failed[0].data.reason
         assert {s.name: s.state for s in servers_of(agent).states()} == {"toy": "failed", "other": "ready"}
         assert processes_naming(markers[1])
         ws.close(agent.agent_id)  # synchronous, as a door closes a session: the trees are killed now

@@ -168,17 +168,20 @@ class _Tail:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.read_fd, self._read)
 
-    def _read(self) -> None:
+    def _read(self) -> bool:
+        """One read of the pipe; whether more may follow at once (False: nothing there now,
+        or its end)."""
         try:
             chunk = os.read(self.read_fd, 65536)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             chunk = b""
         if not chunk:
             self.close()
-            return
+            return False
         self.data = (self.data + chunk)[-STDERR_TAIL:]
+        return True
 
     def close_write(self) -> None:
         if self.write_fd >= 0:
@@ -193,7 +196,15 @@ class _Tail:
             os.close(self.read_fd)
             self.read_fd = -1
 
+    def drain(self) -> None:
+        """Read what is in the pipe now: a process's exit can be seen before the loop has
+        read the last words it wrote."""
+        for _ in range(64):  # at most 4 MiB: the tail keeps the end of it
+            if self.read_fd < 0 or not self._read():
+                return
+
     def last_line(self) -> str | None:
+        self.drain()
         lines = [line.strip() for line in self.data.decode("utf-8", "replace").splitlines() if line.strip()]
         return lines[-1][:300] if lines else None
 
