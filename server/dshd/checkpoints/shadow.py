@@ -17,8 +17,9 @@ Only the ``git`` binary touches it, and always the same way:
 
 A snapshot asks git which files differ from the shadow index (its stat cache: only
 changed files are read), drops the ones over ``max_file_bytes`` before anything is
-hashed, updates the index with the rest, writes the tree and names it with a ref
-(``refs/dsh/trees/<tree>``) so its objects stay. Restores write each file atomically
+hashed, updates the index with the rest, writes the tree, drops from it the files git read
+over the cap (grown since our lstat) and names it with a ref (``refs/dsh/trees/<tree>``) so
+its objects stay. Restores write each file atomically
 (temporary file in the same folder, fsync, rename) through folder handles opened without
 following links, behind a journal written first and removed last; :meth:`recover`
 finishes a restore a killed process left.
@@ -464,10 +465,12 @@ class ShadowRepo:
         force_remove: list[str] = []  # in the index but not to be kept: over the cap, not a file
         added = removed = 0
         folders: dict[str, bool] = {}
+        hashed: list[str] = []  # the files and links git reads now
         for path in tracked_seen:
             kind = self._kind(path, folders)
             if kind == "keep":
                 update.append(path)
+                hashed.append(path)
             elif kind == "missing":
                 update.append(path)
                 removed += 1
@@ -483,9 +486,17 @@ class ShadowRepo:
                 continue
             if self._kind(path, folders) == "keep":
                 update.append(path)
+                hashed.append(path)
                 added += 1
         counted = self._update_index(update, force_remove)
         tree = self._git("write-tree").decode().strip()
+        grown = self._over_cap(tree, hashed) if hashed else []
+        if grown:
+            # Grown past the cap between our lstat and git's read: left out, as a file over
+            # the cap always is (its blob stays in the object store, named by no snapshot).
+            self._git("update-index", "--force-remove", "-z", "--stdin", input=_nul_join(grown))
+            tree = self._git("write-tree").decode().strip()
+            counted = False
         stamp_after = _stamp(index_path)
         if counted and known:
             files = self._last.files + added - removed
@@ -535,6 +546,26 @@ class ShadowRepo:
             exact = False
         raise DshError("io-error", f"more than {_UPDATE_RETRIES} files of the workspace could not be read",
                        path=str(self.root), errno="EIO")
+
+    def _over_cap(self, tree: str, paths: list[str]) -> list[str]:
+        """Which of ``paths`` ``tree`` holds as regular files larger than the cap, by the
+        sizes of the blobs git wrote (a file can grow after our lstat; git reads the size
+        its own lstat saw). A link is a link at any size, as in :meth:`_kind`."""
+        args = ["ls-tree", "-r", "-l", "-z", "--full-tree", tree]
+        if len(paths) <= _ARGV_PATHS:
+            args += ["--", *paths]
+        wanted = set(paths)
+        over = []
+        for item in self._git(*args).split(b"\0"):
+            meta, _, name = item.partition(b"\t")
+            fields = meta.split()
+            if len(fields) != 4 or fields[0] not in (b"100644", b"100755") or not fields[3].isdigit():
+                continue
+            if int(fields[3]) > self.max_file_bytes:
+                path = os.fsdecode(name)
+                if path in wanted:
+                    over.append(path)
+        return over
 
     def _kind(self, path: str, folders: dict[str, bool]) -> str:
         """What the snapshot does with a path git named: keep it (a regular file within the
