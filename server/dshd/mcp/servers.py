@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from dshd.agent.tools import ToolCatalogue, ToolOutcome
+from dshd.formats import clip, shown
 from dshd.mcp.config import McpServerSpec, Source
-from dshd.mcp.tools import make_tool, result_outcome
+from dshd.mcp.tools import SCHEMA_CAP, definition_bytes, make_tool, result_outcome, schema_bytes
 from dshd.sandbox import bwrap_argv, probe
 from dshd.sandbox.policy import replaced_folders
 from dshd.sandbox.host import host_policy
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 
 State = Literal["starting", "ready", "failed", "stopped"]
 MAX_TOOLS = 256  # tools of one server put in the catalogue at most (each costs every request)
+DEFINITIONS_CAP = 64 * 1024  # bytes of one server's tool definitions (schemas, descriptions) taken
 
 
 @attrs.frozen
@@ -259,11 +261,22 @@ class McpServers:
         if server.state != "starting":
             return  # failed or closed while it started
         names = []
+        taken = 0
         for tool in listed:
             if not spec.offers(tool.name):
                 continue
             if len(names) == MAX_TOOLS:
                 log.warning("MCP server %s lists more than %d tools; the rest are left out", spec.name, MAX_TOOLS)
+                break
+            size = schema_bytes(tool)
+            if size > SCHEMA_CAP:
+                log.warning("MCP server %s: the input schema of %s is %d bytes (at most %d); left out",
+                            spec.name, shown(clip(tool.name, 80)), size, SCHEMA_CAP)  # fmt: skip
+                continue
+            taken += definition_bytes(tool)
+            if taken > DEFINITIONS_CAP:
+                log.warning("MCP server %s: its tool definitions pass %d bytes at %s; the rest are left out",
+                            spec.name, DEFINITIONS_CAP, shown(clip(tool.name, 80)))  # fmt: skip
                 break
             made = make_tool(spec, tool, self)
             if self.catalogue.get(made.name) is not None:

@@ -10,8 +10,8 @@
   ``exec``.
 - Approvals: the server's ``approve``: "auto" decides by that mutability and ``[tools]
   approve``, "always" asks every call, "never" never asks.
-- Description for people: ``"<title or name> · <server>"``, kind ``read`` for a read
-  tool, else ``other``; no locations (a server's paths are its own, not the workspace's).
+- Description for people: ``"<title or name> · <server>"`` (one line, escaped, at most 80
+  characters), kind ``read`` for a read tool, else ``other``; no locations (a server's paths are its own, not the workspace's).
 - Result: the text parts joined; an image, audio or resource part becomes a one-line
   note; ``isError`` is a failed result; text past :data:`RESULT_CAP` characters is cut
   with a note.
@@ -30,6 +30,13 @@ from dshd.tools.config import Mutability
 
 NAME_CAP = 64
 RESULT_CAP = 100_000  # characters of one result kept
+# What one tool's definition may cost every model request (the server writes it, and may be
+# hostile or careless): a description past DESCRIPTION_CAP characters is cut; a tool whose
+# input schema is over SCHEMA_CAP bytes of JSON is left out (a cut schema is not a schema).
+# The real servers dshd is tested with stay under 700 bytes of schema and 500 characters of
+# description a tool.
+DESCRIPTION_CAP = 2048
+SCHEMA_CAP = 16 * 1024
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -104,6 +111,23 @@ def _clipped_arguments(arguments: dict[str, Any]) -> str:
     return shown if len(shown) <= 200 else shown[:199] + "…"
 
 
+def input_schema(listed: Any) -> dict[str, Any]:
+    """The listed tool's input schema as it is passed to the model."""
+    schema = getattr(listed, "input_schema", None)
+    return schema if isinstance(schema, dict) else {"type": "object"}
+
+
+def schema_bytes(listed: Any) -> int:
+    """The size of the listed tool's input schema as JSON, in bytes."""
+    return len(json.dumps(input_schema(listed), ensure_ascii=False).encode())
+
+
+def definition_bytes(listed: Any) -> int:
+    """What the tool's definition adds to a request: its schema and its description (as
+    cut), in bytes."""
+    return schema_bytes(listed) + len((getattr(listed, "description", None) or "")[:DESCRIPTION_CAP].encode())
+
+
 def make_tool(spec: McpServerSpec, listed: Any, caller: ToolCaller) -> Tool:
     """The catalogue tool of one ``Tool`` the server listed (an SDK ``mcp_types.Tool``)."""
     server = spec.name
@@ -112,10 +136,12 @@ def make_tool(spec: McpServerSpec, listed: Any, caller: ToolCaller) -> Tool:
     annotations = getattr(listed, "annotations", None)
     mutability = mutability_of(annotations)
     label = getattr(listed, "title", None) or _hint(annotations, "title") or remote
-    title = f"{label} · {server}"
-    schema = getattr(listed, "input_schema", None)
-    parameters = schema if isinstance(schema, dict) else {"type": "object"}
+    # What the chat shows of it: one line, escaped, as the server wrote it.
+    title = shown(clip(f"{label} · {server}", 80))
+    parameters = input_schema(listed)
     description = (getattr(listed, "description", None) or "").strip() or f"The {remote} tool of the MCP server {server}."
+    if len(description) > DESCRIPTION_CAP:
+        description = description[: DESCRIPTION_CAP - 1] + "…"
 
     async def run(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         return await caller.call(server, remote, arguments)
@@ -126,7 +152,7 @@ def make_tool(spec: McpServerSpec, listed: Any, caller: ToolCaller) -> Tool:
         if refused is not None:
             return ToolOutcome.failure(f"Not run: {refused}")
         # What the person is asked about: escaped here, as the server wrote both parts.
-        return Change(title=shown(f"{clip(title, 80)}: {_clipped_arguments(arguments)}"))
+        return Change(title=f"{title}: {shown(_clipped_arguments(arguments))}")
 
     def describe(arguments: dict[str, Any]) -> ToolDescription:
         return ToolDescription(title, "read" if mutability == "read" else "other")
