@@ -142,6 +142,115 @@ def test_mcp_json_too_big_or_not_json_is_a_clear_error(ws):
     assert "not valid JSON" in _refused(ws).message
 
 
+# ---- .mcp.json: ${VAR} expansion ------------------------------------------------------------------
+
+SECRET = "s3cret-token-value"
+
+
+def write_mcp_json(ws: Path, servers: dict) -> None:
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
+def test_mcp_json_expands_variables_in_command_args_env_url_and_headers(ws):
+    write_mcp_json(
+        ws,
+        {
+            "run": {"command": "${TOOL_BIN}/server", "args": ["--token=${API_TOKEN}", "plain"], "env": {"T": "${API_TOKEN}"}},
+            "web": {"type": "http", "url": "https://${HOST}/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}},
+        },
+    )
+    environ = {"TOOL_BIN": "/opt/bin", "API_TOKEN": SECRET, "HOST": "mcp.example.test"}
+    by_name = {s.name: s for s in specs_from_mcp_json(ws, environ)}
+    assert by_name["run"].command == "/opt/bin/server"
+    assert by_name["run"].args == (f"--token={SECRET}", "plain")
+    assert by_name["run"].env == (("T", SECRET),)
+    assert by_name["web"].url == "https://mcp.example.test/mcp"
+    assert by_name["web"].headers == (("Authorization", f"Bearer {SECRET}"),)
+    # A spec's repr names env and headers, never their values (its args it shows, once).
+    assert SECRET not in repr(by_name["web"]) and repr(by_name["run"]).count(SECRET) == 1
+
+
+def test_mcp_json_uses_the_default_only_when_the_variable_is_not_set(ws):
+    write_mcp_json(ws, {"a": {"command": "x", "env": {"U": "${UNSET:-fallback}", "E": "${EMPTY:-fallback}", "S": "${SET:-no}"}}})
+    [spec] = specs_from_mcp_json(ws, {"EMPTY": "", "SET": "yes"})
+    # Claude Code's rule: the default stands for a variable that is not set; a set empty one is empty.
+    assert dict(spec.env) == {"U": "fallback", "E": "", "S": "yes"}
+
+
+def test_a_missing_variable_fails_only_its_server_naming_it_and_no_value(ws):
+    write_mcp_json(
+        ws,
+        {
+            "needs": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${NOT_SET_TOKEN}", "X": "${API_TOKEN}"}},
+            "fine": {"command": "x", "env": {"T": "${API_TOKEN}"}},
+        },
+    )
+    found = read_mcp_json(ws, {"API_TOKEN": SECRET})
+    assert found is not None and set(found.servers) == {"fine"}
+    [(name, why)] = found.skipped
+    assert name == "needs" and "NOT_SET_TOKEN" in why and "not set" in why and "Authorization" in why
+    assert SECRET not in why
+
+
+def test_a_missing_variable_in_a_trusted_workspace_is_reported_like_other_faults(ws, user, monkeypatch):
+    monkeypatch.setenv("DSHD_TEST_API_TOKEN", SECRET)
+    monkeypatch.delenv("DSHD_TEST_NOT_SET", raising=False)
+    write_mcp_json(
+        ws,
+        {
+            "needs": {"command": "x", "args": ["${DSHD_TEST_NOT_SET}"], "env": {"T": "${DSHD_TEST_API_TOKEN}"}},
+            "fine": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"A": "Bearer ${DSHD_TEST_API_TOKEN}"}},
+        },
+    )
+    loaded = load(ws, user, trusted=True)
+    assert set(specs(loaded)) == {"fine"} and dict(specs(loaded)["fine"].headers) == {"A": f"Bearer {SECRET}"}
+    [ignored] = loaded.ignored
+    assert (Path(ignored.file).name, ignored.key, ignored.untrusted) == (".mcp.json", "mcpServers.needs", False)
+    assert "DSHD_TEST_NOT_SET" in ignored.why
+    told = json.dumps([loaded.notice(), loaded.effective(), [i.why for i in loaded.ignored]])
+    assert "DSHD_TEST_NOT_SET" in told and SECRET not in told  # headers and env show "(set)"
+
+
+def test_expansion_is_one_pass_and_other_dollars_stay_text(ws):
+    args = ["${OUTER}", "${A:-${B}}", "$$", "$${B}", "$B", "${", "${B", "${x%y}", "${}", "cost: $5"]
+    write_mcp_json(ws, {"a": {"command": "x", "args": args}})
+    [spec] = specs_from_mcp_json(ws, {"OUTER": "${B}", "B": "bee"})
+    assert spec.args == (
+        "${B}",  # a value is not expanded again
+        "${B}",  # A unset: its default runs to the first "}", taken as text
+        "$$",
+        "$bee",
+        "$B",
+        "${",
+        "${B",
+        "${x%y}",
+        "${}",
+        "cost: $5",
+    )
+
+
+def test_expansion_is_capped_and_a_value_cannot_break_a_header(ws):
+    big = "x" * (40 * 1024)
+    write_mcp_json(
+        ws,
+        {
+            "long": {"command": "x", "args": ["${BIG}${BIG}"]},  # 80 KiB once expanded: over the cap
+            "split": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"A": "${TWO_LINES}"}},
+            "ok": {"command": "x", "args": ["${BIG}"]},
+        },
+    )
+    found = read_mcp_json(ws, {"BIG": big, "TWO_LINES": "a\r\nInjected: yes"})
+    assert found is not None and set(found.servers) == {"ok"}
+    why = dict(found.skipped)
+    assert "KiB" in why["long"] and "args[0]" in why["long"]
+    assert "one line" in why["split"] and "Injected" not in why["split"]
+    many = {f"s{i}": {"command": "x", "args": ["${BIG}"]} for i in range(40)}  # 40 x 40 KiB: past 1 MiB
+    write_mcp_json(ws, many)
+    found = read_mcp_json(ws, {"BIG": big})
+    assert found is not None and 0 < len(found.servers) < 40
+    assert all("MiB" in why for _, why in found.skipped)
+
+
 # ---- ACP -------------------------------------------------------------------------------------------
 
 

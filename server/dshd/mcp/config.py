@@ -14,8 +14,13 @@ Three sources give the same :class:`McpServerSpec`:
 ``.mcp.json`` may come from a cloned repository: it is opened without following a link,
 must be a regular file of at most :data:`MCP_JSON_CAP` bytes, and a file that cannot be
 read or is not JSON is an ``invalid-config`` error naming it. A server entry dshd cannot
-run as written (an SSE server, a key it does not know, a bad value) is left out and
-named, never half taken.
+run as written (an SSE server, a key it does not know, a bad value, a ``${VAR}`` that is
+not set) is left out and named, never half taken.
+
+Its ``command``, ``args``, ``env`` values, ``url`` and ``headers`` values expand
+``${VAR}`` and ``${VAR:-default}`` from the daemon's environment, as Claude Code does:
+once (a value holding ``${...}`` is not expanded again), capped, as the file is read.
+A reason names a variable, never its value.
 
 Light on purpose (no SDK, nothing of the agent): the config layers import it at start-up.
 """
@@ -61,10 +66,11 @@ class McpServerSpec:
     transport: Transport
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
+    # env and headers may hold tokens (expanded from .mcp.json): a repr shows their names only
+    env: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=lambda pairs: repr([n for n, _ in pairs]))
     cwd: str | None = None
     url: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=lambda pairs: repr([n for n, _ in pairs]))
     bearer_token_env: str | None = None
     enabled: bool = True
     tools: tuple[str, ...] = ()  # allow-list of the server's tool names; empty: all
@@ -190,14 +196,103 @@ class McpJson:
     skipped: tuple[tuple[str, str], ...] = ()
 
 
+# ${NAME} or ${NAME:-default}, the two forms Claude Code documents. The default runs to the
+# first "}" (as Claude Code's does): ${A:-${B}} is A's value and a "}", or (A not set) the
+# text "${B}", never B's value.
+# Anything else is text: $NAME, $$, a "${" never closed, ${a%b} (no variable name).
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]{0,127})(?::-([^}]*))?\}")
+EXPANDED_CAP = 64 * 1024  # characters of one string once expanded
+EXPANDED_FILE_CAP = 1024 * 1024  # characters of all of one file's expanded strings
+_MISSING_SHOWN = 3  # variables a reason names at most
+
+
+class _Unexpandable(Exception):
+    """Why one server's strings cannot be expanded: it names variables, never values."""
+
+
+class _Expander:
+    """One pass of ``${VAR}`` / ``${VAR:-default}`` over a file's strings, from ``environ``;
+    what a value holds is never looked at again (no ``${...}`` inside it is expanded)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.left = EXPANDED_FILE_CAP
+
+    def expand(self, text: str, where: str, missing: list[tuple[str, str]]) -> str:
+        if "${" not in text:
+            return text
+        parts: list[str] = []
+        size = 0
+        at = 0
+        for found in _VARIABLE.finditer(text):
+            name, default = found.group(1), found.group(2)
+            value = self.environ.get(name)
+            if value is None:
+                if default is None:
+                    missing.append((name, where))
+                    value = found.group(0)  # kept so the rest is still checked; never used
+                else:
+                    value = default
+            piece = text[at : found.start()] + value
+            size += len(piece)
+            if size > EXPANDED_CAP:
+                raise _Unexpandable(_too_long(where))
+            parts.append(piece)
+            at = found.end()
+        parts.append(text[at:])
+        expanded = "".join(parts)
+        if len(expanded) > EXPANDED_CAP:
+            raise _Unexpandable(_too_long(where))
+        self.left -= len(expanded)
+        if self.left < 0:
+            raise _Unexpandable(
+                f"the file's strings pass {EXPANDED_FILE_CAP // (1024 * 1024)} MiB once their ${{...}} are expanded, from this server on"
+            )
+        return expanded
+
+    def table(self, table: dict[str, Any]) -> dict[str, Any]:
+        """``table`` with command, args, env values, url and headers values expanded;
+        _Unexpandable naming the variables that are not set and have no default."""
+        missing: list[tuple[str, str]] = []
+        out = dict(table)
+        for key in ("command", "url"):
+            if key in out:
+                out[key] = self.expand(out[key], key, missing)
+        if "args" in out:
+            out["args"] = [self.expand(arg, f"args[{i}]", missing) for i, arg in enumerate(out["args"])]
+        for key in ("env", "headers"):
+            if key in out:
+                out[key] = {name: self.expand(value, f"{key} {name!r}", missing) for name, value in out[key].items()}
+        if missing:
+            names = list(dict.fromkeys(name for name, _ in missing))
+            shown = ", ".join(names[:_MISSING_SHOWN]) + (f" and {len(names) - _MISSING_SHOWN} more" if len(names) > _MISSING_SHOWN else "")
+            first_name, first_where = missing[0]
+            one = len(names) == 1
+            raise _Unexpandable(
+                f"{'variable' if one else 'variables'} {shown} {'is' if one else 'are'} not set in the daemon's "
+                f"environment and {'has' if one else 'have'} no default (${{{first_name}}} in {_clipped(first_where)}): "
+                f"set {'it' if one else 'them'} where dshd starts, or give a default (${{{first_name}:-...}})"
+            )
+        return out
+
+
+def _too_long(where: str) -> str:
+    return f"{_clipped(where)} is over {EXPANDED_CAP // 1024} KiB once its ${{...}} are expanded"
+
+
+def _clipped(where: str) -> str:
+    """A field's place as a reason names it: a header or env name from the file, cut short."""
+    return where if len(where) <= 80 else where[:79] + "…"
+
+
 def _string_map(value: Any) -> dict[str, str] | None:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         return None
     return dict(value)
 
 
-def _json_entry(entry: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(the table-shaped entry, None) or (None, why it is left out)."""
+def _json_entry(entry: Any, expander: _Expander) -> tuple[dict[str, Any] | None, str | None]:
+    """(the table-shaped entry, its variables expanded, None) or (None, why it is left out)."""
     if not isinstance(entry, dict):
         return None, "a server must be a JSON object"
     unknown = sorted(set(entry) - _JSON_KEYS)
@@ -231,14 +326,19 @@ def _json_entry(entry: Any) -> tuple[dict[str, Any] | None, str | None]:
         if headers is None:
             return None, "headers must map names to strings"
         table["headers"] = headers
+    try:
+        table = expander.table(table)
+    except _Unexpandable as exc:
+        return None, str(exc)
     problem = server_problem(table)
     if problem is not None:
         return None, f"{problem[0]} {problem[1]}"
     return table, None
 
 
-def read_mcp_json(root: Path) -> McpJson | None:
-    """The workspace's ``.mcp.json``, or None when it has none. A file that cannot be read
+def read_mcp_json(root: Path, environ: Mapping[str, str] | None = None) -> McpJson | None:
+    """The workspace's ``.mcp.json``, or None when it has none; its ``${VAR}`` expanded
+    from ``environ`` (the daemon's environment by default). A file that cannot be read
     safely (a link, not a regular file, over the cap), is not UTF-8 JSON, or whose
     ``mcpServers`` is not an object is ``invalid-config`` naming the file."""
     root = Path(root).resolve()
@@ -267,11 +367,12 @@ def read_mcp_json(root: Path) -> McpJson | None:
         raise config_error("mcpServers", "must be an object of servers by name", str(path))
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
+    expander = _Expander(os.environ if environ is None else environ)
     for name, entry in servers_in.items():
         if not SERVER_NAME.fullmatch(name):
             skipped.append((name, "a server name is 1 to 32 letters, digits, _ or -"))
             continue
-        table, why = _json_entry(entry)
+        table, why = _json_entry(entry, expander)
         if table is None:
             skipped.append((name, why or "not usable"))
         else:
@@ -279,10 +380,10 @@ def read_mcp_json(root: Path) -> McpJson | None:
     return McpJson(path, servers, tuple(skipped))
 
 
-def specs_from_mcp_json(root: Path) -> list[McpServerSpec]:
+def specs_from_mcp_json(root: Path, environ: Mapping[str, str] | None = None) -> list[McpServerSpec]:
     """The servers of the workspace's ``.mcp.json`` (source "workspace"), in name order;
-    empty when it has none. Errors as :func:`read_mcp_json`."""
-    found = read_mcp_json(root)
+    empty when it has none. Expansion and errors as :func:`read_mcp_json`."""
+    found = read_mcp_json(root, environ)
     if found is None:
         return []
     return [spec_from_table(name, found.servers[name], "workspace") for name in sorted(found.servers)]
