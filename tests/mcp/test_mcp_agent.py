@@ -583,3 +583,155 @@ async def test_a_servers_tool_definitions_are_capped_and_its_titles_escaped(tmp_
         assert ok  # the sneaky tool still runs: only what the person reads of it is escaped
     finally:
         await agent.aclose()
+
+
+async def serve_toy_http_at(port: int) -> asyncio.subprocess.Process:
+    """tests/fixtures/mcp_servers/toy_http.py on ``port``, once it listens."""
+    served = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(TOY).with_name("toy_http.py")), str(port),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(200):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        break
+    return served
+
+
+async def test_an_http_server_restarted_at_its_address_ends_the_session_once(tmp_path):
+    """The server is killed and started again on the same port: it no longer knows dshd's
+    session and answers its calls 404. The call that finds it is not run, the server is
+    failed once saying its session ended (host:port, not the URL's path), nothing is
+    reconnected; a session opened again works. Control: a 404 "Session not found" for one
+    call from a server that still answers a ping is that call's error, the server stays."""
+    port = _free_port()
+    served = await serve_toy_http_at(port)
+    try:
+        replies = [
+            {"toolCalls": [call("mcp__web__refused_404"), call("mcp__web__look", what="the web")]},
+            {"text": "first"},
+            {"toolCalls": [call("mcp__web__look", what="again")]},
+            {"toolCalls": [call("mcp__web__look", what="still")]},
+            {"text": "second"},
+            {"toolCalls": [call("mcp__web__look", what="anew")]},
+            {"text": "reopened"},
+        ]
+        url = f"http://127.0.0.1:{port}/mcp?team=a"
+        ws = workspace(tmp_path, replies, {"web": {"url": url, "toolTimeoutS": 10}})
+        agent = ws.create_session()
+        told = []
+        servers_of(agent).add_listener(told.append)
+        try:
+            await agent.prompt("first")
+            [refused, looked] = results(agent)
+            assert not refused[0] and "answered the refused_404 call with an error: Session not found" in refused[1]
+            assert looked == (True, "looked at the web")
+            [state] = servers_of(agent).states()
+            assert state.state == "ready" and "mcp__web__look" in state.tools
+            assert not events_of(agent, "mcp/server") and not told
+
+            served.kill()
+            await served.wait()
+            served = await serve_toy_http_at(port)
+            started = asyncio.get_running_loop().time()
+            await agent.prompt("second")
+            assert asyncio.get_running_loop().time() - started < 5
+            [ended, after] = results(agent)[2:]
+            reason = (
+                f"its session ended: the server at 127.0.0.1:{port} no longer knows it (restarted?); "
+                "open the session again to reconnect"
+            )
+            assert ended == (False, f"Not run: the MCP server web failed ({reason}); its tools are gone for this session")
+            assert not after[0] and f"the MCP server web failed ({reason})" in after[1]
+            [state] = servers_of(agent).states()
+            assert state.state == "failed" and state.tools == () and state.reason == reason
+            assert "/mcp" not in reason and "team" not in reason
+            [failed] = events_of(agent, "mcp/server")
+            assert failed.data.name == "web" and failed.data.reason == reason
+            assert [(s.name, s.state) for s in told] == [("web", "failed")]
+        finally:
+            await agent.aclose()
+        again = ws.create_session()  # reopening the session is the reconnect
+        try:
+            await again.prompt("reopened")
+            assert results(again)[-1] == (True, "looked at anew")
+        finally:
+            await again.aclose()
+    finally:
+        if served.returncode is None:
+            served.kill()
+        await served.wait()
+
+
+def test_the_package_runner_hint_names_the_runner_and_its_package():
+    """Which commands count as a package runner, and the package the hint names."""
+    from dshd.mcp.config import McpServerSpec
+    from dshd.mcp.servers import runner_hint
+
+    def hint(command: str, *args: str, sandbox="workspace", network=False) -> str:
+        spec = McpServerSpec(name="s", transport="stdio", command=command, args=args, sandbox=sandbox)
+        return runner_hint(spec, network)
+
+    assert "npx is a package runner" in hint("npx", "-y", "@modelcontextprotocol/server-memory")
+    assert "(npm install -g @modelcontextprotocol/server-memory)" in hint("/usr/bin/npx", "-y", "@modelcontextprotocol/server-memory")
+    assert "(npm install -g pkg)" in hint("npx", "--yes", "-p", "pkg", "its-bin")
+    assert "(uv tool install mcp-server-git)" in hint("uvx", "--python", "3.12", "--from", "mcp-server-git", "mcp-server-git")
+    assert "(uv tool install mcp-server-time)" in hint("uvx", "mcp-server-time", "--local-timezone", "UTC")
+    assert "bunx is a package runner" in hint("bunx", "some-server")
+    assert "pnpm dlx is a package runner" in hint("pnpm", "dlx", "some-server")
+    assert "yarn dlx is a package runner" in hint("yarn", "--silent", "dlx", "some-server")
+    assert "the network and a writable cache" in hint("npx", "x")
+    assert "it needs a writable cache," in hint("npx", "x", network=True)
+    # a URL (which may carry a token) or an odd name is not repeated
+    assert "(uv tool install <package>)" in hint("uvx", "--from", "git+https://user:tok@host/r", "r")
+    assert "(npm install -g <package>)" in hint("npx", "-y", "evil\nname")
+    # controls: not a runner, pnpm/yarn without dlx, or not sandboxed
+    assert hint("node", "server.js") == hint("pnpm", "start") == hint("yarn", "node", "x") == ""
+    assert hint("mcp-server-npx") == hint("npx", "-y", "pkg", sandbox="none") == ""
+
+
+from sandbox_support import needs_sandbox  # noqa: E402 - asks once, outside any event loop
+
+
+@needs_sandbox
+async def test_a_sandboxed_package_runner_that_cannot_start_says_why(tmp_path):
+    """The real npx in the sandbox (network off, home read-only): offline it fails at once
+    (ENOTCACHED); left to fetch it waits on its registry until startupTimeoutS. Either way
+    the reason says a package runner cannot work there and what to do. Nothing here needs
+    the network: the package cannot exist and the sandbox has none. Control: a failing
+    server that is no package runner gets no hint."""
+    import shutil
+
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed on this machine (the test needs the real npx)")
+    package = "@dshd-test/no-such-mcp-server"
+    servers = {
+        "offline": {"command": "npx", "args": ["--offline", "-y", package]},  # found on PATH, as configs say it
+        "fetching": {"command": npx, "args": ["-y", package], "startupTimeoutS": 3},
+        "plain": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]},
+    }
+    ws = workspace(tmp_path, [{"text": "done"}], servers)
+    agent = ws.create_session()
+    try:
+        started = asyncio.get_running_loop().time()
+        await agent.prompt("go")
+        assert asyncio.get_running_loop().time() - started < 10
+        states = {s.name: s for s in servers_of(agent).states()}
+        assert {name: s.state for name, s in states.items()} == {"offline": "failed", "fetching": "failed", "plain": "failed"}
+        hint = (
+            "npx is a package runner: to fetch the server it needs the network and a writable cache, which the "
+            f"sandbox does not give it. Install the server once (npm install -g {package}) and set command to the "
+            'program it installs, or, knowingly, set sandbox = "none" for this server in your user config'
+        )
+        assert states["offline"].reason.startswith("could not start: ") and states["offline"].reason.endswith("; " + hint)
+        assert states["fetching"].reason == f"did not start within 3 s (startupTimeoutS); {hint}"
+        assert states["plain"].reason.startswith("could not start: ") and "package runner" not in states["plain"].reason
+        reasons = {e.data.name: e.data.reason for e in events_of(agent, "mcp/server")}
+        assert reasons == {name: s.reason for name, s in states.items()}
+    finally:
+        await agent.aclose()

@@ -14,6 +14,13 @@ ping then fails too (a server that answers the ping gave that error itself: it s
 failed result only). Either way :attr:`Connection.on_gone` is called once, with the
 reason, before the call that found it out returns. Nothing polls an idle server.
 
+Its session can also end while its connection is fine: a server restarted at the same
+address (or one that dropped the session) answers the session's requests with HTTP 404,
+which the SDK turns into a JSON-RPC error (-32600 "Session not found" / "Session
+terminated"). An HTTP hook counts 404s to POSTs that carry the session's id; a call whose
+error came with one, and whose ping then gets a 404 too, ends the session the same way
+(once, never reconnected). A 404 that says "method not found" is an ordinary error.
+
 A stdio server is started by the SDK in a new session (its own process group). Its pid
 is found by a marker in its environment (the SDK does not expose its process), so that
 its whole tree can be killed at once (:meth:`Connection.kill`, synchronous: it works from
@@ -30,6 +37,7 @@ import logging
 import os
 import secrets
 import signal
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,10 +47,11 @@ import attrs
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from dshd.formats import shown
 from dshd.mcp.config import McpServerSpec
 from dshd.sandbox.runner import kill_tree
 
@@ -69,7 +78,32 @@ class Launch:
 
 
 class ServerGone(Exception):
-    """The server's process ended, or its connection closed."""
+    """The server's process ended, or its connection closed. ``not_run``: the call was
+    refused before it ran (its session was unknown to the server)."""
+
+    def __init__(self, reason: str, *, not_run: bool = False) -> None:
+        super().__init__(reason)
+        self.not_run = not_run
+
+
+def _host_port(url: str) -> str:
+    """The host (and port, when the URL gives one) of ``url``: never its user, path,
+    query or fragment, which may hold a token."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return ""
+    host = shown(host[:100])  # one line, whatever the config's URL held
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}" if host and port is not None else host
+
+
+def session_ended_reason(url: str) -> str:
+    where = _host_port(url)
+    at = f"the server at {where}" if where else "the server"
+    return f"its session ended: {at} no longer knows it (restarted?); open the session again to reconnect"
 
 
 def _short_error(exc: BaseException) -> str:
@@ -239,6 +273,7 @@ class Connection:
         self._read_ended = asyncio.Event()  # the HTTP transport's read stream ended
         self.lost: str | None = None  # why an HTTP server's connection counts as lost
         self._lost_told = asyncio.Event()  # set with ``lost``
+        self._session_404s = 0  # POSTs with the session's id answered 404 (its session is unknown)
 
     # ---- start -------------------------------------------------------------------------
 
@@ -260,6 +295,7 @@ class Connection:
                     streams = await stack.enter_async_context(self._stdio())
                 else:
                     client = create_mcp_http_client(headers=self.headers or None)
+                    client.event_hooks["response"].append(self._count_session_404)
                     await stack.enter_async_context(client)
                     streams = await stack.enter_async_context(
                         streamable_http_client(self.spec.url or "", http_client=client)
@@ -392,6 +428,13 @@ class Connection:
                 self.on_gone(reason)
         return self.lost
 
+    async def _count_session_404(self, response: Any) -> None:
+        # Called by httpx2 once a response's headers are in, before the SDK reads its body
+        # and hands the call its error: the count is up to date when the call fails.
+        request = response.request
+        if response.status_code == 404 and request.method == "POST" and MCP_SESSION_ID in request.headers:
+            self._session_404s += 1
+
     def _gone_reason(self, what: str) -> str:
         said = self._tail.last_line() if self._tail is not None else None
         return f"{what}; its last words on stderr: {said}" if said else what
@@ -407,15 +450,41 @@ class Connection:
             raise ServerGone(self.lost or "it is not running")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        refused_before = self._session_404s
         try:
             return await asyncio.wait_for(session.call_tool(tool, arguments), timeout_s)
         except MCPError as exc:
-            if self.launch is not None or exc.code != types.CONNECTION_CLOSED:
+            if self.launch is not None:
                 raise
-            lost = await self._lost_after(session, exc, deadline)
-            if lost is None:
-                raise  # the server answers: that error was its own
-            raise ServerGone(lost) from None
+            if exc.code == types.CONNECTION_CLOSED:
+                lost = await self._lost_after(session, exc, deadline)
+                if lost is None:
+                    raise  # the server answers: that error was its own
+                raise ServerGone(lost) from None
+            if self._session_404s > refused_before and exc.code != types.METHOD_NOT_FOUND:
+                if await self._session_ended(session, deadline):
+                    raise ServerGone(self.lost or session_ended_reason(""), not_run=True) from None
+            raise
+
+    async def _session_ended(self, session: ClientSession, deadline: float) -> bool:
+        """After a call answered 404 with its session's id: whether the session is gone
+        (a ping gets a 404 too; the connection is then failed once). A ping answered, or one
+        that fails otherwise, leaves the call's error an ordinary one."""
+        if self.lost is not None:
+            return True
+        loop = asyncio.get_running_loop()
+        refused_before = self._session_404s
+        try:
+            await asyncio.wait_for(session.send_ping(), max(0.0, min(PING_S, deadline - loop.time())))
+        except MCPError as exc:
+            if self._session_404s == refused_before or exc.code == types.METHOD_NOT_FOUND:
+                return self.lost is not None
+        except Exception:  # noqa: BLE001 - a ping that times out or breaks: not this case
+            return self.lost is not None
+        else:
+            return False
+        self._connection_lost(session_ended_reason(self.spec.url or ""))
+        return True
 
     async def _lost_after(self, session: ClientSession, closed: MCPError, deadline: float) -> str | None:
         """After a call's "connection closed" (the SDK's, or a server's own error with that

@@ -12,10 +12,14 @@ the network as ``[tools] network`` (off: no socket of the host's reachable), the
 environment commands get plus the server's own ``env``, in its own PID namespace tied to
 the daemon (``--die-with-parent``), in its own process group. Only ``sandbox = "none"``
 from the user config runs it directly. Where no sandbox can be built the server does not
-start: it is failed, with the reason.
+start: it is failed, with the reason. A sandboxed server run through a package runner
+(``npx``, ``uvx``, ``bunx``, ``pnpm dlx``, ``yarn dlx``) that fails to start gets a hint in
+its reason: the runner wants the network and a writable cache, which the sandbox does not
+give it (:func:`runner_hint`).
 
 A server that fails to start, whose process exits, whose HTTP connection is lost (a call
-found it refused or reset, or the transport ended), or that does not answer a call within
+found it refused or reset, or the transport ended) or session ended (the server answers
+404 to it: restarted), or that does not answer a call within
 its ``toolTimeoutS`` (it is then "hung", and killed) is failed for the rest of the
 session: its tools are withdrawn from the catalogue (a call the model still makes is
 refused saying why), the failure is written once to the log (``mcp/server``, through
@@ -30,6 +34,7 @@ import asyncio
 import importlib
 import logging
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -210,9 +215,10 @@ class McpServers:
                 "(toolTimeoutS); the server was stopped and its tools are gone for this session"
             )
         except ServerGone as exc:
-            if server.state == "failed":  # its HTTP connection was lost during this call
+            if server.state == "failed":  # its HTTP connection was lost (or its session ended) in this call
+                said = "Not run" if exc.not_run else "Not finished"
                 return ToolOutcome.failure(
-                    f"Not finished: the MCP server {name} failed ({server.reason}); its tools are gone for this session"
+                    f"{said}: the MCP server {name} failed ({server.reason}); its tools are gone for this session"
                 )
             return ToolOutcome.failure(f"Not run: the MCP server {name} is gone ({exc})")
         except asyncio.CancelledError:
@@ -242,7 +248,9 @@ class McpServers:
             try:
                 listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
             except asyncio.TimeoutError:
-                self._fail(server, f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)")
+                # (a package runner in the sandbox waits on its registry until then)
+                reason = f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)"
+                self._fail(server, reason + runner_hint(spec, self.network))
                 return
             except asyncio.CancelledError:
                 connection.stop()
@@ -255,7 +263,8 @@ class McpServers:
                     log.info("MCP server %s: a covered socket vanished as its sandbox started; starting it again", spec.name)
                     await connection.aclose()
                     continue
-                self._fail(server, connection._gone_reason(f"could not start: {_error_text(exc)}"))
+                reason = connection._gone_reason(f"could not start: {_error_text(exc)}")
+                self._fail(server, reason + runner_hint(spec, self.network))
                 return
             break
         if server.state != "starting":
@@ -384,6 +393,66 @@ def _http_headers(spec: McpServerSpec) -> dict[str, str]:
             raise StartRefused(f"bearerTokenEnv {spec.bearer_token_env} is not set in the daemon's environment")
         headers["Authorization"] = f"Bearer {token}"
     return headers
+
+
+# Package runners: each fetches the package (network) into a cache under the home folder
+# (read-only in the sandbox) before it runs it. pnpm and yarn are runners only with dlx.
+RUNNERS = {"npx": "npm install -g", "bunx": "npm install -g", "uvx": "uv tool install"}
+DLX_RUNNERS = {"pnpm": "npm install -g", "yarn": "npm install -g"}
+# Options of the runners that take a value; the package is the first other argument
+# (npx -p/--package and uvx --from name it outright).
+_VALUE_OPTIONS = {
+    "--python", "-p", "--with", "--with-editable", "--with-requirements", "--index", "--index-url",
+    "--extra-index-url", "--cache-dir", "--call", "-c", "--registry", "--cache", "--userconfig",
+}  # fmt: skip
+_PACKAGE_OPTIONS = {"--package", "--from"}
+_PACKAGE_NAME = re.compile(r"[@A-Za-z0-9_.][A-Za-z0-9_.@/=<>~^:+-]{0,99}")
+
+
+def runner_hint(spec: McpServerSpec, network: bool) -> str:
+    """The hint for a sandboxed stdio server started through a package runner that failed
+    to start (empty for any other server)."""
+    if spec.transport != "stdio" or spec.sandbox == "none" or not spec.command:
+        return ""
+    program = os.path.basename(spec.command)
+    args = list(spec.args)
+    if program in DLX_RUNNERS:
+        positional = [a for a in args if not a.startswith("-")]
+        if not positional or positional[0] != "dlx":
+            return ""
+        install, runner = DLX_RUNNERS[program], f"{program} dlx"
+        args = args[args.index("dlx") + 1 :]
+    elif program in RUNNERS:
+        install, runner = RUNNERS[program], program
+    else:
+        return ""
+    package = _package_of(args, npm=not install.startswith("uv"))
+    needs = "a writable cache" if network else "the network and a writable cache"
+    return (
+        f"; {runner} is a package runner: to fetch the server it needs {needs}, which the sandbox "
+        f"does not give it. Install the server once ({install} {package}) and set command to the "
+        'program it installs, or, knowingly, set sandbox = "none" for this server in your user config'
+    )
+
+
+def _package_of(args: list[str], *, npm: bool) -> str:
+    """The package a runner's ``args`` name, as a plain name (``<package>`` when none is)."""
+    found = None
+    it = iter(args)
+    for arg in it:
+        name, _, value = arg.partition("=")
+        if name in _PACKAGE_OPTIONS or (npm and name == "-p"):
+            found = value or next(it, None)
+            break
+        if arg.startswith("-"):
+            if name in _VALUE_OPTIONS and not value:
+                next(it, None)
+            continue
+        found = arg
+        break
+    if found is None or "://" in found or not _PACKAGE_NAME.fullmatch(found):  # a URL may hold a token
+        return "<package>"
+    return found
 
 
 def _error_text(exc: BaseException) -> str:
