@@ -96,6 +96,7 @@ DeltaKind = Literal["text", "tool-arguments", "retry"]
 # nothing waits for the person; "waiting" while a plan review or an approval is open.
 ActivityKind = Literal["idle", "working", "waiting"]
 OpenQuestionKind = Literal["plan-review", "approval"]
+BusyActivityKind = Literal["working", "waiting"]  # an activity other than idle (a session list row's)
 
 # ---- shared values --------------------------------------------------------------
 
@@ -200,6 +201,10 @@ class SessionSummary:
     updated_at: Timestamp
     goal: GoalView | None = None  # absent when the session has no goal
     refused: SessionRefusal | None = None  # present only when the session cannot be opened
+    # what the session's live agent does, when one is loaded in this daemon (by any client)
+    # and not idle; absent: idle, or not loaded here
+    activity: BusyActivityKind | None = None
+    question: OpenQuestionKind | None = None  # present only while activity is "waiting"
 
 
 @attrs.frozen(kw_only=True)

@@ -202,6 +202,9 @@ async def test_a_client_attaching_mid_question_is_asked_and_may_answer(tmp_path,
     ask_a = await a.request_for("dsh/permission/ask")  # A leaves it open
 
     b = await join(host, tmp_path, "Beta")
+    # B's session picker, before B opens it, says the session waits for an approval.
+    (row,) = (await b.call("dsh/session/list", {}))["sessions"]
+    assert (row["sessionId"], row["activity"], row["question"]) == (sid, "waiting", "approval")
     opened = await b.call("dsh/session/open", {"sessionId": sid})
     assert opened["activity"] == "waiting" and opened["question"] == "approval"
     ask_b = await b.request_for("dsh/permission/ask")  # sent to B when it attached
@@ -212,6 +215,8 @@ async def test_a_client_attaching_mid_question_is_asked_and_may_answer(tmp_path,
     b.answer(ask_b, {"outcome": "allow-once"})
     assert (await turn)["stopReason"] == "end-turn"
     assert (tmp_path / "src" / "app.py").read_text() == EDITED
+    (row,) = (await a.call("dsh/session/list", {}))["sessions"]
+    assert "activity" not in row and "question" not in row  # answered, the turn over: idle
     await a.until(lambda: a.of("dsh/question/resolved"))
     assert a.of("dsh/question/resolved")[0]["by"] == {"clientName": "Beta"}
     assert [n["params"]["id"] for n in a.notes if n["method"] == "$/cancelRequest"] == [ask_a["id"]]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 from loopback_models import LoopbackModelServer, Reply
@@ -179,3 +180,48 @@ async def test_activity_is_waiting_while_an_approval_is_open_in_a_goal_round(wor
     await until(lambda: activity(client, agent)[-1] == ("idle", None))
     states = activity(client, agent)
     assert states[:3] == [("working", None), ("waiting", "approval"), ("working", None)]
+
+
+async def test_the_session_list_says_which_loaded_session_waits_for_the_person(workspace, daemons):
+    write_workspace(
+        workspace,
+        replies=[{"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]}, {"text": "Planned."}, {"text": "ok"}],
+    )
+    review_open = asyncio.Event()
+    answer_now = asyncio.Event()
+
+    async def person(params):
+        review_open.set()
+        await answer_now.wait()
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+
+    client = await daemons.start(answer=person)
+    idle = (await client.request("dsh/session/create", {"title": "Idle"}))["sessionId"]
+    closed = await client.request("dsh/session/create", {"title": "Closed"})
+    await client.request("dsh/session/close", {"agentId": closed["agentId"]})  # on disk, not loaded
+    waits = await client.request("dsh/session/create", {"title": "Waits"})
+    agent = waits["agentId"]
+    await client.request("dsh/agent/prompt", {"agentId": agent, "text": "/plan"})
+    turn = asyncio.create_task(client.request("dsh/agent/prompt", {"agentId": agent, "text": "Plan retries"}))
+    await asyncio.wait_for(review_open.wait(), 10)
+    await until(lambda: activity(client, agent)[-1] == ("waiting", "plan-review"))
+
+    async def rows(c) -> dict[str, dict]:
+        return {r["sessionId"]: r for r in (await c.request("dsh/session/list", {}))["sessions"]}
+
+    listed = await rows(client)
+    assert (listed[waits["sessionId"]]["activity"], listed[waits["sessionId"]]["question"]) == ("waiting", "plan-review")
+    assert listed[waits["sessionId"]]["title"] == "Waits"
+    for quiet in (idle, closed["sessionId"]):  # loaded and idle; not loaded at all
+        assert "activity" not in listed[quiet] and "question" not in listed[quiet]
+    # Another client: through `dshd connect` it shares this daemon and sees the question;
+    # a `dshd serve` of its own has not loaded the session, so its row says nothing of it.
+    other = await rows(await daemons.start())
+    shared = os.environ.get("DSHD_E2E_VIA") == "connect"
+    assert other[waits["sessionId"]].get("activity") == ("waiting" if shared else None)
+
+    answer_now.set()
+    assert (await turn)["stopReason"] == "end-turn"
+    await until(lambda: activity(client, agent)[-1] == ("idle", None))
+    after = (await rows(client))[waits["sessionId"]]
+    assert "activity" not in after and "question" not in after

@@ -31,6 +31,13 @@ const REMEMBERED_KEY = 'dsh.session';
 const WORKING_MARK = '$(sync~spin)';
 const WAITING_MARK = '$(bell) waiting for you';
 const WAITING_ICON = '$(bell)';
+// A session list row's live agent (loaded in this daemon by any window), as the picker says it.
+const LISTED_QUESTION: Record<string, string> = { 'plan-review': 'plan review', approval: 'approval' };
+function listedActivity(s: { activity?: string; question?: string }): string {
+  if (s.activity === 'waiting') return `waiting for you${s.question ? `: ${LISTED_QUESTION[s.question] ?? s.question}` : ''}`;
+  return s.activity === 'working' ? 'working' : '';
+}
+
 /** How long "Approve and start a goal" waits for the approval to be recorded before it asks for the goal. */
 const APPROVAL_RECORDED_MS = 10_000;
 /** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
@@ -594,7 +601,7 @@ export class Controller implements vscode.Disposable {
       const picked = await vscode.window.showQuickPick(
         [...sessions].sort((a, b) => b.updatedAt.localeCompare(a.updatedAt)).map((s) => ({
           label: s.title ?? 'Untitled session',
-          description: s.goal ? `◎ ${goalStatus(s.goal).text}` : undefined,
+          description: [listedActivity(s), s.goal ? `◎ ${goalStatus(s.goal).text}` : ''].filter(Boolean).join(' · ') || undefined,
           detail: `${this.session?.sessionId === s.sessionId ? 'open now · ' : ''}updated ${timeAgo(s.updatedAt)}`,
           sessionId: s.sessionId,
           title: s.title ?? undefined,

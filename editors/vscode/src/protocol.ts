@@ -1647,6 +1647,8 @@ export interface SessionSummary {
   updatedAt: string;
   goal?: GoalView;
   refused?: SessionRefusal;
+  activity?: "working" | "waiting";
+  question?: "plan-review" | "approval";
 }
 /**
  * Why a listed session cannot be opened: a link, or something other than a regular file or folder, where a session file or folder belongs (kind ``unsafe-path``).

@@ -30,6 +30,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from dshd.agent.approvals import Approvals
 from dshd.agent.config import Config
 from dshd.agent.instructions import ProjectInstructions
@@ -208,9 +210,20 @@ class Workspace:
             return agent.store.state, goals is not None and goals.armed
 
         try:
-            return self._index.rows(live)
+            rows = self._index.rows(live)
         except OSError as exc:
             raise io_error(exc, self.sessions_dir, "list") from None
+        return [self._with_activity(row) for row in rows]
+
+    def _with_activity(self, row: SessionRow) -> SessionRow:
+        """The row with what its live agent does now (kept rows are shared: a copy is made)."""
+        agent = self._by_session.get(row.session_id)
+        if agent is None or row.refused is not None:
+            return row
+        state = agent.activity.state
+        if state.activity == "idle":
+            return row
+        return msgspec.structs.replace(row, activity=state.activity, question=state.question)
 
     async def shutdown(self) -> None:
         agents = list(self._agents.values())

@@ -104,6 +104,10 @@ def session_row(row: SessionRow, title: str | None) -> dict[str, Any]:
         out["goal"] = goal_view(row.goal)
     if row.refused is not None:
         out["refused"] = {"kind": row.refused.kind, "path": row.refused.path, "reason": row.refused.reason}
+    if row.activity is not None:
+        out["activity"] = row.activity
+        if row.question is not None:
+            out["question"] = row.question
     return out
 
 

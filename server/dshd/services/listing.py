@@ -70,6 +70,10 @@ class SessionRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     updated_at: str | None
     goal: GoalView | None = None  # absent: no goal
     refused: SessionRefusal | None = None  # present: the folder is not a session to open
+    # What the session's live agent in this process does, when not idle ("working" or
+    # "waiting"); question: while waiting ("plan-review" or "approval"). Never kept or saved.
+    activity: str | None = None
+    question: str | None = None
 
 
 class SessionIndex:

@@ -272,8 +272,14 @@ def test_a_neovim_that_attaches_mid_question_is_asked_and_its_answer_counts(shar
     a.wait_for("require('dsh').plan_active()")
     a.typed("Dsh prompt add retries")
     a.wait_for("#require('dsh.review').list() == 1", timeout=30, what="A's review")
-    # C opens the session while the review waits: it is asked too.
+    # C's session picker says the session waits for a plan review (the daemon's row, C's words).
     c = shared.editor("nvim C")
+    c.typed("Dsh session list")
+    c.wait_for("#require('dsh.state').sessions == 1", what="C's session list")
+    label = c.lua("return require('dsh.commands').session_label(require('dsh.state').sessions[1], os.time())")
+    assert "waiting for you: plan review" in label, label
+    c.feed("<CR>")  # the default vim.ui.select asks for a number: none chosen
+    # C opens the session while the review waits: it is asked too.
     join(c, session_id)
     c.wait_for("#require('dsh.review').list() == 1", timeout=20, what="the open review sent to C")
     assert c.lua("return require('dsh.review').list()[1].question.plan") == PLAN

@@ -145,6 +145,13 @@ def test_times_in_words_and_session_labels(editor):
         "sessionId": SID, "title": "add retries", "updatedAt": "2026-12-01T12:00:00Z",
         "goal": goal_view(3, 40, "paused", "disarmed")}, now)
     assert label == "add retries  ·  2 h ago  ·  goal 3/40 · paused"
+    # What the session's live agent does (loaded in the daemon by any editor), goal kept.
+    label = editor.lua("return require('dsh.commands').session_label(...)", {
+        "sessionId": SID, "title": "add retries", "updatedAt": "2026-12-01T12:00:00Z", "activity": "waiting",
+        "question": "plan-review", "goal": goal_view(3, 40, "paused", "disarmed")}, now)
+    assert label == "add retries  ·  2 h ago  ·  waiting for you: plan review  ·  goal 3/40 · paused"
+    for extra, words in (({"activity": "waiting", "question": "approval"}, "waiting for you: approval"), ({"activity": "working"}, "working")):
+        assert editor.lua("return require('dsh.commands').session_label(...)", {"sessionId": SID, **extra}, now) == f"Untitled session  ·  {words}"
     assert editor.lua("return require('dsh.commands').session_label(...)", {"sessionId": SID}, now) == "Untitled session"
     newest = editor.lua("return vim.tbl_map(function(s) return s.sessionId end, require('dsh.commands').newest_first(...))",
                         [{"sessionId": "a", "updatedAt": "2026-12-01T10:00:00Z"},

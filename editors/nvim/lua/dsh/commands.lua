@@ -362,10 +362,22 @@ function M.ago(iso, now)
   return 'on ' .. iso:sub(1, 10)
 end
 
---- A session as the pickers show it: title, when, the goal's status (pure).
+local LISTED_QUESTION = { ['plan-review'] = 'plan review', approval = 'approval' }
+
+--- What a listed session's live agent does (loaded in this daemon by any editor), or ''.
+function M.listed_activity(s)
+  if s.activity == 'waiting' then
+    local what = type(s.question) == 'string' and (LISTED_QUESTION[s.question] or s.question) or nil
+    return what and ('waiting for you: ' .. what) or 'waiting for you'
+  end
+  return s.activity == 'working' and 'working' or ''
+end
+
+--- A session as the pickers show it: title, when, what its live agent does, the goal's
+--- status (pure).
 function M.session_label(s, now)
   local title = (type(s.title) == 'string' and s.title ~= '') and s.title or 'Untitled session'
-  local parts = { title, M.ago(s.updatedAt, now) }
+  local parts = { title, M.ago(s.updatedAt, now), M.listed_activity(s) }
   if type(s.goal) == 'table' then
     table.insert(parts, 'goal ' .. require('dsh.statusline').goal_text(s.goal))
   end

@@ -153,6 +153,13 @@ test('VS Code attaches while a question is open: it is asked too, answers it, an
   const agentId = (await peer.request('dsh/session/open', { sessionId })).agentId;
   const turn = peer.request('dsh/agent/prompt', { agentId, text: 'Write the second marker' });
   const ask = await waitFor('the approval at the peer', () => peer.openAsk('dsh/permission/ask'), 30000);
+  // Open Session… says the session (loaded by the other client) waits for an approval.
+  const picking = vscode.commands.executeCommand('dsh.session.open');
+  const row = await waitFor('the session in the picker', async () => (await driver({ action: 'texts', selector: '.quick-input-widget:visible .monaco-list-row', settleMs: 300 })).texts?.find((t) => t.includes('one session, two clients')));
+  assert.match(row, /waiting for you: approval/);
+  await screenshot('shared-picker-waiting');
+  await driver({ action: 'press', key: 'Escape' });
+  assert.equal(await picking, undefined);
   await vscode.commands.executeCommand('dsh.session.open', { sessionId });
   assert.equal(c.session?.agentId, agentId);
   await waitFor('the permission card in VS Code', async () => (await chat.count('#permissions .permission-request button.allow')) === 1, 20000);
