@@ -447,7 +447,9 @@ async def _mcp_states(workspace: Path, config) -> list:
     from dshd.mcp.config import specs_from_config
     from dshd.mcp.servers import McpServers
 
-    servers = McpServers(workspace, ToolCatalogue(), network=config.tools.network, env_names=config.tools.env)
+    servers = McpServers(
+        workspace, ToolCatalogue(), network=config.tools.network, env_names=config.tools.env, expanded_names=config.mcp.expandEnv
+    )
     servers.add(specs_from_config(config.mcp.servers, config.mcp_workspace_servers))
     try:
         await servers.ready()

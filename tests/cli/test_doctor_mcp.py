@@ -100,3 +100,27 @@ def test_doctor_says_when_the_mcp_plugin_is_off(tmp_path):
     report = json.loads(doctor(root, home, "--json").stdout)
     assert report["mcp"] == {"plugin": False, "servers": [], "ignored": []}
     assert not running(marker)
+
+
+@needs_sandbox
+def test_doctor_never_shows_a_value_mcp_json_expanded(tmp_path, monkeypatch):
+    """A trusted .mcp.json expands a listed variable into a command that does not exist and
+    into the env of a server that prints it on stderr and exits: both fail, and neither the
+    lines nor the JSON hold the value (${NAME} stands in its place)."""
+    secret = "doc-secret-5b9d-never-shown"
+    monkeypatch.setenv("DSHD_TEST_DOC_SECRET", secret)
+    printer = "import os, sys; sys.stderr.write('token ' + os.environ['T'] + '\\n'); sys.exit(3)"
+    mcp_json = {
+        "missing": {"command": "/opt/${DSHD_TEST_DOC_SECRET}/srv", "args": ["--t=${DSHD_TEST_DOC_SECRET}"]},
+        "printer": {"command": sys.executable, "args": ["-c", printer], "env": {"T": "${DSHD_TEST_DOC_SECRET}"}},
+    }
+    root, home = setup(tmp_path, user="", mcp_json=mcp_json)
+    user = f'[trust]\nfolders = [{json.dumps(str(root))}]\n\n[mcp]\nexpandEnv = ["DSHD_TEST_DOC_SECRET"]\n'
+    (home / "dsh" / "config.toml").write_text(user)
+    text = doctor(root, home)
+    as_json = doctor(root, home, "--json")
+    assert secret not in text.stdout + text.stderr + as_json.stdout + as_json.stderr
+    servers = {s["name"]: s for s in json.loads(as_json.stdout)["mcp"]["servers"]}
+    assert servers["printer"]["state"] == "failed" and "token ${DSHD_TEST_DOC_SECRET}" in servers["printer"]["reason"]
+    assert servers["missing"]["state"] == "failed" and "/opt/${DSHD_TEST_DOC_SECRET}/srv" in servers["missing"]["reason"]
+    assert "mcp       printer (workspace, stdio): FAILED" in text.stdout

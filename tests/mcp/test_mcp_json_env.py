@@ -48,7 +48,7 @@ async def test_a_trusted_mcp_json_server_gets_its_expanded_env(tmp_path, monkeyp
     replies = [{"toolCalls": [variable("TOY_VALUE"), variable("DEFAULTED"), variable("DSHD_TEST_MCP_TOKEN")]}, {"text": "done"}]
     (root / "script.json").write_text(json.dumps({"replies": replies}))
     user = tmp_path / "user.toml"
-    user.write_text('plugins = ["tools", "mcp"]\n')
+    user.write_text('plugins = ["tools", "mcp"]\n\n[mcp]\nexpandEnv = ["DSHD_TEST_MCP_TOKEN"]\n')
     config = load_config(root, {"model": {"script": "script.json"}}, user_file=user, trusted=True)
     ws = Workspace(root, config, approvals=InProcessApprovals(lambda request: ApprovalAnswer("allow-once")))
     agent = ws.create_session()

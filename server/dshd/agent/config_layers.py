@@ -25,7 +25,9 @@ editor's settings it is ignored; so is ``[tools] env`` (the variables commands m
 a repository, or editor settings a repository can ship, must not ask for the person's
 secrets). MCP servers: an untrusted workspace's (its ``[mcp.servers]`` and its
 ``.mcp.json``, merged under its config file) do not start; ``approve = "never"`` and
-``sandbox = "none"`` of a server are taken from the user config only. Every ignored key is kept in :attr:`LoadedConfig.ignored`
+``sandbox = "none"`` of a server, and ``[mcp] expandEnv`` (the variables ``.mcp.json``
+may expand: the daemon itself sends an HTTP server's url and headers), are taken from the
+user config only. Every ignored key is kept in :attr:`LoadedConfig.ignored`
 (file, key, why) for ``dsh/config/get`` and the one notice the daemon sends.
 """
 
@@ -35,7 +37,7 @@ import copy
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,9 @@ _MCP_ONLY_FROM_USER = {
     "sandbox": "only your user config may run an MCP server outside the sandbox (sandbox = \"none\")",
 }
 _MCP_LOOSEST = {"approve": "never", "sandbox": "none"}
+_EXPAND_ONLY_FROM_USER = (
+    "only your user config may let .mcp.json read environment variables ([mcp] expandEnv: they may hold secrets)"
+)
 
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -92,6 +97,8 @@ class LoadedConfig:
     trusted: bool
     user_file: Path | None  # the user config looked for (None: no user layer)
     workspace_file: Path
+    # .mcp.json's servers: {name: {field: (expanded, as written)}} (McpJson.written)
+    mcp_json_written: Mapping[str, Mapping[str, tuple[Any, Any]]] = field(default_factory=dict, repr=False)
 
     def effective(self) -> dict[str, Any]:
         """The merged configuration in force, in the files' shape (a key with no value,
@@ -107,6 +114,12 @@ class LoadedConfig:
             for key in ("env", "headers"):
                 if server.get(key):
                     server[key] = {name: "(set)" for name in server[key]}
+        for name, fields in self.mcp_json_written.items():
+            # .mcp.json's command, args and url as the file has them: never an expanded value.
+            server = (effective.get("mcp") or {}).get("servers", {}).get(name)
+            for key, (expanded, written) in fields.items() if server is not None else ():
+                if server.get(key) == expanded:
+                    server[key] = written
         return {
             name: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
             for name, value in effective.items()
@@ -219,7 +232,7 @@ def _guard_workspace(
 ) -> tuple[dict[str, Any], list[IgnoredKey]]:
     """The workspace layer without the keys it may not set, and what was left out."""
     layer = copy.deepcopy(layer)
-    ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER) + _drop_tools_env(layer, file)
+    ignored = _drop_trust_table(layer, file, _TRUST_ONLY_FROM_USER) + _drop_tools_env(layer, file) + _drop_expand_env(layer, file)
     ignored += _drop_mcp_servers(layer, file) if not trusted else _drop_mcp_loosening(layer, file)
     if trusted:
         return layer, ignored
@@ -239,6 +252,21 @@ def _drop_tools_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
         return []
     del tools["env"]
     return [IgnoredKey(file, "tools.env", _ENV_ONLY_FROM_USER, untrusted=False)]
+
+
+def _drop_expand_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
+    mcp = layer.get("mcp")
+    if not isinstance(mcp, dict) or "expandEnv" not in mcp:
+        return []
+    del mcp["expandEnv"]
+    return [IgnoredKey(file, "mcp.expandEnv", _EXPAND_ONLY_FROM_USER, untrusted=False)]
+
+
+def _expand_env(user: dict[str, Any] | None) -> tuple[str, ...]:
+    """The user config's ``[mcp] expandEnv`` (its layer check made it a list of strings)."""
+    mcp = (user or {}).get("mcp")
+    names = mcp.get("expandEnv", []) if isinstance(mcp, dict) else []
+    return tuple(name for name in names if isinstance(name, str))
 
 
 def _mcp_servers(layer: dict[str, Any] | None) -> dict[str, Any]:
@@ -268,27 +296,30 @@ def _drop_mcp_loosening(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
     return ignored
 
 
-def _mcp_json_layer(workspace: Path, trusted: bool) -> tuple[dict[str, Any] | None, str, list[IgnoredKey]]:
+def _mcp_json_layer(
+    workspace: Path, trusted: bool, allowed: tuple[str, ...]
+) -> tuple[dict[str, Any] | None, str, list[IgnoredKey], dict[str, dict[str, tuple[Any, Any]]]]:
     """The workspace's ``.mcp.json`` as a layer under its config file (only in a trusted
-    folder), its file name, and what was left out of it."""
+    folder), its file name, what was left out of it, and its fields as written
+    (McpJson.written); ``allowed``: the variables its ``${VAR}`` may read."""
     path = str(workspace / MCP_JSON)
     if not trusted:
         try:
             found = read_mcp_json(workspace)
         except DshError:  # unreadable: named as a whole, never parsed further
             if not os.path.lexists(path):
-                return None, path, []
-            return None, path, [IgnoredKey(path, "mcpServers", _MCP_NOT_TRUSTED, untrusted=True)]
+                return None, path, [], {}
+            return None, path, [IgnoredKey(path, "mcpServers", _MCP_NOT_TRUSTED, untrusted=True)], {}
         if found is None:
-            return None, path, []
+            return None, path, [], {}
         names = [*found.servers, *(name for name, _ in found.skipped)]
-        return None, path, [IgnoredKey(path, f"mcpServers.{name}", _MCP_NOT_TRUSTED, untrusted=True) for name in names]
-    found = read_mcp_json(workspace)
+        return None, path, [IgnoredKey(path, f"mcpServers.{name}", _MCP_NOT_TRUSTED, untrusted=True) for name in names], {}
+    found = read_mcp_json(workspace, allowed=allowed)
     if found is None:
-        return None, path, []
+        return None, path, [], {}
     ignored = [IgnoredKey(path, f"mcpServers.{name}", why, untrusted=False) for name, why in found.skipped]
     layer = {"mcp": {"servers": found.servers}} if found.servers else None
-    return layer, path, ignored
+    return layer, path, ignored, found.written
 
 
 def _drop_trust_table(layer: dict[str, Any], file: str, why: str) -> list[IgnoredKey]:
@@ -363,8 +394,9 @@ def load_layers(
     if editor is not None:
         ignored += _drop_trust_table(editor, EDITOR_SETTINGS, _TRUST_NOT_FROM_EDITOR)
         ignored += _drop_tools_env(editor, EDITOR_SETTINGS)
+        ignored += _drop_expand_env(editor, EDITOR_SETTINGS)
         ignored += _drop_mcp_loosening(editor, EDITOR_SETTINGS)
-    mcp_json, mcp_json_file, mcp_json_ignored = _mcp_json_layer(workspace, trusted)
+    mcp_json, mcp_json_file, mcp_json_ignored, mcp_json_written = _mcp_json_layer(workspace, trusted, _expand_env(user))
     ignored += mcp_json_ignored
     editor_model = (editor or {}).get("model") or {}
     workspace_model = (from_workspace or {}).get("model") or {}
@@ -396,7 +428,7 @@ def load_layers(
     except DshError as exc:
         key = exc.data.get("key", "config")
         raise config_error(key, getattr(exc, "detail", exc.message), _file_of(key, origin)) from None
-    return LoadedConfig(config, tuple(ignored), trusted, user_file, workspace_file)
+    return LoadedConfig(config, tuple(ignored), trusted, user_file, workspace_file, mcp_json_written)
 
 
 def load_config(

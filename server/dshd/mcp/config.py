@@ -20,7 +20,10 @@ not set) is left out and named, never half taken.
 Its ``command``, ``args``, ``env`` values, ``url`` and ``headers`` values expand
 ``${VAR}`` and ``${VAR:-default}`` from the daemon's environment, as Claude Code does:
 once (a value holding ``${...}`` is not expanded again), capped, as the file is read.
-A reason names a variable, never its value.
+Only the variables the person allowed (``[mcp] expandEnv`` of the user config) are
+read, and in ``command``, ``args`` and ``env`` also :data:`HARMLESS_ENV`: trusting a
+folder lets its servers start in the sandbox, not send the daemon's secrets anywhere. A
+variable not allowed counts as not set. A reason names a variable, never its value.
 
 Light on purpose (no SDK, nothing of the agent): the config layers import it at start-up.
 """
@@ -194,6 +197,9 @@ class McpJson:
     path: Path
     servers: dict[str, dict[str, Any]]
     skipped: tuple[tuple[str, str], ...] = ()
+    # name -> {field: (expanded, as written)} of each command, args, url that ${...} changed:
+    # what a person is shown (env and headers values are never shown at all)
+    written: dict[str, dict[str, tuple[Any, Any]]] = attrs.field(factory=dict, repr=False)
 
 
 # ${NAME} or ${NAME:-default}, the two forms Claude Code documents. The default runs to the
@@ -204,6 +210,10 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]{0,127})(?::-([^}]*))?\}")
 EXPANDED_CAP = 64 * 1024  # characters of one string once expanded
 EXPANDED_FILE_CAP = 1024 * 1024  # characters of all of one file's expanded strings
 _MISSING_SHOWN = 3  # variables a reason names at most
+# Expanded without being listed, in a stdio server's command, args and env only: the
+# sandboxed server gets them in its environment anyway (dshd.tools.run.ALLOWED_ENV), and
+# none is a secret. Not in url or headers: those the daemon sends off the machine.
+HARMLESS_ENV = frozenset({"HOME", "USER", "LOGNAME", "TMPDIR"})
 
 
 class _Unexpandable(Exception):
@@ -211,14 +221,16 @@ class _Unexpandable(Exception):
 
 
 class _Expander:
-    """One pass of ``${VAR}`` / ``${VAR:-default}`` over a file's strings, from ``environ``;
-    what a value holds is never looked at again (no ``${...}`` inside it is expanded)."""
+    """One pass of ``${VAR}`` / ``${VAR:-default}`` over a file's strings, from ``environ``
+    and only the names of ``allowed`` (others count as not set); what a value holds is
+    never looked at again (no ``${...}`` inside it is expanded)."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+    def __init__(self, environ: Mapping[str, str], allowed: Iterable[str]) -> None:
         self.environ = environ
+        self.allowed = frozenset(allowed)
         self.left = EXPANDED_FILE_CAP
 
-    def expand(self, text: str, where: str, missing: list[tuple[str, str]]) -> str:
+    def expand(self, text: str, where: str, missing: list[tuple[str, str]], *, harmless: bool = True) -> str:
         if "${" not in text:
             return text
         parts: list[str] = []
@@ -226,7 +238,8 @@ class _Expander:
         at = 0
         for found in _VARIABLE.finditer(text):
             name, default = found.group(1), found.group(2)
-            value = self.environ.get(name)
+            allowed = name in self.allowed or (harmless and name in HARMLESS_ENV)
+            value = self.environ.get(name) if allowed else None
             if value is None:
                 if default is None:
                     missing.append((name, where))
@@ -257,12 +270,15 @@ class _Expander:
         out = dict(table)
         for key in ("command", "url"):
             if key in out:
-                out[key] = self.expand(out[key], key, missing)
+                out[key] = self.expand(out[key], key, missing, harmless=key == "command")
         if "args" in out:
             out["args"] = [self.expand(arg, f"args[{i}]", missing) for i, arg in enumerate(out["args"])]
         for key in ("env", "headers"):
             if key in out:
-                out[key] = {name: self.expand(value, f"{key} {name!r}", missing) for name, value in out[key].items()}
+                out[key] = {
+                    name: self.expand(value, f"{key} {name!r}", missing, harmless=key == "env")
+                    for name, value in out[key].items()
+                }
         if missing:
             names = list(dict.fromkeys(name for name, _ in missing))
             shown = ", ".join(names[:_MISSING_SHOWN]) + (f" and {len(names) - _MISSING_SHOWN} more" if len(names) > _MISSING_SHOWN else "")
@@ -270,8 +286,10 @@ class _Expander:
             one = len(names) == 1
             raise _Unexpandable(
                 f"{'variable' if one else 'variables'} {shown} {'is' if one else 'are'} not set in the daemon's "
-                f"environment and {'has' if one else 'have'} no default (${{{first_name}}} in {_clipped(first_where)}): "
-                f"set {'it' if one else 'them'} where dshd starts, or give a default (${{{first_name}:-...}})"
+                f"environment, or not listed in [mcp] expandEnv of your user config, and {'has' if one else 'have'} "
+                f"no default (${{{first_name}}} in {_clipped(first_where)}): to pass {'it' if one else 'them'}, "
+                f"set {'it' if one else 'them'} where dshd starts and list {'it' if one else 'them'} in [mcp] "
+                f"expandEnv of your user config; or give a default (${{{first_name}:-...}})"
             )
         return out
 
@@ -291,54 +309,59 @@ def _string_map(value: Any) -> dict[str, str] | None:
     return dict(value)
 
 
-def _json_entry(entry: Any, expander: _Expander) -> tuple[dict[str, Any] | None, str | None]:
-    """(the table-shaped entry, its variables expanded, None) or (None, why it is left out)."""
+def _json_entry(entry: Any, expander: _Expander) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
+    """(the table-shaped entry with its variables expanded, as written, None) or (None,
+    {}, why it is left out)."""
     if not isinstance(entry, dict):
-        return None, "a server must be a JSON object"
+        return None, {}, "a server must be a JSON object"
     unknown = sorted(set(entry) - _JSON_KEYS)
     if unknown:
-        return None, f"dshd does not know the key {unknown[0]!r}, so it does not start this server"
+        return None, {}, f"dshd does not know the key {unknown[0]!r}, so it does not start this server"
     kind = entry.get("type", "stdio" if "command" in entry else "http")
     if kind not in _JSON_TYPES:
-        return None, f"type {kind!r}: dshd connects stdio and streamable HTTP servers only"
+        return None, {}, f"type {kind!r}: dshd connects stdio and streamable HTTP servers only"
     table: dict[str, Any] = {}
     if _JSON_TYPES[kind] == "stdio":
         if not isinstance(entry.get("command"), str):
-            return None, "a stdio server needs command (a string)"
+            return None, {}, "a stdio server needs command (a string)"
         table["command"] = entry["command"]
         args = entry.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            return None, "args must be a list of strings"
+            return None, {}, "args must be a list of strings"
         table["args"] = args
         env = _string_map(entry.get("env", {}))
         if env is None:
-            return None, "env must map names to strings"
+            return None, {}, "env must map names to strings"
         table["env"] = env
         if "cwd" in entry:
             if not isinstance(entry["cwd"], str):
-                return None, "cwd must be a string"
+                return None, {}, "cwd must be a string"
             table["cwd"] = entry["cwd"]
     else:
         if not isinstance(entry.get("url"), str):
-            return None, "an http server needs url (a string)"
+            return None, {}, "an http server needs url (a string)"
         table["url"] = entry["url"]
         headers = _string_map(entry.get("headers", {}))
         if headers is None:
-            return None, "headers must map names to strings"
+            return None, {}, "headers must map names to strings"
         table["headers"] = headers
+    written = table  # expander.table copies: this stays as the file has it
     try:
         table = expander.table(table)
     except _Unexpandable as exc:
-        return None, str(exc)
+        return None, {}, str(exc)
     problem = server_problem(table)
     if problem is not None:
-        return None, f"{problem[0]} {problem[1]}"
-    return table, None
+        return None, {}, f"{problem[0]} {problem[1]}"
+    return table, written, None
 
 
-def read_mcp_json(root: Path, environ: Mapping[str, str] | None = None) -> McpJson | None:
+def read_mcp_json(
+    root: Path, environ: Mapping[str, str] | None = None, allowed: Iterable[str] = ()
+) -> McpJson | None:
     """The workspace's ``.mcp.json``, or None when it has none; its ``${VAR}`` expanded
-    from ``environ`` (the daemon's environment by default). A file that cannot be read
+    from ``environ`` (the daemon's environment by default), only the names of ``allowed``
+    (the user config's ``[mcp] expandEnv``) and :data:`HARMLESS_ENV`. A file that cannot be read
     safely (a link, not a regular file, over the cap), is not UTF-8 JSON, or whose
     ``mcpServers`` is not an object is ``invalid-config`` naming the file."""
     root = Path(root).resolve()
@@ -367,23 +390,29 @@ def read_mcp_json(root: Path, environ: Mapping[str, str] | None = None) -> McpJs
         raise config_error("mcpServers", "must be an object of servers by name", str(path))
     servers: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
-    expander = _Expander(os.environ if environ is None else environ)
+    written: dict[str, dict[str, tuple[Any, Any]]] = {}
+    expander = _Expander(os.environ if environ is None else environ, allowed)
     for name, entry in servers_in.items():
         if not SERVER_NAME.fullmatch(name):
             skipped.append((name, "a server name is 1 to 32 letters, digits, _ or -"))
             continue
-        table, why = _json_entry(entry, expander)
+        table, as_written, why = _json_entry(entry, expander)
         if table is None:
             skipped.append((name, why or "not usable"))
         else:
             servers[name] = table
-    return McpJson(path, servers, tuple(skipped))
+            changed = {k: (table[k], as_written[k]) for k in ("command", "args", "url") if k in table and table[k] != as_written[k]}
+            if changed:
+                written[name] = changed
+    return McpJson(path, servers, tuple(skipped), written)
 
 
-def specs_from_mcp_json(root: Path, environ: Mapping[str, str] | None = None) -> list[McpServerSpec]:
+def specs_from_mcp_json(
+    root: Path, environ: Mapping[str, str] | None = None, allowed: Iterable[str] = ()
+) -> list[McpServerSpec]:
     """The servers of the workspace's ``.mcp.json`` (source "workspace"), in name order;
     empty when it has none. Expansion and errors as :func:`read_mcp_json`."""
-    found = read_mcp_json(root, environ)
+    found = read_mcp_json(root, environ, allowed)
     if found is None:
         return []
     return [spec_from_table(name, found.servers[name], "workspace") for name in sorted(found.servers)]

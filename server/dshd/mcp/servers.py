@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 State = Literal["starting", "ready", "failed", "stopped"]
 MAX_TOOLS = 256  # tools of one server put in the catalogue at most (each costs every request)
 DEFINITIONS_CAP = 64 * 1024  # bytes of one server's tool definitions (schemas, descriptions) taken
+HIDDEN_MIN = 4  # characters of an [mcp] expandEnv value hidden in reasons, at least
 
 
 @attrs.frozen
@@ -105,11 +106,18 @@ class McpServers:
         network: bool = False,
         env_names: Iterable[str] = (),
         record: Record | None = None,
+        expanded_names: Iterable[str] = (),
     ) -> None:
         self.root = Path(root).resolve()
         self.catalogue = catalogue
         self.network = network  # [tools] network: what a sandboxed server may reach
         self.env_names = tuple(env_names)  # the user config's [tools] env
+        # The values .mcp.json may have expanded ([mcp] expandEnv): a reason (the state,
+        # the log, the session's record) shows ${NAME} in their place. Longest first, so a
+        # value inside another is not half replaced; a very short value is no secret and
+        # would replace ordinary text.
+        values = {name: os.environ.get(name, "") for name in expanded_names}
+        self._hidden = sorted(((v, n) for n, v in values.items() if len(v) >= HIDDEN_MIN), key=lambda p: -len(p[0]))
         self._record = record
         self._servers: dict[str, _Server] = {}
         self._listeners: list[Listener] = []
@@ -347,6 +355,8 @@ class McpServers:
         """Once per server: failed, its tools withdrawn, stopped, written, told."""
         if server.state in ("failed", "stopped") or self.closed:
             return
+        for value, variable in self._hidden:  # an expanded command, its stderr: never the value
+            reason = reason.replace(value, f"${{{variable}}}")
         server.state, server.reason = "failed", reason
         for name in server.tools:
             self.catalogue.withdraw(name)

@@ -43,6 +43,7 @@ class McpPlugin:
             network=agent.permissions.policy.network,
             env_names=config.tools.env,
             record=record,
+            expanded_names=config.mcp.expandEnv,
         )
         agent.features.add(self.servers)
         agent.add_request_gate(self.servers.ready)

@@ -2,6 +2,9 @@
 
 Keys (defaults shown)::
 
+    [mcp]
+    expandEnv = []                # the variables .mcp.json's ${VAR} may read (user config only)
+
     [mcp.servers.<name>]          # name: 1 to 32 letters, digits, _ or -
     command = "uvx"               # a stdio server: command, args, env, cwd
     args = []
@@ -18,8 +21,8 @@ Keys (defaults shown)::
     approve = "auto"              # "auto" | "always" | "never"
     sandbox = "workspace"         # "workspace" | "none"
 
-Which servers a workspace may define, and that ``approve = "never"`` and ``sandbox =
-"none"`` come only from the user config, is :mod:`dshd.agent.config_layers`; the
+Which servers a workspace may define, and that ``approve = "never"``, ``sandbox =
+"none"`` and ``expandEnv`` come only from the user config, is :mod:`dshd.agent.config_layers`; the
 workspace's ``.mcp.json`` is merged in there too. Light on purpose: the composer imports
 it without the plugin (and nothing of the MCP SDK).
 """
@@ -36,6 +39,7 @@ from dshd.config_tables import ConfigTable, Derived, Table, config_error, key_of
 from dshd.mcp.config import (
     DEFAULT_STARTUP_TIMEOUT_S,
     DEFAULT_TOOL_TIMEOUT_S,
+    ENV_NAME,
     SERVER_NAME,
     Approve,
     SandboxChoice,
@@ -62,9 +66,13 @@ class McpServerTable(Table):
 
 class McpConfig(Table):
     servers: dict[str, McpServerTable] = msgspec.field(default_factory=dict)
+    expandEnv: list[str] = msgspec.field(default_factory=list)
 
 
 def check_mcp(mcp: McpConfig) -> None:
+    for name in mcp.expandEnv:
+        if not ENV_NAME.fullmatch(name):
+            raise config_error("mcp.expandEnv", f"{name!r} is not an environment variable name (letters, digits, _)")
     for name, server in mcp.servers.items():
         if not SERVER_NAME.fullmatch(name):
             raise config_error(f"mcp.servers.{name}", "a server name is 1 to 32 letters, digits, _ or -")
