@@ -50,6 +50,19 @@ async def until(predicate, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+def held_review():
+    """(review open, answer now, a person who approves a plan review once told to)."""
+    review_open = asyncio.Event()
+    answer_now = asyncio.Event()
+
+    async def person(params):
+        review_open.set()
+        await answer_now.wait()
+        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+
+    return review_open, answer_now, person
+
+
 @pytest.mark.slow
 async def test_pausing_a_goal_cancels_its_streaming_round_and_starts_no_request(daemons):
     with LoopbackModelServer("openai") as server:
@@ -123,13 +136,7 @@ async def test_activity_is_waiting_while_a_plan_review_is_open_in_a_goal_round(w
             {"text": "Goal complete."},
         ],
     )
-    review_open = asyncio.Event()
-    answer_now = asyncio.Event()
-
-    async def person(params):
-        review_open.set()
-        await answer_now.wait()
-        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+    review_open, answer_now, person = held_review()
 
     client = await daemons.start(answer=person)
     created = await client.request("dsh/session/create", {})
@@ -187,13 +194,7 @@ async def test_the_session_list_says_which_loaded_session_waits_for_the_person(w
         workspace,
         replies=[{"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]}, {"text": "Planned."}, {"text": "ok"}],
     )
-    review_open = asyncio.Event()
-    answer_now = asyncio.Event()
-
-    async def person(params):
-        review_open.set()
-        await answer_now.wait()
-        return {"answers": [{"id": params["questions"][0]["id"], "choice": "approve"}]}
+    review_open, answer_now, person = held_review()
 
     client = await daemons.start(answer=person)
     idle = (await client.request("dsh/session/create", {"title": "Idle"}))["sessionId"]

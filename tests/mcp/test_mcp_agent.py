@@ -343,19 +343,7 @@ async def test_a_streamable_http_server_is_called_and_a_missing_token_fails_it(t
 async def serve_toy_http() -> tuple[int, asyncio.subprocess.Process]:
     """tests/fixtures/mcp_servers/toy_http.py on a free port, once it listens."""
     port = _free_port()
-    toy_http = str(Path(TOY).with_name("toy_http.py"))
-    served = await asyncio.create_subprocess_exec(
-        sys.executable, toy_http, str(port), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    for _ in range(200):
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        break
-    return port, served
+    return port, await serve_toy_http_at(port)
 
 
 async def test_an_http_server_whose_process_is_killed_is_failed_once_at_the_next_call(tmp_path):
