@@ -3,7 +3,8 @@ of tests/fixtures/mcp_servers/toy.py (the official SDK's MCPServer): tools liste
 called, approvals by annotations and by ``approve``, a hung tool timed out, a crash
 reported once while the rest works, start-up failures, a streamable HTTP server (and one
 whose process is killed), an untrusted ``.mcp.json`` not
-started, ACP's servers added after the first request, and no process left after close.
+started, ACP's servers added after the first request, a server's tool list that changes
+mid-session (instant.py --changing), and no process left after close.
 The scripted model makes the calls; the store, folds, log and servers are the real ones.
 """
 
@@ -569,6 +570,124 @@ async def test_a_servers_tool_definitions_are_capped_and_its_titles_escaped(tmp_
         assert "\n" not in title and "\u202e" not in title and "Approve all" in title and title.endswith("· instant")
         [(ok, _)] = results(agent)
         assert ok  # the sneaky tool still runs: only what the person reads of it is escaped
+    finally:
+        await agent.aclose()
+
+
+INSTANT = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "instant.py")
+
+
+def changing(**keys) -> dict:
+    """A [mcp.servers] entry for the instant server whose grow/swap/touch/spoil tools change
+    its list and send notifications/tools/list_changed."""
+    return {"command": sys.executable, "args": ["-I", INSTANT, "--changing"], "sandbox": "none", **keys}
+
+
+def offered(agent) -> list[list[str]]:
+    """The instant server's tools each model request offered, in order."""
+    return [[n for n in e.data.tools if n.startswith("mcp__instant__")] for e in events_of(agent, "request/header")]
+
+
+async def test_a_tool_a_server_adds_is_offered_in_the_next_request_and_runs(tmp_path, caplog):
+    """grow adds the tool later and says the list changed before it answers: the request
+    after grow's result offers later, and the model's call of it runs."""
+    replies = [{"toolCalls": [call("mcp__instant__grow")]}, {"toolCalls": [call("mcp__instant__later", n=1)]}, {"text": "done"}]
+    ws = workspace(tmp_path, replies, {"instant": changing()})
+    agent = ws.create_session()
+    try:
+        with caplog.at_level("INFO", logger="dshd.mcp.servers"):
+            await agent.prompt("go")
+        first, second, third = offered(agent)
+        assert "mcp__instant__later" not in first and "mcp__instant__grow" in first  # control: not there before
+        assert "mcp__instant__later" in second and set(first) < set(second) and third == second
+        assert [ok for ok, _ in results(agent)] == [True, True]
+        assert results(agent)[1] == (True, '{"n": 1}')  # the server ran it
+        [state] = servers_of(agent).states()
+        assert state.state == "ready" and "mcp__instant__later" in state.tools
+        assert any("later added" in r.getMessage() for r in caplog.records)
+    finally:
+        await agent.aclose()
+
+
+async def test_a_tool_listed_again_keeps_its_first_definition_and_a_dropped_one_is_withdrawn(tmp_path, caplog):
+    """swap lists echo again as read-only (no annotations before: "exec") and drops noop: echo
+    stays "exec", asked about, with its first description (logged once, though listed so
+    twice); noop is no longer offered and a call of it is refused, not run."""
+    approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
+    replies = [
+        {"toolCalls": [call("mcp__instant__swap")]},
+        {"toolCalls": [call("mcp__instant__touch")]},  # listed again: the same changed echo
+        {"toolCalls": [call("mcp__instant__echo", message="hi"), call("mcp__instant__noop")]},
+        {"text": "done"},
+    ]
+    ws = workspace(tmp_path, replies, {"instant": changing()}, approvals=approvals)
+    agent = ws.create_session()
+    try:
+        with caplog.at_level("WARNING", logger="dshd.mcp.servers"):
+            await agent.prompt("go")
+        requests = offered(agent)
+        assert "mcp__instant__noop" in requests[0] and "mcp__instant__echo" in requests[0]  # control
+        assert all("mcp__instant__noop" not in r and "mcp__instant__echo" in r for r in requests[1:])
+        servers = servers_of(agent)
+        echo = servers.catalogue.get("mcp__instant__echo")
+        assert echo.mutability == "exec" and echo.description == "Says its message back."
+        assert "mcp__instant__noop" not in servers.catalogue.names()
+        assert ("mcp__instant__echo", "exec") in [(r.tool, r.mutability) for r in approvals.asked]
+        *_, echoed, noop = results(agent)
+        assert echoed == (True, '{"message": "hi"}')
+        assert not noop[0] and "no longer lists its tool noop" in noop[1]
+        ignored = [r for r in caplog.records if "with another definition" in r.getMessage()]
+        assert len(ignored) == 1 and "mcp__instant__echo" in ignored[0].getMessage()
+        [state] = servers.states()
+        assert state.state == "ready" and "mcp__instant__noop" not in state.tools and "mcp__instant__echo" in state.tools
+    finally:
+        await agent.aclose()
+
+
+async def test_a_notice_that_changes_nothing_changes_nothing_and_a_burst_is_listed_at_most_twice(tmp_path, caplog):
+    """touch sends five notifications and changes nothing: the tools are listed again once or
+    twice (one re-list at a time, one more for the rest of the burst), the catalogue and
+    every request's tools stay the same, nothing is logged as changed."""
+    replies = [{"toolCalls": [call("mcp__instant__touch", times=5)]}, {"text": "done"}]
+    ws = workspace(tmp_path, replies, {"instant": changing()})
+    agent = ws.create_session()
+    try:
+        with caplog.at_level("DEBUG", logger="dshd.mcp.servers"):
+            await agent.prompt("go")
+        first, second = offered(agent)
+        assert first == second and "mcp__instant__echo" in first
+        relisted = [r for r in caplog.records if "listed its tools again" in r.getMessage()]
+        assert 1 <= len(relisted) <= 2 and all("no change" in r.getMessage() for r in relisted)
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        [state] = servers_of(agent).states()
+        assert state.state == "ready" and set(state.tools) == set(first)
+        assert servers_of(agent).catalogue.get("mcp__instant__noop").mutability == "read"
+    finally:
+        await agent.aclose()
+
+
+async def test_a_failed_or_silent_relist_leaves_the_tools_as_they_were_and_the_server_up(tmp_path, caplog):
+    """After spoil, tools/list is an error (broke) or never answered (mute, startupTimeoutS
+    1 s): each is logged, its tools stay as they were, the server stays up and its tools
+    still run."""
+    replies = [
+        {"toolCalls": [call("mcp__broke__spoil"), call("mcp__mute__spoil", silent=True)]},
+        {"toolCalls": [call("mcp__broke__echo", message="a"), call("mcp__mute__echo", message="b")]},
+        {"text": "done"},
+    ]
+    ws = workspace(tmp_path, replies, {"broke": changing(), "mute": changing(startupTimeoutS=1)})
+    agent = ws.create_session()
+    try:
+        with caplog.at_level("WARNING", logger="dshd.mcp.servers"):
+            await agent.prompt("go")
+        headers = [e.data.tools for e in events_of(agent, "request/header")]
+        assert len(headers) == 3 and all(h == headers[0] for h in headers)
+        assert results(agent)[2:] == [(True, '{"message": "a"}'), (True, '{"message": "b"}')]
+        said = " ".join(r.getMessage() for r in caplog.records)
+        assert "broke said its tools changed but could not list them" in said and "spoiled" in said
+        assert "mute said its tools changed but did not list them within 1 s" in said
+        states = {s.name: s for s in servers_of(agent).states()}
+        assert all(s.state == "ready" and "mcp__" + s.name + "__noop" in s.tools for s in states.values())
     finally:
         await agent.aclose()
 

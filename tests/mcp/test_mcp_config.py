@@ -490,7 +490,7 @@ def test_what_a_person_is_asked_about_an_mcp_call_is_escaped():
     from dshd.mcp.tools import make_tool
 
     class Caller:
-        def refusal(self, server):
+        def refusal(self, server, tool=None):
             return None
 
         async def call(self, server, tool, arguments):

@@ -210,6 +210,10 @@ class ToolCatalogue:
         if name in self._tools:
             self._withdrawn.add(name)
 
+    def restore(self, name: str) -> None:
+        """Offer a withdrawn ``name`` again (an MCP server that lists that tool again)."""
+        self._withdrawn.discard(name)
+
     def names(self) -> list[str]:
         return sorted(name for name in self._tools if name not in self._withdrawn)
 

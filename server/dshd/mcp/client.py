@@ -26,6 +26,9 @@ is found by a marker in its environment (the SDK does not expose its process), s
 its whole tree can be killed at once (:meth:`Connection.kill`, synchronous: it works from
 the agent's ``close()``), and its exit is seen at once (a pidfd). Its stderr is kept as a
 short tail for the reason when it dies, never copied to the daemon's log in full.
+
+A server's ``notifications/tools/list_changed`` calls :attr:`Connection.on_tools_changed`
+(nothing more: servers.py lists the tools again through :meth:`Connection.list_tools`).
 """
 
 from __future__ import annotations
@@ -159,6 +162,19 @@ class _WatchedReadStream:
         await self.aclose()
 
 
+async def _all_tools(session: ClientSession) -> list[Any]:
+    """Every tool the session's server lists, page by page."""
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):  # pages of tools; a server that never ends its list stops here
+        listed = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools += listed.tools
+        cursor = listed.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
 def _read_proc(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -254,12 +270,14 @@ class Connection:
         launch: Launch | None = None,
         headers: dict[str, str] | None = None,
         on_gone: Callable[[str], None] | None = None,
+        on_tools_changed: Callable[[], None] | None = None,
     ) -> None:
         self.spec = spec
         self.root = root
         self.launch = launch
         self.headers = headers or {}
         self.on_gone = on_gone  # called once with the reason when a running server ends
+        self.on_tools_changed = on_tools_changed  # the server sent notifications/tools/list_changed
         self.pid: int | None = None
         self.session: ClientSession | None = None
         self._marker = secrets.token_hex(12)
@@ -288,6 +306,19 @@ class Connection:
         # The workspace is the one root dshd offers.
         return types.ListRootsResult(roots=[types.Root(uri=self.root.as_uri(), name=self.root.name)])
 
+    async def _on_message(self, message: Any) -> None:
+        # The SDK spawns this for each notification: it only tells, never waits here.
+        if isinstance(message, types.ToolListChangedNotification) and self.on_tools_changed is not None:
+            self.on_tools_changed()
+
+    async def list_tools(self) -> list[Any]:
+        """The server's tools listed again (all pages); ServerGone when it is not running.
+        The caller bounds it (servers.py: startupTimeoutS)."""
+        session = self.session
+        if session is None:
+            raise ServerGone(self.lost or "it is not running")
+        return await _all_tools(session)
+
     async def _hold(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -308,20 +339,12 @@ class Connection:
                         read,
                         write,
                         list_roots_callback=self._list_roots,
+                        message_handler=self._on_message,
                         client_info=types.Implementation(name="dshd", version="1"),
                     )
                 )
                 await session.initialize()
-                tools: list[Any] = []
-                cursor = None
-                for _ in range(100):  # pages of tools; a server that never ends its list stops here
-                    listed = await session.list_tools(
-                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                    )
-                    tools += listed.tools
-                    cursor = listed.next_cursor
-                    if not cursor:
-                        break
+                tools = await _all_tools(session)
                 self.session = session
                 if not self._ready.done():
                     self._ready.set_result(tools)

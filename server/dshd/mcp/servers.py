@@ -26,12 +26,23 @@ refused saying why), the failure is written once to the log (``mcp/server``, thr
 ``record``) and each listener is told once. Nothing restarts it until the session is
 opened again. :meth:`McpServers.close` (the agent closing) kills every server's process
 tree at once; :meth:`McpServers.aclose` then waits for their tasks.
+
+A server that sends ``notifications/tools/list_changed`` has its tools listed again (one
+re-list at a time, a burst giving one more at most, each bounded by ``startupTimeoutS``;
+one that fails is logged and changes nothing) and the difference applied to the
+catalogue with the rules of the first listing (:meth:`McpServers._take`). A tool listed
+before in this session keeps the definition it was first listed with, so a server cannot
+make an approved or "exec" tool a "read" one mid-session; a tool no longer listed is
+withdrawn, and a call of it refused. A call during which the server said so returns once
+that re-list is done: the model's next request offers the new list (the loop reads the
+catalogue for each request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import os
 import re
@@ -42,10 +53,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from dshd.agent.tools import ToolCatalogue, ToolOutcome
+from dshd.agent.tools import Tool, ToolCatalogue, ToolOutcome
 from dshd.formats import clip, shown
 from dshd.mcp.config import McpServerSpec, Source
-from dshd.mcp.tools import SCHEMA_CAP, definition_bytes, make_tool, result_outcome, schema_bytes
+from dshd.mcp.tools import (
+    SCHEMA_CAP,
+    definition_bytes,
+    input_schema,
+    make_tool,
+    result_outcome,
+    schema_bytes,
+    tool_name,
+)
 from dshd.sandbox import bwrap_argv, probe
 from dshd.sandbox.policy import replaced_folders
 from dshd.sandbox.host import host_policy
@@ -61,6 +80,7 @@ log = logging.getLogger(__name__)
 State = Literal["starting", "ready", "failed", "stopped"]
 MAX_TOOLS = 256  # tools of one server put in the catalogue at most (each costs every request)
 DEFINITIONS_CAP = 64 * 1024  # bytes of one server's tool definitions (schemas, descriptions) taken
+REMEMBERED_CAP = 4 * MAX_TOOLS  # tools one server may put in the catalogue over a session
 HIDDEN_MIN = 4  # characters of an [mcp] expandEnv value hidden in reasons, at least
 
 
@@ -88,6 +108,12 @@ class _Server:
     tools: tuple[str, ...] = ()
     connection: "Connection | None" = None
     task: asyncio.Task | None = None
+    # Each tool this session put in the catalogue, by its dshd name: the definition it was
+    # first listed with and the tool made of it (what every later listing of it gets).
+    first: dict[str, tuple[Any, Tool]] = attrs.Factory(dict)
+    ignored: set[str] = attrs.Factory(set)  # tools whose changed definition was logged once
+    relist: asyncio.Task | None = None  # the running re-list of its tools
+    relist_again: bool = False  # it said its tools changed since the re-list began
 
     def view(self) -> McpServerState:
         return McpServerState(self.spec.name, self.spec.source, self.spec.transport, self.state, self.reason, self.tools)
@@ -184,30 +210,34 @@ class McpServers:
                 server.state, server.reason = "stopped", "the session was closed"
             if server.connection is not None:
                 server.connection.stop()
-            if server.task is not None and not server.task.done():
-                server.task.cancel()
+            for task in (server.task, server.relist):
+                if task is not None and not task.done():
+                    task.cancel()
 
     async def aclose(self) -> None:
         self.close()
         waits = [s.connection.aclose() for s in self._servers.values() if s.connection is not None]
-        tasks = [s.task for s in self._servers.values() if s.task is not None and not s.task.done()]
+        tasks = [t for s in self._servers.values() for t in (s.task, s.relist) if t is not None and not t.done()]
         await asyncio.gather(*waits, *tasks, *self._closers, return_exceptions=True)
 
     # ---- tool calls (dshd.mcp.tools.ToolCaller) ---------------------------------------------
 
-    def refusal(self, name: str) -> str | None:
-        """Why a call to the server ``name`` cannot run now (None: it can)."""
+    def refusal(self, name: str, tool: str | None = None) -> str | None:
+        """Why a call to the server ``name`` (of its ``tool``, when given) cannot run now
+        (None: it can)."""
         server = self._servers.get(name)
         if server is None:
             return f"there is no MCP server {name}"
         if server.state == "ready":
+            if tool is not None and tool_name(name, tool) not in server.tools:
+                return f"the MCP server {name} no longer lists its tool {shown(clip(tool, 80))}"
             return None
         if server.state == "failed":
             return f"the MCP server {name} failed ({server.reason}); its tools are gone for this session"
         return f"the MCP server {name} is {server.state}"
 
     async def call(self, name: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
-        refused = self.refusal(name)
+        refused = self.refusal(name, tool)
         server = self._servers.get(name)
         if refused is not None or server is None or server.connection is None:
             return ToolOutcome.failure(f"Not run: {refused or 'the server is not running'}")
@@ -216,6 +246,7 @@ class McpServers:
 
         try:
             result = await server.connection.call(tool, arguments, timeout)
+            await self._relisted(server)
         except asyncio.TimeoutError:
             self._fail(server, f"hung: a {tool} call had no answer within {timeout:g} s (toolTimeoutS)")
             return ToolOutcome.failure(
@@ -235,6 +266,7 @@ class McpServers:
             if server.state == "failed":
                 return ToolOutcome.failure(f"Not finished: the MCP server {name} failed ({server.reason})")
             message = getattr(getattr(exc, "error", None), "message", None) or str(exc) or type(exc).__name__
+            await self._relisted(server)
             return ToolOutcome.failure(f"The MCP server {name} answered the {tool} call with an error: {message}")
         return result_outcome(result)
 
@@ -277,7 +309,17 @@ class McpServers:
             break
         if server.state != "starting":
             return  # failed or closed while it started
-        names = []
+        self._take(server, listed)
+        server.state = "ready"
+        if server.relist_again:  # it said its tools changed while they were being listed
+            self._relist_soon(server)
+
+    def _take(self, server: _Server, listed: Iterable[Any]) -> None:
+        """Make the catalogue offer the tools of ``listed`` that the config offers and the
+        caps let in (at start, and at each re-list): a new one added, one no longer listed
+        withdrawn, one listed before in this session kept as it was first listed."""
+        spec = server.spec
+        names: list[str] = []
         taken = 0
         for tool in listed:
             if not spec.offers(tool.name):
@@ -285,6 +327,16 @@ class McpServers:
             if len(names) == MAX_TOOLS:
                 log.warning("MCP server %s lists more than %d tools; the rest are left out", spec.name, MAX_TOOLS)
                 break
+            name = tool_name(spec.name, tool.name)
+            first = server.first.get(name) if name not in names else None  # (twice in one list: left out below)
+            if first is not None:
+                # A server must not turn a tool the person knows (approved, asked about as
+                # "exec") into another mid-session: the first definition stays.
+                if _definition(first[0]) != _definition(tool) and name not in server.ignored:
+                    server.ignored.add(name)
+                    log.warning("MCP server %s lists %s again with another definition; the one it was first "
+                                "listed with stays for this session", spec.name, name)  # fmt: skip
+                tool = first[0]
             size = schema_bytes(tool)
             if size > SCHEMA_CAP:
                 log.warning("MCP server %s: the input schema of %s is %d bytes (at most %d); left out",
@@ -295,22 +347,98 @@ class McpServers:
                 log.warning("MCP server %s: its tool definitions pass %d bytes at %s; the rest are left out",
                             spec.name, DEFINITIONS_CAP, shown(clip(tool.name, 80)))  # fmt: skip
                 break
-            made = make_tool(spec, tool, self)
-            if self.catalogue.get(made.name) is not None:
-                log.warning("MCP server %s: a tool named %s is already in the catalogue; %s left out", spec.name, made.name, tool.name)
+            if first is not None:
+                self.catalogue.restore(name)  # (a no-op unless an earlier re-list withdrew it)
+            elif self.catalogue.get(name) is not None:
+                log.warning("MCP server %s: a tool named %s is already in the catalogue; %s left out", spec.name, name, tool.name)
                 continue
-            self.catalogue.add(made)
-            names.append(made.name)
+            elif len(server.first) >= REMEMBERED_CAP:
+                log.warning("MCP server %s has listed %d tools in this session; %s left out",
+                            spec.name, REMEMBERED_CAP, name)  # fmt: skip
+                continue
+            else:
+                made = make_tool(spec, tool, self)
+                server.first[name] = (tool, made)
+                self.catalogue.add(made)
+            names.append(name)
+        for gone in set(server.tools) - set(names):
+            self.catalogue.withdraw(gone)
         server.tools = tuple(names)
-        server.state = "ready"
+
+    # ---- listing again -------------------------------------------------------------------
+
+    def _tools_changed(self, server: _Server) -> None:
+        """The server sent ``notifications/tools/list_changed``: its tools are listed again,
+        one re-list at a time; a burst gives at most one more after the one running."""
+        if self.closed or server.state not in ("starting", "ready"):
+            return
+        server.relist_again = True
+        if server.state == "ready":  # (while starting: once it is up, see _start)
+            self._relist_soon(server)
+
+    def _relist_soon(self, server: _Server) -> None:
+        if server.relist is None or server.relist.done():
+            relist = self._relist(server)
+            server.relist = asyncio.get_running_loop().create_task(relist, name=f"mcp-relist-{server.spec.name}")
+
+    async def _relist(self, server: _Server) -> None:
+        while server.relist_again and server.state == "ready" and not self.closed:
+            server.relist_again = False
+            try:
+                await self._relist_once(server)
+            except Exception:  # noqa: BLE001 - whatever the listing held: logged, the tools as they were
+                log.exception("MCP server %s: its tools listed again could not be applied", server.spec.name)
+                return
+
+    async def _relist_once(self, server: _Server) -> None:
+        """One re-list, bounded by ``startupTimeoutS``: one that fails leaves the tools as
+        they were (a lost connection fails the server by itself, as it does between calls)."""
+        spec, connection = server.spec, server.connection
+        if connection is None:
+            return
+        timeout = spec.startup_timeout_s
+        try:
+            listed = await asyncio.wait_for(connection.list_tools(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("MCP server %s said its tools changed but did not list them within %g s (startupTimeoutS); "
+                        "its tools stay as they were", spec.name, timeout)  # fmt: skip
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a server's failure to list is logged, never a crash
+            if server.state != "ready":
+                return  # it failed meanwhile, and that was said
+            log.warning("MCP server %s said its tools changed but could not list them (%s); its tools stay as they were",
+                        spec.name, _error_text(exc))  # fmt: skip
+            return
+        if server.state != "ready" or server.connection is not connection or self.closed:
+            return  # failed or closed meanwhile: its tools are withdrawn already
+        before = set(server.tools)
+        self._take(server, listed)
+        added, gone = sorted(set(server.tools) - before), sorted(before - set(server.tools))
+        if added or gone:
+            log.info("MCP server %s listed its tools again: %s added, %s withdrawn",
+                     spec.name, ", ".join(added) or "none", ", ".join(gone) or "none")  # fmt: skip
+        else:
+            log.debug("MCP server %s listed its tools again: no change", spec.name)
+
+    async def _relisted(self, server: _Server) -> None:
+        """Until a re-list the server asked for is done: a call during which it said its
+        tools changed returns after it, so the model's next request has the new list."""
+        relist = server.relist
+        if relist is not None and not relist.done():
+            await asyncio.wait({relist})  # (bounded: each re-list by startupTimeoutS)
 
     async def _connection(self, server: _Server) -> "Connection":
         spec = server.spec
         client = await _client_module()
-        on_gone = lambda reason: self._fail(server, reason)  # noqa: E731
+        told = {
+            "on_gone": lambda reason: self._fail(server, reason),
+            "on_tools_changed": lambda: self._tools_changed(server),
+        }
         if spec.transport == "http":
-            return client.Connection(spec, self.root, headers=_http_headers(spec), on_gone=on_gone)
-        return client.Connection(spec, self.root, launch=await self._launch(spec), on_gone=on_gone)
+            return client.Connection(spec, self.root, headers=_http_headers(spec), **told)
+        return client.Connection(spec, self.root, launch=await self._launch(spec), **told)
 
     async def _launch(self, spec: McpServerSpec) -> "Launch":
         from dshd.mcp.client import Launch
@@ -361,6 +489,8 @@ class McpServers:
         for name in server.tools:
             self.catalogue.withdraw(name)
         server.tools = ()  # gone for the session
+        if server.relist is not None and server.relist is not asyncio.current_task():
+            server.relist.cancel()
         log.warning("MCP server %s failed: %s", server.spec.name, reason)
         connection = server.connection
         if connection is not None:
@@ -463,6 +593,17 @@ def _package_of(args: list[str], *, npm: bool) -> str:
     if found is None or "://" in found or not _PACKAGE_NAME.fullmatch(found):  # a URL may hold a token
         return "<package>"
     return found
+
+
+def _definition(listed: Any) -> str:
+    """What a listed tool is made of (its name, title, description, input schema and
+    annotations), comparable between two listings."""
+    annotations = getattr(listed, "annotations", None)
+    if hasattr(annotations, "model_dump"):
+        annotations = annotations.model_dump(mode="json", exclude_none=True)
+    title, description = getattr(listed, "title", None), getattr(listed, "description", None)
+    parts = [listed.name, title, description, input_schema(listed), annotations]
+    return json.dumps(parts, sort_keys=True, default=repr)
 
 
 def _error_text(exc: BaseException) -> str:

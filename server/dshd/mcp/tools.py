@@ -101,7 +101,7 @@ def result_outcome(result: Any) -> ToolOutcome:
 class ToolCaller(Protocol):
     """The running server, as its tools see it (:class:`dshd.mcp.servers.McpServers`)."""
 
-    def refusal(self, server: str) -> str | None: ...
+    def refusal(self, server: str, tool: str | None = None) -> str | None: ...
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutcome: ...
 
@@ -147,8 +147,9 @@ def make_tool(spec: McpServerSpec, listed: Any, caller: ToolCaller) -> Tool:
         return await caller.call(server, remote, arguments)
 
     async def preview(ctx: ToolContext, arguments: dict[str, Any]) -> Change | ToolOutcome:
-        # A tool of a server that failed is refused before anyone is asked about it.
-        refused = caller.refusal(server)
+        # A tool of a server that failed, or that it no longer lists, is refused before
+        # anyone is asked about it.
+        refused = caller.refusal(server, remote)
         if refused is not None:
             return ToolOutcome.failure(f"Not run: {refused}")
         # What the person is asked about: escaped here, as the server wrote both parts.
