@@ -644,6 +644,31 @@ async def test_a_tool_listed_again_keeps_its_first_definition_and_a_dropped_one_
         await agent.aclose()
 
 
+async def test_a_withdrawn_tool_listed_again_is_offered_again_as_it_was(tmp_path):
+    """swap drops noop (a call of it refused), unswap lists it again: it is offered in the
+    next request, still "read" (not asked about), and runs."""
+    approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
+    replies = [
+        {"toolCalls": [call("mcp__instant__swap")]},
+        {"toolCalls": [call("mcp__instant__noop"), call("mcp__instant__unswap")]},
+        {"toolCalls": [call("mcp__instant__noop")]},
+        {"text": "done"},
+    ]
+    ws = workspace(tmp_path, replies, {"instant": changing()}, approvals=approvals)
+    agent = ws.create_session()
+    try:
+        await agent.prompt("go")
+        requests = offered(agent)
+        assert ["mcp__instant__noop" in r for r in requests] == [True, False, True, True]
+        _, refused, _, ran = results(agent)
+        assert not refused[0] and "no longer lists its tool noop" in refused[1]
+        assert ran == (True, "{}")
+        assert "mcp__instant__noop" not in [r.tool for r in approvals.asked]  # read: never asked
+        assert servers_of(agent).catalogue.get("mcp__instant__noop").mutability == "read"
+    finally:
+        await agent.aclose()
+
+
 async def test_a_notice_that_changes_nothing_changes_nothing_and_a_burst_is_listed_at_most_twice(tmp_path, caplog):
     """touch sends five notifications and changes nothing: the tools are listed again once or
     twice (one re-list at a time, one more for the rest of the burst), the catalogue and
