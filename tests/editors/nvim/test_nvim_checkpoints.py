@@ -173,6 +173,8 @@ def test_rewind_list_shows_many_files_as_one_unified_diff_and_f_deletes_what_the
     assert all((workspace / p).exists() for p in NINE)
 
     def pick_newest() -> dict:
+        # A fresh record each time: the second pick must wait for its own list, not the first's.
+        editor.lua("_G.dsh_test.asked = {}")
         editor.typed("Dsh rewind list")
         editor.wait_for("vim.tbl_contains(_G.dsh_test.asked, 'Rewind to before')", what="the list of checkpoints")
         editor.feed("1<CR>")  # the default vim.ui.select asks for a number; newest first
