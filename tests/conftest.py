@@ -15,8 +15,8 @@ EDITORS = TESTS / "editors"
 # those marked needs_sandbox (sandbox_support.py).
 SANDBOX_FILES = {
     TESTS / "e2e" / name
-    for name in ("test_tools.py", "test_command_cwd.py", "test_command_lifetime.py", "test_host_sockets.py")
-}
+    for name in ("test_tools.py", "test_host_sockets.py")
+} | {TESTS / "attacks" / name for name in ("test_command_cwd.py", "test_command_lifetime.py", "test_command_environment.py")}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -412,8 +412,8 @@ async def test_replay_failed_for_logs_that_never_started(workspace: Path, daemon
 
 
 async def test_unsafe_path_for_a_session_whose_lock_file_is_a_link(workspace: Path, daemons, tmp_path: Path) -> None:
-    """More cases (every session file, .dsh, .dsh/sessions, the list) in test_unsafe_sessions.py."""
-    from tests.e2e.test_unsafe_sessions import seed_session
+    """More cases (every session file, .dsh, .dsh/sessions, the list) in tests/attacks/test_session_links.py."""
+    from tests.attacks.test_session_links import seed_session
 
     target = tmp_path / "bashrc"
     target.write_bytes(b"original\n")
@@ -436,7 +436,7 @@ async def test_io_error_for_a_read_only_workspace(workspace: Path, daemons, tmp_
 
     if os.geteuid() != 0:
         pytest.skip("mounting needs root")
-    from tests.e2e.test_unsafe_sessions import seed_session
+    from tests.attacks.test_session_links import seed_session
 
     session_id = seed_session(workspace)
     sessions = workspace / ".dsh" / "sessions"

@@ -6,7 +6,6 @@ they are skipped with the reason, and the fail-closed case runs everywhere."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 
@@ -244,43 +243,6 @@ async def test_no_sandbox_means_the_command_does_not_run(workspace, daemons, tmp
     assert not result["ok"] and result["content"].startswith("Not run: no sandbox can be built here")
     assert "setting up uid map: Permission denied" in result["content"] and "To fix it" in result["content"]
     assert not (workspace / "ran.txt").exists()
-
-
-SECRETS = {
-    "GITHUB_PAT": "ghp-do-not-leak",
-    "PGPASS": "pg-do-not-leak",
-    "DATABASE_URL": "postgres://u:db-do-not-leak@h/d",
-    "HF_AUTH": "hf-do-not-leak",
-    "MY_CREDS": "creds-do-not-leak",
-    "OPENAI_API_KEY": "sk-do-not-leak",
-}
-
-
-@pytest.mark.parametrize("sandbox", [pytest.param("workspace-write", marks=needs_sandbox), "full-access"])
-async def test_commands_get_the_allowlisted_environment_only(workspace, daemons, tmp_path, sandbox):
-    """H-5: of the daemon's environment a command sees the allowlist and what the user config's
-    [tools] env names, nothing else: not the secrets the daemon was started with, and not
-    what the workspace's own config (trusted here, even) asks to pass."""
-    home = tmp_path / "xdg"
-    (home / "dsh").mkdir(parents=True)
-    (home / "dsh" / "config.toml").write_text('[tools]\nenv = ["DSH_PERSON_CHOSE"]\n')
-    tools_workspace(workspace, [calls(("run_command", {"command": "env"})), {"text": "ok"}],
-                    f'sandbox = "{sandbox}"\nnetwork = true\napprove = []\nenv = ["MY_CREDS", "PGPASS"]')
-    env = {**SECRETS, "DSH_PERSON_CHOSE": "arrives", "LC_TIME": "C", "XDG_CONFIG_HOME": str(home)}
-    client = await daemons.start(env=env)
-    sid, _ = await run_turn(client)
-    [result] = results(read_log(workspace, sid))
-    assert result["ok"], result
-    seen = dict(line.split("=", 1) for line in result["content"].splitlines()[1:] if "=" in line)
-    # Controls: the allowlist and the person's own name arrive.
-    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
-    assert seen["DSH_PERSON_CHOSE"] == "arrives" and seen["LC_TIME"] == "C"
-    assert not set(SECRETS) & set(seen) and "XDG_CONFIG_HOME" not in seen
-    assert "do-not-leak" not in json.dumps(read_log(workspace, sid))
-    # The workspace's [tools] env was not taken, and the person is told so.
-    got = await client.request("dsh/config/get", {})
-    assert got["effective"]["tools"]["env"] == ["DSH_PERSON_CHOSE"]
-    assert any(item["key"] == "tools.env" and item["file"].endswith(".dsh/config.toml") for item in got["ignored"])
 
 
 async def test_run_command_asks_with_the_command_and_folder(workspace, daemons):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from loopback_models import Call, LoopbackModelServer, Reply
 
-from .conftest import PLAN_SECTION, write_workspace
-from .support import log_path, of_type, read_log
+from tests.e2e.conftest import PLAN_SECTION, write_workspace
+from tests.e2e.support import log_path, of_type, read_log
 
 KEY_ENV = "DSHD_E2E_WRITE_CAPS_KEY"
 MB = 1024 * 1024

@@ -13,8 +13,8 @@ import secrets
 
 from loopback_models import Failure, LoopbackModelServer, Raw
 
-from .conftest import write_workspace
-from .raw_client import RawDaemon, log_events
+from tests.e2e.conftest import write_workspace
+from tests.e2e.raw_client import RawDaemon, log_events
 
 KEY_ENV = "DSHD_REDACTION_TEST_KEY"
 KEY = "sk-proj-" + secrets.token_hex(24)

@@ -17,7 +17,7 @@ from pygls.exceptions import JsonRpcException
 
 from dshd_protocol import ERROR_CODES, METHODS, from_wire
 
-from .conftest import write_workspace
+from tests.e2e.conftest import write_workspace
 
 # What a hostile repository would like: its own server, another variable sent as the key,
 # no sandbox, network, and nothing asked.

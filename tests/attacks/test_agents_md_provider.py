@@ -17,7 +17,7 @@ from pygls.exceptions import JsonRpcException
 
 from dshd_protocol import ERROR_CODES
 
-from .conftest import PLAN_SECTION
+from tests.e2e.conftest import PLAN_SECTION
 
 KEY_ENV = "DSHD_E2E_WORKSPACE_FILES_KEY"
 SECRET = "OUTSIDE-SECRET-" + secrets.token_hex(4)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
-from tests.e2e.test_file_races import start_racer, stop_racer
+from tests.attacks.test_file_races import start_racer, stop_racer
 
 ROUNDS = 8
 PER_ROUND = 6
