@@ -1,7 +1,8 @@
 """The shadow repository (SPEC section 20, K-1; K-4 is bench/snapshots.py): snapshots of
 every file into .dsh/checkpoints.git with the real git binary, restores that are
-all-or-nothing across kill -9, the person's .git never touched, links never followed, and
-a planted repository never trusted."""
+all-or-nothing across kill -9, the person's .git never touched. Links, files grown past the
+cap mid-snapshot and planted git configuration have their attack tests in tests/attacks/
+(test_checkpoint_links.py, test_checkpoint_grown_files.py, test_planted_git.py)."""
 
 from __future__ import annotations
 
@@ -195,100 +196,6 @@ def _blob_size(root: Path, tree: str, rel: str) -> int:
     return int(out[3])
 
 
-def test_a_file_grown_past_the_cap_while_git_reads_it_is_left_out(workspace: Path):
-    write(workspace, "tracked.txt", "small\n")
-    write(workspace, "link", b"")
-    os.unlink(workspace / "link")
-    os.symlink("x" * 100, workspace / "link")  # a link's blob (its target) is over this cap: links are kept
-    shadow = _RacedShadow(workspace, {}, max_file_bytes=64)
-    first = shadow.snapshot()
-    assert {"tracked.txt", "link", "README.md"} <= set(tree_listing(workspace, first.tree))
-
-    write(workspace, "tracked.txt", "changed\n")
-    write(workspace, "new.txt", "new\n")
-    write(workspace, "stays.txt", "stays\n")
-    # Each lstat saw a few bytes; git then reads them far over the cap (and one still under it).
-    shadow.grow = {"tracked.txt": 4096, "new.txt": 1 << 20, "stays.txt": 64}
-    second = shadow.snapshot()
-    listed = tree_listing(workspace, second.tree)
-    assert "tracked.txt" not in listed and "new.txt" not in listed
-    assert "stays.txt" in listed and _blob_size(workspace, second.tree, "stays.txt") == 64  # at the cap: kept
-    assert "link" in listed and listed["link"] == "120000"
-    assert second.files == len(listed) == first.files  # tracked.txt out, stays.txt in
-    assert shadow.changes(first.tree, second.tree) == [FileChange("stays.txt", "added"),
-                                                       FileChange("tracked.txt", "deleted")]
-
-    write(workspace, "new.txt", "small again\n")  # back under the cap: in the next one
-    third = shadow.snapshot()
-    assert "new.txt" in tree_listing(workspace, third.tree) and "tracked.txt" not in tree_listing(workspace, third.tree)
-    assert third.files == second.files + 1
-
-
-def test_a_grown_file_among_many_new_ones_is_left_out(workspace: Path):
-    for n in range(300):  # more paths than go on ls-tree's command line, and a bulk check-in
-        write(workspace, f"many/f{n:03d}.txt", f"{n}\n")
-    shadow = _RacedShadow(workspace, {"many/f150.txt": 8192}, max_file_bytes=1024)
-    snapshot = shadow.snapshot()
-    listed = tree_listing(workspace, snapshot.tree)
-    assert "many/f150.txt" not in listed and "many/f149.txt" in listed and "many/f151.txt" in listed
-    assert snapshot.files == len(listed) == 300 - 1 + 3
-
-
-def test_links_are_stored_as_links_and_never_followed(workspace: Path, tmp_path: Path):
-    outside = tmp_path / "outside"
-    write(outside, "secret.txt", "outside\n")
-    os.symlink(outside, workspace / "to-outside")
-    os.symlink("README.md", workspace / "readme-link")
-    shadow = ShadowRepo(workspace)
-    snap = shadow.snapshot()
-    listing = tree_listing(workspace, snap.tree)
-    assert listing["to-outside"] == "120000" and listing["readme-link"] == "120000"
-    assert not any("secret" in p for p in listing)
-
-    # Restore of a link puts the link back, pointing where it did.
-    (workspace / "readme-link").unlink()
-    write(workspace, "readme-link", "now a file\n")
-    shadow.restore(snap.tree, ["readme-link"], {})
-    assert os.readlink(workspace / "readme-link") == "README.md"
-
-
-def test_a_restore_through_a_planted_linked_folder_writes_nothing_outside(workspace: Path, tmp_path: Path):
-    outside = tmp_path / "outside"
-    write(outside, "util.py", "outside stays\n")
-    write(outside, "app.py", "outside stays too\n")
-    shadow = ShadowRepo(workspace)
-    snap = shadow.snapshot()
-    outside_before = digest_tree(outside)
-
-    # Something replaced src/lib with a link out of the workspace, and src/app.py with a link
-    # to a file outside.
-    for path in (workspace / "src/lib/util.py", workspace / "src/app.py"):
-        path.unlink()
-    (workspace / "src/lib").rmdir()
-    os.symlink(outside, workspace / "src/lib")
-    os.symlink(outside / "app.py", workspace / "src/app.py")
-    # A snapshot now stores the links and nothing behind them.
-    planted = tree_listing(workspace, shadow.snapshot().tree)
-    assert planted["src/lib"] == "120000" and planted["src/app.py"] == "120000"
-    assert "src/lib/util.py" not in planted
-
-    shadow.restore(snap.tree, ["src/lib/util.py", "src/app.py"], {})
-    assert digest_tree(outside) == outside_before
-    assert not (workspace / "src/lib").is_symlink() and (workspace / "src/lib/util.py").read_text().startswith("def")
-    assert not (workspace / "src/app.py").is_symlink() and (workspace / "src/app.py").read_text() == "print('app')\n"
-
-    # A deletion through a linked folder deletes nothing outside either.
-    write(workspace, "gone/x.txt", "x\n")
-    with_gone = shadow.snapshot()
-    (workspace / "gone/x.txt").unlink()
-    (workspace / "gone").rmdir()
-    os.symlink(outside, workspace / "gone")
-    write(outside, "x.txt", "outside x\n")
-    shadow.restore(snap.tree, ["gone/x.txt"], {})
-    assert (outside / "x.txt").read_text() == "outside x\n"
-    assert "gone/x.txt" in tree_listing(workspace, with_gone.tree)
-
-
 def test_a_file_that_became_a_folder_and_back(workspace: Path):
     shadow = ShadowRepo(workspace)
     snap = shadow.snapshot()
@@ -319,42 +226,6 @@ def _plant_hostile_repository(workspace: Path, marker: Path) -> None:
         config.write(f'[filter "evil"]\n\tclean = {evil}/evil.sh\n\tsmudge = {evil}/evil.sh\n'
                      f"[core]\n\tfsmonitor = {evil}/evil.sh\n\tbare = false\n")
     write(workspace, ".gitattributes", "* filter=evil\n*.py diff=evil\n")
-
-
-def test_a_planted_shadow_repository_is_moved_aside_and_its_filter_never_runs(workspace: Path, tmp_path: Path):
-    marker = tmp_path / "marker"
-    _plant_hostile_repository(workspace, marker)
-    # Positive control: plain git on a copy of that repository does run the filter.
-    control = tmp_path / "control"
-    shutil.copytree(workspace, control, symlinks=True)
-    subprocess.run(["git", "--git-dir", str(control / ".dsh/checkpoints.git"), "--work-tree", str(control),
-                    "add", "README.md"], check=True, capture_output=True)
-    assert marker.exists()
-    marker.unlink()
-    shadow = ShadowRepo(workspace)
-    first = shadow.snapshot()
-    write(workspace, "src/app.py", "print('changed')\n")
-    second = shadow.snapshot()
-    shadow.diff(first.tree, second.tree)
-    shadow.restore(first.tree, ["src/app.py"], {})
-    assert not marker.exists()
-    aside = [p.name for p in (workspace / ".dsh").iterdir() if p.name.startswith("checkpoints.git.untrusted-")]
-    assert len(aside) == 1 and shadow.moved_aside == workspace / ".dsh" / aside[0]
-    # The filter did not run: the file is stored as it is, and .gitattributes itself is in.
-    assert tree_listing(workspace, first.tree)[".gitattributes"] == "100644"
-
-
-def test_a_linked_shadow_repository_is_moved_aside_without_touching_its_target(workspace: Path, tmp_path: Path):
-    elsewhere = tmp_path / "elsewhere.git"
-    (tmp_path / "other").mkdir()
-    ShadowRepo(tmp_path / "other").snapshot()
-    os.rename(tmp_path / "other" / ".dsh" / "checkpoints.git", elsewhere)  # even one of ours, at the end of a link
-    before = digest_tree(elsewhere)
-    (workspace / ".dsh").mkdir()
-    os.symlink(elsewhere, workspace / ".dsh" / "checkpoints.git")
-    ShadowRepo(workspace).snapshot()
-    assert not (workspace / ".dsh" / "checkpoints.git").is_symlink()
-    assert digest_tree(elsewhere) == before
 
 
 def _dead_pid() -> int:
@@ -408,35 +279,6 @@ def test_temporary_repositories_left_by_a_killed_create_are_removed_on_create(wo
     assert [p for p in gone if os.path.lexists(p)] == []
     assert all(p.is_dir() for p in kept)
     assert sorted(os.listdir(outside)) == ["keep.txt"]
-
-
-def test_the_callers_git_environment_and_home_config_are_ignored(workspace: Path, tmp_path: Path, monkeypatch):
-    marker = tmp_path / "marker"
-    home = tmp_path / "home"
-    write(home, "evil.sh", f"#!/bin/sh\ntouch {marker}\ncat\n")
-    (home / "evil.sh").chmod(0o755)
-    write(home, ".gitconfig", f'[filter "evil"]\n\tclean = {home}/evil.sh\n')
-    write(workspace, ".gitattributes", "* filter=evil\n")
-    # Positive control: plain git in this environment runs the filter.
-    control = tmp_path / "control"
-    write(control, "a.txt", "a\n")
-    write(control, ".gitattributes", "* filter=evil\n")
-    subprocess.run(["git", "init", "-q", str(control)], check=True)
-    subprocess.run(["git", "-C", str(control), "add", "a.txt"], check=True, env={**os.environ, "HOME": str(home)})
-    assert marker.exists()
-    marker.unlink()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
-    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.fsmonitor")
-    monkeypatch.setenv("GIT_CONFIG_VALUE_0", f"{home}/evil.sh")
-    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
-    shadow = ShadowRepo(workspace)
-    shadow.snapshot()
-    write(workspace, "README.md", "again\n")
-    shadow.snapshot()
-    assert not marker.exists()
-    assert not (tmp_path / "elsewhere").exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
