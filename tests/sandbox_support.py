@@ -43,13 +43,14 @@ CONNECT = (
 )
 
 # `python -c UNIX_CONNECT target...`: per target "target OK" or "target ERRNO" for a connect
-# to a Unix socket (a leading @ names an abstract socket).
+# to a Unix socket (a leading @ names an abstract socket). socket() is inside the try: a
+# sandbox may refuse to make the socket at all (EPERM).
 UNIX_CONNECT = (
     "import errno, socket, sys\n"
     "for target in sys.argv[1:]:\n"
-    "    s = socket.socket(socket.AF_UNIX)\n"
-    "    s.settimeout(5)\n"
     "    try:\n"
+    "        s = socket.socket(socket.AF_UNIX)\n"
+    "        s.settimeout(5)\n"
     "        s.connect('\\0' + target[1:] if target.startswith('@') else target)\n"
     "        print(target, 'OK')\n"
     "    except OSError as e:\n"

@@ -1,8 +1,11 @@
-"""Network off reaches no socket of the host, through the real daemon: a host process
-listens on Unix sockets in /tmp, under /run, in the daemon's $XDG_RUNTIME_DIR and on an
-abstract name; the model's command tries each. Controls in the same test: the same probe
-run without a sandbox reaches every one, and with network = true the command reaches them
-(docs/tools.md: the network on shares the machine's sockets)."""
+"""Host sockets from a sandboxed command, through the real daemon: a host process listens
+on Unix sockets in /tmp, under /run, in the daemon's $XDG_RUNTIME_DIR and on an abstract
+name; the model's command tries each. With the network off no mode reaches one, and with
+the network on read-only and workspace-write reach none either: the command cannot make a
+Unix socket at all (EPERM). Only full-access with the network on keeps the host's sockets
+(docs/tools.md). Control in the same test: the same probe run without a sandbox reaches
+every one. (tests/attacks/test_host_sockets.py tries the sockets a list of folders and
+names would miss: renamed, linked, relative, late, and a real ssh control master.)"""
 
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ def daemons(daemons):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sandbox", ["workspace-write", "full-access"])
-async def test_a_command_reaches_no_host_unix_socket_with_the_network_off(workspace, daemons, sandbox):
+@pytest.mark.parametrize("sandbox", ["read-only", "workspace-write", "full-access"])
+async def test_a_command_reaches_no_host_unix_socket_but_in_full_access_with_the_network_on(workspace, daemons, sandbox):
     tag = f"dsh-e2e-h4-{os.getpid()}-{sandbox}"
     runtime = Path("/var/tmp") / f"{tag}-xdg"
     where = {
@@ -51,10 +54,7 @@ async def test_a_command_reaches_no_host_unix_socket_with_the_network_off(worksp
             await client.stop()
         plain = await run(["/bin/sh", "-c", command], cwd=workspace, env=dict(os.environ), timeout_s=30, output_cap=4096)
     assert set(connect_results(plain.output).values()) == {"OK"}, plain.output  # the probe works
-    assert outcomes["false"] == {
-        where["tmp"]: "ENOENT", where["run"]: "ENOENT", where["xdg"]: "ENOENT", where["abstract"]: "ECONNREFUSED"
-    }
-    expected_on = {target: "OK" for target in where.values()}
-    if sandbox == "workspace-write":
-        expected_on[where["tmp"]] = "ENOENT"  # its /tmp is private, network or not
-    assert outcomes["true"] == expected_on
+    # The command's own socket() is refused: no path or name to find, hide or cover.
+    assert outcomes["false"] == {target: "EPERM" for target in where.values()}
+    on = "OK" if sandbox == "full-access" else "EPERM"  # network means TCP and UDP, not the host's sockets
+    assert outcomes["true"] == {target: on for target in where.values()}
