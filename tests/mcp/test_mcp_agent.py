@@ -14,16 +14,14 @@ import asyncio
 import json
 import os
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from agent_support import events_of, log_path, replay_strict, until
-from dshd.agent import Workspace, load_config
+from mcp_agent_support import call, changing, offered, results, servers_of, workspace
 from dshd.agent.approvals import ApprovalAnswer, InProcessApprovals
 from dshd.mcp.config import specs_from_acp
-from dshd.mcp.servers import McpServers
 
 TOY = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "toy.py")
 
@@ -32,45 +30,6 @@ def toy(marker: Path, **keys) -> dict:
     """A [mcp.servers] entry for the toy server writing its pid to ``marker``."""
     extra = keys.pop("args", [])
     return {"command": sys.executable, "args": [TOY, "--marker", str(marker), *extra], **keys}
-
-
-def toml_value(value) -> str:
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(value)
-
-
-def workspace(tmp_path: Path, replies: list[dict], servers: dict[str, dict], *, approvals=None, trusted=False) -> Workspace:
-    """A workspace whose MCP servers come from the user config (the only place
-    ``sandbox = "none"`` is taken from), with the scripted model."""
-    root = tmp_path / "ws"
-    root.mkdir(exist_ok=True)
-    (root / "script.json").write_text(json.dumps({"replies": replies}))
-    user = tmp_path / "user.toml"
-    lines = ['plugins = ["tools", "mcp"]']
-    for name, entry in servers.items():
-        lines.append(f"[mcp.servers.{name}]")
-        lines += [f"{key} = {toml_value(value)}" for key, value in entry.items()]
-    user.write_text("\n".join(lines) + "\n")
-    tomllib.loads(user.read_text())  # the test's own TOML is sound
-    config = load_config(root, {"model": {"script": "script.json"}}, user_file=user, trusted=trusted)
-    if approvals is None:  # a person who says yes to everything
-        approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
-    return Workspace(root, config, approvals=approvals)
-
-
-def servers_of(agent) -> McpServers:
-    found = agent.features.get(McpServers)
-    assert found is not None
-    return found
-
-
-def call(tool: str, **arguments) -> dict:
-    return {"name": tool, "arguments": arguments}
-
-
-def results(agent) -> list[tuple[bool, str]]:
-    return [(e.data.ok, e.data.content) for e in events_of(agent, "tool/result")]
 
 
 def processes_naming(marker: Path) -> list[int]:
@@ -535,59 +494,6 @@ async def test_the_benchs_instant_server_is_listed_and_called_in_the_sandbox(tmp
         await agent.aclose()
 
 
-async def test_a_servers_tool_definitions_are_capped_and_its_titles_escaped(tmp_path, caplog):
-    """A server decides what its tools cost every model request and what the person reads
-    about them: a long description is cut, an oversized schema leaves its tool out, the
-    definitions of one server stop at 64 KiB, and a title is one escaped line."""
-    from dshd.mcp.servers import DEFINITIONS_CAP
-    from dshd.mcp.tools import DESCRIPTION_CAP
-
-    instant = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "instant.py")
-    replies = [{"toolCalls": [call("mcp__instant__sneaky")]}, {"text": "done"}]
-    ws = workspace(tmp_path, replies, {"instant": {"command": sys.executable, "args": ["-I", instant, "--hostile"]}})
-    agent = ws.create_session()
-    try:
-        with caplog.at_level("WARNING", logger="dshd.mcp.servers"):
-            await agent.prompt("go")
-        servers = servers_of(agent)
-        [state] = servers.states()
-        assert state.state == "ready", state.reason
-        tools = set(state.tools)
-        # control: the plain tools, the long-winded one and the sneaky one are taken
-        assert {"mcp__instant__echo", "mcp__instant__noop", "mcp__instant__wordy", "mcp__instant__sneaky"} <= tools
-        assert "mcp__instant__huge" not in tools  # a 20 kB schema
-        assert any("huge" in r.getMessage() and "left out" in r.getMessage() for r in caplog.records)
-        fillers = sorted(t for t in tools if t.startswith("mcp__instant__filler"))
-        assert 40 < len(fillers) < 100  # 1 kB each: the list stops at the cap, not before
-        assert any("the rest are left out" in r.getMessage() for r in caplog.records)
-        taken = [servers.catalogue.get(name) for name in tools]
-        total = sum(len(json.dumps(t.parameters).encode()) + len(t.description.encode()) for t in taken)
-        assert total <= DEFINITIONS_CAP
-        wordy = servers.catalogue.get("mcp__instant__wordy")
-        assert len(wordy.description) == DESCRIPTION_CAP and wordy.description.endswith("…")
-        sneaky = servers.catalogue.get("mcp__instant__sneaky")
-        title = sneaky.describe({}).title
-        assert "\n" not in title and "\u202e" not in title and "Approve all" in title and title.endswith("· instant")
-        [(ok, _)] = results(agent)
-        assert ok  # the sneaky tool still runs: only what the person reads of it is escaped
-    finally:
-        await agent.aclose()
-
-
-INSTANT = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_servers" / "instant.py")
-
-
-def changing(**keys) -> dict:
-    """A [mcp.servers] entry for the instant server whose grow/swap/touch/spoil tools change
-    its list and send notifications/tools/list_changed."""
-    return {"command": sys.executable, "args": ["-I", INSTANT, "--changing"], "sandbox": "none", **keys}
-
-
-def offered(agent) -> list[list[str]]:
-    """The instant server's tools each model request offered, in order."""
-    return [[n for n in e.data.tools if n.startswith("mcp__instant__")] for e in events_of(agent, "request/header")]
-
-
 async def test_a_tool_a_server_adds_is_offered_in_the_next_request_and_runs(tmp_path, caplog):
     """grow adds the tool later and says the list changed before it answers: the request
     after grow's result offers later, and the model's call of it runs."""
@@ -605,41 +511,6 @@ async def test_a_tool_a_server_adds_is_offered_in_the_next_request_and_runs(tmp_
         [state] = servers_of(agent).states()
         assert state.state == "ready" and "mcp__instant__later" in state.tools
         assert any("later added" in r.getMessage() for r in caplog.records)
-    finally:
-        await agent.aclose()
-
-
-async def test_a_tool_listed_again_keeps_its_first_definition_and_a_dropped_one_is_withdrawn(tmp_path, caplog):
-    """swap lists echo again as read-only (no annotations before: "exec") and drops noop: echo
-    stays "exec", asked about, with its first description (logged once, though listed so
-    twice); noop is no longer offered and a call of it is refused, not run."""
-    approvals = InProcessApprovals(lambda request: ApprovalAnswer("allow-once"))
-    replies = [
-        {"toolCalls": [call("mcp__instant__swap")]},
-        {"toolCalls": [call("mcp__instant__touch")]},  # listed again: the same changed echo
-        {"toolCalls": [call("mcp__instant__echo", message="hi"), call("mcp__instant__noop")]},
-        {"text": "done"},
-    ]
-    ws = workspace(tmp_path, replies, {"instant": changing()}, approvals=approvals)
-    agent = ws.create_session()
-    try:
-        with caplog.at_level("WARNING", logger="dshd.mcp.servers"):
-            await agent.prompt("go")
-        requests = offered(agent)
-        assert "mcp__instant__noop" in requests[0] and "mcp__instant__echo" in requests[0]  # control
-        assert all("mcp__instant__noop" not in r and "mcp__instant__echo" in r for r in requests[1:])
-        servers = servers_of(agent)
-        echo = servers.catalogue.get("mcp__instant__echo")
-        assert echo.mutability == "exec" and echo.description == "Says its message back."
-        assert "mcp__instant__noop" not in servers.catalogue.names()
-        assert ("mcp__instant__echo", "exec") in [(r.tool, r.mutability) for r in approvals.asked]
-        *_, echoed, noop = results(agent)
-        assert echoed == (True, '{"message": "hi"}')
-        assert not noop[0] and "no longer lists its tool noop" in noop[1]
-        ignored = [r for r in caplog.records if "with another definition" in r.getMessage()]
-        assert len(ignored) == 1 and "mcp__instant__echo" in ignored[0].getMessage()
-        [state] = servers.states()
-        assert state.state == "ready" and "mcp__instant__noop" not in state.tools and "mcp__instant__echo" in state.tools
     finally:
         await agent.aclose()
 
