@@ -10,6 +10,8 @@ names would miss: renamed, linked, relative, late, and a real ssh control master
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,9 @@ def daemons(daemons):
 @pytest.mark.parametrize("sandbox", ["read-only", "workspace-write", "full-access"])
 async def test_a_command_reaches_no_host_unix_socket_but_in_full_access_with_the_network_on(workspace, daemons, sandbox):
     tag = f"dsh-e2e-h4-{os.getpid()}-{sandbox}"
-    runtime = Path("/var/tmp") / f"{tag}-xdg"
+    # The daemon's own runtime folder: it makes its folders there too, so the test makes it
+    # and removes it whole.
+    runtime = Path(tempfile.mkdtemp(prefix=f"{tag}-xdg-", dir="/var/tmp"))
     where = {
         "tmp": f"/tmp/{tag}.sock",
         "run": f"{run_folder()}/{tag}/daemon.sock",
@@ -40,19 +44,22 @@ async def test_a_command_reaches_no_host_unix_socket_but_in_full_access_with_the
         "abstract": f"@{tag}",
     }
     command = f"{PYTHON} probe.py " + " ".join(where.values())
-    with UnixListeners(**where):
-        outcomes = {}
-        for network in ("false", "true"):
-            tools_workspace(workspace, [calls(("run_command", {"command": command})), {"text": "ok"}],
-                            f'sandbox = "{sandbox}"\nnetwork = {network}\napprove = []')
-            (workspace / "probe.py").write_text(UNIX_CONNECT)
-            client = await daemons.start(env={"XDG_RUNTIME_DIR": str(runtime)})
-            sid, _ = await run_turn(client)
-            [result] = results(read_log(workspace, sid))
-            assert result["ok"], result
-            outcomes[network] = connect_results(result["content"].split("\n", 1)[1])
-            await client.stop()
-        plain = await run(["/bin/sh", "-c", command], cwd=workspace, env=dict(os.environ), timeout_s=30, output_cap=4096)
+    try:
+        with UnixListeners(**where):
+            outcomes = {}
+            for network in ("false", "true"):
+                tools_workspace(workspace, [calls(("run_command", {"command": command})), {"text": "ok"}],
+                                f'sandbox = "{sandbox}"\nnetwork = {network}\napprove = []')
+                (workspace / "probe.py").write_text(UNIX_CONNECT)
+                client = await daemons.start(env={"XDG_RUNTIME_DIR": str(runtime)})
+                sid, _ = await run_turn(client)
+                [result] = results(read_log(workspace, sid))
+                assert result["ok"], result
+                outcomes[network] = connect_results(result["content"].split("\n", 1)[1])
+                await client.stop()
+            plain = await run(["/bin/sh", "-c", command], cwd=workspace, env=dict(os.environ), timeout_s=30, output_cap=4096)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
     assert set(connect_results(plain.output).values()) == {"OK"}, plain.output  # the probe works
     # The command's own socket() is refused: no path or name to find, hide or cover.
     assert outcomes["false"] == {target: "EPERM" for target in where.values()}
