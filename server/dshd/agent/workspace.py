@@ -40,7 +40,8 @@ from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
 from dshd.services.goals import GoalService
 from dshd.log import io_error
-from dshd.log.safefs import check_entries, open_dir, open_file
+from dshd.log.dsh_gitignore import DSH_GITIGNORE, ensure_dsh_gitignore  # noqa: F401 (DSH_GITIGNORE: tests)
+from dshd.log.safefs import check_entries, open_dir
 from dshd.models import ModelAdapter
 from dshd.models.registry import model_from_config
 from dshd.services.listing import SessionIndex, SessionRow
@@ -55,35 +56,10 @@ def _check_session_id(session_id: object) -> str:
     return session_id  # type: ignore[return-value]
 
 
-DSH_GITIGNORE = """\
-# Written by dshd when it first kept a session here; edit it freely, dshd never rewrites it.
-# Session logs are personal and grow: they stay out of version control.
-# config.toml holds the workspace's settings: commit it if the team shares them.
-sessions/
-"""
-
-
 def write_dsh_gitignore(dsh_dir: Path) -> None:
-    """``.dsh/.gitignore`` keeping the session logs out of git, unless one exists (the
-    person's own stays as it is). Made with O_EXCL in a folder walked without links from
-    the workspace (``dsh_dir``'s parent). Failing to write it never stops a session."""
-    path = dsh_dir / ".gitignore"
-    try:
-        dsh_fd = open_dir(dsh_dir, dsh_dir.parent)
-        try:
-            fd = open_file(dsh_fd, ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, path)
-        finally:
-            os.close(dsh_fd)
-    except FileExistsError:
-        return
-    except (OSError, DshError) as exc:
-        log.warning("could not write %s: %s", path, exc)
-        return
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        try:
-            out.write(DSH_GITIGNORE)
-        except OSError as exc:
-            log.warning("could not write %s: %s", path, exc)
+    """``.dsh/.gitignore`` made, or completed with the lines it lacks (never replaced);
+    failing to write it never stops a session (dshd.log.dsh_gitignore)."""
+    ensure_dsh_gitignore(dsh_dir)
 
 
 def check_dsh_folder(root: Path) -> None:
@@ -137,13 +113,12 @@ class Workspace:
         # Every component from the workspace down is walked without following links
         # (unsafe-path, nothing made or written, if .dsh or .dsh/sessions is a link).
         check_dsh_folder(self.root)
-        first = not os.path.lexists(self.sessions_dir)
         try:
             store = SessionStore.create(self.sessions_dir, new_session_id(), title=title, base=self.root)
         except OSError as exc:
             raise io_error(exc, self.sessions_dir, "create") from None
-        if first:
-            write_dsh_gitignore(self.sessions_dir.parent)
+        # Every new session: an older dshd's (or the person's) file may lack a line.
+        write_dsh_gitignore(self.sessions_dir.parent)
         return self._load(store)
 
     def open_session(self, session_id: str, *, reload: bool = False) -> Agent:
