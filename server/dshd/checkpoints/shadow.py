@@ -42,17 +42,27 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from dshd.errors import DshError
+from dshd.log import statekey
+from dshd.log.dsh_gitignore import ensure_dsh_gitignore
 from dshd.log.safefs import UnsafePath, io_error, open_dir
+
+log = logging.getLogger(__name__)
 
 SHADOW_NAME = "checkpoints.git"
 JOURNAL_NAME = "dsh-restore.json"
+# The mark that this user's dshd made the repository on this machine (statekey's HMAC).
+OWNER_NAME = "dsh-owner"
+_OWNER_PURPOSE = "checkpoints.git owner v1"
+_JOURNAL_PURPOSE = "checkpoints restore journal v2"
+_JOURNAL_VERSION = 2
 LOCK_NAME = "dsh.lock"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 TREE_REFS = "refs/dsh/trees"
@@ -97,7 +107,7 @@ _EXCLUDE = b"# dshd's own folder and its restore's temporary files are never sna
 # folders); a name outside this list means someone else made or changed the repository.
 _ALLOWED_TOP = {
     "HEAD", "config", "objects", "refs", "info", "index", "index.lock", "packed-refs",
-    LOCK_NAME, JOURNAL_NAME, JOURNAL_NAME + ".tmp",
+    LOCK_NAME, JOURNAL_NAME, JOURNAL_NAME + ".tmp", OWNER_NAME,
 }
 _ALLOWED_DIRS = {"objects", "refs", "info"}
 # The -c overrides on every call: the repository config already says most of this; the
@@ -172,9 +182,11 @@ class ShadowRepo:
         self._index_stamp: tuple[int, int, int] | None = None
         self._last: Snapshot | None = None
         self._head_tree: str | None = None
-        # Where a checkpoints.git dshd did not make was moved by this instance, if it was
-        # (the caller may tell the person).
+        # Where a checkpoints.git dshd did not make was moved by this instance, if it was,
+        # and why (the caller may tell the person); likewise a refused restore journal.
         self.moved_aside: Path | None = None
+        self.moved_aside_reason: str | None = None
+        self.journal_refused: tuple[Path, str] | None = None
 
     # ----- public -----
 
@@ -218,25 +230,40 @@ class ShadowRepo:
         _check_tree(tree, "tree")
         wanted = sorted({_check_path(p) for p in paths})
         try:
-            journal = json.dumps({"version": 1, "tree": tree, "paths": wanted, "note": note}).encode()
+            body = json.dumps(
+                {"version": _JOURNAL_VERSION, "root": str(self.root), "tree": tree, "paths": wanted, "note": note}
+            ).encode()
         except (TypeError, ValueError) as exc:
             raise DshError("invalid-params", f"the restore note is not JSON: {exc}", field="note") from None
         with self._locked():
             entries = self._entries(tree, wanted)  # before the journal: an unknown tree changes nothing
-            self._write_journal(journal)
+            # Bound to this user and machine: a journal whose mark is not ours is never applied.
+            self._write_journal(statekey.mac(_JOURNAL_PURPOSE, body).encode() + b"\n" + body)
             self._apply(tree, wanted, entries)
             if not keep_journal:
                 self._remove_journal()
         return wanted
 
-    def recover(self, *, keep_journal: bool = False) -> dict[str, Any] | None:
+    def recover(
+        self, *, keep_journal: bool = False, check: Callable[[str, list[str], dict[str, Any]], str | None] | None = None,
+    ) -> dict[str, Any] | None:
         """Finish a restore a killed process left (returns its note), else None. Also
-        removes the index lock a killed snapshot left. ``keep_journal`` as for :meth:`restore`."""
+        removes the index lock a killed snapshot left. ``keep_journal`` as for :meth:`restore`.
+
+        Only a journal this user's dshd wrote on this machine for this workspace is applied
+        (its HMAC, made with the key of :mod:`dshd.log.statekey`, and the root it names),
+        and only when ``check(tree, paths, note)`` finds nothing wrong (the caller binds it
+        to a local session log). Any other is moved aside, never applied nor deleted:
+        :attr:`journal_refused` says where and why, and None is returned."""
         with self._locked():
             journal = self._read_journal()
             if journal is None:
                 return None
             tree, wanted, note = journal
+            reason = check(tree, wanted, note) if check is not None else None
+            if reason is not None:
+                self._refuse_journal(reason)
+                return None
             self._apply(tree, wanted, self._entries(tree, wanted))
             if not keep_journal:
                 self._remove_journal()
@@ -246,6 +273,13 @@ class ShadowRepo:
         """Remove the journal of a restore that is recorded (after ``keep_journal``)."""
         with self._locked():
             self._remove_journal()
+
+    def check(self) -> None:
+        """Check an existing repository now (moving it aside if dshd did not make it here);
+        make none when there is none."""
+        if os.path.lexists(self.git_dir):
+            with self._locked():
+                pass
 
     # ----- the repository: made by us, checked before use -----
 
@@ -277,6 +311,8 @@ class ShadowRepo:
         """The shadow repository exists and is ours; one that is not is moved aside. The
         first time this instance opens it (and whenever it makes one), the temporary
         repositories killed creates left in ``.dsh`` are removed."""
+        # Without this user's key nothing here can be told ours: refuse (nothing is moved).
+        statekey.state_key()
         try:
             dsh_fd = open_dir(self.dsh_dir, self.root, create=True)  # refuses a linked .dsh
         except OSError as exc:
@@ -296,11 +332,16 @@ class ShadowRepo:
             os.close(dsh_fd)
         if st is not None:
             reason = _untrusted_reason(self.git_dir)
+            kind = "untrusted"
+            if reason is None:
+                reason, kind = _owner_reason(self.git_dir), "foreign"
             if reason is None:
                 self._checked = (st.st_dev, st.st_ino)
+                ensure_dsh_gitignore(self.dsh_dir)  # once an instance: an older one may lack our lines
                 return
-            self._move_aside()
+            self._move_aside(kind, reason)
         self._create()
+        ensure_dsh_gitignore(self.dsh_dir)
 
     def _config_is_ours(self) -> bool:
         try:
@@ -312,21 +353,23 @@ class ShadowRepo:
         finally:
             os.close(fd)
 
-    def _move_aside(self) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        for n in range(100):
-            target = self.dsh_dir / (f"{SHADOW_NAME}.untrusted-{stamp}" + ("" if n == 0 else f"-{n}"))
-            try:
-                if os.path.lexists(target):
-                    continue
-                os.rename(self.git_dir, target)  # renames a link itself, never its target
-                self.moved_aside = target
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                raise io_error(exc, self.git_dir, "move aside") from None
-        raise DshError("io-error", f"could not move aside {self.git_dir}", path=str(self.git_dir), errno="EEXIST")
+    def _move_aside(self, kind: str, reason: str) -> None:
+        """``checkpoints.git`` to ``checkpoints.git.<kind>-<time>`` (kept, never deleted)."""
+        target = _aside(self.git_dir, self.dsh_dir / f"{SHADOW_NAME}.{kind}-")
+        if target is not None:
+            self.moved_aside, self.moved_aside_reason = target, reason
+            log.warning("moved aside %s (%s) to %s: dshd did not make it on this machine for this user; "
+                        "a new one is made", self.git_dir, reason, target.name)
+
+    def _refuse_journal(self, reason: str) -> None:
+        """The restore journal to ``.dsh/checkpoints.git.journal-refused-<time>``: kept for
+        the person to look at, outside the repository so it is never read again."""
+        path = self.git_dir / JOURNAL_NAME
+        target = _aside(path, self.dsh_dir / f"{SHADOW_NAME}.journal-refused-")
+        if target is not None:
+            _fsync_path(self.git_dir)
+            self.journal_refused = (target, reason)
+            log.warning("a restore journal was not applied (%s): moved to %s; no file was changed", reason, target)
 
     def _create(self) -> None:
         """Made in a temporary folder and renamed into place: a half-made repository is never
@@ -337,7 +380,9 @@ class ShadowRepo:
             for sub in ("objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags", "refs/dsh",
                         TREE_REFS, "info"):
                 os.mkdir(tmp / sub, 0o755)
-            for name, data in (("HEAD", _HEAD), ("config", _CONFIG), ("info/exclude", _EXCLUDE)):
+            nonce = os.urandom(16).hex().encode()
+            owner = b"dshd " + nonce + b" " + statekey.mac(_OWNER_PURPOSE, nonce).encode() + b"\n"
+            for name, data in (("HEAD", _HEAD), ("config", _CONFIG), ("info/exclude", _EXCLUDE), (OWNER_NAME, owner)):
                 _write_new(tmp / name, data)
             try:
                 os.rename(tmp, self.git_dir)
@@ -357,7 +402,7 @@ class ShadowRepo:
         self._head_tree = None
 
     def _ensure_made_by_other(self) -> None:
-        reason = _untrusted_reason(self.git_dir)
+        reason = _untrusted_reason(self.git_dir) or _owner_reason(self.git_dir)
         if reason is not None:
             raise UnsafePath(self.git_dir, reason)
         st = os.lstat(self.git_dir)
@@ -870,17 +915,25 @@ class ShadowRepo:
             raw = os.read(fd, _JOURNAL_CAP)
         finally:
             os.close(fd)
+        mark, nl, body = raw.partition(b"\n")
+        if not nl or not statekey.mac_ok(_JOURNAL_PURPOSE, body, mark.decode("ascii", "replace")):
+            # Not written by this user's dshd on this machine (or damaged): never applied.
+            self._refuse_journal("its mark is not of this user and machine")
+            return None
         try:
-            journal = json.loads(raw)
-            tree, paths, note = journal["tree"], journal["paths"], journal["note"]
+            journal = json.loads(body)
+            if journal["version"] != _JOURNAL_VERSION:
+                raise ValueError("version")
+            tree, paths, note, root = journal["tree"], journal["paths"], journal["note"], journal["root"]
             _check_tree(tree, "tree")
             wanted = sorted({_check_path(p) for p in paths})
             if not isinstance(note, dict):
                 raise ValueError("note")
         except (ValueError, KeyError, TypeError, DshError):
-            # Written whole by rename, so only damage makes it unreadable: it can be done
-            # neither way, and is dropped rather than blocking every restore after it.
-            self._remove_journal()
+            self._refuse_journal("it cannot be read")
+            return None
+        if root != str(self.root):
+            self._refuse_journal(f"it was written for another folder ({root!r})")
             return None
         return tree, wanted, note
 
@@ -1138,6 +1191,35 @@ def _untrusted_reason(git_dir: Path) -> str | None:
     except OSError as exc:
         return f"could not be checked ({exc.strerror})"
     return None
+
+
+def _owner_reason(git_dir: Path) -> str | None:
+    """None when ``git_dir`` holds the owner mark this user's dshd makes on this machine."""
+    raw = _read_small(git_dir / OWNER_NAME, 256)
+    if raw is None:
+        return "it has no owner mark of dshd (it came from elsewhere, e.g. with a clone)"
+    parts = raw.rstrip(b"\n").split(b" ")
+    if len(parts) != 3 or parts[0] != b"dshd" or not statekey.mac_ok(_OWNER_PURPOSE, parts[1], parts[2].decode("ascii", "replace")):
+        return "its owner mark was not made by this user's dshd on this machine"
+    return None
+
+
+def _aside(path: Path, prefix: Path) -> Path | None:
+    """Rename ``path`` (a link itself, never its target) to ``<prefix><time>[-n]``, a name
+    no one has; None when ``path`` is gone."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in range(100):
+        target = prefix.with_name(prefix.name + stamp + ("" if n == 0 else f"-{n}"))
+        try:
+            if os.path.lexists(target):
+                continue
+            os.rename(path, target)
+            return target
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise io_error(exc, path, "move aside") from None
+    raise DshError("io-error", f"could not move aside {path}", path=str(path), errno="EEXIST")
 
 
 def _read_small(path: Path, cap: int) -> bytes | None:

@@ -42,6 +42,7 @@ from dshd.daemon.rpc_errors import DshRpcError
 from dshd.daemon.server import DshServer, InitializeParams
 from dshd.api import words
 from dshd.api.unchosen_model import workspace_model
+from dshd.services.checkpoints import CheckpointService
 from dshd.services.plan_mode import PlanModeController
 from dshd.errors import DshError
 from dshd.models.errors import RedactingFormatter
@@ -194,12 +195,22 @@ class DshDaemon(HostClient, DshServer):
             agent.store.on_durable = lambda event: trace.write(f"{sid} {event.seq} {time.monotonic_ns()}\n")
         self.hub.attach(agent, running)
         self._watch_mcp(agent)
+        self._tell_moved_aside(agent)
 
     def unfollow(self, agent) -> None:
         remove = self._mcp_watches.pop(agent.agent_id, None)
         if remove is not None:
             remove()
         super().unfollow(agent)
+
+    def _tell_moved_aside(self, agent) -> None:
+        """State a clone brought under .dsh/ that was moved aside, never used: one warning
+        each, to the editor that opened the session (the words are escaped where made)."""
+        service = agent.features.get(CheckpointService)
+        while service is not None and service.warnings:
+            message = service.warnings.pop(0)
+            logger.warning("session %s: %s", agent.session_id, message)
+            self._host_notify("window/showMessage", {"type": MESSAGE_TYPE_WARNING, "message": message})
 
     def _watch_mcp(self, agent) -> None:
         """A failed MCP server of this agent: one warning the editor shows (not a chat line)."""

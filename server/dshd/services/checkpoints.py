@@ -36,8 +36,10 @@ from dshd.checkpoints.shadow import JOURNAL_NAME
 from dshd.errors import DshError
 from dshd.folds.events import CheckpointRestored, CheckpointTaken, RequestHeader, decode_line
 from dshd.formats import shown
+from dshd.log import SessionReader, iter_records
 from dshd.services.followed_fold import FollowedFold
 from dshd.services.store import SessionStore
+from dshd_protocol.ids import is_session_id
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +164,9 @@ _shared: dict[tuple[Path, int], tuple[ShadowRepo, threading.RLock]] = {}
 # The live services by (root, session id): a restore recovered on one session's attach is
 # recorded in the log of the session that started it.
 _live: dict[tuple[Path, str], "CheckpointService"] = {}
+# Things moved aside already reported in this process (a second session of the workspace
+# does not say it again).
+_reported: set[Path] = set()
 
 
 def shared_repo(root: Path, max_file_bytes: int) -> tuple[ShadowRepo, threading.RLock]:
@@ -199,6 +204,9 @@ class CheckpointService:
         self._fold = FollowedFold(store, CheckpointFold, CheckpointFold.feed_line, CheckpointFold.feed)
         self._changed: dict[tuple[str, ...], tuple[str, ...]] = {}  # trees -> paths (trees never change)
         self._restoring = False
+        # What was moved aside when this session opened, in words for the person (read and
+        # cleared by the door that follows the session).
+        self.warnings: list[str] = []
         with _shared_lock:
             _live[(self.root, store.session_id)] = self
 
@@ -316,12 +324,26 @@ class CheckpointService:
     def recover(self) -> dict[str, Any] | None:
         """Finish a restore a killed process left in this workspace (synchronous: before any
         snapshot) and record it in the log of the session that started it. Returns the
-        recovered restore's record, or None."""
+        recovered restore's record, or None.
+
+        Nothing the repository brought is acted on: a ``checkpoints.git`` this user's dshd
+        did not make on this machine is moved aside first (its journal with it), and a
+        journal is applied only when its mark is ours and the session it names has, in its
+        local log, the checkpoint it restores (same seq, same tree); else it is moved aside.
+        What was moved aside is in :attr:`warnings` for the person."""
         git_dir = self.repo.git_dir
-        if not os.path.lexists(git_dir / JOURNAL_NAME):
+        if not os.path.lexists(git_dir):
             return None  # nothing was left (nor is a repository made when there is none)
         with self._lock:
-            note = self.repo.recover(keep_journal=True)
+            self.repo.check()
+            self._report_moved_aside()
+        if not os.path.lexists(git_dir / JOURNAL_NAME):
+            return None
+        with self._lock:
+            try:
+                note = self.repo.recover(keep_journal=True, check=self._journal_reason)
+            finally:
+                self._report_moved_aside()
         try:
             if not isinstance(note, dict):
                 return None
@@ -337,6 +359,50 @@ class CheckpointService:
         finally:
             with self._lock:
                 self.repo.finish_restore()
+
+    def _report_moved_aside(self) -> None:
+        """Once per thing moved aside in this process: words for the person (callers hold the lock)."""
+        repo = self.repo
+        if repo.moved_aside is not None and repo.moved_aside not in _reported:
+            _reported.add(repo.moved_aside)
+            self.warnings.append(
+                f"{shown(str(self.root / '.dsh' / 'checkpoints.git'))} was not made by dshd for you on this machine "
+                f"({repo.moved_aside_reason}): it was moved aside to {shown(repo.moved_aside.name)}, never used, "
+                "and a new one is made"
+            )
+        if repo.journal_refused is not None and repo.journal_refused[0] not in _reported:
+            target, reason = repo.journal_refused
+            _reported.add(target)
+            self.warnings.append(
+                f"a checkpoint restore journal in {shown(str(self.root / '.dsh'))} was not applied ({reason}): "
+                f"no file was changed; it was moved aside to {shown(target.name)}"
+            )
+
+    def _journal_reason(self, tree: str, paths: list[str], note: dict[str, Any]) -> str | None:
+        """Why a restore journal is not this workspace's own (None: it is): the session it
+        names must have a local log whose event at the journal's checkpoint seq is that
+        checkpoint, with the journal's tree."""
+        session_id, checkpoint = note.get("sessionId"), note.get("checkpoint")
+        if not is_session_id(session_id):
+            return "it names no session"
+        if isinstance(checkpoint, bool) or not isinstance(checkpoint, int) or checkpoint < 1:
+            return "it names no checkpoint"
+        with _shared_lock:
+            live = _live.get((self.root, session_id))
+        try:
+            if live is not None:
+                found = live.store.events(after_seq=checkpoint - 1, limit=1)
+                event = found[0] if found else None
+            else:
+                event = _event_at(self.root, session_id, checkpoint)
+        except Exception as exc:  # gone, a link, unreadable: not bound to a local log
+            return f"the log of session {session_id} cannot be read ({exc})"
+        if event is None:
+            return f"session {session_id} has no local log with checkpoint {checkpoint}"
+        if not (isinstance(event, CheckpointTaken) and event.seq == checkpoint and event.data.phase == "before"
+                and event.data.tree == tree):
+            return f"checkpoint {checkpoint} of session {session_id} is not the one it restores"
+        return None
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -430,6 +496,16 @@ def _as_text(path: str) -> str:
     """A path as JSON can carry it: a name that is not UTF-8 (git hands it over with its
     bytes kept as surrogates) with those bytes written as ``\\xNN``."""
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _event_at(root: Path, session_id: str, seq: int) -> Any:
+    """The event at ``seq`` of a session's log on disk (None when the log is shorter), read
+    without taking its lock, the folder walked without following links."""
+    with SessionReader.open(root / ".dsh" / "sessions" / session_id, base=root) as reader:
+        for number, _, line in iter_records(reader.fd):
+            if number == seq:
+                return decode_line(line)
+    return None
 
 
 def _record_recovered(root: Path, session_id: Any, data: dict[str, Any], after_seq: int = 0) -> None:
