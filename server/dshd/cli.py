@@ -125,7 +125,7 @@ def _verify(path: Path, as_json: bool) -> int:
         if as_json:
             print(json.dumps({"ok": False, "line": error.line, "seq": error.seq, "reason": error.reason}))
         else:
-            print(f"{path}: NOT sound: line {error.line}, seq {error.seq}: {error.reason}")
+            print(f"{path}: NOT sound: line {error.line}, seq {error.seq}: {_shown(error.reason)}")
         return EXIT_FAIL
     assert result is not None
     state = result.state
@@ -162,8 +162,14 @@ def _goal_line(goal: dict[str, Any] | None, cleared) -> str:
         f"{goal['tokensUsed']}{budget} tokens: {goal['objective']!r}"
     )
     if "blockedReason" in goal:
-        text += f" [blocked: {goal['blockedReason']['code']}: {goal['blockedReason']['message']}]"
+        text += f" [blocked: {goal['blockedReason']['code']}: {_shown(goal['blockedReason']['message'])}]"
     return text
+
+
+def _shown(text: str) -> str:
+    from dshd.formats import shown
+
+    return shown(text)
 
 
 def _clip(text: str, width: int = 72) -> str:
@@ -206,8 +212,8 @@ def describe_event(event) -> str:
             cached = f", {d.usage.cachedInputTokens} of them cached" if d.usage.cachedInputTokens else ""
             text += f"  ({about}{d.usage.inputTokens} in{cached} + {about}{d.usage.outputTokens} out tokens)"
         return text
-    if cls is ev.ToolCall:
-        return f"call {d.callId}: {d.name}({_clip(json.dumps(d.arguments), 60)})"
+    if cls is ev.ToolCall:  # the name is the model's: one escaped line
+        return f"call {d.callId}: {_shown(d.name)}({_clip(json.dumps(d.arguments), 60)})"
     if cls is ev.ToolResult:
         return f"result {d.callId}: {'ok' if d.ok else 'FAILED'} {_clip(d.content, 60)}"
     if cls is ev.PlanMode:
@@ -279,7 +285,7 @@ def _show(path: Path, chat: bool = False, goal: bool = False, svg_path: Path | N
         if result.torn_tail is not None:
             out.write(f"  torn tail: {result.torn_tail.length} bytes (unacknowledged; cut on next open)\n")
     else:
-        out.write(f"log is NOT sound: line {error.line}, seq {error.seq}: {error.reason}\n")
+        out.write(f"log is NOT sound: line {error.line}, seq {error.seq}: {_shown(error.reason)}\n")
     out.write("\n")
     stop = error.line if error is not None else None
     if chat:
@@ -389,8 +395,8 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
         if as_json:
             print(json.dumps({"healthy": False, "config": {"kind": exc.kind, "message": exc.message, **exc.data}}))
         else:
-            where = f" (in {exc.data['file']})" if "file" in exc.data else ""
-            print(f"config    NOT ok: {exc.message}{where}\nunhealthy")
+            where = f" (in {_shown(exc.data['file'])})" if "file" in exc.data else ""
+            print(f"config    NOT ok: {_shown(exc.message)}{where}\nunhealthy")
         return EXIT_FAIL
 
     async def both():
@@ -414,12 +420,13 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
         return EXIT_OK if healthy else EXIT_FAIL
     out = sys.stdout
     out.write(f"workspace {workspace}{'' if loaded.trusted else ' (not trusted)'}\n")
+    # A key of a workspace file, a provider's error text: one escaped line each.
     for item in loaded.ignored:
-        out.write(f"ignored   {item.key} from {item.file}: {item.why}\n")
+        out.write(f"ignored   {_shown(item.key)} from {_shown(item.file)}: {_shown(item.why)}\n")
     if health.provider == "scripted":
         out.write("provider  scripted (no network, no key)\n")
     else:
-        out.write(f"provider  {health.provider}, model {health.model}, baseUrl {health.base_url}\n")
+        out.write(f"provider  {health.provider}, model {_shown(str(health.model))}, baseUrl {_shown(str(health.base_url))}\n")
         if health.key_set:
             out.write(f"key       {health.key_env} is set\n")
         elif health.key_needed:
@@ -430,7 +437,7 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
             out.write(f"answers   yes (a one-token reply in {health.ms} ms)\n")
         else:
             assert health.error is not None
-            out.write(f"answers   NO: {health.error['kind']}: {health.error['message']}\n")
+            out.write(f"answers   NO: {health.error['kind']}: {_shown(str(health.error['message']))}\n")
     for line in _mcp_lines(loaded, mcp_states, mcp_ignored):
         out.write(f"mcp       {line}\n")
     out.write("healthy\n" if healthy else "unhealthy\n")
@@ -448,7 +455,8 @@ async def _mcp_states(workspace: Path, config) -> list:
     from dshd.mcp.servers import McpServers
 
     servers = McpServers(
-        workspace, ToolCatalogue(), network=config.tools.network, env_names=config.tools.env, expanded_names=config.mcp.expandEnv
+        workspace, ToolCatalogue(), network=config.tools.network, env_names=config.tools.env, expanded_names=config.mcp.expandEnv,
+        unix_sockets=config.tools.unixSockets,
     )
     servers.add(specs_from_config(config.mcp.servers, config.mcp_workspace_servers))
     try:
@@ -484,6 +492,30 @@ def _mcp_lines(loaded, states: list, ignored: list) -> list[str]:
     if not lines:
         lines.append("no servers configured")
     return lines
+
+
+# ---- output for people ------------------------------------------------------------------
+
+
+def for_people(*, as_json: bool, log_records: bool = False, prefix: str = "dshd") -> None:
+    """What this command prints reaches a terminal (or a file a person reads): stdout and
+    stderr escape every write (api/escape.py), so no server's, model's or repository's
+    string acts on the terminal, whoever prints it; JSON stays the same value.
+    ``log_records``: records of dshd's own modules (an MCP server left out or failed) go
+    to stderr as one escaped line each, not through logging's bare last resort."""
+    from dshd.api.escape import ShownStream, shown_json, shown_lines
+
+    if not isinstance(sys.stdout, ShownStream):
+        sys.stdout = ShownStream(sys.stdout, shown_json if as_json else shown_lines)  # type: ignore[assignment]
+        sys.stderr = ShownStream(sys.stderr)  # type: ignore[assignment]
+    if log_records:
+        import logging
+
+        from dshd.models.errors import RedactingFormatter
+
+        handler = logging.StreamHandler()  # sys.stderr as it is now: the escaping one
+        handler.setFormatter(RedactingFormatter(f"{prefix}: %(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -549,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "run":
         return _run_external("dshd.run_cli:main", "run", argv[1:])
     args = _parser().parse_args(argv)  # usage errors exit 2
+    if args.command in ("doctor", "log"):
+        for_people(as_json=args.json if hasattr(args, "json") else False, log_records=args.command == "doctor")
     if args.command == "doctor":
         return _doctor(args.workspace.resolve(), args.json, args.trusted)
     if args.command == "log":

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dshd.client_framing import FramingError, Frames, frame
+from dshd.formats import shown
 from dshd.errors import DshError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -381,6 +382,10 @@ def describe(op: str, session_id: str, answer: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)  # usage errors exit 2
+    from dshd.cli import for_people
+
+    # An objective, a blocked reason, a daemon's error: the model's and others' words.
+    for_people(as_json=args.json, log_records=True, prefix="dshd goal")
     if args.op == "edit" and args.objective is None and args.max_rounds is None and args.max_tokens is None:
         print("dshd goal edit: give --objective, --max-rounds and/or --max-tokens", file=sys.stderr)
         return EXIT_USAGE
@@ -400,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     except GoalCommandError as exc:
         if args.json:
             print(json.dumps(exc.to_json(), ensure_ascii=False))
-        print(f"dshd goal {args.op}: {exc.message}", file=sys.stderr)
+        print(f"dshd goal {args.op}: {shown(exc.message)}", file=sys.stderr)
         return EXIT_FAIL
     print(json.dumps(answer, ensure_ascii=False) if args.json else describe(args.op, session_id, answer))
     return EXIT_OK

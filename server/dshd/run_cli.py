@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dshd.api.escape import shown, shown_json, shown_lines
 from dshd.client_framing import FramingError, Frames, frame
 
 EXIT_OK, EXIT_ERROR, EXIT_BLOCKED, EXIT_PERSON, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -242,13 +243,19 @@ class Output:
         self._open_line = False  # stdout's last write did not end a line
 
     def line(self, value: dict[str, Any]) -> None:
-        self._write(json.dumps(value, ensure_ascii=False) + "\n")
+        # The same JSON value, with every character a terminal would act on (C1 controls, bidi
+        # controls: JSON itself escapes only C0) written as a JSON escape.
+        self._write(shown_json(json.dumps(value, ensure_ascii=False)) + "\n")
 
     def text(self, text: str) -> None:
+        """The model's words as they stream: its own words, but third-party text all the
+        same, so a reply cannot clear the screen, set the window's title or write the
+        clipboard: lines and tabs kept, every other control and bidi character escaped
+        (escaping goes character by character, so a piece at a time is the same)."""
         if not text:
             return
         self._clear_progress()
-        self._write(text)
+        self._write(shown_lines(text))
         self._open_line = not text.endswith("\n")
 
     def _write(self, text: str) -> None:
@@ -277,13 +284,16 @@ class Output:
             self.end_line()
 
     def notice(self, text: str) -> None:
+        """One line on stderr: a notice holds tool names, a server's or a provider's words,
+        a plan's title: escaped, its line breaks too, so none poses as another line."""
         self._clear_progress()
         self.end_line()
-        print(f"dshd run: {text}", file=sys.stderr, flush=True)
+        print(f"dshd run: {shown(text)}", file=sys.stderr, flush=True)
 
     def progress(self, text: str) -> None:
         if self.progress_on and not (self._progress_shown and text == self._progress_text):
-            sys.stderr.write("\r\x1b[K" + text)
+            # Our own control sequence (back to the start, clear the line); the text escaped.
+            sys.stderr.write("\r\x1b[K" + shown(text))
             sys.stderr.flush()
             self._progress_shown, self._progress_text = True, text
 
@@ -682,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         if as_json:
             out.line({"type": "result", "stopReason": None, "usage": {"inputTokens": 0, "outputTokens": 0},
                       "durationMs": 0, "sessionId": None, "exitCode": EXIT_ERROR, "error": exc.to_json()})
-        print(f"dshd run: {exc.message} ({exc.kind})", file=sys.stderr)
+        print(f"dshd run: {shown(exc.message)} ({exc.kind})", file=sys.stderr)
         return EXIT_ERROR
     from dshd.goal_cli import find_workspace
 

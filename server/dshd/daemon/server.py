@@ -40,6 +40,7 @@ import msgspec
 from dshd import __version__
 from dshd.daemon import transport
 from dshd.daemon.rpc_errors import DshRpcError
+from dshd.formats import shown, shown_lines
 from dshd.models import errors
 from dshd.transport import stdio
 
@@ -211,6 +212,10 @@ class ClientError(Exception):
 # ---- the connection's wire ----------------------------------------------------------------
 
 
+# The notifications whose text an editor shows a person as it is, and how it is escaped.
+_SHOWN_TO_PEOPLE: dict[str, Callable[[str], str]] = {"window/showMessage": shown, "window/logMessage": shown_lines}
+
+
 class DshProtocol:
     """What one connection writes, and the requests the daemon sent it that wait for a
     reply (``send_request_async``; ``_request_futures`` by id)."""
@@ -237,6 +242,10 @@ class DshProtocol:
         made wire JSON first: msgspec would write its snake_case field names."""
         if self.writer is None:
             return
+        if method in _SHOWN_TO_PEOPLE and isinstance(params, dict) and isinstance(params.get("message"), str):
+            # What an editor shows as it is (a popup, its output panel): escaped here, on the
+            # way out, whoever made it (api/escape.py). A log line keeps its traceback's lines.
+            params = {**params, "message": _SHOWN_TO_PEOPLE[method](params["message"])}
         message = {"jsonrpc": "2.0", "method": method, "params": params}
         try:
             body = _encode(message)

@@ -17,6 +17,7 @@ import time
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from dshd.formats import shown, shown_lines
 from dshd.models.fields import field
 from dshd.models.interface import ModelError
 
@@ -108,10 +109,20 @@ def redact_known(text: str) -> str:
 
 class RedactingFormatter(logging.Formatter):
     """A log formatter whose output (message, traceback and all) never holds a key the
-    process has read: the stderr handler and the editor's log panel both use it."""
+    process has read, and never a character that acts on a terminal or hides text: every
+    handler that writes for people uses it (stderr, the daemon's log file, the editor's
+    log panel, the CLIs). A record's message is one line whatever its arguments hold (a
+    server's tool name, a provider's error text: ``formats.shown``), so a record is a line
+    and no argument can forge another; a traceback keeps its lines, every other control
+    escaped (``formats.shown_lines``)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = shown(record.message)  # set by format() from getMessage() each time
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact_known(super().format(record))
+        # The whole text again: a traceback cached by another handler, a field of the format.
+        return shown_lines(redact_known(super().format(record)))
 
 
 def is_loopback(base_url: str | None) -> bool:
