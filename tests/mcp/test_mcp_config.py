@@ -11,42 +11,11 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from dshd.agent.config_layers import EDITOR_SETTINGS, load_layers
+from dshd.agent.config_layers import EDITOR_SETTINGS
 from dshd.errors import DshError
-from dshd.mcp.config import MCP_JSON_CAP, read_mcp_json, specs_from_acp, specs_from_config, specs_from_mcp_json
+from dshd.mcp.config import MCP_JSON_CAP, read_mcp_json, specs_from_acp, specs_from_mcp_json
 from dshd.mcp.tools import mutability_of, result_outcome, tool_name
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
-    (root / ".dsh").mkdir(parents=True)
-    return root
-
-
-@pytest.fixture
-def user(tmp_path: Path) -> Path:
-    path = tmp_path / "xdg" / "dsh" / "config.toml"
-    path.parent.mkdir(parents=True)
-    return path
-
-
-def load(ws: Path, user: Path | None = None, editor: dict | None = None, trusted: bool = False):
-    return load_layers(ws, editor, user_file=user, editor_trusted=trusted)
-
-
-def specs(loaded):
-    return {s.name: s for s in specs_from_config(loaded.config.mcp.servers, loaded.config.mcp_workspace_servers)}
-
-
-MCP_JSON = {
-    "mcpServers": {
-        "files": {"command": "npx", "args": ["-y", "server-filesystem", "."], "env": {"A": "1"}},
-        "docs": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Team": "a"}},
-        "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
-        "odd": {"command": "x", "oauth": {}},
-    }
-}
+from mcp_config_support import MCP_JSON, SECRET, load, specs, user, write_mcp_json, ws  # noqa: F401 - ws, user: fixtures
 
 
 # ---- names and mutability --------------------------------------------------------------------
@@ -143,13 +112,6 @@ def test_mcp_json_too_big_or_not_json_is_a_clear_error(ws):
 
 
 # ---- .mcp.json: ${VAR} expansion ------------------------------------------------------------------
-
-SECRET = "s3cret-token-value"
-
-
-def write_mcp_json(ws: Path, servers: dict) -> None:
-    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
-
 
 def test_mcp_json_expands_variables_in_command_args_env_url_and_headers(ws):
     write_mcp_json(
@@ -281,43 +243,6 @@ def test_an_unlisted_variable_counts_as_not_set_even_when_set(ws):
     assert found.servers["web"]["url"] == f"https://evil.example/{SECRET}"
 
 
-def test_harmless_names_expand_in_a_stdio_server_only(ws):
-    write_mcp_json(
-        ws,
-        {
-            "run": {"command": "${HOME}/bin/srv", "args": ["--user=${USER}"], "env": {"T": "${TMPDIR}"}},
-            "web": {"type": "http", "url": "https://mcp.example/${USER}"},
-            "hdr": {"type": "http", "url": "https://mcp.example/mcp", "headers": {"H": "${HOME:-no}"}},
-        },
-    )
-    environ = {"HOME": "/home/pat", "USER": "pat", "TMPDIR": "/tmp/pat"}
-    found = read_mcp_json(ws, environ)
-    assert found is not None
-    assert found.servers["run"] == {"command": "/home/pat/bin/srv", "args": ["--user=pat"], "env": {"T": "/tmp/pat"}}
-    assert found.servers["hdr"]["headers"] == {"H": "no"}  # never sent off the machine unlisted
-    assert "web" in dict(found.skipped) and "USER" in dict(found.skipped)["web"]
-
-
-def test_expand_env_is_taken_from_the_user_config_only(ws, user, monkeypatch):
-    monkeypatch.setenv("DSHD_TEST_API_TOKEN", SECRET)
-    write_mcp_json(ws, {"web": {"type": "http", "url": "https://mcp.example/mcp", "headers": {"A": "${DSHD_TEST_API_TOKEN:-unset}"}}})
-    (ws / ".dsh" / "config.toml").write_text('[mcp]\nexpandEnv = ["DSHD_TEST_API_TOKEN"]\n')
-    editor = {"mcp": {"expandEnv": ["DSHD_TEST_API_TOKEN"]}}
-    loaded = load(ws, user, editor, trusted=True)
-    assert dict(specs(loaded)["web"].headers) == {"A": "unset"}
-    assert {(Path(i.file).name, i.key, i.untrusted) for i in loaded.ignored} == {
-        ("config.toml", "mcp.expandEnv", False),
-        (EDITOR_SETTINGS, "mcp.expandEnv", False),
-    }
-    assert all("user config" in i.why for i in loaded.ignored)
-    assert loaded.config.mcp.expandEnv == []
-    # From the user config it is taken (control).
-    user.write_text('[mcp]\nexpandEnv = ["DSHD_TEST_API_TOKEN"]\n')
-    loaded = load(ws, user, trusted=True)
-    assert dict(specs(loaded)["web"].headers) == {"A": SECRET}
-    assert loaded.config.mcp.expandEnv == ["DSHD_TEST_API_TOKEN"]
-
-
 def test_expand_env_names_are_checked(ws, user):
     user.write_text('[mcp]\nexpandEnv = ["NOT A NAME"]\n')
     with pytest.raises(DshError) as err:
@@ -421,34 +346,6 @@ def test_an_untrusted_workspace_with_a_broken_mcp_json_still_loads(ws, user):
     (ws / ".mcp.json").write_text("{not json")
     loaded = load(ws, user)
     assert [(Path(i.file).name, i.key) for i in loaded.ignored] == [(".mcp.json", "mcpServers")]
-
-
-def test_a_trusted_workspace_starts_its_servers_but_never_loosens_them(ws, user):
-    user.write_text("[mcp.servers.mine]\ncommand = \"mine\"\nsandbox = \"none\"\napprove = \"never\"\n")
-    (ws / ".dsh" / "config.toml").write_text(
-        '[mcp.servers.theirs]\ncommand = "theirs"\napprove = "never"\nsandbox = "none"\n'
-        '[mcp.servers.mine]\nargs = ["--changed-by-the-workspace"]\n'
-    )
-    (ws / ".mcp.json").write_text(json.dumps(MCP_JSON))
-    loaded = load(ws, user, trusted=True)
-    got = specs(loaded)
-    assert set(got) == {"mine", "theirs", "files", "docs"}
-    assert {name for name, s in got.items() if s.source == "workspace"} == {"mine", "theirs", "files", "docs"}
-    # From the workspace file: ignored and said; a user server the workspace changed runs
-    # sandboxed and asked about like any workspace server.
-    assert (got["theirs"].approve, got["theirs"].sandbox) == ("auto", "workspace")
-    assert (got["mine"].approve, got["mine"].sandbox, got["mine"].args) == ("auto", "workspace", ("--changed-by-the-workspace",))
-    keys = {(Path(i.file).name, i.key, i.untrusted) for i in loaded.ignored}
-    assert ("config.toml", "mcp.servers.theirs.approve", False) in keys
-    assert ("config.toml", "mcp.servers.theirs.sandbox", False) in keys
-    assert (".mcp.json", "mcpServers.old", False) in keys
-
-
-def test_editor_settings_may_add_servers_but_not_loosen_them(ws, user):
-    editor = {"mcp": {"servers": {"ed": {"command": "ed", "sandbox": "none", "approve": "always"}}}}
-    loaded = load(ws, user, editor)
-    assert specs(loaded)["ed"].sandbox == "workspace" and specs(loaded)["ed"].approve == "always"
-    assert [(i.file, i.key) for i in loaded.ignored] == [(EDITOR_SETTINGS, "mcp.servers.ed.sandbox")]
 
 
 def test_secrets_in_env_and_headers_are_not_shown_in_the_effective_config(ws, user):
