@@ -11,7 +11,6 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from dshd.agent.config_layers import EDITOR_SETTINGS
 from dshd.errors import DshError
 from dshd.mcp.config import MCP_JSON_CAP, read_mcp_json, specs_from_acp, specs_from_mcp_json
 from dshd.mcp.tools import mutability_of, result_outcome, tool_name
