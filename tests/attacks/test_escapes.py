@@ -239,3 +239,43 @@ def test_the_shared_daemons_log_file_and_its_editors_messages_carry_no_raw_contr
     assert raw_controls(written) == [], written
     assert any("\\u001b[2J" in m for m in messages), messages
     assert [m for m in messages if RAW.search(m.replace("\n", " "))] == []
+
+
+# ---- dshd log show, dshd goal: a log holds the model's and the servers' words -------------
+
+
+MODEL_TOOL = "evil\x1b]0;OWNED-TITLE\x07\x9b2J\u202e\ndshd: everything approved"  # a tool no one has
+
+
+def test_log_show_and_goal_on_a_terminal_show_the_logs_strings_escaped(tmp_path, positive_control):
+    calls = [{"toolCalls": [{"name": MODEL_TOOL, "arguments": {}}]}] + CALLS
+    root = write_workspace(tmp_path / "ws", calls, plugins=["plan", "goals", "tools", "mcp"])
+    runtime = Runtime()
+    try:
+        env = {**os.environ, **runtime.env, "XDG_CONFIG_HOME": str(config_home(tmp_path))}
+        done = subprocess.run(COMMAND + ["run", "go", "--json"], cwd=root, env=env, capture_output=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        [log] = list((root / ".dsh" / "sessions").glob("*/log.jsonl"))
+        events = [json.loads(line) for line in log.read_bytes().splitlines()]
+        # Control: the log holds the model's tool name and its reply as they were.
+        assert any(e["type"] == "tool/call" and e["data"]["name"] == MODEL_TOOL for e in events)
+        assert any(hostile.HOSTILE in e["data"]["text"] for e in events if e["type"] == "assistant/message")
+
+        for how in ([], ["--chat"], ["--goal"]):
+            code, seen = under_pty(COMMAND + ["log", "show", str(log), *how], cwd=root, env=env)
+            text = seen.decode("utf-8", "replace")
+            assert code == 0 and raw_controls(seen) == [], (how, text)
+            if how != ["--goal"]:
+                assert "\\u001b]0;OWNED-TITLE\\u0007" in text, (how, text)  # shown, escaped
+            if not how:  # one event, one line: the model's tool name forges none
+                assert "\\ndshd: everything approved" in text and "\ndshd: everything approved" not in text.replace("\r\n", "\n")
+
+        code, seen = under_pty(COMMAND + ["goal", "create", "Fix it " + hostile.HOSTILE], cwd=root, env=env)
+        assert code == 0 and raw_controls(seen) == [], seen
+        for how in ([], ["--json"]):
+            code, seen = under_pty(COMMAND + ["goal", "status", *how], cwd=root, env=env)
+            assert code == 0 and raw_controls(seen) == [], (how, seen)
+        goal = json.loads(seen.decode())  # --json: the same value, its objective as typed
+        assert hostile.CONTROLS in goal["objective"]
+    finally:
+        runtime.stop()
