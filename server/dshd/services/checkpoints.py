@@ -395,7 +395,9 @@ class CheckpointService:
                 event = found[0] if found else None
             else:
                 event = _event_at(self.root, session_id, checkpoint)
-        except Exception as exc:  # gone, a link, unreadable: not bound to a local log
+        except FileNotFoundError:
+            return f"session {session_id} has no local log"
+        except Exception as exc:  # a link, unreadable: not bound to a local log
             return f"the log of session {session_id} cannot be read ({exc})"
         if event is None:
             return f"session {session_id} has no local log with checkpoint {checkpoint}"

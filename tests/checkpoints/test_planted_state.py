@@ -1,0 +1,173 @@
+"""State under .dsh/ that this user's dshd did not write on this machine is never applied
+(W-5), in process: restore journals marked with another key, naming another folder, or
+naming a checkpoint the session's local log does not have are moved aside, the files
+untouched; the state key itself is refused when its folder or file could be someone
+else's. Each with its positive control: the same thing made by dshd here is used.
+The clone through the real daemon is tests/attacks/test_planted_state.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from agent_support import events_of, make_workspace
+
+from dshd.checkpoints import ShadowRepo
+from dshd.checkpoints.shadow import JOURNAL_NAME
+from dshd.errors import DshError
+from dshd.log import statekey
+from dshd.services.checkpoints import CheckpointService
+
+PURPOSE = "checkpoints restore journal v2"
+
+
+@pytest.fixture(autouse=True)
+def own_state(tmp_path: Path, monkeypatch) -> Path:
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
+def journal_bytes(root: Path, tree: str, paths: list[str], note: dict) -> bytes:
+    """A journal as dshd writes it, marked with the key of the current XDG_STATE_HOME."""
+    body = json.dumps({"version": 2, "root": str(root), "tree": tree, "paths": paths, "note": note}).encode()
+    return statekey.mac(PURPOSE, body).encode() + b"\n" + body
+
+
+def workspace_with_two_states(tmp_path: Path) -> tuple[Path, ShadowRepo, str]:
+    """A workspace at "new" with a snapshot of "old": (root, repository, the old tree)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "keep.txt").write_text("old\n")
+    shadow = ShadowRepo(root)
+    old = shadow.snapshot().tree
+    (root / "keep.txt").write_text("new\n")
+    (root / "added.txt").write_text("new\n")
+    shadow.snapshot()
+    return root, shadow, old
+
+
+def refused(root: Path) -> list[Path]:
+    return sorted((root / ".dsh").glob("checkpoints.git.journal-refused-*"))
+
+
+def test_a_journal_marked_with_another_key_is_moved_aside_never_applied(tmp_path: Path, monkeypatch):
+    root, shadow, old = workspace_with_two_states(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "someone-else"))
+    planted = journal_bytes(root, old, ["added.txt", "keep.txt"], {"by": "planted"})
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    journal = root / ".dsh" / "checkpoints.git" / JOURNAL_NAME
+    journal.write_bytes(planted)
+    again = ShadowRepo(root)
+    assert again.recover() is None
+    assert (root / "keep.txt").read_text() == "new\n" and (root / "added.txt").exists()
+    [aside] = refused(root)
+    assert aside.read_bytes() == planted and not journal.exists()
+    assert again.journal_refused == (aside, "its mark is not of this user and machine")
+    # Positive control: the same journal marked with this user's key is applied.
+    journal.write_bytes(journal_bytes(root, old, ["added.txt", "keep.txt"], {"by": "dshd"}))
+    assert ShadowRepo(root).recover() == {"by": "dshd"}
+    assert (root / "keep.txt").read_text() == "old\n" and not (root / "added.txt").exists()
+
+
+def test_a_journal_of_another_folder_is_refused(tmp_path: Path):
+    root, shadow, old = workspace_with_two_states(tmp_path)
+    journal = root / ".dsh" / "checkpoints.git" / JOURNAL_NAME
+    journal.write_bytes(journal_bytes(tmp_path / "elsewhere", old, ["keep.txt"], {}))
+    again = ShadowRepo(root)
+    assert again.recover() is None
+    assert (root / "keep.txt").read_text() == "new\n"
+    [aside] = refused(root)
+    assert again.journal_refused is not None and "another folder" in again.journal_refused[1]
+    # Positive control: naming this folder, it is applied.
+    journal.write_bytes(journal_bytes(root, old, ["keep.txt"], {}))
+    assert ShadowRepo(root).recover() == {}
+    assert (root / "keep.txt").read_text() == "old\n"
+
+
+def test_a_repository_copied_from_another_key_is_moved_aside_with_its_journal(tmp_path: Path, monkeypatch):
+    root, shadow, old = workspace_with_two_states(tmp_path)
+    (root / ".dsh" / "checkpoints.git" / JOURNAL_NAME).write_bytes(journal_bytes(root, old, ["keep.txt"], {}))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "someone-else"))
+    other = ShadowRepo(root)
+    other.check()
+    assert other.moved_aside is not None and other.moved_aside.name.startswith("checkpoints.git.foreign-")
+    assert "owner mark" in other.moved_aside_reason
+    assert (other.moved_aside / JOURNAL_NAME).exists() and (root / "keep.txt").read_text() == "new\n"
+    assert other.recover() is None  # the fresh repository has no journal
+    # Positive control: the owner's key accepts its own repository (moved back in place).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    shutil.rmtree(root / ".dsh" / "checkpoints.git")
+    os.rename(other.moved_aside, root / ".dsh" / "checkpoints.git")
+    mine = ShadowRepo(root)
+    mine.check()
+    assert mine.moved_aside is None and mine.recover() == {}
+    assert (root / "keep.txt").read_text() == "old\n"
+
+
+async def test_a_journal_is_applied_only_for_a_checkpoint_of_a_local_session_log(tmp_path: Path):
+    (tmp_path / "a.txt").write_text("one\n")
+    ws = make_workspace(tmp_path, [{"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "two\n"}}]},
+                                   {"text": "ok"}], config={"tools": {"approve": []}})
+    agent = ws.create_session()
+    await agent.prompt("go")
+    before = events_of(agent, "checkpoint/taken")[0]
+    sid, seq, tree = agent.session_id, before.seq, before.data.tree
+    await ws.shutdown()
+    journal = tmp_path / ".dsh" / "checkpoints.git" / JOURNAL_NAME
+    wrong = [
+        ({"sessionId": "s-0000000000000000000000000a", "checkpoint": seq, "files": ["a.txt"]}, "no local log"),
+        ({"sessionId": sid, "checkpoint": seq + 1, "files": ["a.txt"]}, "is not the one it restores"),
+        ({"sessionId": sid, "checkpoint": 10_000, "files": ["a.txt"]}, "no local log with checkpoint"),
+        ({"checkpoint": seq, "files": ["a.txt"]}, "names no session"),
+    ]
+    for note, why in wrong:
+        journal.write_bytes(journal_bytes(tmp_path, tree, ["a.txt"], note))
+        ws = make_workspace(tmp_path, config={"tools": {"approve": []}})
+        opened = ws.open_session(sid)
+        service = opened.features.get(CheckpointService)
+        assert (tmp_path / "a.txt").read_text() == "two\n", note
+        assert not journal.exists()
+        assert any(why in w for w in service.warnings), (note, service.warnings)
+        assert events_of(opened, "checkpoint/restored") == []
+        await ws.shutdown()
+    assert len(refused(tmp_path)) == len(wrong)
+    # Positive control: naming the session's own checkpoint and tree, it is applied and recorded.
+    journal.write_bytes(journal_bytes(tmp_path, tree, ["a.txt"], {"sessionId": sid, "checkpoint": seq, "files": ["a.txt"]}))
+    ws = make_workspace(tmp_path, config={"tools": {"approve": []}})
+    opened = ws.open_session(sid)
+    assert (tmp_path / "a.txt").read_text() == "one\n"
+    assert [e.data.checkpoint for e in events_of(opened, "checkpoint/restored")] == [seq]
+    await ws.shutdown()
+
+
+def test_the_state_key_is_made_private_and_refused_where_others_could_reach_it(tmp_path: Path, own_state: Path):
+    key = statekey.state_key()
+    folder = own_state / "dsh"
+    assert len(key) == 32 and statekey.state_key() == key
+    assert (folder.stat().st_mode & 0o777) == 0o700 and ((folder / "state.key").stat().st_mode & 0o777) == 0o600
+    for name, spoil in [
+        ("linked-folder", lambda f: (shutil.rmtree(f), f.symlink_to(tmp_path))),
+        ("loose-folder", lambda f: f.chmod(0o777)),
+        ("loose-key", lambda f: (f / "state.key").chmod(0o644)),
+        ("linked-key", lambda f: ((f / "state.key").unlink(), (f / "state.key").symlink_to(tmp_path / "k"))),
+        ("short-key", lambda f: (f / "state.key").write_bytes(b"short")),
+    ]:
+        base = tmp_path / name
+        os.environ["XDG_STATE_HOME"] = str(base)
+        statekey.state_key()  # positive control: made and accepted
+        spoil(base / "dsh")
+        statekey._keys.clear()
+        with pytest.raises(DshError) as why:
+            statekey.state_key()
+        assert why.value.kind == "unsafe-path", name
+    # Without a key the repository is trusted for nothing, and nothing is moved aside.
+    root = tmp_path / "ws"
+    root.mkdir()
+    (tmp_path / "k").write_bytes(os.urandom(32))
+    with pytest.raises(DshError):
+        ShadowRepo(root).snapshot()
+    assert not (root / ".dsh" / "checkpoints.git").exists()
