@@ -539,36 +539,6 @@ async def test_config_get_shows_the_effective_config(workspace: Path, daemons) -
     assert "scriptReplies" not in report["effective"]
 
 
-async def test_config_get_never_shows_a_value_mcp_json_expanded(workspace: Path, daemons, tmp_path: Path) -> None:
-    """A trusted .mcp.json with ${VAR} in command, args, env, url and headers, the variable
-    listed in [mcp] expandEnv of the user config: the answer holds the text as written and
-    "(set)", never the value (searched in the whole answer)."""
-    secret = "cfg-get-7c1e-never-shown"
-    write_workspace(workspace)
-    field = "${DSHD_TEST_CFG_SECRET}"
-    servers = {
-        "run": {"command": f"/opt/{field}/srv", "args": [f"--token={field}"], "env": {"T": field}},
-        "web": {"type": "http", "url": f"https://mcp.example/{field}", "headers": {"Authorization": f"Bearer {field}"}},
-        "unlisted": {"command": "x", "args": ["${DSHD_TEST_CFG_OTHER:-fallback}"]},
-    }
-    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
-    xdg = tmp_path / "xdg"
-    (xdg / "dsh").mkdir(parents=True)
-    (xdg / "dsh" / "config.toml").write_text('[mcp]\nexpandEnv = ["DSHD_TEST_CFG_SECRET"]\n')
-    env = {"XDG_CONFIG_HOME": str(xdg), "DSHD_TEST_CFG_SECRET": secret, "DSHD_TEST_CFG_OTHER": "other-value-not-listed"}
-    daemons.trusted = True
-    client = await daemons.start(env=env)
-    report = await call(client, "dsh/config/get", {})
-    shown = report["effective"]["mcp"]["servers"]
-    assert shown["run"]["command"] == f"/opt/{field}/srv" and shown["run"]["args"] == [f"--token={field}"]
-    assert shown["web"]["url"] == f"https://mcp.example/{field}"
-    assert shown["run"]["env"] == {"T": "(set)"} and shown["web"]["headers"] == {"Authorization": "(set)"}
-    assert shown["unlisted"]["args"] == ["${DSHD_TEST_CFG_OTHER:-fallback}"]  # as written (it ran as "fallback")
-    assert report["effective"]["mcp"]["expandEnv"] == ["DSHD_TEST_CFG_SECRET"]
-    whole = json.dumps(report)
-    assert secret not in whole and "other-value-not-listed" not in whole
-
-
 async def test_checkpoint_list_diff_and_restore(tmp_path: Path, daemons) -> None:
     """dsh/checkpoint/*: a step that writes a file is checkpointed before it runs; the diff
     says what restoring would change; the restore puts the file back (the wire's other
