@@ -10,8 +10,8 @@ import pytest
 
 import os
 
-from .conftest import write_workspace
-from .raw_client import RawDaemon
+from tests.e2e.conftest import write_workspace
+from tests.e2e.raw_client import RawDaemon
 
 INVALID_REQUEST, INVALID_PARAMS = -32600, -32602
 

@@ -14,9 +14,9 @@ import sys
 
 from loopback_models import Call, LoopbackModelServer, Reply
 
-from .raw_client import log_path
-from .support import of_type, read_log
-from .test_providers import KEY, KEY_ENV, bare_workspace, model_config
+from tests.e2e.raw_client import log_path
+from tests.e2e.support import of_type, read_log
+from tests.e2e.test_providers import KEY, KEY_ENV, bare_workspace, model_config
 
 REASON = "Not that file: keep b.txt as it is"
 
