@@ -396,13 +396,25 @@ async def test_an_http_server_killed_during_a_call_fails_that_call_at_once(tmp_p
         await served.wait()
 
 
+def unix_sockets_allowed(tmp_path: Path, ws):
+    """``ws`` again, its user config (written by ``workspace``) with ``[tools] unixSockets = ["*"]``."""
+    from dshd.agent import Workspace, load_config
+
+    user = tmp_path / "user.toml"
+    user.write_text(user.read_text() + '[tools]\nunixSockets = ["*"]\n')
+    config = load_config(ws.root, {"model": {"script": "script.json"}}, user_file=user)
+    assert config.tools.unixSockets == ["*"]
+    return Workspace(ws.root, config, approvals=ws.approvals)
+
+
 @pytest.mark.sandbox
 @pytest.mark.xdist_group("host-sockets")
 async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_again(tmp_path, monkeypatch):
-    """With the network off, the sandbox covers the host's listening sockets as listed at
-    start; one gone by the time bubblewrap runs makes bubblewrap fail before the server.
-    The server is started once more with the sockets listed again. Control: a socket gone
-    every time fails the server, saying so once."""
+    """Under the person's Unix-socket downgrade (``[tools] unixSockets = ["*"]``: no socket
+    wall to lean on) with the network off, the sandbox covers the host's listening
+    sockets as listed at start; one gone by the time bubblewrap runs makes bubblewrap
+    fail before the server. The server is started once more with the sockets listed
+    again. Control: a socket gone every time fails the server, saying so once."""
     from dshd.sandbox import host as host_module  # where a start lists the sockets
     from dshd.sandbox.sockets import listening_sockets
 
@@ -417,6 +429,7 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
     monkeypatch.setattr(host_module, "listening_sockets", first_vanished)
     marker = tmp_path / "ws" / "toy.pid"
     ws = workspace(tmp_path, [{"toolCalls": [call("mcp__toy__where")]}, {"text": "done"}], {"toy": toy(marker)})
+    ws = unix_sockets_allowed(tmp_path, ws)
     agent = ws.create_session()
     try:
         await agent.prompt("go")
@@ -431,6 +444,7 @@ async def test_a_covered_socket_that_vanishes_as_the_sandbox_starts_is_listed_ag
     other = tmp_path / "other"
     other.mkdir()
     ws = workspace(other, [{"text": "done"}], {"toy": toy(other / "ws" / "toy.pid")})
+    ws = unix_sockets_allowed(other, ws)
     agent = ws.create_session()
     try:
         await agent.prompt("go")

@@ -197,21 +197,27 @@ async def test_network_is_refused_unless_enabled(ws, mode):
         assert allowed.output.strip() == "OK"
 
 
-async def run_tool(ws: Path, mode: str, network: bool, command: str, timeout_ms: int | None = None):
-    """run_command as the agent calls it (the wiring of dshd.tools.run: policy, socket
-    folders, listening sockets, environment), in ``mode``."""
+async def run_tool(
+    ws: Path, mode: str, network: bool, command: str, timeout_ms: int | None = None, unix_sockets: tuple[str, ...] = ()
+):
+    """run_command as the agent calls it (the wiring of dshd.tools.run: the one launcher,
+    policy, socket wall, socket folders, environment), in ``mode``; ``unix_sockets``: the
+    user config's [tools] unixSockets."""
     ctx = ToolContext("test", 1, 1, ws, Policy(mode, network, ()))  # type: ignore[arg-type]
     arguments = {"command": command} | ({"timeoutMs": timeout_ms} if timeout_ms else {})
-    return await RunCommand()(ctx, arguments)
+    return await RunCommand(unix_sockets=unix_sockets)(ctx, arguments)
 
 
 @needs_sandbox
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write", "full-access"])
 async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
-    """H-4: with the network off a command connects to no Unix socket the host listens on
-    (in /tmp, under /run, in $XDG_RUNTIME_DIR, anywhere else, abstract), only to its own
-    workspace's. Controls: unsandboxed the same probe reaches every one, and with the network
-    on the sandbox reaches them (but workspace-write's /tmp, which is always private)."""
+    """W-2: with the network off a command can make no Unix socket at all (the seccomp
+    wall: EPERM), so it reaches none the host listens on (in /tmp, under /run, in
+    $XDG_RUNTIME_DIR, anywhere else, abstract), nor its workspace's own; with the network
+    on the same in read-only and workspace-write, and full-access keeps the host's.
+    Controls: unsandboxed the same probe reaches every one; under the person's "*"
+    downgrade the old best-effort hiding is what is left (folders emptied, other sockets
+    covered, not in full-access); a socket the person lists is reached, the others not."""
     tag = f"dsh-h4-{os.getpid()}-{mode}"
     runtime = Path("/var/tmp") / f"{tag}-xdg"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # a runtime dir outside /run: hidden as well
@@ -219,7 +225,7 @@ async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
         "tmp": f"/tmp/{tag}.sock",
         "run": f"{run_folder()}/{tag}/bus.sock",
         "xdg": f"{runtime}/agent.sock",
-        "elsewhere": f"/var/tmp/{tag}-home/ssh-control.sock",  # no socket folder: covered one by one
+        "elsewhere": f"/var/tmp/{tag}-home/ssh-control.sock",  # no socket folder
         "abstract": f"@{tag}",
         "workspace": str(ws / "own.sock"),
     }
@@ -228,10 +234,17 @@ async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
     with UnixListeners(**where):
         plain = await run([PYTHON, "probe.py", *where.values()], cwd=ws, env=dict(os.environ), timeout_s=30, output_cap=4096)
         assert set(connect_results(plain.output).values()) == {"OK"}, plain.output  # the probe works
-        off = await run_tool(ws, mode, False, probe_command)
-        assert off.ok, off.content
-        seen = connect_results(off.content.split("\n", 1)[1])
-        assert seen == {
+        for network in (False, True):
+            outcome = await run_tool(ws, mode, network, probe_command)
+            assert outcome.ok, outcome.content
+            seen = connect_results(outcome.content.split("\n", 1)[1])
+            reached = "OK" if network and mode == "full-access" else "EPERM"
+            assert seen == {target: reached for target in where.values()}, (network, outcome.content)
+
+        # The person's downgrade, "*": Unix sockets allowed, the rest hidden as well as can be.
+        off = await run_tool(ws, mode, False, probe_command, unix_sockets=("*",))
+        assert "no socket wall" not in off.content  # the wall is there, AF_UNIX allowed in it
+        assert connect_results(off.content.split("\n", 1)[1]) == {
             where["tmp"]: "ENOENT",
             where["run"]: "ENOENT",
             where["xdg"]: "ENOENT",
@@ -240,11 +253,21 @@ async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
             where["abstract"]: "ECONNREFUSED",  # its own network namespace has no such name
             where["workspace"]: "OK",
         }, off.content
-        on = await run_tool(ws, mode, True, probe_command)
+        on = await run_tool(ws, mode, True, probe_command, unix_sockets=("*",))
         expected = {target: "OK" for target in where.values()}
         if mode == "workspace-write":
             expected[where["tmp"]] = "ENOENT"
         assert connect_results(on.content.split("\n", 1)[1]) == expected, on.content
+
+        # A listed socket: that one reached, with the network on and off; the others not.
+        listed = (where["run"],)
+        for network in (False, True):
+            some = await run_tool(ws, mode, network, probe_command, unix_sockets=listed)
+            seen = connect_results(some.content.split("\n", 1)[1])
+            assert seen[where["run"]] == "OK", some.content
+            if not (network and mode == "full-access"):
+                assert seen[where["tmp"]] == seen[where["xdg"]] == "ENOENT", some.content
+                assert seen[where["elsewhere"]] == ("OK" if mode == "full-access" else "ECONNREFUSED"), some.content
 
 
 @needs_sandbox
@@ -288,6 +311,9 @@ async def test_links_in_a_hidden_folder_that_lead_elsewhere_stay(ws, mode):
             plain = await run(["/bin/sh", "-c", command], cwd=ws, env=dict(os.environ), timeout_s=30, output_cap=4096)
             assert plain.output == f"found\n{socket_link} OK\n"
             result = await run_tool(ws, mode, False, command)
+            assert result.content.split("\n", 1)[1] == f"found\n{socket_link} EPERM", result.content
+            # Under the "*" downgrade (Unix sockets allowed) the link to a socket is not made.
+            result = await run_tool(ws, mode, False, command, unix_sockets=("*",))
             assert result.content.split("\n", 1)[1] == f"found\n{socket_link} ENOENT", result.content
     finally:
         for link in (program_link, socket_link):
@@ -441,7 +467,8 @@ async def test_probe_reports_why_and_how_to_fix(tmp_path, monkeypatch):
 @needs_sandbox
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
 async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_listed_again(ws, mode, monkeypatch):
-    """A host socket listed to be covered (network off) can be gone when bubblewrap starts,
+    """Under the "*" downgrade (Unix sockets allowed, the others covered as well as can
+    be): a host socket listed to be covered (network off) can be gone when bubblewrap starts,
     which then fails before the command: the sockets are listed again and the sandbox built
     once more. If it fails again, the call says the sandbox could not be set up and that
     nothing ran (the command's marker is never written)."""
@@ -457,7 +484,7 @@ async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_liste
 
     monkeypatch.setattr(host_module, "listening_sockets", first_vanished)
     marker = "echo ran" if mode == "read-only" else "echo ran > ran.txt; echo ran"
-    outcome = await run_tool(ws, mode, False, marker)
+    outcome = await run_tool(ws, mode, False, marker, unix_sockets=("*",))
     assert outcome.ok, outcome.content
     assert outcome.content.splitlines()[-1] == "ran" and len(listed) == 2
 
@@ -465,7 +492,7 @@ async def test_a_covered_socket_that_vanishes_before_the_sandbox_starts_is_liste
     (ws / "ran.txt").unlink(missing_ok=True)
     listed.clear()
     monkeypatch.setattr(host_module, "listening_sockets", lambda: listed.append(1) or (vanished,))
-    failed = await run_tool(ws, mode, False, "echo ran > ran.txt")
+    failed = await run_tool(ws, mode, False, "echo ran > ran.txt", unix_sockets=("*",))
     assert not failed.ok and failed.content.startswith("Not run: the sandbox could not be set up")
     assert "Can't create file" in failed.content and len(listed) == 2
     assert not (ws / "ran.txt").exists()

@@ -59,6 +59,7 @@ _WHERE_REQUESTS_GO = "the workspace is not trusted: only you choose where reques
 _TRUST_ONLY_FROM_USER = "only your user config may list trusted folders (a repository cannot vouch for itself)"
 _TRUST_NOT_FROM_EDITOR = "the editor says whether the workspace is trusted with initializationOptions.trusted"
 _ENV_ONLY_FROM_USER = "only your user config may pass environment variables to commands (they may hold secrets)"
+_SOCKETS_ONLY_FROM_USER = "only your user config may let commands reach the host's Unix sockets ([tools] unixSockets)"
 _MCP_NOT_TRUSTED = "the workspace is not trusted: its MCP servers (programs it would run) do not start"
 _MCP_ONLY_FROM_USER = {
     "approve": "only your user config may let an MCP server's tools run without asking (approve = \"never\")",
@@ -248,10 +249,14 @@ def _guard_workspace(
 
 def _drop_tools_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:
     tools = layer.get("tools")
-    if not isinstance(tools, dict) or "env" not in tools:
+    if not isinstance(tools, dict):
         return []
-    del tools["env"]
-    return [IgnoredKey(file, "tools.env", _ENV_ONLY_FROM_USER, untrusted=False)]
+    dropped = []
+    for key, why in (("env", _ENV_ONLY_FROM_USER), ("unixSockets", _SOCKETS_ONLY_FROM_USER)):
+        if key in tools:
+            del tools[key]
+            dropped.append(IgnoredKey(file, f"tools.{key}", why, untrusted=False))
+    return dropped
 
 
 def _drop_expand_env(layer: dict[str, Any], file: str) -> list[IgnoredKey]:

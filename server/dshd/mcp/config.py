@@ -62,7 +62,7 @@ MAX_TOOL_TIMEOUT_S = 3600.0
 @attrs.frozen
 class McpServerSpec:
     """One server to start: stdio (``command``, ``args``, ``env``, ``cwd`` relative to the
-    workspace root) or streamable HTTP (``url``, ``headers``, ``bearer_token_env``: the
+    workspace root, or absolute from the user config) or streamable HTTP (``url``, ``headers``, ``bearer_token_env``: the
     name of the daemon's environment variable holding the token, never the token)."""
 
     name: str
@@ -92,9 +92,11 @@ class McpServerSpec:
 # ---- checks shared by the config table and the other sources ------------------------------
 
 
-def server_problem(entry: Mapping[str, Any]) -> tuple[str, str] | None:
+def server_problem(entry: Mapping[str, Any], *, outside_cwd: bool = True) -> tuple[str, str] | None:
     """``(key, why)`` when a table-shaped server entry (the config file's camelCase keys,
-    values already of the right types) cannot be run as written; None when it can."""
+    values already of the right types) cannot be run as written; None when it can.
+    ``outside_cwd``: an absolute ``cwd`` may be taken (the config files: only the user
+    config's is started there, dshd.mcp.servers); never from ``.mcp.json`` nor ACP."""
     command, url = entry.get("command"), entry.get("url")
     if command is None and url is None:
         return "command", "set command (a stdio server) or url (a streamable HTTP server)"
@@ -114,7 +116,11 @@ def server_problem(entry: Mapping[str, Any]) -> tuple[str, str] | None:
         cwd = entry.get("cwd")
         if cwd is not None:
             normal = os.path.normpath(cwd) if cwd else ""
-            if not cwd.strip() or "\0" in cwd or os.path.isabs(cwd) or normal == ".." or normal.startswith("../"):
+            if not cwd.strip() or "\0" in cwd:
+                return "cwd", "must be a folder relative to the workspace root, inside it"
+            if os.path.isabs(cwd) and not outside_cwd:
+                return "cwd", "must be a folder relative to the workspace root, inside it (only your user config may name a folder outside it)"
+            if not os.path.isabs(cwd) and (normal == ".." or normal.startswith("../")):
                 return "cwd", "must be a folder relative to the workspace root, inside it"
     else:
         if not re.match(r"https?://[^/\s]+", url or ""):
@@ -350,7 +356,7 @@ def _json_entry(entry: Any, expander: _Expander) -> tuple[dict[str, Any] | None,
         table = expander.table(table)
     except _Unexpandable as exc:
         return None, {}, str(exc)
-    problem = server_problem(table)
+    problem = server_problem(table, outside_cwd=False)
     if problem is not None:
         return None, {}, f"{problem[0]} {problem[1]}"
     return table, written, None
@@ -471,7 +477,7 @@ def specs_from_acp(mcp_servers: list[dict[str, Any]]) -> list[McpServerSpec]:
             raise DshError(
                 "invalid-params", f"{where}.type {kind!r}: dshd connects stdio and http servers", field=f"{where}.type"
             )
-        problem = server_problem(table)
+        problem = server_problem(table, outside_cwd=False)
         if problem is not None:
             raise DshError("invalid-params", f"{where}.{problem[0]} {problem[1]}", field=f"{where}.{problem[0]}")
         specs.append(spec_from_table(name, table, "acp"))

@@ -6,13 +6,20 @@ session's when it opens); each starts in a task of its own, bounded by its
 loop's first request of a turn waits for :meth:`McpServers.ready`, so the model sees
 every tool of the servers that started.
 
-A stdio server runs in the command sandbox: bubblewrap, the workspace writable and the
-rest of the file system read-only, ``.git`` and ``.dsh`` read-only, a private ``/tmp``,
-the network as ``[tools] network`` (off: no socket of the host's reachable), the
-environment commands get plus the server's own ``env``, in its own PID namespace tied to
-the daemon (``--die-with-parent``), in its own process group. Only ``sandbox = "none"``
-from the user config runs it directly. Where no sandbox can be built the server does not
-start: it is failed, with the reason. A sandboxed server run through a package runner
+A stdio server runs in the command sandbox, started through the one launcher
+(:func:`dshd.sandbox.launcher.sandbox_start`, as commands are): bubblewrap with an
+environment of its own, the workspace writable and the rest of the file system read-only,
+``.git`` and ``.dsh`` read-only, a private ``/tmp``, the network as ``[tools] network``,
+no host Unix socket (the socket wall, unless the user config's ``[tools] unixSockets``
+says otherwise), the shared daemon's folder hidden, the environment commands get plus
+the server's own ``env`` set inside the sandbox (never on a command line), in its own PID
+namespace tied to the daemon (``--die-with-parent``), in its own process group. A loader
+variable (``LD_PRELOAD``, ``GCONV_PATH``, ...) in a server's ``env``, whoever configured
+it, fails that server alone, naming the variable. Its ``cwd`` is a folder of the
+workspace; a server of the user config may name an absolute one outside it (it still runs
+in the sandbox, where that folder is read-only). Only ``sandbox = "none"`` from the user
+config runs it directly. Where no sandbox can be built the server does not start: it is
+failed, with the reason. A sandboxed server run through a package runner
 (``npx``, ``uvx``, ``bunx``, ``pnpm dlx``, ``yarn dlx``) that fails to start gets a hint in
 its reason: the runner wants the network and a writable cache, which the sandbox does not
 give it (:func:`runner_hint`).
@@ -65,12 +72,15 @@ from dshd.mcp.tools import (
     schema_bytes,
     tool_name,
 )
-from dshd.sandbox import bwrap_argv, probe
-from dshd.sandbox.policy import replaced_folders
+from dshd.sandbox import probe
 from dshd.sandbox.host import host_policy
+from dshd.sandbox.launcher import SandboxStart, loader_variable, sandbox_start
+from dshd.sandbox.policy import replaced_folders, socket_filter
+from dshd.sandbox.probe import Probe
+from dshd.sandbox.seccomp import SeccompUnavailable
 from dshd.tools import safepath
 from dshd.tools.paths import PROTECTED, PathRefused
-from dshd.tools.run import command_env, sandboxed_env
+from dshd.tools.run import command_env, daemon_folders, sandboxed_env, wall_choice
 
 if TYPE_CHECKING:
     from dshd.mcp.client import Connection, Launch
@@ -114,6 +124,8 @@ class _Server:
     ignored: set[str] = attrs.Factory(set)  # tools whose changed definition was logged once
     relist: asyncio.Task | None = None  # the running re-list of its tools
     relist_again: bool = False  # it said its tools changed since the re-list began
+    # The launcher's memfds of a stdio server's start, open until the server has started.
+    started_with: SandboxStart | None = None
 
     def view(self) -> McpServerState:
         return McpServerState(self.spec.name, self.spec.source, self.spec.transport, self.state, self.reason, self.tools)
@@ -133,11 +145,13 @@ class McpServers:
         env_names: Iterable[str] = (),
         record: Record | None = None,
         expanded_names: Iterable[str] = (),
+        unix_sockets: Iterable[str] = (),
     ) -> None:
         self.root = Path(root).resolve()
         self.catalogue = catalogue
         self.network = network  # [tools] network: what a sandboxed server may reach
         self.env_names = tuple(env_names)  # the user config's [tools] env
+        self.unix_sockets = tuple(unix_sockets)  # the user config's [tools] unixSockets
         # The values .mcp.json may have expanded ([mcp] expandEnv): a reason (the state,
         # the log, the session's record) shows ${NAME} in their place. Longest first, so a
         # value inside another is not half replaced; a very short value is no secret and
@@ -286,7 +300,10 @@ class McpServers:
                 return
             server.connection = connection
             try:
-                listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
+                try:
+                    listed = await asyncio.wait_for(connection.start(), spec.startup_timeout_s)
+                finally:
+                    self._started(server)  # bubblewrap has read its arguments by now
             except asyncio.TimeoutError:
                 # (a package runner in the sandbox waits on its registry until then)
                 reason = f"did not start within {spec.startup_timeout_s:g} s (startupTimeoutS)"
@@ -438,30 +455,70 @@ class McpServers:
         }
         if spec.transport == "http":
             return client.Connection(spec, self.root, headers=_http_headers(spec), **told)
-        return client.Connection(spec, self.root, launch=await self._launch(spec), **told)
+        self._started(server)
+        launch, server.started_with = await self._launch(spec)
+        return client.Connection(spec, self.root, launch=launch, **told)
 
-    async def _launch(self, spec: McpServerSpec) -> "Launch":
+    @staticmethod
+    def _started(server: _Server) -> None:
+        if server.started_with is not None:
+            server.started_with.close()
+            server.started_with = None
+
+    async def _launch(self, spec: McpServerSpec) -> "tuple[Launch, SandboxStart | None]":
         from dshd.mcp.client import Launch
 
+        for name, _ in spec.env:
+            if loader_variable(name):
+                raise StartRefused(
+                    f"env {name} is a loader variable (it makes programs load code it names): refused, "
+                    f"whoever configured it; remove it from the {spec.name} server's env"
+                )
         cwd = self._cwd(spec)
         command = [spec.command or "", *spec.args]
         env = {**command_env(self.env_names), **dict(spec.env)}
         if spec.sandbox == "none":
-            return Launch(tuple(command), env, cwd)
+            return Launch(tuple(command), env, cwd), None
         found = await probe()
         if not found.ok:
             raise StartRefused(
                 f"no sandbox can be built here: {found.reason}. To fix it: {found.fix.split('; ')[0]}; "
                 'or, knowingly, set sandbox = "none" for this server in your user config'
             )
-        policy = host_policy("workspace-write", self.network, self.root, PROTECTED, show_installed=command)
-        argv = bwrap_argv(policy, command, cwd, bwrap=found.bwrap or shutil.which("bwrap") or "bwrap")
-        return Launch(tuple(argv), sandboxed_env(env, replaced_folders(policy), self.root), self.root, covered=policy.mask)
+        policy = host_policy(
+            "workspace-write", self.network, self.root, PROTECTED, show_installed=command if cwd.is_relative_to(self.root) else [*command, str(cwd)],
+            unix_sockets=self.unix_sockets, conceal=daemon_folders(),
+        )
+        wall, refusal = wall_choice(found, socket_filter(policy) is not None, self.unix_sockets)
+        if refusal is not None:
+            raise StartRefused(refusal)
+        try:
+            start = sandbox_start(
+                policy, command, cwd, sandboxed_env(env, replaced_folders(policy), self.root),
+                bwrap=found.bwrap or shutil.which("bwrap") or "bwrap", via="proc", wall=wall,
+            )
+        except SeccompUnavailable as exc:
+            raise StartRefused(Probe(True, wall_reason=str(exc)).wall_refusal()) from None
+        except ValueError as exc:
+            raise StartRefused(str(exc)) from None
+        return Launch(tuple(start.argv), start.env, self.root, covered=start.covered), start
 
     def _cwd(self, spec: McpServerSpec) -> Path:
-        """The server's folder: inside the workspace, walked there without following a link."""
+        """The server's folder: inside the workspace, walked there without following a
+        link; a server of the user config may name an absolute folder anywhere (it still
+        runs in the sandbox, read-only outside the workspace)."""
         if spec.cwd is None:
             return self.root
+        if os.path.isabs(spec.cwd):
+            if spec.source != "user":
+                raise StartRefused(
+                    f"cwd {spec.cwd} is outside the workspace: only your user config may name a folder outside it"
+                )
+            outside = Path(os.path.normpath(spec.cwd))
+            if not outside.is_relative_to(self.root):
+                if not outside.is_dir():
+                    raise StartRefused(f"cwd {spec.cwd} is not a folder")
+                return outside
         target = Path(os.path.normpath(self.root / spec.cwd))
         if not target.is_relative_to(self.root):
             raise StartRefused(f"cwd {spec.cwd} is outside the workspace")

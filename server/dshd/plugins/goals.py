@@ -133,7 +133,7 @@ class GoalsPlugin:
         self.agent = agent
         self.check = config.goals.check if config is not None else None  # G-23: run before the model's complete
         # The run tool's own machinery: the live sandbox policy, the allowlisted environment.
-        self.run_check = RunCommand(config.tools.env if config is not None else ())
+        self.run_check = RunCommand(*((config.tools.env, config.tools.unixSockets) if config is not None else ()))
         self.service = GoalService(agent.store, max_rounds_default, max_tokens_default)
         self.rendered_ref: GoalRef | None = None
         self.driver = ContinuationDriver(agent, self.service)

@@ -44,6 +44,7 @@ class McpPlugin:
             env_names=config.tools.env,
             record=record,
             expanded_names=config.mcp.expandEnv,
+            unix_sockets=config.tools.unixSockets,
         )
         agent.features.add(self.servers)
         agent.add_request_gate(self.servers.ready)

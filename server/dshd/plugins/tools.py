@@ -66,7 +66,7 @@ def tools(config: Config) -> list[Tool]:
             "run_command",
             "Run a shell command in the workspace, in the sandbox; answers its exit code and output.",
             run.PARAMETERS,
-            run.RunCommand(config.tools.env),
+            run.RunCommand(config.tools.env, config.tools.unixSockets),
             mutability="exec",
             preview=run.run_command_preview,
             describe=run.describe_run_command,

@@ -195,8 +195,10 @@ async def run(
     timeout_s: float,
     output_cap: int,
     sandbox_status: bool = False,
+    pass_fds: tuple[int, ...] = (),
 ) -> RunResult:
     """Run ``argv``; raises OSError when it cannot be started (no such program).
+    ``pass_fds``: descriptors it inherits (the launcher's memfds; the caller closes them).
 
     ``sandbox_status``: ``argv`` is a bubblewrap argv; bubblewrap is asked to report on a
     pipe (``--json-status-fd``), so a sandbox that failed to set up is told apart from a
@@ -218,7 +220,7 @@ async def run(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            pass_fds=(status_write,) if sandbox_status else (),
+            pass_fds=((status_write,) if sandbox_status else ()) + tuple(pass_fds),
         )
     except BaseException:
         if sandbox_status:

@@ -16,28 +16,44 @@ person lists in their user config's ``[tools] env``), never the daemon's whole o
 command's output goes to the session log and the model, and the model may be following a
 stranger's instructions.
 
+Loader variables (``LD_*``, ``GCONV_PATH``, ...: :func:`dshd.sandbox.launcher.loader_variable`)
+named in ``[tools] env`` are ignored, and each result says so.
+
 Where bubblewrap runs, every mode (full-access too) runs the command in its own PID
-namespace, so nothing it starts outlives it and the daemon's ``/proc`` is not visible; with
-the network off the host's sockets are hidden (``dshd.sandbox.sockets``). Only full-access
-with the network on runs without bubblewrap when it cannot be built, and says so.
+namespace, so nothing it starts outlives it and the daemon's ``/proc`` is not visible. The
+command starts through the one launcher (:func:`dshd.sandbox.launcher.sandbox_start`):
+bubblewrap with an environment of its own, the command's variables set inside, and the
+socket wall (no host Unix socket) with the network off in every mode and with the network
+on outside full-access, unless the person's user config lists sockets in ``[tools]
+unixSockets``. Where the wall cannot be loaded, commands that need it are refused, unless
+that list holds ``"*"``. The shared daemon's socket folder is hidden in every mode. Only
+full-access with the network on runs without bubblewrap when it cannot be built, and says
+so.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dshd.formats import clip, shown as shown_text
 from dshd.agent.tools import Change, ToolContext, ToolDescription, ToolOutcome, argument_text, path_location
-from dshd.sandbox import bwrap_argv, probe, run
-from dshd.sandbox.policy import replaced_folders
+from dshd.sandbox import probe, run
 from dshd.sandbox.host import host_policy
+from dshd.sandbox.launcher import SandboxStart, loader_variable, sandbox_start
+from dshd.sandbox.policy import replaced_folders, socket_filter
+from dshd.sandbox.probe import Probe
+from dshd.sandbox.seccomp import SeccompUnavailable
 from dshd.tools import safepath
 from dshd.tools.files import Refused, check_arguments
 from dshd.tools.paths import PROTECTED, PathRefused, resolve, shown
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -75,10 +91,56 @@ PARAMETERS = {
 
 
 def command_env(extra: Iterable[str] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment commands get: the allowlisted names of the daemon's, and ``extra``."""
+    """The environment commands get: the allowlisted names of the daemon's, and ``extra``
+    (loader variables left out: :func:`ignored_env`)."""
     source = os.environ if base is None else base
-    allowed = {*ALLOWED_ENV, *extra}
+    allowed = {*ALLOWED_ENV, *(name for name in extra if not loader_variable(name))}
     return {k: v for k, v in source.items() if k in allowed or k.startswith("LC_")}
+
+
+def ignored_env(extra: Iterable[str]) -> tuple[str, ...]:
+    """The names of ``[tools] env`` left out: loader variables."""
+    return tuple(name for name in extra if loader_variable(name))
+
+
+def daemon_folders() -> tuple[str, ...]:
+    """dshd's own folders hidden from every sandbox, read at each start (never made here):
+    the shared daemon's socket folders (``$XDG_RUNTIME_DIR/dshd``, ``/tmp/dshd-<uid>``,
+    and the fallback in the user's state folder) and that state folder itself (its key
+    marks dshd's own state), each only when it is this user's own folder (not a link,
+    not another user's: that one is not ours to hide)."""
+    uid = os.getuid()
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    candidates = [os.path.join(runtime, "dshd")] if os.path.isabs(runtime) else []
+    candidates.append(f"/tmp/dshd-{uid}")
+    try:
+        import dshd_connect
+
+        fallback = getattr(dshd_connect, "fallback_socket_dir", None)
+        if callable(fallback):
+            # <state>/dsh/run: the whole <state>/dsh goes (the state key lives there too).
+            candidates.append(os.path.dirname(fallback(os.environ, uid)))
+    except Exception:  # noqa: BLE001 - no home: the other folders are still hidden
+        pass
+    found: list[str] = []
+    for folder in candidates:
+        try:
+            st = os.lstat(folder)
+        except (OSError, ValueError):
+            continue
+        if os.path.isabs(folder) and st.st_uid == uid and stat.S_ISDIR(st.st_mode) and folder not in found:
+            found.append(folder)
+    return tuple(found)
+
+
+def wall_choice(found: Probe, policy_needs_wall: bool, unix_sockets: Sequence[str]) -> tuple[bool, str | None]:
+    """(load the wall, why nothing may start): the wall where the policy has one and this
+    host can load it; without it only under the person's ``"*"`` downgrade."""
+    if not policy_needs_wall or found.wall:
+        return policy_needs_wall, None
+    if "*" in unix_sockets:
+        return False, None
+    return False, found.wall_refusal()
 
 
 def sandboxed_env(env: dict[str, str], replaced: tuple[Path, ...], workspace: Path) -> dict[str, str]:
@@ -132,8 +194,12 @@ async def run_command_preview(ctx: ToolContext, arguments: dict[str, Any]) -> Ch
 
 
 class RunCommand:
-    def __init__(self, env_names: Iterable[str] = ()) -> None:
+    def __init__(self, env_names: Iterable[str] = (), unix_sockets: Iterable[str] = ()) -> None:
         self.env_names = tuple(env_names)  # the user config's [tools] env
+        self.unix_sockets = tuple(unix_sockets)  # the user config's [tools] unixSockets
+        self.ignored = ignored_env(self.env_names)
+        if self.ignored:
+            log.warning("[tools] env: %s ignored: loader variables are never passed to commands", ", ".join(self.ignored))
 
     async def __call__(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
         try:
@@ -145,13 +211,19 @@ class RunCommand:
         found = await probe()
         refused_marker = f"dshd-cwd-refused-{secrets.token_hex(8)}"
         shell = [SHELL, "-c", CWD_GUARD, SHELL, str(cwd), refused_marker, command]
-        replaced: tuple[Path, ...] = ()
-        mask: tuple[Path, ...] = ()
+        if self.ignored:
+            where += f"; [tools] env {', '.join(self.ignored)} ignored (loader variables)"
+        start: SandboxStart | None = None
+        env = command_env(self.env_names)
         if found.ok:
-            argv, replaced, mask = self._sandboxed(ctx, shell, found.bwrap or "bwrap")
+            try:
+                start = self._sandboxed(ctx, shell, found, env)
+            except _Refused as exc:
+                return ToolOutcome.failure(f"Not run: {exc}")
+            if start.wall is None and socket_filter_needed(ctx):
+                where += "; no socket wall: Unix sockets allowed by your user config ([tools] unixSockets = [\"*\"])"
         elif policy.sandbox == "full-access" and policy.network:
             # Asked for no restriction at all: run it, and say what that costs.
-            argv = shell
             where = f"full-access, network on, not sandboxed: {found.reason}; what it leaves running in the background may outlive it"
         else:
             return ToolOutcome.failure(
@@ -160,22 +232,40 @@ class RunCommand:
         try:
             cwd_fd = _open_cwd(ctx.root, cwd)
         except (Refused, PathRefused) as exc:
+            if start is not None:
+                start.close()
             return ToolOutcome.failure(f"Not run: {exc}")
         try:
             # Started in the checked folder itself (its handle), not by its name: so is the
             # command outside bubblewrap (full-access with the network on, none built).
             for attempt in (1, 2):
-                result = await run(
-                    argv, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=sandboxed_env(command_env(self.env_names), replaced, ctx.root),
-                    timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP, sandbox_status=found.ok,
-                )
-                # A host socket covered with the network off can vanish between being listed
-                # and bubblewrap's start, which then fails before the command runs: list the
-                # sockets again and build the sandbox once more (never a command twice: the
-                # status pipe says the command did not run).
-                if not (result.setup_failed and attempt == 1 and any(not os.path.lexists(p) for p in mask)):
+                try:
+                    if start is None:
+                        result = await run(
+                            shell, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=env,
+                            timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP,
+                        )
+                    else:
+                        result = await run(
+                            start.argv, cwd=Path(f"/proc/self/fd/{cwd_fd}"), env=start.env,
+                            timeout_s=timeout_ms / 1000, output_cap=OUTPUT_CAP, sandbox_status=True,
+                            pass_fds=start.pass_fds,
+                        )
+                finally:
+                    if start is not None:
+                        start.close()
+                # A host socket covered under the unixSockets downgrade can vanish between
+                # being listed and bubblewrap's start, which then fails before the command
+                # runs: list the sockets again and build the sandbox once more (never a
+                # command twice: the status pipe says the command did not run).
+                if start is None or not (
+                    result.setup_failed and attempt == 1 and any(not os.path.lexists(p) for p in start.covered)
+                ):
                     break
-                argv, replaced, mask = self._sandboxed(ctx, shell, found.bwrap or "bwrap")
+                try:
+                    start = self._sandboxed(ctx, shell, found, env)
+                except _Refused as exc:
+                    return ToolOutcome.failure(f"Not run: {exc}")
         except OSError as exc:
             return ToolOutcome.failure(f"Not run: the command could not be started: {exc}")
         finally:
@@ -209,16 +299,36 @@ class RunCommand:
         return ToolOutcome(result.exit_code == 0, "\n".join(parts))
 
 
-    @staticmethod
-    def _sandboxed(ctx: ToolContext, shell: list[str], bwrap: str) -> tuple[list[str], tuple[Path, ...], tuple[Path, ...]]:
-        """The bubblewrap argv for ``shell`` under the live policy, the folders it replaces
-        with empty ones, and the host sockets it covers (listed now: they come and go)."""
+    def _sandboxed(self, ctx: ToolContext, shell: list[str], found: Probe, env: dict[str, str]) -> SandboxStart:
+        """The start of ``shell`` under the live policy, through the one launcher (host
+        sockets and the daemon's folder read now: they come and go)."""
         policy = ctx.policy
         # dshd's own folder always exists, so it is always protected; .git only when present.
         (ctx.root / ".dsh").mkdir(exist_ok=True)
-        sandbox = host_policy(policy.sandbox, policy.network, ctx.root, PROTECTED)
-        # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
-        return bwrap_argv(sandbox, shell, ctx.root, bwrap=bwrap), replaced_folders(sandbox), sandbox.mask
+        sandbox = host_policy(
+            policy.sandbox, policy.network, ctx.root, PROTECTED, unix_sockets=self.unix_sockets, conceal=daemon_folders()
+        )
+        wall, refusal = wall_choice(found, socket_filter(sandbox) is not None, self.unix_sockets)
+        if refusal is not None:
+            raise _Refused(refusal)
+        try:
+            # bwrap starts in the root (always there); the guard goes to the cwd and checks it.
+            return sandbox_start(
+                sandbox, shell, ctx.root, sandboxed_env(env, replaced_folders(sandbox), ctx.root),
+                bwrap=found.bwrap or "bwrap", wall=wall,
+            )
+        except SeccompUnavailable as exc:
+            raise _Refused(Probe(True, wall_reason=str(exc)).wall_refusal()) from None
+        except ValueError as exc:
+            raise _Refused(str(exc)) from None
+
+
+class _Refused(Exception):
+    """The command cannot start in this sandbox (the reason)."""
+
+
+def socket_filter_needed(ctx: ToolContext) -> bool:
+    return not (ctx.policy.sandbox == "full-access" and ctx.policy.network)
 
 
 def describe_run_command(arguments: dict[str, Any]) -> ToolDescription:
