@@ -749,25 +749,6 @@ def test_the_docs_flags_are_the_commands_flags():
     assert used and used <= have, used - have
 
 
-def test_an_untrusted_workspace_cannot_drop_approvals_for_the_run(tmp_path, headless):
-    """The same trust as the editors: a cloned repository's `approve = []` is ignored (and
-    said so) unless the person trusts the folder; trusted, the same run writes."""
-    write = ("write_file", {"path": "src/new.py", "content": "X = 1\n"})
-    root = workspace(tmp_path, [reply("Writing.", write), reply("Done.")], plugins=TOOLS,
-                     extra="\n[tools]\napprove = []\n")
-    done = headless.run(root, "make src/new.py", "--json")
-    assert done.code == 3, done.stderr
-    assert "approve" in done.stderr and "trust" in done.stderr  # the ignored key is reported
-    assert not (root / "src" / "new.py").exists()
-    # Control: the person trusts the folder in their user config; the same run writes.
-    trusted = workspace(tmp_path / "trusted", [reply("Writing.", write), reply("Done.")], plugins=TOOLS,
-                        extra="\n[tools]\napprove = []\n")
-    headless.trust(trusted)
-    ok = headless.run(trusted, "make src/new.py", "--json")
-    assert ok.code == 0, ok.stderr
-    assert (trusted / "src" / "new.py").read_text() == "X = 1\n"
-
-
 def test_an_unknown_session_or_no_last_session_exits_1(tmp_path, headless):
     root = workspace(tmp_path, [reply("never")])
     done = headless.run(root, "hi", "--last", "--json")
