@@ -238,6 +238,8 @@ def describe_event(event) -> str:
         if g.blockedReason:
             text += f" [{g.blockedReason.code}: {_clip(g.blockedReason.message, 40)}]"
         return text
+    if cls is ev.McpServer:  # the server's name and its own last words: escaped, one line
+        return f"MCP server {_shown(d.name)} {d.state}: {_clip(_shown(d.reason), 100)}"
     if cls is ev.CheckpointTaken:
         return f"checkpoint {d.phase} step {d.step}: tree {d.tree[:12]}, {d.files} files"
     if cls is ev.CheckpointRestored:

@@ -268,6 +268,7 @@ def test_log_show_and_goal_on_a_terminal_show_the_logs_strings_escaped(tmp_path,
             if how != ["--goal"]:
                 assert "\\u001b]0;OWNED-TITLE\\u0007" in text, (how, text)  # shown, escaped
             if not how:  # one event, one line: the model's tool name forges none
+                assert "MCP server h failed: its process exited; its last words on stderr: \\u001b[2J" in text, text
                 assert "\\ndshd: everything approved" in text and "\ndshd: everything approved" not in text.replace("\r\n", "\n")
 
         code, seen = under_pty(COMMAND + ["goal", "create", "Fix it " + hostile.HOSTILE], cwd=root, env=env)
