@@ -59,9 +59,10 @@ LOADER_NAMES = frozenset(
 )
 SHELL = "/bin/sh"
 # via="proc": the memfds opened by path as descriptors 3 (arguments) and 4 (the wall);
-# the variables the MCP SDK adds to every server's environment are dropped first.
-_PROC_SCRIPT = 'unset HOME LOGNAME SHELL TERM USER; p=$1; shift; exec "$0" --args 3 "$@" 3<"$p"'
-_PROC_SCRIPT_WALL = 'unset HOME LOGNAME SHELL TERM USER; p=$1 s=$2; shift 2; exec "$0" --args 3 "$@" 3<"$p" 4<"$s"'
+# the variables the MCP SDK adds to every server's environment (and the PWD sh sets)
+# are dropped first.
+_PROC_SCRIPT = 'unset HOME LOGNAME SHELL TERM USER PWD; p=$1; shift; exec "$0" --args 3 "$@" 3<"$p"'
+_PROC_SCRIPT_WALL = 'unset HOME LOGNAME SHELL TERM USER PWD; p=$1 s=$2; shift 2; exec "$0" --args 3 "$@" 3<"$p" 4<"$s"'
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
