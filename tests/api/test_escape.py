@@ -74,9 +74,22 @@ def test_a_log_record_is_one_escaped_line_and_its_traceback_keeps_its_lines() ->
     text = formatter.format(record)
     assert text.splitlines()[0] == "ERROR dshd: failed: x\\u001b[2J\\u009b\\u202e\\u0007\\nFORGED: approved"
     assert "Traceback (most recent call last):" in text.splitlines()[1]  # its lines kept
+    assert not any(line.startswith("FORGED") for line in text.splitlines()), text  # the exception's text one line
+    assert text.splitlines()[-1] == "ValueError: x\\u001b[2J\\u009b\\u202e\\u0007\\nFORGED: approved"
     assert not any(c in text for c in "\x1b\x9b\u202e\x07")
+    try:  # a chain: the cause's text and the context's, one line each too
+        try:
+            raise OSError(hostile)
+        except OSError as inner:
+            raise RuntimeError(hostile) from inner
+    except RuntimeError:
+        record = logging.LogRecord("dshd", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    chained = formatter.format(record)
+    assert "OSError: x" in chained and "RuntimeError: x" in chained
+    assert not any(line.startswith("FORGED") for line in chained.splitlines()), chained
     # Control: logging's own formatter writes the record as it came.
-    assert hostile in logging.Formatter("%(message)s").format(record)
+    plain = logging.LogRecord("dshd", logging.ERROR, __file__, 1, "failed: %s", (hostile,), None)
+    assert hostile in logging.Formatter("%(message)s").format(plain)
 
 
 def test_any_twelve_characters_of_the_key_are_redacted_and_nothing_else() -> None:

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import time
+import traceback
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -119,6 +120,25 @@ class RedactingFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = shown(record.message)  # set by format() from getMessage() each time
         return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback with each exception's own text on one line (a server's error
+        carried in an exception forges no line either); the frames keep their lines."""
+        try:
+            top = traceback.TracebackException(*ei)
+        except Exception:  # noqa: BLE001 - an odd exception: the plain traceback, escaped by format()
+            return super().formatException(ei)
+        todo, seen = [top], set()
+        while todo:
+            exc = todo.pop()
+            if id(exc) in seen:
+                continue
+            seen.add(id(exc))
+            if isinstance(getattr(exc, "_str", None), str):  # the text format_exception_only writes
+                exc._str = shown(exc._str)
+            todo += [e for e in (exc.__cause__, exc.__context__) if e is not None]
+            todo += list(getattr(exc, "exceptions", None) or ())
+        return "".join(top.format()).rstrip("\n")
 
     def format(self, record: logging.LogRecord) -> str:
         # The whole text again: a traceback cached by another handler, a field of the format.
