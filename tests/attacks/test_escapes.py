@@ -280,3 +280,38 @@ def test_log_show_and_goal_on_a_terminal_show_the_logs_strings_escaped(tmp_path,
         assert hostile.CONTROLS in goal["objective"]
     finally:
         runtime.stop()
+
+
+# ---- by construction: every log handler of dshd escapes ----------------------------------
+
+
+def plain_formatters(source: str) -> list[int]:
+    """Lines of ``source`` that give a log handler a formatter other than the escaping one
+    (``RedactingFormatter``), or let ``basicConfig`` make a plain one (``format=``)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name == "setFormatter":
+            given = node.args[0] if node.args else None
+            made = given.func if isinstance(given, ast.Call) else None
+            made_name = made.attr if isinstance(made, ast.Attribute) else getattr(made, "id", None)
+            if made_name != "RedactingFormatter":
+                found.append(node.lineno)
+        elif name == "basicConfig" and any(k.arg in ("format", "style") for k in node.keywords):
+            found.append(node.lineno)
+    return found
+
+
+def test_every_log_handler_in_dshd_gets_the_escaping_formatter():
+    server = Path(__file__).resolve().parents[2] / "server"
+    sources = sorted(server.rglob("*.py"))
+    handlers = {p: plain_formatters(p.read_text()) for p in sources}
+    assert [f"{p.relative_to(server)}:{line}" for p, lines in handlers.items() for line in lines] == []
+    assert sum("RedactingFormatter(" in p.read_text() for p in sources) >= 4  # the daemon, serve, acp, run, the CLIs
+    # Control: the check finds a plain formatter and a basicConfig that makes one.
+    assert plain_formatters("h.setFormatter(logging.Formatter('%(message)s'))\nlogging.basicConfig(format='%(message)s')") == [1, 2]
+    assert plain_formatters("h.setFormatter(RedactingFormatter('%(message)s'))") == []
