@@ -176,3 +176,25 @@ async def test_a_user_config_server_with_a_loader_variable_fails_alone(planted, 
     finally:
         await agent.aclose()
     assert not marker.exists()
+
+
+async def test_an_acp_clients_server_with_a_loader_variable_fails_alone(planted, tmp_path):
+    """The same for a server an ACP client hands over in session/new (mcpServers)."""
+    ws, library, marker = planted
+    control(library, marker)
+    (ws / ".mcp.json").unlink()
+    from dshd.mcp.config import specs_from_acp
+    from tests.mcp_agent_support import servers_of, workspace
+
+    agent = workspace(tmp_path, [{"text": "done"}], {}).create_session()
+    try:
+        acp = specs_from_acp([{"name": "handed", "command": "/bin/true", "args": [],
+                               "env": [{"name": "LD_PRELOAD", "value": str(library)}]}])
+        servers_of(agent).add(acp, "acp")
+        await agent.prompt("go")
+        [state] = servers_of(agent).states()
+        assert state.source == "acp" and state.state == "failed"
+        assert "env LD_PRELOAD is a loader variable" in (state.reason or "")
+    finally:
+        await agent.aclose()
+    assert not marker.exists()

@@ -1,11 +1,13 @@
-"""Where the host's Unix sockets are, for a sandbox with the network off to hide them.
+"""Where the host's Unix sockets are, for a sandbox to hide them as well as a list can.
 
-A network namespace covers TCP, UDP and abstract Unix sockets, but not a socket that is a
-file: ``connect()`` to its path reaches the host's listener from any namespace. So the
-folders that hold such sockets (``/tmp``, ``/run`` and its ``/var/run`` alias,
-``$XDG_RUNTIME_DIR``) are hidden whole, and every other socket the host is listening on
-(``/proc/net/unix``: ``~/.ssh`` control masters, a ``/dev/log`` that is a socket, ...) is
-covered one by one. Read each time a command starts: sockets come and go.
+This is not the wall: the wall is the seccomp socket filter (:mod:`dshd.sandbox.seccomp`),
+which lets no Unix socket be made at all. What is here serves two things: the folders
+that hold sockets (``/tmp``, ``/run`` and its ``/var/run`` alias, ``$XDG_RUNTIME_DIR``) are
+hidden whole with the network off (they also hold the shared daemon's folder); and under
+the person's ``[tools] unixSockets`` downgrade, where Unix sockets are allowed, every
+other socket the host is listening on (``/proc/net/unix``) is covered one by one, a list
+of holes that misses a socket renamed into place, bound by a relative path or made after
+the start. Read each time something starts: sockets come and go.
 """
 
 from __future__ import annotations
