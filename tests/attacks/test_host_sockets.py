@@ -1,6 +1,6 @@
 """Host Unix sockets from inside the sandbox, through the real daemon: the model's
-`run_command` tries to reach a socket of the host, in read-only, workspace-write and
-full-access, with the network off and on.
+`run_command` (and a stdio MCP server) tries to reach a socket of the host, in read-only,
+workspace-write and full-access, with the network off and on.
 
 The wall: with the network off, no mode reaches a host socket; with the network on,
 read-only and workspace-write reach none either (network means TCP and UDP) unless the
@@ -12,9 +12,10 @@ does not matter, and neither does where it is.
 
 The attacks: a real OpenSSH control master under $HOME (ssh binds its socket under a
 temporary name and links it into place, so /proc/net/unix never names the path a client
-uses), driven to write a file outside the workspace; and host listeners bound each way, in
-a folder outside /tmp, /run and $XDG_RUNTIME_DIR, under /tmp, and abstract. Each test has
-its control: the same probe, run outside the sandbox, reaches every socket.
+uses), driven to write a file outside the workspace by a command and by a stdio MCP server
+(the same sandbox) as it starts; and host listeners bound each way, in a folder outside
+/tmp, /run and $XDG_RUNTIME_DIR, under /tmp, and abstract. Each test has its control: the
+same probe, run outside the sandbox, reaches every socket.
 """
 
 from __future__ import annotations
