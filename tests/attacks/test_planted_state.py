@@ -17,6 +17,7 @@ when the next daemon opens the session, and recorded in that session's log.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -179,3 +180,72 @@ async def test_a_cloned_checkpoint_repository_and_journal_are_moved_aside_never_
     assert not [line for line in git(clone, "status", "--porcelain").splitlines() if ".dsh/" in line and "??" in line]
 
     await own_interrupted_restore_is_finished(clone, state)
+
+
+# ---- a session folder's caches ----------------------------------------------------------
+
+
+def forge_projection(folder: Path, sign) -> None:
+    """The session's projection.json made to say what its log does not: plan mode on, another title."""
+    path = folder / "projection.json"
+    body = json.loads(path.read_bytes().partition(b"\n")[2])
+    body["state"]["plan"]["active"] = True
+    body["state"]["title"] = "forged by the clone"
+    path.write_bytes(sign(json.dumps(body, separators=(",", ":")).encode()))
+
+
+def sign_legacy(body: bytes) -> bytes:
+    """The header dshd wrote before this wall: a plain sha256 anyone can make."""
+    return b"dshd-projection v1 sha256=" + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def sign_with(state: Path):
+    """The header dshd writes, made with the key in ``state`` (as that user's dshd would)."""
+    script = ("import sys; from dshd.folds.replay import sign_checkpoint_body; "
+              "sys.stdout.buffer.write(sign_checkpoint_body(sys.stdin.buffer.read()))")
+
+    def sign(body: bytes) -> bytes:
+        return subprocess.run([sys.executable, "-c", script], input=body, capture_output=True, check=True,
+                              env={**os.environ, "XDG_STATE_HOME": str(state)}).stdout
+    return sign
+
+
+async def open_and_list(root: Path, state: Path, cache: Path, sid: str) -> tuple[dict, dict]:
+    daemon = Daemon(root)
+    try:
+        client = await daemon.start(env={"XDG_STATE_HOME": str(state), "XDG_CACHE_HOME": str(cache)})
+        rows = (await client.request("dsh/session/list", {}))["sessions"]
+        opened = await client.request("dsh/session/open", {"sessionId": sid})
+    finally:
+        await daemon.stop_all()
+    [row] = [r for r in rows if r["sessionId"] == sid]
+    return opened, row
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["todays-layout", "another-key"])
+async def test_a_cloned_sessions_projection_is_not_taken_for_its_log(tmp_path: Path, legacy: bool):
+    source = tmp_path / "hostile"
+    write_workspace(source)
+    daemon = Daemon(source)
+    try:
+        client = await daemon.start(env={"XDG_STATE_HOME": str(tmp_path / "attacker-state")})
+        sid = (await client.request("dsh/session/create", {"title": "honest"}))["sessionId"]
+    finally:
+        await daemon.stop_all()
+    forge_projection(source / ".dsh" / "sessions" / sid, sign_legacy if legacy else sign_with(tmp_path / "attacker-state"))
+    git(source, "init", "-q")
+    git(source, "add", "-A")
+    git(source, "add", "-f", ".dsh")
+    git(source, "commit", "-q", "-m", "a project")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(source), str(clone)], check=True, capture_output=True)
+    state = tmp_path / "person-state"
+
+    opened, row = await open_and_list(clone, state, tmp_path / "cache-1", sid)
+    assert opened["plan"] == {"active": False} and row["title"] == "honest"  # the log's, strictly replayed
+
+    # Positive control: the same forgery marked with the person's own key is taken (the
+    # probe sees a trusted projection), which is why only dshd here can make that mark.
+    forge_projection(clone / ".dsh" / "sessions" / sid, sign_with(state))
+    opened, row = await open_and_list(clone, state, tmp_path / "cache-2", sid)
+    assert opened["plan"] == {"active": True} and row["title"] == "forged by the clone"

@@ -7,6 +7,7 @@ The clone through the real daemon is tests/attacks/test_planted_state.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -171,3 +172,38 @@ def test_the_state_key_is_made_private_and_refused_where_others_could_reach_it(t
     with pytest.raises(DshError):
         ShadowRepo(root).snapshot()
     assert not (root / ".dsh" / "checkpoints.git").exists()
+
+
+async def test_chat_marks_made_with_another_key_are_not_used(tmp_path: Path, monkeypatch):
+    """A session's chat-marks.json made by another user's dshd (a clone's) is not used: the
+    chat is projected from the log's start. Control: the same file marked here is used."""
+    from dshd.api import chat_marks
+    from dshd.api.hub import Hub
+    from tests.api.test_chat_marks import NEWEST, _talk
+    from tests.api.test_chat_pages import Door
+
+    monkeypatch.setattr(chat_marks, "MARK_EVERY", 10)
+    monkeypatch.setattr(chat_marks, "SAVE_EVERY", 1)
+
+    async def chat_from(state: str, session_id: str | None = None) -> tuple[str, int]:
+        monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / state))
+        workspace = make_workspace(tmp_path, _talk(12) if session_id is None else [])
+        agent = workspace.create_session("s") if session_id is None else workspace.open_session(session_id)
+        hub = Hub(Door())
+        await hub.chat_page(agent, before_seq=NEWEST, limit=3)
+        if session_id is None:
+            for n in range(12):
+                await agent.prompt(f"question {n}")
+            await asyncio.sleep(0.5)  # the file is written off the loop
+        found = agent.session_id, hub._feeds[agent.agent_id].chat_from
+        await workspace.shutdown()
+        return found
+
+    session_id, _ = await chat_from("someone-else")
+    path = tmp_path / ".dsh" / "sessions" / session_id / chat_marks.MARKS_NAME
+    made = path.read_bytes()
+    marks = json.loads(made)["marks"]
+    assert len(marks) >= 2
+    assert (await chat_from("someone-else", session_id))[1] == marks[-1]["seq"]  # control: its own key uses them
+    path.write_bytes(made)
+    assert (await chat_from("state", session_id))[1] == 0  # not ours: read from the start

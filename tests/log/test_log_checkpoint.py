@@ -6,7 +6,6 @@ that the fast replay loop agrees with the reference fold (apply) on mutated logs
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dshd.folds import ReplayError, encode_checkpoint, fold_lines, replay
-from dshd.folds.replay import _CHECKPOINT_MAGIC
+from dshd.folds.replay import sign_checkpoint_body
 from dshd.log import CHECKPOINT_NAME, LOG_NAME, iter_records
 from dshd.services import store as store_module
 from dshd.services.store import SessionStore
@@ -36,7 +35,7 @@ def session(tmp_path):
 
 
 def resign(body: bytes) -> bytes:
-    return _CHECKPOINT_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return sign_checkpoint_body(body)
 
 
 def edit_body(cp_path: Path, fn) -> None:

@@ -11,7 +11,8 @@ Marks are recorded by any projection that reads past the last one (every ``MARK_
 events at least, at the next boundary), the live chat included, and for a session a door
 follows with no chat open (``ChatMarks.follow``); they are kept per session in
 ``chat-marks.json`` beside the log: a cache like ``projection.json``. A mark is trusted
-only while the line before it is still the line it was made after (length and sha256),
+only when its HMAC (this user's state key, the session id) is ours and only while the line
+before it is still the line it was made after (length and sha256),
 checked when a read starts or ends at it; the first one that is not ends the list (the
 log changed under it) and the page is read again from the marks left. Mark 0 (the log's
 start, nothing carried) is always there.
@@ -32,7 +33,7 @@ from dshd.api.chat import ChatCarry, ChatProjection
 from dshd.errors import DshError
 from dshd.folds import ReplayError
 from dshd.folds.events import TurnOpen
-from dshd.log import iter_records, read_line_before
+from dshd.log import iter_records, read_line_before, statekey
 
 MARK_EVERY = 500  # events at least between two marks: a page reads at most about this many more
 MARKS_NAME = "chat-marks.json"
@@ -66,6 +67,9 @@ class ChatMark(msgspec.Struct, frozen=True, gc=False):
     line_length: int = 0  # the fingerprint of line seq (none for mark 0)
     line_sha256: str = ""
     carry: ChatCarry = ChatCarry()
+    # An HMAC of the rest with this user's state key (dshd.log.statekey) and the session id:
+    # a marks file a clone brought, or one copied from another session, is never taken as ours.
+    mac: str = ""
 
 
 class _MarksFile(msgspec.Struct):
@@ -77,6 +81,21 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(_MarksFile).decode
 
 START = ChatMark(seq=0, offset=0)
+
+
+_MARK_PURPOSE = "chat mark v1"
+
+
+def _mark_mac(session_id: str, mark: ChatMark) -> str:
+    unsigned = msgspec.structs.replace(mark, mac="")
+    return statekey.mac(_MARK_PURPOSE, session_id.encode() + b"\0" + _encode(unsigned))
+
+
+def _mark_is_ours(session_id: str, mark: ChatMark) -> bool:
+    try:
+        return mark.mac == _mark_mac(session_id, mark) and bool(mark.mac)
+    except DshError:  # no usable state key: nothing read here can be told ours
+        return False
 
 
 def line_fingerprint(line: bytes) -> tuple[int, str]:
@@ -138,6 +157,8 @@ class ChatMarks:
         return False
 
     def _still_true(self, mark: ChatMark) -> bool:
+        if not _mark_is_ours(self.store.session_id, mark):
+            return False
         try:
             line = read_line_before(self.store.log_fd, mark.offset, mark.line_length)
         except OSError:
@@ -162,7 +183,12 @@ class ChatMarks:
         if not self.due(seq):
             return False
         length, digest = line_fingerprint(line)
-        self.marks.append(ChatMark(seq=seq, offset=offset, line_length=length, line_sha256=digest, carry=carry))
+        mark = ChatMark(seq=seq, offset=offset, line_length=length, line_sha256=digest, carry=carry)
+        try:
+            mark = msgspec.structs.replace(mark, mac=_mark_mac(self.store.session_id, mark))
+        except DshError as exc:  # kept for this process; unmarked, a later one reads past it
+            log.warning("chat mark of %s not signed: %s", self.store.session_id, exc.message)
+        self.marks.append(mark)
         self._seqs.append(seq)
         self._checked.add(len(self.marks) - 1)
         self._unsaved += 1

@@ -50,7 +50,7 @@ from dshd.folds.rules import (
 )
 from dshd.folds.state import ContextState, GoalState, PlanState, SessionState, TurnState
 from dshd.folds.titles import title_from_prompt
-from dshd.log import SessionLog, SessionReader, TornTail, find_complete_end, read_line_before
+from dshd.log import SessionLog, SessionReader, TornTail, find_complete_end, read_line_before, statekey
 from dshd.log.sessionlog import open_log_file
 
 _NO_DECISIONS: frozenset[str] = frozenset()
@@ -64,7 +64,10 @@ _BLOCK = 256 * 1024
 # 2: titles are capped (TITLE_MAX) by the fold.
 # 3: a session created without a title takes its first prompt's words (folds/titles.py).
 CHECKPOINT_VERSION = 3
-_CHECKPOINT_MAGIC = b"dshd-projection v1 sha256="
+# The header carries an HMAC of the body made with this user's state key (dshd.log.statekey):
+# a projection.json a clone brought (or another user's dshd wrote) is never taken as ours.
+_CHECKPOINT_MAGIC = b"dshd-projection v2 hmac-sha256="
+_CHECKPOINT_PURPOSE = "session projection v2"
 STATE_SCHEMA = hashlib.sha256(msgspec.json.encode(msgspec.json.schema(SessionState))).hexdigest()[:16]
 
 
@@ -125,7 +128,12 @@ def encode_checkpoint(state: SessionState, offset: int, last_line: bytes) -> byt
             CHECKPOINT_VERSION, FORMAT_VERSION, STATE_SCHEMA, offset, state.seq, state.seq, fingerprint(last_line), state
         )
     )
-    return _CHECKPOINT_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return sign_checkpoint_body(body)
+
+
+def sign_checkpoint_body(body: bytes) -> bytes:
+    """A checkpoint file of ``body``: the header with its mark, then the body."""
+    return _CHECKPOINT_MAGIC + statekey.mac(_CHECKPOINT_PURPOSE, body).encode() + b"\n" + body
 
 
 def _load_checkpoint(raw: bytes | None, log_path: "int | Path", end: int) -> tuple[Checkpoint | None, str]:
@@ -135,7 +143,11 @@ def _load_checkpoint(raw: bytes | None, log_path: "int | Path", end: int) -> tup
     head, nl, body = raw.partition(b"\n")
     if not nl or not head.startswith(_CHECKPOINT_MAGIC):
         return None, "ignored: unknown header"
-    if hashlib.sha256(body).hexdigest().encode() != head[len(_CHECKPOINT_MAGIC) :]:
+    try:
+        ours = statekey.mac_ok(_CHECKPOINT_PURPOSE, body, head[len(_CHECKPOINT_MAGIC) :].decode("ascii", "replace"))
+    except DshError as exc:  # no usable state key: nothing here can be told ours
+        return None, f"ignored: no state key ({exc.message})"
+    if not ours:  # damaged, or not written by this user's dshd on this machine
         return None, "ignored: checksum mismatch"
     try:
         cp = _decode_checkpoint(body)
