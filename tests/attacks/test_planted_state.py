@@ -53,6 +53,14 @@ ShadowRepo(Path(sys.argv[1])).restore(sys.argv[2], json.loads(sys.argv[3]), json
 """
 
 
+@pytest.fixture(autouse=True)
+def state_folders(tmp_path: Path) -> None:
+    """The attacker's and the person's state folders (each a user's $XDG_STATE_HOME, which
+    dshd uses only when it exists)."""
+    for name in ("attacker-state", "person-state"):
+        (tmp_path / name).mkdir()
+
+
 def git(root: Path, *args: str) -> str:
     return subprocess.run([*GIT, *args], cwd=root, capture_output=True, text=True, check=True).stdout
 

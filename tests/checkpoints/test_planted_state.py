@@ -27,6 +27,9 @@ PURPOSE = "checkpoints restore journal v2"
 
 @pytest.fixture(autouse=True)
 def own_state(tmp_path: Path, monkeypatch) -> Path:
+    # State folders exist (an XDG_STATE_HOME that does not is not used, as dshd_connect does).
+    for name in ("state", "someone-else"):
+        (tmp_path / name).mkdir()
     state = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     return state
@@ -158,6 +161,7 @@ def test_the_state_key_is_made_private_and_refused_where_others_could_reach_it(t
         ("short-key", lambda f: (f / "state.key").write_bytes(b"short")),
     ]:
         base = tmp_path / name
+        base.mkdir()
         os.environ["XDG_STATE_HOME"] = str(base)
         statekey.state_key()  # positive control: made and accepted
         spoil(base / "dsh")

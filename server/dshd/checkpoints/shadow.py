@@ -13,7 +13,10 @@ Only the ``git`` binary touches it, and always the same way:
   can only run when config defines it, and the only config git reads is ours, so a
   workspace ``.gitattributes`` naming a filter does nothing. A ``checkpoints.git`` that is
   not exactly what we make (a cloned repository can ship one) is moved aside to
-  ``checkpoints.git.untrusted-<time>`` and a fresh one made.
+  ``checkpoints.git.untrusted-<time>`` and a fresh one made; one in our layout whose
+  ``dsh-owner`` mark is not an HMAC made with this user's state key
+  (:mod:`dshd.log.statekey`) goes to ``checkpoints.git.foreign-<time>``: a clone cannot
+  bring a repository, nor a restore journal, dshd takes for its own.
 
 A snapshot asks git which files differ from the shadow index (its stat cache: only
 changed files are read), drops the ones over ``max_file_bytes`` before anything is
@@ -22,7 +25,9 @@ over the cap (grown since our lstat) and names it with a ref (``refs/dsh/trees/<
 its objects stay. Restores write each file atomically
 (temporary file in the same folder, fsync, rename) through folder handles opened without
 following links, behind a journal written first and removed last; :meth:`recover`
-finishes a restore a killed process left.
+finishes a restore a killed process left, when the journal carries our HMAC and names this
+folder (the caller binds it to a local session log too); any other journal is moved aside
+to ``.dsh/checkpoints.git.journal-refused-<time>``, never applied nor deleted.
 
 Methods are synchronous (callers run them in a thread) and serialised by a lock file, so
 two processes never interleave on one shadow repository.

@@ -3,8 +3,7 @@
 Everything under a workspace's ``.dsh/`` may have come with a clone. What dshd acts on
 there as its own (the checkpoint repository, a restore journal, the caches beside a
 session log) carries an HMAC-SHA256 made with a random key that lives outside every
-workspace, in the user's state folder: ``$XDG_STATE_HOME/dsh/state.key`` (``$XDG_STATE_HOME``
-when it is an absolute path, else ``~/.local/state``). A clone cannot bring a valid mark:
+workspace, in the user's state folder: ``$XDG_STATE_HOME/dsh/state.key`` (see :func:`state_dir`). A clone cannot bring a valid mark:
 the key never leaves this user on this machine.
 
 The folder is made 0700 and must be a folder (not a link) of this user that no one else
@@ -35,10 +34,32 @@ _keys: dict[str, bytes] = {}
 
 
 def state_dir() -> Path:
-    """The user's dshd state folder (made by :func:`state_key` when needed)."""
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
-    return base / "dsh"
+    """The user's dshd state folder (made by :func:`state_key` when needed), chosen by the
+    rule ``dshd_connect`` uses for the shared daemon's fallback socket folder (``dsh/run``
+    inside it), so the sandbox hides this whole folder, the key with it:
+    ``$XDG_STATE_HOME`` when it is an absolute path to a folder of ours, else
+    ``<home>/.local/state`` (``$HOME`` when it is such a folder, else the user database's)."""
+    uid = os.getuid()
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not (state and os.path.isabs(state) and _ours(state, uid)):
+        home = os.environ.get("HOME", "")
+        if not (home and os.path.isabs(home) and _ours(home, uid)):
+            import pwd
+
+            try:
+                home = pwd.getpwuid(uid).pw_dir
+            except KeyError:
+                home = str(Path.home())
+        state = os.path.join(home, ".local", "state")
+    return Path(os.path.normpath(state)) / "dsh"
+
+
+def _ours(path: str, uid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_uid == uid and stat.S_ISDIR(st.st_mode)
 
 
 def state_key() -> bytes:
