@@ -185,6 +185,24 @@ def test_run_on_a_terminal_shows_tool_errors_and_the_models_reply_escaped(tmp_pa
         runtime.stop()
 
 
+def test_run_through_the_shared_daemon_on_a_terminal_shows_its_messages_escaped(tmp_path, positive_control):
+    root = write_workspace(tmp_path / "ws", CALLS, plugins=["plan", "goals", "tools", "mcp"])
+    runtime = Runtime()
+    try:
+        env = {**os.environ, **runtime.env, "XDG_CONFIG_HOME": str(config_home(tmp_path))}
+        with RawDaemon(root, env=env, command=connect_command()) as editor:  # starts the daemon, stays on it
+            editor.initialize()
+            code, seen = under_pty(COMMAND + ["run", "go"], cwd=root, env=env)
+            editor.request("dsh/session/list", {})
+        text = seen.decode("utf-8", "replace")
+        # The daemon's window/showMessage about each failed server, as the run's notices.
+        assert code == 0 and 'dshd run: MCP server "h" failed' in text and "The model says: " in text, text
+        escaped_forms_in(text)
+        assert raw_controls(seen, allow=(PROGRESS_CONTROL,)) == [], text
+    finally:
+        runtime.stop()
+
+
 # ---- dshd serve, the shared daemon, and the editor's notifications -----------------------
 
 
