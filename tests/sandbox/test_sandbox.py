@@ -260,7 +260,8 @@ async def test_network_off_reaches_no_host_unix_socket(ws, mode, monkeypatch):
         assert connect_results(on.content.split("\n", 1)[1]) == expected, on.content
 
         # A listed socket: that one reached, with the network on and off; the others not.
-        listed = (where["run"],)
+        # One listed that is not there now (its program not running) changes nothing.
+        listed = (where["run"], f"/var/tmp/{tag}-not-there.sock")
         for network in (False, True):
             some = await run_tool(ws, mode, network, probe_command, unix_sockets=listed)
             seen = connect_results(some.content.split("\n", 1)[1])

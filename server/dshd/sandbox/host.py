@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -41,7 +42,10 @@ def host_policy(
     folders hidden in every mode (those that exist, links resolved)."""
     protect = tuple(workspace / name for name in protected if os.path.lexists(workspace / name))
     sockets: Sockets = "all" if "*" in unix_sockets else "listed" if unix_sockets else "refused"
-    allow = tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in unix_sockets if p != "*" and os.path.isabs(p)))
+    # The listed sockets there now (bubblewrap cannot bind a missing one), links resolved.
+    allow = tuple(dict.fromkeys(
+        Path(os.path.realpath(p)) for p in unix_sockets if p != "*" and os.path.isabs(p) and _is_socket(p)
+    ))
     hidden = tuple(dict.fromkeys(Path(os.path.realpath(f)) for f in conceal if os.path.isabs(f) and os.path.isdir(f)))
     hide: tuple[Path, ...] = ()
     mask: tuple[Path, ...] = ()
@@ -79,3 +83,10 @@ def installed_in(replaced: tuple[Path, ...], command: Sequence[str]) -> tuple[Pa
                 if top.is_dir() and not top.is_symlink() and top not in found:
                     found.append(top)
     return tuple(found)
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False

@@ -90,7 +90,9 @@ class SandboxStart:
     env: dict[str, str]
     pass_fds: tuple[int, ...]
     replaced: tuple[Path, ...]  # the folders it sees empty
-    covered: tuple[Path, ...]  # host sockets covered with /dev/null (listed now; they come and go)
+    # Host sockets bound over or back in (listed now; they come and go): one gone by the
+    # time bubblewrap binds it makes the start fail, and the caller may build it again.
+    covered: tuple[Path, ...]
     wall: str | None  # the socket filter loaded ("strict", "unix"), or None
     _open: list[int] = field(default_factory=list, repr=False)
 
@@ -176,7 +178,8 @@ def sandbox_start(
         for fd in opened:
             os.close(fd)
         raise
-    return SandboxStart(argv, dict(BWRAP_ENV), pass_fds, replaced_folders(policy), policy.mask, variant, opened)
+    covered = (*policy.mask, *(policy.allow if policy.sockets == "listed" else ()))
+    return SandboxStart(argv, dict(BWRAP_ENV), pass_fds, replaced_folders(policy), covered, variant, opened)
 
 
 def _nul_joined(args: Sequence[str]) -> bytes:
