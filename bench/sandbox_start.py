@@ -108,6 +108,10 @@ def main() -> int:
     parser.add_argument("--mcp-rounds", type=int, default=15)
     args = parser.parse_args()
 
+    known = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{args.base}^{{commit}}"], capture_output=True)
+    if known.returncode != 0:
+        print(f"sandbox_start: commit {args.base} is not in this clone (a shallow one?): nothing to compare with")
+        return 0
     with tempfile.TemporaryDirectory(prefix="dshd-bench-base-") as tmp:
         base_tree = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(base_tree), args.base], check=True)
