@@ -136,3 +136,22 @@ async def test_an_mcp_servers_env_value_is_on_no_command_line(tmp_path):
         assert token not in Path(f"/proc/{pid}/environ").read_text(errors="replace")
     finally:
         await agent.aclose()
+
+
+def test_only_the_launcher_builds_a_bubblewrap_command():
+    """Every sandboxed start goes through the launcher: no module of the package but the
+    sandbox's policy (which defines them) and the launcher names the functions that build
+    bubblewrap's arguments. Control: the scan finds the launcher's own use."""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "server" / "dshd"
+    builders = {"bwrap_argv", "bwrap_args", "bwrap_options"}
+    users = set()
+    for path in package.rglob("*.py"):
+        names = {node.id for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Name)}
+        names |= {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+                  for alias in node.names}
+        if names & builders:
+            users.add(path.relative_to(package).as_posix())
+    assert "sandbox/launcher.py" in users  # the scan sees a use
+    assert users <= {"sandbox/launcher.py", "sandbox/policy.py", "sandbox/__init__.py"}, users
