@@ -186,24 +186,93 @@ def _daemon_argv(workspace: str) -> list[str]:
     return [sys.executable, "-c", code, "daemon", "--workspace", workspace]
 
 
-def start_daemon(workspace: str, path: str, env: dict | None = None):
-    """Start the workspace's daemon in its own session, its stderr appended to ``<sock>.log``.
-    Racing starts are fine: the daemon that gets ``<sock>.lock`` serves, the others leave."""
+# Runs between the forwarder and the daemon: forks the daemon in a session of its own and
+# exits at once, so the daemon is reparented (to init or the nearest subreaper) and is no
+# descendant of the client that started the forwarder. A client that ends its agent's whole
+# process tree (acpx does) then cannot reach it. Only the standard library, no site.
+_DETACH = (
+    "import os, sys\n"
+    "status = int(sys.argv[1])\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    try:\n"
+    "        os.execv(sys.argv[2], sys.argv[2:])\n"
+    "    except OSError as exc:\n"
+    "        os.write(status, ('exit 127 cannot run %s: %s\\n' % (sys.argv[2], exc.strerror)).encode())\n"
+    "        os._exit(127)\n"
+    "os._exit(0)\n"
+)
+
+
+class Started:
+    """A daemon this forwarder started, fully detached: not our child, so its exit status
+    comes over a pipe (``status``, our read end) instead. The daemon holds the write end
+    for its whole life and writes ``serving`` once it listens, or ``exit <code>`` when it
+    leaves before that; end of file means it is gone."""
+
+    def __init__(self, status_fd: int) -> None:
+        self.status_fd = status_fd
+        self.said = b""
+        self.gone = False
+
+    def poll(self) -> bool:
+        """Read what the daemon said so far; True once it is gone."""
+        import select
+
+        while not self.gone and select.select([self.status_fd], [], [], 0)[0]:
+            chunk = os.read(self.status_fd, 4096)
+            if not chunk:
+                self.gone = True
+            elif len(self.said) < 4096:
+                self.said += chunk
+        return self.gone
+
+    def exit_code(self) -> int | None:
+        """The code it said it left with before serving (0: another daemon serves), 0 when it
+        had served, None when it died without a word (killed, or crashed)."""
+        lines = self.said.splitlines()
+        if b"serving" in lines:
+            return 0
+        for line in lines:
+            if line.startswith(b"exit "):
+                word = line.split()[1]
+                return int(word) if word.lstrip(b"-").isdigit() else 1
+        return None
+
+    def close(self) -> None:
+        if self.status_fd >= 0:
+            os.close(self.status_fd)
+            self.status_fd = -1
+
+
+def start_daemon(workspace: str, path: str, env: dict | None = None) -> Started:
+    """Start the workspace's daemon fully detached (a session of its own, reparented away
+    from us), its stderr appended to ``<sock>.log``. Racing starts are fine: the daemon that
+    gets ``<sock>.lock`` serves, the others leave."""
     import subprocess
 
     log_fd = os.open(path[: -len(".sock")] + ".log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    status_r, status_w = os.pipe()  # both close-on-exec; pass_fds hands the write end on
     try:
-        return subprocess.Popen(
-            _daemon_argv(workspace),
+        argv = _daemon_argv(workspace) + ["--status-fd", str(status_w)]
+        detach = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _DETACH, str(status_w), *argv],
             cwd=workspace,
             stdin=subprocess.DEVNULL,
             stdout=log_fd,
             stderr=log_fd,
+            pass_fds=(status_w,),
             start_new_session=True,  # the editor's terminal signals and hangups are not the daemon's
             env=None if env is None else {**os.environ, **env},  # the variables the socket was named under
         )
+        detach.wait()  # at once: it only forks
+    except BaseException:
+        os.close(status_r)
+        raise
     finally:
+        os.close(status_w)
         os.close(log_fd)
+    return Started(status_r)
 
 
 def connect(
@@ -228,24 +297,34 @@ def connect(
         raise ConnectError(f"the socket path {path} is longer than a Unix socket allows ({_MAX_UNIX_PATH} bytes): set XDG_RUNTIME_DIR to a shorter folder")
     line = protocol_line(protocol, options)
     deadline = time.monotonic() + timeout_s
-    child = None
+    child: Started | None = None
     pause = 0.002
-    while True:
-        got = _dial(path, line)
-        if got is not None:
-            return got
-        if not start:
-            raise ConnectError(f"no dshd daemon is running for {workspace} (no one listens on {path})")
-        if child is not None and child.poll() not in (None, 0):
-            raise ConnectError(f"the daemon failed to start (exit {child.returncode}); see {path[:-5]}.log")
-        if child is None or child.returncode == 0:
-            # None started yet, or ours left at once because another daemon holds the lock
-            # (it serves now, or it is on its way out and the next one must start).
-            child = start_daemon(workspace, path, env)
-        if time.monotonic() > deadline:
-            raise ConnectError(f"the daemon did not start listening on {path} in {timeout_s:g} s; see {path[:-5]}.log")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+    try:
+        while True:
+            got = _dial(path, line)
+            if got is not None:
+                return got
+            if not start:
+                raise ConnectError(f"no dshd daemon is running for {workspace} (no one listens on {path})")
+            if child is not None and child.poll():
+                code = child.exit_code()
+                child.close()
+                if code is None:
+                    raise ConnectError(f"the daemon died before it listened; see {path[:-5]}.log")
+                if code != 0:
+                    raise ConnectError(f"the daemon failed to start (exit {code}); see {path[:-5]}.log")
+                # It left because another daemon held the lock (that one serves now, or is
+                # on its way out and the next one must start), or it served and left.
+                child = None
+            if child is None:
+                child = start_daemon(workspace, path, env)
+            if time.monotonic() > deadline:
+                raise ConnectError(f"the daemon did not start listening on {path} in {timeout_s:g} s; see {path[:-5]}.log")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+    finally:
+        if child is not None:
+            child.close()
 
 
 def _write_all(fd: int, data: bytes) -> None:

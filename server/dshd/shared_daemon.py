@@ -471,11 +471,45 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="exit after this long with no connection (default: [daemon] idleTimeoutS, 60)",
     )
+    # The write end of the pipe of the forwarder that started us (dshd_connect.Started): it
+    # cannot wait for us, we are not its child.
+    parser.add_argument("--status-fd", type=int, default=None, help=argparse.SUPPRESS)
     return parser
+
+
+class _Status:
+    """What the daemon tells the forwarder that started it: ``serving`` once it listens,
+    ``exit <code>`` when it leaves before that. The pipe stays open (close-on-exec: no
+    command inherits it) until the process ends, which the forwarder sees as end of file."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        if fd is not None:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                self.fd = None
+
+    def say(self, text: str) -> None:
+        if self.fd is not None:
+            try:
+                os.write(self.fd, text.encode() + b"\n")
+            except OSError:  # the forwarder is gone: nobody to tell
+                pass
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    status = _Status(args.status_fd)
+    code = 1
+    try:
+        code = _main(args, status)
+    finally:
+        status.say(f"exit {code}")  # read only when it came before "serving"
+    return code
+
+
+def _main(args: argparse.Namespace, status: _Status) -> int:
     if args.idle_timeout is not None and not args.idle_timeout > 0:
         _parser().error("--idle-timeout must be positive")
     level = logging.getLevelName(os.environ.get("DSHD_LOG_LEVEL", "WARNING").upper())
@@ -507,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         listener = bind(path)
+        status.say("serving")
         idle = args.idle_timeout if args.idle_timeout is not None else idle_timeout_s(root)
         os.chdir(root)
         daemon = SharedDaemon(root, listener, path, idle)
