@@ -303,6 +303,12 @@ class SharedDaemon:
             log.warning("refused a connection from uid %s (this daemon serves uid %d only)", uid, os.getuid())
             return
         peer = _peer_pid(conn)
+        outside = _peer_outside_our_pid_namespace(conn, peer)
+        if outside is not None:
+            # A process in a sandbox (any dshd's: bwrap gives each its own PID namespace)
+            # must not become a client: it could loosen its own sandbox or approvals.
+            log.warning("refused a connection from pid %s: %s", peer if peer is not None else "unknown", outside)
+            return
         if peer is None or _runs_under_us(peer):
             # A command the agent runs (its sandbox is our child, in a PID namespace that
             # dies with it) must not become a client: it could answer its own approvals.
@@ -418,6 +424,81 @@ def _peer_pid(conn: socket.socket) -> int | None:
     except OSError:
         return None
     return int.from_bytes(cred[0:4], sys.byteorder) or None
+
+
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux 6.5: a pidfd of the peer as it connected
+PIDFD_GET_PID_NAMESPACE = 0xFF05  # _IO(0xFF, 5), Linux 6.11: the pid namespace of a pidfd's process
+
+
+def _peer_outside_our_pid_namespace(conn: socket.socket, pid: int | None) -> str | None:
+    """Why the peer is not known to be in this daemon's PID namespace, or None when it is.
+
+    The peer is named by a pidfd, never by its number alone: ``SO_PEERPIDFD`` (Linux 6.5)
+    is the process that connected, whatever happened to its pid since; on older kernels
+    ``pidfd_open`` of the ``SO_PEERCRED`` pid (Linux 5.3; that pid could have been reused
+    between the connect and here, see docs/daemon.md). The namespace is then read through
+    the pidfd (``PIDFD_GET_PID_NAMESPACE``, Linux 6.11) or from ``/proc/<pid>/ns/pid``,
+    after which the pidfd must still be alive (so the pid still names the process read).
+    Anything that cannot be read fails closed."""
+    if pid is None:
+        return "its pid is not visible from this daemon's PID namespace"
+    try:
+        ours = os.stat("/proc/self/ns/pid")
+    except OSError as exc:
+        return f"this daemon cannot read its own PID namespace ({exc.strerror})"
+    pidfd = None
+    try:
+        pidfd = conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
+    except OSError:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError) as exc:
+            return f"no pidfd for it ({getattr(exc, 'strerror', None) or exc})"
+    try:
+        theirs = _pid_namespace_of(pidfd, pid)
+        if isinstance(theirs, str):
+            return theirs
+        if (theirs.st_dev, theirs.st_ino) != (ours.st_dev, ours.st_ino):
+            return "it is in another PID namespace (a sandbox)"
+        return None
+    finally:
+        os.close(pidfd)
+
+
+def _pid_namespace_of(pidfd: int, pid: int) -> os.stat_result | str:
+    """The stat of the pid namespace of the pidfd's process, or why it cannot be read."""
+    import select
+
+    try:
+        ns_fd = fcntl.ioctl(pidfd, PIDFD_GET_PID_NAMESPACE)
+    except OSError as exc:
+        if exc.errno == errno.ESRCH:
+            return "it has exited"
+        if exc.errno not in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
+            return f"its PID namespace cannot be read ({exc.strerror})"
+    else:
+        try:
+            return os.fstat(ns_fd)
+        finally:
+            os.close(ns_fd)
+    # An older kernel: the pidfd's own pid (SO_PEERPIDFD's process may not be `pid`
+    # any more if that one exited), then /proc, then the pidfd still alive.
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as handle:
+            for line in handle.read(4096).splitlines():
+                if line.startswith(b"Pid:"):
+                    pid = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    if pid <= 0:
+        return "it has exited or is not visible from this daemon's PID namespace"
+    try:
+        theirs = os.stat(f"/proc/{pid}/ns/pid")
+    except OSError as exc:
+        return f"its PID namespace cannot be read ({exc.strerror})"
+    if select.select([pidfd], [], [], 0)[0]:  # a pidfd reads ready once its process exited
+        return "it has exited"
+    return theirs
 
 
 def _runs_under_us(pid: int) -> bool:

@@ -451,9 +451,9 @@ def test_a_first_line_that_names_no_protocol_is_answered_and_closed(workspace: P
 
 SOCKET_PROBE = r"""
 import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(20)
 try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(20)
     s.connect(sys.argv[1])
     s.sendall(b"dsh\n")
     got = s.recv(4096)
@@ -465,9 +465,10 @@ print("probe:", got.decode(errors="replace").strip() or "closed")
 
 @pytest.mark.sandbox
 def test_a_command_the_agent_runs_cannot_become_a_client(workspace: Path, tmp_path: Path) -> None:
-    """An agent's command that reaches the daemon's socket (the network on shares the
-    machine's sockets) is refused: it could answer its own approvals. Control: the same
-    probe run by the test, not by the daemon, is answered."""
+    """An agent's command that reaches the daemon's socket (full-access with the network on
+    shares the machine's sockets) is refused: it could answer its own approvals. Control:
+    the same probe run by the test, not by the daemon, is answered. (Where the sandbox also
+    hides the socket folder, the probe does not even find it: that passes too.)"""
     from tests.sandbox_support import AVAILABLE, PYTHON, WHY_NOT
 
     if not AVAILABLE:
@@ -480,7 +481,7 @@ def test_a_command_the_agent_runs_cannot_become_a_client(workspace: Path, tmp_pa
         command = f"{PYTHON} -I probe.py {sock}"
         replies = [{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]}, {"text": "done"}]
         write_workspace(workspace, replies=replies, plugins=["plan", "goals", "tools"],
-                        extra_config='\n[tools]\nsandbox = "workspace-write"\nnetwork = true\napprove = []\n')
+                        extra_config='\n[tools]\nsandbox = "full-access"\nnetwork = true\napprove = []\n')
         (workspace / "probe.py").write_text(SOCKET_PROBE)
         with forwarder(workspace, runtime) as a:
             assert "result" in a.initialize(options={"trusted": True})  # network = true is the person's own
@@ -491,10 +492,15 @@ def test_a_command_the_agent_runs_cannot_become_a_client(workspace: Path, tmp_pa
             assert a.request("dsh/agent/prompt", {"agentId": created["agentId"], "text": "probe"}, timeout=60)["stopReason"] == "end-turn"
             [result] = [e for e in log_events(workspace, created["sessionId"]) if e["type"] == "tool/result"]
             assert result["data"]["ok"], result["data"]
-            # It reached the socket (no ENOENT, EACCES or ECONNREFUSED): the daemon closed it unanswered.
-            assert any(f"probe: {end}" in result["data"]["content"] for end in ("closed", "error 104", "error 32")), result["data"]
-            log = sock.with_suffix(".log").read_text()
-            assert "a process this daemon started" in log, log
+            content = result["data"]["content"]
+            assert "probe: ok dshd" not in content, content
+            if "probe: error 2" not in content:  # the folder is not hidden here: the daemon refuses
+                # It reached the socket (no ENOENT, EACCES or ECONNREFUSED): closed unanswered.
+                assert any(f"probe: {end}" in content for end in ("closed", "error 104", "error 32")), result["data"]
+                log = sock.with_suffix(".log").read_text()
+                # Every command runs in a PID namespace of its own: refused for that first (a
+                # process of the daemon's own namespace that it started is refused too).
+                assert "it is in another PID namespace" in log, log
             assert a.shutdown_and_exit() == 0
     finally:
         runtime.stop()
