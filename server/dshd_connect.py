@@ -8,7 +8,8 @@ daemon (when they are pipes or sockets: the daemon then serves them directly), o
 copies bytes both ways between its stdio and the socket until either side ends.
 
 Socket: ``$XDG_RUNTIME_DIR/dshd/<16 hex>.sock`` (``/tmp/dshd-<uid>/`` when the runtime
-folder is not set or not ours), the hex being the first 16 of
+folder is not set or not ours, and this user's ``$XDG_STATE_HOME/dsh/run/`` when another
+user took that one first), the hex being the first 16 of
 ``sha256(realpath(workspace) + dshd version)``. The folder must be a real folder of ours
 with mode 0700; anything else fails closed. A connection starts with one line naming the
 protocol (``dsh`` or ``acp``, an ACP line may carry a JSON object of options); the daemon
@@ -76,7 +77,7 @@ def _private_dir(path: str, uid: int) -> str:
     if not stat.S_ISDIR(st.st_mode):
         raise ConnectError(f"the socket folder {path} is not a folder (a link or a file): remove it")
     if st.st_uid != uid:
-        raise ConnectError(f"the socket folder {path} belongs to uid {st.st_uid}, not to you (uid {uid}): remove it")
+        raise ConnectError(f"the socket folder {path} belongs to {_whose(st.st_uid)}, not to you (uid {uid}): remove it")
     if st.st_mode & 0o077:
         raise ConnectError(
             f"the socket folder {path} is open to others (mode {st.st_mode & 0o777:o}): `chmod 700` it or remove it"
@@ -84,9 +85,74 @@ def _private_dir(path: str, uid: int) -> str:
     return path
 
 
+def _whose(uid: int) -> str:
+    """``uid 1001 (alice)``: a uid and, when it has one, its user name."""
+    try:
+        import pwd
+
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _ours(path: str, uid: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    import stat
+
+    return st.st_uid == uid and stat.S_ISDIR(st.st_mode)
+
+
+# A socket's path is at most 107 bytes: the folder leaves room for "/<16 hex>.sock".
+_MAX_SOCKET_DIR = 107 - len("/0123456789abcdef.sock")
+
+
+def fallback_socket_dir(env, uid: int) -> str:
+    """This user's private folder for the sockets when ``/tmp/dshd-<uid>`` is not usable:
+    ``$XDG_STATE_HOME/dsh/run``, else ``<home>/.local/state/dsh/run`` (the home of
+    ``$HOME`` when it is a folder of ours, else the one the user database names)."""
+    state = env.get("XDG_STATE_HOME")
+    if not (state and os.path.isabs(state) and _ours(state, uid)):
+        home = env.get("HOME")
+        if not (home and os.path.isabs(home) and _ours(home, uid)):
+            import pwd
+
+            try:
+                home = pwd.getpwuid(uid).pw_dir
+            except KeyError:
+                raise ConnectError(f"uid {uid} has no entry in the user database (no home folder)") from None
+        state = os.path.join(home, ".local", "state")
+    return os.path.join(os.path.normpath(state), "dsh", "run")
+
+
+def _check_ancestors(path: str, uid: int) -> None:
+    """Nobody but us and root can replace ``path`` or a folder above it: each (real) folder
+    up to / is ours or root's, and not writable by others unless sticky (as /tmp is)."""
+    import stat
+
+    real = os.path.realpath(path)
+    while True:
+        st = os.stat(real)
+        if st.st_uid not in (0, uid):
+            raise ConnectError(f"the folder {real} (above {path}) belongs to {_whose(st.st_uid)}, who could replace the socket folder")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise ConnectError(f"the folder {real} (above {path}) is writable by others (mode {st.st_mode & 0o777:o})")
+        parent = os.path.dirname(real)
+        if parent == real:
+            return
+        real = parent
+
+
 def socket_dir(env: dict | None = None) -> str:
     """The folder of this user's daemon sockets (made on first use, mode 0700). ``env``:
-    variables over this process's environment (as the daemon started with them sees it)."""
+    variables over this process's environment (as the daemon started with them sees it).
+
+    ``$XDG_RUNTIME_DIR/dshd`` when the runtime folder is ours (a fault there is the
+    person's own: it fails closed, saying so); else ``/tmp/dshd-<uid>``; and when that one
+    is taken (another user's folder, a link, a file, or open to others: /tmp is everyone's,
+    anyone may make it first) this user's private :func:`fallback_socket_dir`."""
     env = os.environ if env is None else {**os.environ, **env}
     uid = os.getuid()
     runtime = env.get("XDG_RUNTIME_DIR")
@@ -97,7 +163,45 @@ def socket_dir(env: dict | None = None) -> str:
             st = None
         if st is not None and st.st_uid == uid and os.path.isdir(runtime):
             return _private_dir(os.path.join(runtime, "dshd"), uid)
-    return _private_dir(f"/tmp/dshd-{uid}", uid)
+    shared = f"/tmp/dshd-{uid}"
+    try:
+        return _private_dir(shared, uid)
+    except ConnectError as taken:
+        why = str(taken)
+    fallback = fallback_socket_dir(env, uid)
+    if len(fallback.encode()) > _MAX_SOCKET_DIR:
+        raise ConnectError(
+            f"{why}; dshd cannot fall back to {fallback} either: it is longer than a Unix socket's "
+            f"folder may be ({_MAX_SOCKET_DIR} bytes). Remove {shared} (`sudo rm -rf {shared}` if it is "
+            f"not yours) or set XDG_RUNTIME_DIR (or XDG_STATE_HOME) to a short folder of yours"
+        )
+    try:
+        os.makedirs(os.path.dirname(fallback), mode=0o700, exist_ok=True)
+        _check_ancestors(os.path.dirname(fallback), uid)
+        return _private_dir(fallback, uid)
+    except (ConnectError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConnectError(
+            f"{why}; dshd cannot fall back to {fallback} either: {reason}. Remove {shared} "
+            f"(`sudo rm -rf {shared}` if it is not yours) or set XDG_RUNTIME_DIR to a folder of yours"
+        ) from None
+
+
+def candidate_socket_dirs(env: dict | None = None) -> list[str]:
+    """Every folder :func:`socket_dir` may choose for this user (whether or not it exists),
+    made nothing: what a sandbox hides, whichever of them a daemon listens in."""
+    env = os.environ if env is None else {**os.environ, **env}
+    uid = os.getuid()
+    found = []
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        found.append(os.path.join(os.path.normpath(runtime), "dshd"))
+    found.append(f"/tmp/dshd-{uid}")
+    try:
+        found.append(fallback_socket_dir(env, uid))
+    except ConnectError:
+        pass
+    return found
 
 
 def socket_name(workspace: str, dshd_version: str | None = None) -> str:
