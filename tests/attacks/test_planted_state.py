@@ -20,15 +20,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import Daemon, write_workspace
 from tests.e2e.support import of_type, read_log, wait_idle
+from tests.sandbox_support import needs_sandbox
 
 PLUGINS = ["tools", "checkpoints"]
 SHADOW = Path(".dsh") / "checkpoints.git"
@@ -257,3 +260,38 @@ async def test_a_cloned_sessions_projection_is_not_taken_for_its_log(tmp_path: P
     forge_projection(clone / ".dsh" / "sessions" / sid, sign_with(state))
     opened, row = await open_and_list(clone, state, tmp_path / "cache-2", sid)
     assert opened["plan"] == {"active": True} and row["title"] == "forged by the clone"
+
+
+# ---- the key itself -----------------------------------------------------------------------
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write", "full-access"])
+async def test_no_sandboxed_command_can_read_the_state_key(tmp_path: Path, mode: str):
+    """A command the agent runs would forge every mark with the key: its folder is hidden in
+    every sandbox. The control in the same command: a file beside that folder is read."""
+    home_state = Path(tempfile.mkdtemp(prefix="dsh-state-key-test-", dir=Path.home()))  # /tmp is emptied in a sandbox
+    try:
+        (home_state / "beside.txt").write_text("readable\n")
+        key = home_state / "dsh" / "state.key"
+        command = f"cat {key} || echo HIDDEN; cat {home_state / 'beside.txt'}"
+        root = tmp_path / "ws"
+        write_workspace(root, [{"toolCalls": [{"name": "run_command", "arguments": {"command": command}}]},
+                               {"text": "done"}], plugins=["tools"],
+                        extra_config=f'\n[tools]\nsandbox = "{mode}"\napprove = []\n')
+        daemon = Daemon(root)
+        daemon.trusted = True  # the [tools] table is the person's own settings here
+        try:
+            client = await daemon.start(env={"XDG_STATE_HOME": str(home_state)})
+            created = await client.request("dsh/session/create", {})
+            await client.request("dsh/agent/prompt", {"agentId": created["agentId"], "text": "go"}, timeout=60)
+            await wait_idle(client, created["agentId"], 15)
+        finally:
+            await daemon.stop_all()
+        assert key.is_file()  # made when the workspace opened, before the command ran
+        [result] = of_type(read_log(root, created["sessionId"]), "tool/result")
+        output = result["data"]["content"]
+        assert "readable" in output  # the control: the folder beside it is there
+        assert "HIDDEN" in output and key.read_bytes().hex() not in output.encode().hex(), output
+    finally:
+        shutil.rmtree(home_state, ignore_errors=True)

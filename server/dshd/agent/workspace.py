@@ -39,7 +39,7 @@ from dshd.agent.loop import Agent
 from dshd.agent.questions import UserQuestions
 from dshd.errors import DshError
 from dshd.services.goals import GoalService
-from dshd.log import io_error
+from dshd.log import io_error, statekey
 from dshd.log.dsh_gitignore import DSH_GITIGNORE, ensure_dsh_gitignore  # noqa: F401 (DSH_GITIGNORE: tests)
 from dshd.log.safefs import check_entries, open_dir
 from dshd.models import ModelAdapter
@@ -94,6 +94,13 @@ class Workspace:
         # every turn of every session, as one script for one demo.
         self.model = model if model is not None else model_from_config(config)
         self.sessions_dir = self.root / ".dsh" / "sessions"
+        # The state key (what tells dshd's own state under .dsh/ from a clone's) is made
+        # before any sandbox starts, so each one hides its folder (made later, it would
+        # appear in a sandbox already running).
+        try:
+            statekey.state_key()
+        except DshError as exc:
+            log.warning("%s: nothing under .dsh/ that needs it is trusted", exc.message)
         self._index = SessionIndex(self.root, is_session_id)
         self._agents: dict[str, Agent] = {}  # live, by agentId
         self._by_session: dict[str, Agent] = {}
