@@ -8,6 +8,8 @@ sandbox first (the control: there it succeeds)."""
 from __future__ import annotations
 
 import os
+import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +106,58 @@ def test_unix_sockets_come_only_from_the_user_config(tmp_path):
     user.write_text('[tools]\nunixSockets = ["relative.sock"]\n')
     with pytest.raises(Exception, match="tools.unixSockets"):
         load_layers(ws, None, user_file=user)
+
+
+# The other ABIs of an x86-64 kernel from a 64-bit program: i386 system calls through
+# `int $0x80` (socket, and socketcall whose arguments are in memory: a non-PIE program keeps
+# them below 4 GiB), and x32's numbering (bit 30 set; ENOSYS where the kernel has no x32).
+OTHER_ABIS = r"""
+#include <stdio.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+static unsigned int call_args[3] = {1, 1, 0};  /* AF_UNIX, SOCK_STREAM, 0: in low memory (-no-pie) */
+
+static long int80(long nr, long a, long b, long c) {
+    long ret;
+    __asm__ volatile ("int $0x80" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+    return ret;
+}
+
+static const char *said(long ret) {
+    static char buf[32];
+    if (ret >= 0) return "ok";
+    snprintf(buf, sizeof buf, "%s", -ret == EPERM ? "EPERM" : -ret == ENOSYS ? "ENOSYS" : strerror(-ret));
+    return buf;
+}
+
+int main(void) {
+    printf("i386-socket %s\n", said(int80(359, 1, 1, 0)));
+    printf("i386-socketcall %s\n", said(int80(102, 1, (long)call_args, 0)));
+    long r = syscall(0x40000000 | 41, 1, 1, 0);
+    printf("x32-socket %s\n", r >= 0 ? "ok" : errno == EPERM ? "EPERM" : errno == ENOSYS ? "ENOSYS" : strerror(errno));
+    return 0;
+}
+"""
+
+
+@needs_sandbox
+@pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("gcc") is None, reason="x86-64 with gcc")
+async def test_the_other_abis_cannot_make_a_socket(tmp_path):
+    source = tmp_path / "abi.c"
+    source.write_text(OTHER_ABIS)
+    program = tmp_path / "abi"
+    subprocess.run(["gcc", "-no-pie", "-O0", "-o", str(program), str(source)], check=True, capture_output=True, timeout=60)
+    plain = subprocess.run([str(program)], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    assert plain[:2] == ["i386-socket ok", "i386-socketcall ok"], plain  # the control
+    assert plain[2] in ("x32-socket ok", "x32-socket ENOSYS")
+    ws = tmp_path.resolve()
+    found = await probe_module.probe()
+    start = sandbox_start(host_policy("full-access", False, ws, ()), [str(program)], ws, {}, bwrap=found.bwrap or "bwrap")
+    try:
+        result = await run(start.argv, cwd=ws, env=start.env, timeout_s=30, output_cap=4096, pass_fds=start.pass_fds)
+    finally:
+        start.close()
+    assert result.output.splitlines() == ["i386-socket EPERM", "i386-socketcall EPERM", "x32-socket EPERM"], result.output
