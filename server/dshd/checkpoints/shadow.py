@@ -1202,7 +1202,7 @@ def _owner_reason(git_dir: Path) -> str | None:
     """None when ``git_dir`` holds the owner mark this user's dshd makes on this machine."""
     raw = _read_small(git_dir / OWNER_NAME, 256)
     if raw is None:
-        return "it has no owner mark of dshd (it came from elsewhere, e.g. with a clone)"
+        return "it has no owner mark (it came with a clone or from elsewhere, or a dshd before owner marks made it)"
     parts = raw.rstrip(b"\n").split(b" ")
     if len(parts) != 3 or parts[0] != b"dshd" or not statekey.mac_ok(_OWNER_PURPOSE, parts[1], parts[2].decode("ascii", "replace")):
         return "its owner mark was not made by this user's dshd on this machine"
