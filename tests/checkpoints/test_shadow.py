@@ -22,6 +22,7 @@ import pytest
 from dshd.checkpoints import EMPTY_TREE, FileChange, ShadowRepo
 from dshd.checkpoints.shadow import JOURNAL_NAME
 from dshd.errors import DshError
+from dshd.log import statekey
 
 CHILD = Path(__file__).with_name("shadow_child.py")
 GIT = ["git", "-c", "user.name=person", "-c", "user.email=person@example.invalid"]
@@ -243,16 +244,19 @@ def _plant_leftovers(dsh: Path, outside: Path) -> tuple[list[Path], list[Path]]:
     folder = dsh / f"checkpoints.git.new-{dead}-0123abcd"
     (folder / "objects" / "pack").mkdir(parents=True)
     (folder / "HEAD").write_text("ref: refs/heads/dsh-snapshots\n")
+    (folder / "dsh-owner").write_bytes(b"dshd 00 " + statekey.mac("checkpoints.git owner v1", b"00").encode() + b"\n")
     os.symlink(outside, folder / "objects" / "into-outside")  # rmtree removes the link, not its target
     linked = dsh / f"checkpoints.git.new-{dead}-89abcdef"
-    os.symlink(outside, linked)  # a leftover that is a link: unlinked, never followed
+    os.symlink(outside, linked)  # a link is nothing dshd made: left as it is, never followed
+    unmarked = dsh / f"checkpoints.git.new-{dead}-00000000"  # no owner mark (a clone's): not ours to delete
+    (unmarked / "objects").mkdir(parents=True)
     live = dsh / f"checkpoints.git.new-{os.getpid()}-0123abcd"  # a create still under way
     live.mkdir()
     not_the_pattern = [dsh / f"checkpoints.git.new-{dead}-0123ABCD", dsh / f"checkpoints.git.new-{dead}-0123abcd.x",
                        dsh / f"other.git.new-{dead}-0123abcd"]
     for path in not_the_pattern:
         path.mkdir()
-    return [folder, linked], [live, *not_the_pattern]
+    return [folder], [linked, unmarked, live, *not_the_pattern]
 
 
 def test_temporary_repositories_left_by_a_killed_create_are_removed_on_open(workspace: Path, tmp_path: Path):
@@ -264,7 +268,7 @@ def test_temporary_repositories_left_by_a_killed_create_are_removed_on_open(work
     write(workspace, "README.md", "changed\n")
     snapshot = ShadowRepo(workspace).snapshot()  # the next daemon opens the repository
     assert [p for p in gone if os.path.lexists(p)] == []
-    assert all(p.is_dir() and not p.is_symlink() for p in kept)
+    assert all(os.path.lexists(p) for p in kept) and kept[0].is_symlink()
     assert (outside / "keep.txt").read_text() == "mine\n" and sorted(os.listdir(outside)) == ["keep.txt"]
     assert "README.md" in tree_listing(workspace, snapshot.tree)
 
@@ -277,7 +281,7 @@ def test_temporary_repositories_left_by_a_killed_create_are_removed_on_create(wo
     ShadowRepo(workspace).snapshot()  # no repository yet: made now
     assert (workspace / ".dsh" / "checkpoints.git").is_dir()
     assert [p for p in gone if os.path.lexists(p)] == []
-    assert all(p.is_dir() for p in kept)
+    assert all(os.path.lexists(p) for p in kept)
     assert sorted(os.listdir(outside)) == ["keep.txt"]
 
 

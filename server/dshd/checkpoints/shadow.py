@@ -382,12 +382,13 @@ class ShadowRepo:
         tmp = self.dsh_dir / f"{SHADOW_NAME}.new-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             os.mkdir(tmp, 0o700)
+            nonce = os.urandom(16).hex().encode()
+            # The mark first: a leftover of a killed create is then ours to remove.
+            _write_new(tmp / OWNER_NAME, b"dshd " + nonce + b" " + statekey.mac(_OWNER_PURPOSE, nonce).encode() + b"\n")
             for sub in ("objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags", "refs/dsh",
                         TREE_REFS, "info"):
                 os.mkdir(tmp / sub, 0o755)
-            nonce = os.urandom(16).hex().encode()
-            owner = b"dshd " + nonce + b" " + statekey.mac(_OWNER_PURPOSE, nonce).encode() + b"\n"
-            for name, data in (("HEAD", _HEAD), ("config", _CONFIG), ("info/exclude", _EXCLUDE), (OWNER_NAME, owner)):
+            for name, data in (("HEAD", _HEAD), ("config", _CONFIG), ("info/exclude", _EXCLUDE)):
                 _write_new(tmp / name, data)
             try:
                 os.rename(tmp, self.git_dir)
@@ -1133,9 +1134,10 @@ _LEFTOVER = re.compile(re.escape(SHADOW_NAME) + r"\.new-([1-9][0-9]{0,9})-[0-9a-
 
 def _remove_leftovers(dsh_fd: int) -> None:
     """Remove from ``.dsh`` (the handle ``dsh_fd``) the temporary repositories of creates
-    whose process is gone. Only names of exactly that pattern and of this user; a link is
-    unlinked, never followed (the folder itself is removed by ``rmtree``, which opens
-    each folder without following links). Best effort: one that cannot go costs only space."""
+    whose process is gone. Only folders of exactly that pattern, of this user, holding this
+    user's owner mark (a clone can ship folders of that name: they are not ours to delete,
+    nor is a link); ``rmtree`` opens each folder without following links. Best effort: one
+    that cannot go, or a create killed before its mark, costs only space."""
     try:
         names = os.listdir(dsh_fd)
     except OSError:
@@ -1146,14 +1148,27 @@ def _remove_leftovers(dsh_fd: int) -> None:
             continue
         try:
             st = os.lstat(name, dir_fd=dsh_fd)
-            if st.st_uid != os.getuid():
+            if st.st_uid != os.getuid() or not stat.S_ISDIR(st.st_mode) or not _marked_at(dsh_fd, name):
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(name, dir_fd=dsh_fd)
-            else:
-                os.unlink(name, dir_fd=dsh_fd)
-        except OSError:
+            shutil.rmtree(name, dir_fd=dsh_fd)
+        except (OSError, DshError):
             pass
+
+
+def _marked_at(dsh_fd: int, name: str) -> bool:
+    """Whether folder ``name`` of ``dsh_fd`` holds this user's owner mark (opened without links)."""
+    folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dsh_fd)
+    try:
+        fd = os.open(OWNER_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return False
+    finally:
+        os.close(folder)
+    try:
+        raw = os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    finally:
+        os.close(fd)
+    return _owner_mark_reason(raw) is None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -1200,7 +1215,10 @@ def _untrusted_reason(git_dir: Path) -> str | None:
 
 def _owner_reason(git_dir: Path) -> str | None:
     """None when ``git_dir`` holds the owner mark this user's dshd makes on this machine."""
-    raw = _read_small(git_dir / OWNER_NAME, 256)
+    return _owner_mark_reason(_read_small(git_dir / OWNER_NAME, 256))
+
+
+def _owner_mark_reason(raw: bytes | None) -> str | None:
     if raw is None:
         return "it has no owner mark (it came with a clone or from elsewhere, or a dshd before owner marks made it)"
     parts = raw.rstrip(b"\n").split(b" ")
