@@ -239,9 +239,13 @@ class Connection:
         self.sock, self.first, self.pid = sock, first, pid
 
 
-def _dial(path: str, line: bytes) -> Connection | None:
-    """A connection that the daemon answered, or None when nobody listens or the daemon
-    ended it before answering (it was on its way out)."""
+UNANSWERED = "unanswered"  # what _dial returns when a daemon closed the connection unanswered
+
+
+def _dial(path: str, line: bytes) -> Connection | str | None:
+    """A connection that the daemon answered; None when nobody listens; ``UNANSWERED``
+    when the daemon ended it before answering (it was on its way out, or it refuses us:
+    we run in a sandbox)."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -261,14 +265,14 @@ def _dial(path: str, line: bytes) -> Connection | None:
             chunk = sock.recv(4096)
             if not chunk:  # a daemon on its way out closed it: dial again
                 sock.close()
-                return None
+                return UNANSWERED
             answer += chunk
             if len(answer) > 4096:
                 raise ConnectError(f"{path} answered with something that is not dshd")
         sock.settimeout(None)
     except (ConnectionResetError, BrokenPipeError):
         sock.close()
-        return None
+        return UNANSWERED
     except TimeoutError:
         sock.close()
         raise ConnectError(f"the daemon at {path} did not answer in {START_TIMEOUT_S:g} s") from None
@@ -403,12 +407,19 @@ def connect(
     deadline = time.monotonic() + timeout_s
     child: Started | None = None
     pause = 0.002
+    refused = 0
+    refusing = (
+        f"the daemon at {path} closes our connections unanswered: it refuses clients in a "
+        f"sandbox (a command an agent runs cannot be a client); see {path[:-5]}.log"
+    )
     try:
         while True:
             got = _dial(path, line)
-            if got is not None:
+            if isinstance(got, Connection):
                 return got
             if not start:
+                if got == UNANSWERED:
+                    raise ConnectError(refusing + " (or it was on its way out: try again)")
                 raise ConnectError(f"no dshd daemon is running for {workspace} (no one listens on {path})")
             if child is not None and child.poll():
                 code = child.exit_code()
@@ -418,7 +429,12 @@ def connect(
                 if code != 0:
                     raise ConnectError(f"the daemon failed to start (exit {code}); see {path[:-5]}.log")
                 # It left because another daemon held the lock (that one serves now, or is
-                # on its way out and the next one must start), or it served and left.
+                # on its way out and the next one must start), or it served and left. A
+                # daemon that serves and still closes us unanswered, time after time, is
+                # refusing us: say so rather than start daemons for nothing.
+                refused = refused + 1 if got == UNANSWERED else 0
+                if refused >= 3:
+                    raise ConnectError(refusing)
                 child = None
             if child is None:
                 child = start_daemon(workspace, path, env)

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,14 @@ def test_a_peer_in_a_sandboxs_pid_namespace_is_refused_unanswered(tmp_path: Path
         assert sandboxed["got"] == "", sandboxed  # no "ok dshd", no initialize answer
         log = sock.with_suffix(".log").read_text()
         assert "it is in another PID namespace" in log, log
+        # dshd connect itself, in that sandbox, is told why (and does not start daemons
+        # there for its whole start timeout).
+        started = time.monotonic()
+        forwarder = subprocess.run(_bwrap(runtime.sockets, own_pid_namespace=True) + connect_command(workspace),
+                                   env={**os.environ, **runtime.env}, input=b"", capture_output=True, timeout=60)
+        assert forwarder.returncode == 1 and b"closes our connections unanswered" in forwarder.stderr, forwarder.stderr
+        assert time.monotonic() - started < 15
+        assert not forwarder.stdout
         # The daemon serves on.
         assert _probe(sock, [])["got"].startswith("ok dshd ")
         assert editor.request("dsh/session/list", {}) is not None
