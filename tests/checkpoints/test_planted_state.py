@@ -211,3 +211,21 @@ async def test_chat_marks_made_with_another_key_are_not_used(tmp_path: Path, mon
     assert (await chat_from("someone-else", session_id))[1] == marks[-1]["seq"]  # control: its own key uses them
     path.write_bytes(made)
     assert (await chat_from("state", session_id))[1] == 0  # not ours: read from the start
+
+
+async def test_what_the_person_is_told_is_one_escaped_line(tmp_path: Path):
+    """The reason a repository is moved aside can name an entry a clone made: the warning is
+    one line with control and bidi characters escaped (control: the name holds them)."""
+    ws = make_workspace(tmp_path, [{"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]},
+                                   {"text": "ok"}], config={"tools": {"approve": []}})
+    agent = ws.create_session()
+    await agent.prompt("go")
+    sid = agent.session_id
+    await ws.shutdown()
+    hostile = "\x1b]0;owned\x07\u202e\nFORGED"
+    assert any(ord(c) < 32 or c == "\u202e" for c in hostile)
+    (tmp_path / ".dsh" / "checkpoints.git" / hostile).write_text("x")
+    ws = make_workspace(tmp_path, config={"tools": {"approve": []}})
+    [warning] = ws.open_session(sid).features.get(CheckpointService).warnings
+    assert "moved aside" in warning and "\n" not in warning and "\x1b" not in warning and "\u202e" not in warning
+    await ws.shutdown()

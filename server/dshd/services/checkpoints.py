@@ -361,22 +361,23 @@ class CheckpointService:
                 self.repo.finish_restore()
 
     def _report_moved_aside(self) -> None:
-        """Once per thing moved aside in this process: words for the person (callers hold the lock)."""
+        """Once per thing moved aside in this process: words for the person, one escaped line
+        (the reasons can name entries a clone made); callers hold the lock."""
         repo = self.repo
         if repo.moved_aside is not None and repo.moved_aside not in _reported:
             _reported.add(repo.moved_aside)
-            self.warnings.append(
-                f"{shown(str(self.root / '.dsh' / 'checkpoints.git'))} was not made by dshd for you on this machine "
-                f"({repo.moved_aside_reason}): it was moved aside to {shown(repo.moved_aside.name)}, never used, "
+            self.warnings.append(shown(
+                f"{self.root / '.dsh' / 'checkpoints.git'} was not made by dshd for you on this machine "
+                f"({repo.moved_aside_reason}): it was moved aside to {repo.moved_aside.name}, never used, "
                 "and a new one is made"
-            )
+            ))
         if repo.journal_refused is not None and repo.journal_refused[0] not in _reported:
             target, reason = repo.journal_refused
             _reported.add(target)
-            self.warnings.append(
-                f"a checkpoint restore journal in {shown(str(self.root / '.dsh'))} was not applied ({reason}): "
-                f"no file was changed; it was moved aside to {shown(target.name)}"
-            )
+            self.warnings.append(shown(
+                f"a checkpoint restore journal in {self.root / '.dsh'} was not applied ({reason}): "
+                f"no file was changed; it was moved aside to {target.name}"
+            ))
 
     def _journal_reason(self, tree: str, paths: list[str], note: dict[str, Any]) -> str | None:
         """Why a restore journal is not this workspace's own (None: it is): the session it
