@@ -5,6 +5,7 @@ clearly what is wrong (usage errors exit 2, an unreachable daemon exits 1)."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,28 @@ def test_a_socket_path_too_long_for_unix_is_refused_saying_how_to_fix_it(tmp_pat
     deep.mkdir(parents=True, mode=0o700)
     out = run(["connect"], tmp_path, {"XDG_RUNTIME_DIR": str(deep)})
     assert out.returncode == 1 and b"longer than a Unix socket allows" in out.stderr, out.stderr
+
+
+def test_a_daemon_that_fails_to_start_is_reported_with_its_exit_code(tmp_path: Path, runtime: Runtime) -> None:
+    """The daemon is started detached (not the forwarder's child): its exit code comes over
+    the status pipe. A lock file that is a folder makes it fail before it listens."""
+    import dshd_connect
+
+    workspace = write_workspace(tmp_path / "ws")
+    runtime.sockets.mkdir(mode=0o700)
+    lock = runtime.sockets / dshd_connect.socket_name(str(workspace)).replace(".sock", ".lock")
+    lock.mkdir()
+    out = run(["connect"], workspace, runtime.env)
+    assert out.returncode == 1 and b"the daemon failed to start (exit 1)" in out.stderr, out.stderr
+    assert b".log" in out.stderr
+    lock.rmdir()  # control: the same start, with nothing in the way, serves
+    none = run(["connect", "--no-start"], workspace, runtime.env)
+    assert b"no dshd daemon is running" in none.stderr  # the failed start left nothing running
+    frames = b""
+    for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
+                    {"jsonrpc": "2.0", "id": 2, "method": "shutdown"}, {"jsonrpc": "2.0", "method": "exit"}):
+        body = json.dumps(message).encode()
+        frames += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    good = run(["connect"], workspace, {**runtime.env, "DSHD_CONNECT_COPY": "1"}, stdin=frames)
+    assert good.returncode == 0 and b'"capabilities"' in good.stdout, good.stderr
