@@ -9,8 +9,9 @@ opened twice is one live session).
   before anything else and held for the daemon's whole life. Only the holder unlinks a
   stale socket and binds, so of daemons started at once exactly one serves; the others
   see it answer and leave (or, while the holder is on its way out, wait for the lock).
-- Each connection: the peer's uid (``SO_PEERCRED``) must be ours, and the peer no process
-  this daemon started (an agent's command), else it is closed unanswered; its first line
+- Each connection: the peer's uid (``SO_PEERCRED``) must be ours, the peer in this
+  daemon's PID namespace (so in no sandbox: each has its own) and no process this daemon
+  started (an agent's command), else it is closed unanswered; its first line
   names the protocol (``dsh``: LSP framing, ``acp``: NDJSON, optionally followed by a JSON
   object of options); the daemon answers ``ok dshd <version> <pid>`` and runs that door
   over the connection, or over the client's own stdin and stdout when the options say
@@ -22,7 +23,10 @@ opened twice is one live session).
   closes every session (checkpoints written, locks released) and exits. SIGTERM and
   SIGINT do the same at once.
 
-Its stderr is ``<sock>.log`` (the forwarder that started it opened it); ``DSHD_LOG_LEVEL``
+The forwarder starts it detached (no descendant of any client) and learns how the start
+went from ``--status-fd``, a pipe the daemon holds for its life (``serving``, or ``exit
+<code>`` when it leaves before that). Its stderr is ``<sock>.log`` (the forwarder that
+started it opened it); ``DSHD_LOG_LEVEL``
 sets how much goes there (default WARNING, plus one INFO line at start and at exit).
 """
 
