@@ -21,6 +21,7 @@ from dshd.checkpoints.shadow import JOURNAL_NAME
 from dshd.errors import DshError
 from dshd.log import statekey
 from dshd.services.checkpoints import CheckpointService
+from dshd.services.checkpoints import _shared as shared_repos
 
 PURPOSE = "checkpoints restore journal v2"
 
@@ -225,6 +226,7 @@ async def test_what_the_person_is_told_is_one_escaped_line(tmp_path: Path):
     hostile = "\x1b]0;owned\x07\u202e\nFORGED"
     assert any(ord(c) < 32 or c == "\u202e" for c in hostile)
     (tmp_path / ".dsh" / "checkpoints.git" / hostile).write_text("x")
+    shared_repos.clear()  # as a new daemon: the repository is checked again when opened
     ws = make_workspace(tmp_path, config={"tools": {"approve": []}})
     [warning] = ws.open_session(sid).features.get(CheckpointService).warnings
     assert "moved aside" in warning and "\n" not in warning and "\x1b" not in warning and "\u202e" not in warning
