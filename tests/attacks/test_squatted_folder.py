@@ -146,13 +146,17 @@ def test_without_a_squatter_the_shared_tmp_folder_is_used(user: User, workspace:
     assert not user.fallback.exists()
 
 
-@pytest.mark.parametrize("squat", ["folder", "link"])
+@pytest.mark.parametrize("squat", ["folder", "link", "open"])
 def test_a_squatted_tmp_folder_falls_back_to_a_private_folder_of_the_users(user: User, workspace: Path, squat: str) -> None:
     bait = Path(tempfile.mkdtemp(prefix="dshd-bait-", dir="/var/tmp"))
     try:
         if squat == "folder":  # another user's folder, open to them only
             user.shared.mkdir(mode=0o700)
             os.chown(user.shared, SQUATTER_UID, SQUATTER_UID)
+        elif squat == "open":  # the user's own, but open to others: someone may have put a socket in
+            user.shared.mkdir()
+            os.chown(user.shared, user.uid, user.gid)
+            os.chmod(user.shared, 0o777)
         else:  # a link to a folder the squatter reads and the user could write
             os.chmod(bait, 0o777)
             os.chown(bait, SQUATTER_UID, SQUATTER_UID)
