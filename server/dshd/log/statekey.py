@@ -30,7 +30,7 @@ KEY_BYTES = 32
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _lock = threading.Lock()
-_keys: dict[str, bytes] = {}
+_keys: dict[tuple[str, str], bytes] = {}
 
 
 def state_dir() -> Path:
@@ -63,12 +63,16 @@ def _ours(path: str, uid: int) -> bool:
 
 
 def state_key() -> bytes:
-    """This user's key on this machine, made on first use (cached per folder)."""
-    folder = state_dir()
+    """This user's key on this machine, made on first use (cached for the environment that
+    chose its folder, so a mark costs no ``stat``)."""
+    env = (os.environ.get("XDG_STATE_HOME", ""), os.environ.get("HOME", ""))
+    found = _keys.get(env)
+    if found is not None:
+        return found
     with _lock:
-        found = _keys.get(str(folder))
+        found = _keys.get(env)
         if found is None:
-            found = _keys[str(folder)] = _load_or_make(folder)
+            found = _keys[env] = _load_or_make(state_dir())
         return found
 
 
