@@ -50,7 +50,8 @@ ERROR_DATA_FIELDS: dict[str, dict[str, Any]] = {
     "invalid-transition": {"phase": str},
     "no-goal": {},
     "budget-exhausted": {},
-    "plugin-not-loaded": {},
+    # plugin: the name to add to `plugins` in .dsh/config.toml ("plan", "goals", "checkpoints", ...)
+    "plugin-not-loaded": {"plugin": str},
     "invalid-config": {"key": str, "file": str},  # file: the path, or "initializationOptions.config"
     "replay-failed": {"seq": int | None, "line": int, "reason": str},
     "session-locked": {"pid": int},

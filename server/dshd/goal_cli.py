@@ -76,7 +76,7 @@ class LogGoals:
 
         config = load_layers(workspace, user_file=user_config_path()).config
         if "goals" not in config.plugins:
-            raise DshError("plugin-not-loaded", GOALS_OFF)
+            raise DshError("plugin-not-loaded", GOALS_OFF, plugin="goals")
         try:
             self._store = SessionStore.open(workspace / ".dsh" / "sessions", session_id, base=workspace)
         except FileNotFoundError:

@@ -733,7 +733,9 @@ export class Controller implements vscode.Disposable {
     const hint: Record<string, string> = {
       'invalid-transition': `(the goal is ${String(err.data.phase ?? 'in another phase')}: pick an action the goal menu offers)`,
       'stale-agent': '(the session was reloaded: open it again with "DSH: Open Session…")',
-      'plugin-not-loaded': '(plan mode, goals or the tools are turned off for this workspace: list them in .dsh/config.toml, plugins = ["plan", "goals", "tools"], then run "DSH: Restart the Daemon")',
+      'plugin-not-loaded': typeof err.data.plugin === 'string' && err.data.plugin
+        ? `(add "${err.data.plugin}" to plugins in .dsh/config.toml, then run "DSH: Restart the Daemon")`
+        : '(list the plugin in plugins of .dsh/config.toml, then run "DSH: Restart the Daemon")',
       'session-locked': `(another dshd, pid ${String(err.data.pid)}, has it open: close it there, or stop that process)`,
     };
     void vscode.window.showErrorMessage(`dsh: ${err.message}${err.kind && hint[err.kind] ? ` ${hint[err.kind]}` : ''}`);

@@ -58,6 +58,7 @@ export type ErrorData =
     }
   | {
       kind: "plugin-not-loaded";
+      plugin: string;
     }
   | {
       kind: "invalid-config";

@@ -290,7 +290,7 @@ class AcpDoor(AcpHostClient):
         agent = self._live(session_id).agent
         plan = agent.features.get(PlanModeController)
         if plan is None:
-            raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
+            raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml', plugin="plan")
         outcome = plan.set(plan_active(mode, field))
         return outcome, plan.get()
 
@@ -302,7 +302,7 @@ class AcpDoor(AcpHostClient):
         request = goal_requests.parse(params)
         agent = self._live(request.sessionId).agent
         if GoalService not in agent.features:
-            raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
+            raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml', plugin="goals")
         return await goal_requests.run(agent, request)
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:

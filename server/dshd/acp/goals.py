@@ -97,7 +97,7 @@ async def run(agent: Any, request: GoalRequest) -> dict[str, Any]:
     A pause first cancels the running round (plugins/goals.py)."""
     goals = agent.features.get(GoalService)
     if goals is None:
-        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
+        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml', plugin="goals")
     ref = None if request.ref is None else {"id": request.ref.id, "revision": request.ref.revision}
     action = request.action
     if action == "pause":

@@ -43,14 +43,14 @@ def method(name: str) -> Callable[[Handler], Handler]:
 def _plan(agent) -> PlanModeController:
     plan = agent.features.get(PlanModeController)
     if plan is None:
-        raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml')
+        raise DshError("plugin-not-loaded", 'plan mode is turned off in this workspace: add "plan" to `plugins` in .dsh/config.toml', plugin="plan")
     return plan
 
 
 def _goals(agent) -> GoalService:
     goals = agent.features.get(GoalService)
     if goals is None:
-        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
+        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml', plugin="goals")
     return goals
 
 
@@ -61,6 +61,7 @@ def _checkpoints(agent) -> CheckpointService:
             "plugin-not-loaded",
             'checkpoints are turned off in this workspace: add "checkpoints" to `plugins` in .dsh/config.toml'
             " (with [checkpoints] enabled = true)",
+            plugin="checkpoints",
         )
     return checkpoints
 

@@ -69,7 +69,7 @@ async def pause_goal(agent: "Agent", ref: Any) -> GoalView:
     """Pause the goal ``ref`` names, after its running round (if one runs) is cancelled."""
     plugin = agent.plugins.get("goals")
     if not isinstance(plugin, GoalsPlugin):
-        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml')
+        raise DshError("plugin-not-loaded", 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml', plugin="goals")
     return await plugin.pause(ref)
 
 

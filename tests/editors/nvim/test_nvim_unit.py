@@ -567,6 +567,7 @@ def test_missing_dshd_is_reported_with_what_to_do(editor, tmp_path):
         ({"kind": "replay-failed", "seq": 12, "line": 12, "reason": "seq gap"}, ["line 12", "seq gap", "dshd log verify"]),
         ({"kind": "invalid-config", "key": "plan.section"}, ["plan.section", ".dsh/config.toml", ":Dsh config"]),
         ({"kind": "plugin-not-loaded"}, ["plugins", ".dsh/config.toml"]),
+        ({"kind": "plugin-not-loaded", "plugin": "checkpoints"}, ['Add "checkpoints" to `plugins` in .dsh/config.toml']),
         ({"kind": "invalid-params", "field": "maxRounds"}, ["refused", "Check what you typed"]),
     ],
 )

@@ -178,9 +178,15 @@ local explain = {
     return 'the goal has spent its round budget. Raise it with :Dsh goal edit {rounds}, or :Dsh goal complete.'
   end,
   ['plugin-not-loaded'] = function(data, err)
+    -- The daemon names the plugin in data.plugin; one that does not (an older daemon) has
+    -- said which in its message, so that is shown rather than a name guessed here.
+    if type(data.plugin) ~= 'string' or data.plugin == '' then
+      return ('%s (list it in `plugins` of .dsh/config.toml), then :Dsh restart.'):format(tostring(err.message or 'a plugin is off in this workspace'))
+    end
+    local names = { plan = 'plan mode', goals = 'goals', tools = 'the workspace tools', mcp = 'MCP', checkpoints = 'checkpoints (rewind)' }
     return ('%s is off in this workspace. Add "%s" to `plugins` in .dsh/config.toml, then :Dsh restart.'):format(
-      ({ plan = 'plan mode', goals = 'goals', tools = 'the workspace tools' })[data.plugin] or tostring(data.plugin or 'that feature'),
-      tostring(data.plugin or '?')
+      names[data.plugin] or data.plugin,
+      data.plugin
     )
   end,
   ['invalid-config'] = function(data, err)
