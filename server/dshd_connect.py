@@ -30,7 +30,7 @@ import sys
 import _socket
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-PROTOCOLS = ("dsh", "acp")
+PROTOCOLS = ("dsh", "acp", "control")  # control: dshd daemon status|stop|restart (dshd.daemon_cli)
 GREETING = b"ok dshd "  # the daemon's answer to the protocol line: b"ok dshd <version> <pid>\n"
 START_TIMEOUT_S = 20.0  # how long to wait for a daemon we started to listen
 _SO_PEERCRED = getattr(_socket, "SO_PEERCRED", 17)

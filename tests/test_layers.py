@@ -47,6 +47,7 @@ LAYERS = {
     "shared_daemon": 6,  # `dshd daemon`: the socket, the lock, both doors on one Host
     "goal_cli": 6,  # `dshd goal`: on the log, or through the shared daemon that holds the session
     "run_cli": 6,  # `dshd run`: a headless client of the dsh door, in process or through the shared daemon
+    "daemon_cli": 6,  # `dshd daemon status|stop|restart`: the shared daemon's control door
     "client_framing": 6,  # LSP framing for goal_cli and run_cli (standard library only)
 }
 WIRE_ONLY = ("pygls", "lsprotocol", "dshd_protocol")

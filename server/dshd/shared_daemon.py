@@ -221,6 +221,12 @@ class SharedDaemon:
         self._stop = asyncio.Event()
         self._idle: asyncio.TimerHandle | None = None
         self.greeting = f"ok dshd {dshd_connect.version()} {os.getpid()}\n".encode()
+        self.started_at = time.time()
+        # A restart (`dshd daemon restart`): each client's socket is held open until this
+        # process exits, so its forwarder sees the daemon die (status 1) and the editor
+        # reattaches, rather than a connection ended on purpose (status 0).
+        self.restarting = False
+        self._held: list[int] = []
 
     # ---- lifetime ----------------------------------------------------------------------
 
@@ -293,6 +299,11 @@ class SharedDaemon:
             log.exception("a connection failed")
         finally:
             self.connections.discard(task)
+            if self.restarting:
+                try:
+                    self._held.append(os.dup(conn.fileno()))
+                except OSError:
+                    pass
             conn.close()
             if not self._stop.is_set():
                 self._arm_idle()
@@ -327,13 +338,16 @@ class SharedDaemon:
         line, early = line
         protocol, _, rest = line.strip().partition(b" ")
         options = _options(rest)
-        if protocol not in (b"dsh", b"acp"):
+        if protocol not in (b"dsh", b"acp", b"control"):
             await loop.sock_sendall(conn, b"error the first line must name the protocol: dsh or acp\n")
             return
         if options is None:
             await loop.sock_sendall(conn, b"error the options after the protocol must be one JSON object\n")
             return
         await loop.sock_sendall(conn, self.greeting)
+        if protocol == b"control":
+            await self._serve_control(loop, conn, options)
+            return
         if options.get("fds") is True:
             if early:
                 await loop.sock_sendall(conn, b"error nothing may follow the protocol line before the answer when passing fds\n")
@@ -381,6 +395,72 @@ class SharedDaemon:
             await asyncio.gather(door, gone, return_exceptions=True)
             read_transport.close()
             write_transport.close()
+
+    # ---- control: `dshd daemon status|stop|restart` (dshd.daemon_cli) -----------------
+
+    async def _serve_control(self, loop, conn: socket.socket, options: dict) -> None:
+        """One request (``{"op": "status" | "stop" | "restart"}``), one JSON line back. The
+        peer passed the same checks as any client (our uid, our PID namespace, none of our
+        commands): whoever may open a session here may stop the daemon."""
+        import json
+
+        op = options.get("op")
+        if op not in ("status", "stop", "restart"):
+            await loop.sock_sendall(conn, b'{"error": "op must be status, stop or restart"}\n')
+            return
+        answer = self.status()
+        if op != "status":
+            told = self._tell_clients(op)
+            answer = {**answer, "stopping": True, "told": told}
+        await loop.sock_sendall(conn, json.dumps(answer).encode() + b"\n")
+        if op != "status":
+            log.info("%s asked by dshd daemon %s", op, op)
+            self.restarting = op == "restart"
+            self.stop()
+
+    def status(self) -> dict:
+        """The pid, socket, uptime, the clients and the live sessions (who is attached)."""
+        names = {cid: client.client_name for cid, client in self.host.clients.items()}
+        sessions = []
+        for workspace, _loaded in list(self.host._workspaces.values()):
+            for agent in list(workspace._agents.values()):
+                attached = self.host._attached.get(agent.agent_id, {})
+                sessions.append({"sessionId": agent.session_id, "clients": [names.get(c, c) for c in attached]})
+        return {
+            "pid": os.getpid(),
+            "version": dshd_connect.version(),
+            "workspace": str(self.root),
+            "socket": self.socket_path,
+            "log": self.socket_path[: -len(".sock")] + ".log",
+            "startedAt": self.started_at,
+            "uptimeS": round(time.time() - self.started_at, 1),
+            "clients": sorted(names.values()),
+            "sessions": sessions,
+        }
+
+    def _tell_clients(self, op: str) -> int:
+        """One notice to each editor (dsh connection) before the daemon goes; returns how many."""
+        from dshd.daemon.app import DshDaemon
+
+        if op == "restart":
+            message = (
+                "The workspace's dshd daemon is restarting (dshd daemon restart): this editor "
+                "reattaches to its session; a goal that was running waits for you to resume it."
+            )
+        else:
+            message = (
+                "The workspace's dshd daemon was stopped (dshd daemon stop). Nothing is lost; "
+                "the next dsh command starts it again."
+            )
+        told = 0
+        for client in list(self.host.clients.values()):
+            if isinstance(client, DshDaemon):
+                try:
+                    client.protocol.notify("window/showMessage", {"type": 2, "message": message})
+                    told += 1
+                except Exception:  # a connection on its way out: nothing to tell
+                    log.debug("could not tell a client", exc_info=True)
+        return told
 
     async def _serve_door(self, protocol: bytes, reader, out: _Out, options: dict) -> None:
         if protocol == b"dsh":

@@ -35,7 +35,7 @@ from dshd.agent.questions import ANSWER_TIMEOUT_S
 from dshd.agent.workspace import Workspace
 from dshd.daemon.host import Host, client_name
 from dshd.daemon.host_client import HostClient
-from dshd.daemon import handlers, to_wire
+from dshd.daemon import handlers, settings_differ, to_wire
 from dshd.daemon.permissions import WireApprovals
 from dshd.daemon.questions import WireQuestions
 from dshd.daemon.rpc_errors import DshRpcError
@@ -124,10 +124,17 @@ class DshDaemon(HostClient, DshServer):
         self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
         # A headless run (dshd run) says so; the Host's headless rules go by this, never by a name.
         self.headless = isinstance(dsh_caps, dict) and dsh_caps.get("headless") is True
-        self.client_name = client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name)
+        # What every chat says for this client's acts, told apart from the others' names.
+        self.host.name(self, client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name))
         # Shared with every connection on this folder: the first one's config stands.
         self.dsh_workspace, self.config_report = self.host.workspace(root, loaded, editor_trust=True)
+        self.settings_notice = None
         if self.config_report is not loaded and to_wire.config_report(self.config_report) != to_wire.config_report(loaded):
+            # Said in the editor at `initialized` (the keys, what is in force, the ways out).
+            self.settings_notice = settings_differ.notice(
+                settings_differ.differing_keys(loaded.effective(), self.config_report.effective()),
+                trust_differs=loaded.trusted != self.config_report.trusted,
+            )
             logger.warning(
                 "workspace %s is already open in this daemon with the settings of the client that opened it first; "
                 "this client's settings are not used until the daemon restarts",
@@ -146,6 +153,8 @@ class DshDaemon(HostClient, DshServer):
             self.protocol.notify(
                 "window/showMessage", {"type": MESSAGE_TYPE_WARNING, "message": notice}
             )
+        if getattr(self, "settings_notice", None) is not None:
+            self.protocol.notify("window/showMessage", {"type": MESSAGE_TYPE_WARNING, "message": self.settings_notice})
 
     def _workspace_root(self, params: InitializeParams) -> Path:
         try:
