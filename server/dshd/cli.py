@@ -521,55 +521,6 @@ def for_people(*, as_json: bool, log_records: bool = False, prefix: str = "dshd"
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
-# ---- a reader that leaves early ---------------------------------------------------------
-
-
-class StdoutMayClose:
-    """``sys.stdout`` for a command whose reader may leave before it ends (`| head`): once
-    the pipe is closed, the rest of the output goes to /dev/null, so the command finishes
-    what it does and exits with the status it would have had, with no traceback and no
-    "Exception ignored" at exit (docs/choices.md)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self.reader_left = False
-
-    def write(self, text: str) -> int:
-        if not self.reader_left:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._to_devnull()
-        return len(text)
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self._to_devnull()
-            self._stream.flush()  # what was buffered for the pipe: to /dev/null now
-
-    def _to_devnull(self) -> None:
-        self.reader_left = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self._stream.fileno())
-        finally:
-            os.close(devnull)
-
-    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...
-        return getattr(self._stream, name)
-
-
-def _stdout_may_close() -> None:
-    if not isinstance(sys.stdout, StdoutMayClose):
-        sys.stdout = StdoutMayClose(sys.stdout)  # type: ignore[assignment]
-
-
 # ---- entry point ------------------------------------------------------------------------
 
 
@@ -624,8 +575,6 @@ def main(argv: list[str] | None = None) -> int:
         return _run_external("dshd.acp.app:main", "acp", [arg for arg in argv[1:] if arg != "--stdio"])
     if argv[0] == "connect":
         return _run_external("dshd_connect:connect_main", "connect", argv[1:])
-    if argv[0] in ("log", "doctor", "goal", "run") or (argv[0] == "daemon" and argv[1:2] in (["status"], ["stop"], ["restart"])):
-        _stdout_may_close()  # commands whose output a person pipes on (JSON to `jq`, `| head`)
     if argv[0] == "daemon":
         if argv[1:2] and argv[1] in ("status", "stop", "restart"):
             return _run_external("dshd.daemon_cli:main", "daemon", argv[1:])
