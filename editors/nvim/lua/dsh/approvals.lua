@@ -108,6 +108,8 @@ function M.open(params, finish, request)
   local label = 'approval of ' .. tostring(params.title or params.tool)
   local unregister = require('dsh.asks').add(params.agentId, params.callId, function(reason, message)
     -- Unanswered: the request ends as cancelled (dsh.asks.serve), nothing decided here.
+    -- A key meant for the approval, pressed as it closes, must not act on the window below.
+    float.close_by_itself(approval.win, message or ('%s closed: %s'):format(label, reason or 'ended elsewhere'))
     approval.decide(nil)
     if message then
       require('dsh.errors').notify(message, vim.log.levels.INFO)

@@ -11,6 +11,14 @@ M.guard_ms = 500
 -- Keys typed this recently (or any mode but Normal) mean the person is typing.
 M.typing_ms = 1000
 
+-- A question that closes by itself (answered in another client, withdrawn) while the
+-- person reads it leaves a notice in its place that takes every key for this long: a key
+-- meant for the question (`a` to approve) must not start Insert mode in the window below.
+M.closed_hold_ms = 1500
+
+-- float window -> the window the person was in before it took the focus.
+M.came_from = {}
+
 local keys = require('dsh.keys')
 keys.track() -- already tracking since startup (plugin/dsh.lua); here for a bare require
 
@@ -110,7 +118,11 @@ function M.open(buf, opts)
     footer = footer_chunks(opts.keys or '', ''),
     footer_pos = 'center',
   }
+  local from = vim.api.nvim_get_current_win()
   local win = vim.api.nvim_open_win(buf, enter, win_opts)
+  if enter then
+    M.came_from[win] = from
+  end
   -- `minimal` turns these off; a plan is read by its line numbers and in whole words.
   vim.wo[win].wrap = true
   vim.wo[win].linebreak = true
@@ -147,6 +159,10 @@ function M.open(buf, opts)
     once = true,
     callback = function()
       pcall(vim.api.nvim_del_augroup_by_id, group)
+      -- (after the closing code read it: M.close_by_itself)
+      vim.schedule(function()
+        M.came_from[win] = nil
+      end)
     end,
   })
   return win
@@ -179,8 +195,77 @@ end
 
 --- Give a question's float the focus (:Dsh answer), with its own title again.
 function M.focus(win, title)
+  M.came_from[win] = M.came_from[win] or vim.api.nvim_get_current_win()
   vim.api.nvim_set_current_win(win)
   pcall(vim.api.nvim_win_set_config, win, { title = ' ' .. (title or '') .. ' ', title_pos = 'center' })
+end
+
+--- Close question float `win` that ends without the person's answer (another client
+--- answered, dshd withdrew it), saying `text`. When the person was reading it (it had
+--- the focus, in Normal mode) its place is taken for M.closed_hold_ms by a notice that
+--- swallows every key (q, <Esc> or <CR> close it sooner), then the focus goes back to
+--- the window the person was in before the question. Returns the notice's window, if any.
+---@param win integer?
+---@param text string
+---@return integer?
+function M.close_by_itself(win, text)
+  if not (win and vim.api.nvim_win_is_valid(win)) then
+    return nil
+  end
+  local focused = vim.api.nvim_get_current_win() == win
+  local mode = vim.api.nvim_get_mode()
+  local back_to = M.came_from[win]
+  vim.api.nvim_win_close(win, true)
+  if not focused or mode.mode ~= 'n' or mode.blocking then
+    return nil -- the keys go where the person types (the command line, a prompt)
+  end
+  return M.hold(text, back_to)
+end
+
+--- The notice of M.close_by_itself: focused, keys swallowed until it closes.
+function M.hold(text, back_to)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, { text, '', 'The keys you press now do nothing.' })
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].bufhidden = 'wipe'
+  local win = M.open(buf, { title = 'Closed', keys = 'closes by itself · q closes now', number = false, width = 80 })
+  vim.wo[win].cursorline = false
+  local ns = vim.api.nvim_create_namespace('dsh.float.hold')
+  local done = false
+  local function finish()
+    if done then
+      return
+    end
+    done = true
+    vim.on_key(nil, ns)
+    if vim.api.nvim_win_is_valid(win) then
+      local here = vim.api.nvim_get_current_win() == win
+      vim.api.nvim_win_close(win, true)
+      if here and back_to and vim.api.nvim_win_is_valid(back_to) then
+        vim.api.nvim_set_current_win(back_to)
+      end
+    end
+  end
+  -- Every key is dropped before Neovim reads it (mappings included); one that means
+  -- "dismiss" closes the notice sooner. Another window taking the focus ends the hold.
+  vim.on_key(function(_, typed)
+    if done then
+      return
+    end
+    if typed == 'q' or typed == '\27' or typed == '\r' then
+      vim.schedule(finish)
+    end
+    return ''
+  end, ns)
+  vim.api.nvim_create_autocmd('WinLeave', {
+    buffer = buf,
+    once = true,
+    callback = function()
+      vim.schedule(finish)
+    end,
+  })
+  vim.defer_fn(finish, M.closed_hold_ms)
+  return win
 end
 
 --- Ask which of `choices` (labels) to take, with vim.ui.select (the person's own picker,

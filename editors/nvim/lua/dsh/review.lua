@@ -290,6 +290,8 @@ function M.open(question, meta, finish)
       return
     end
     local drafts = M.describe_drafts(review.comments, review.feedback) and drafts_text(review)
+    -- A key meant for the review, pressed as it closes, must not act on the window below.
+    float.close_by_itself(review.win, message or ('plan review closed: ' .. (reason or 'ended elsewhere')))
     review.decide(nil)
     if message then
       require('dsh.errors').notify(

@@ -1,0 +1,281 @@
+"""A question's float that closes by itself, and the chat buffer reloaded, in Neovim's TUI.
+
+Neovim's own terminal UI runs in tmux (keys are sent as a terminal sends them, the
+screen is read with capture-pane) on a workspace's shared daemon; a second, headless
+Neovim is the other client on the same session. The TUI Neovim also listens on a socket
+so the test can read its state (mode, buffers, the chat's lines) without typing into it.
+
+- The other client approves the plan review first: the float open in the TUI closes,
+  and the keys pressed right after (`a`, `x`, `dd`, meant for the review) go nowhere.
+- `:e!` and `:edit` in the chat window: the chat comes back whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pynvim
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "editors" / "nvim" / "tests"))
+from nvim_harness import (  # noqa: E402
+    PLUGIN_DIR,
+    dshd_binary,
+    nvim_binary,
+    runtime_dir,
+    shared_editor,
+    stop_daemons,
+    write_artifact,
+)
+
+from editors.nvim.test_nvim_daemon import Tmux  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+IDLE_S = 2
+PLAN = "# Plan: retries\n\n1. Add a retry loop\n2. Test it\n"
+EXIT_WITH_PLAN = {"toolCalls": [{"name": "exit_plan_mode", "arguments": {"plan": PLAN}}]}
+
+CONFIG = f"""\
+plugins = ["plan", "goals", "tools"]
+
+[daemon]
+idleTimeoutS = {IDLE_S}
+
+[model]
+provider = "scripted"
+script = "script.json"
+"""
+
+# The chat's lines as its builder lays out the items it holds, in a scratch buffer: what
+# the chat shows when no key touched it.
+RENDERED = """
+local view = require('dsh.chat').views()[select(2, require('dsh').current())]
+local scratch = vim.api.nvim_create_buf(false, true)
+local builder = require('dsh.chat.builder').attach(scratch)
+builder:reset(view.store:items())
+local lines = vim.api.nvim_buf_get_lines(scratch, 0, -1, false)
+vim.api.nvim_buf_delete(scratch, { force = true })
+return lines
+"""
+
+CHAT = "require('dsh.chat').views()[select(2, require('dsh').current())]"
+
+
+class TuiNeovim:
+    """Neovim's TUI in tmux, also reachable on a socket for reading its state."""
+
+    def __init__(self, tmp_path: Path, workspace: Path, runtime: Path, name: str) -> None:
+        if shutil.which("tmux") is None:
+            pytest.skip("tmux is not installed: the TUI capture needs it")
+        init = tmp_path / "init-tui.lua"
+        init.write_text(
+            f"""
+vim.opt.rtp:prepend({json.dumps(str(PLUGIN_DIR))})
+vim.o.laststatus = 2
+vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
+require('dsh').setup({{ dshd = {json.dumps(dshd_binary())}, client_name = {json.dumps(name)}, notify_turns = false }})
+""",
+            encoding="utf-8",
+        )
+        self.socket = runtime / "tui.sock"
+        self.tmux = Tmux(f"dsh-closed-{os.getpid()}", workspace,
+                         ["env", "TERM=xterm-256color", f"XDG_RUNTIME_DIR={runtime}",
+                          nvim_binary(), "-n", "-i", "NONE", "--listen", str(self.socket), "-u", str(init)],
+                         width=110, height=34)
+        self.tmux.wait_for("~")
+        deadline = time.monotonic() + 20
+        while not self.socket.exists():
+            assert time.monotonic() < deadline, "the TUI Neovim never listened"
+            time.sleep(0.05)
+        self.nvim = pynvim.attach("socket", path=str(self.socket))
+
+    def lua(self, code: str, *args):
+        return self.nvim.exec_lua(code, *args)
+
+    def wait_for(self, lua_expr: str, timeout: float = 30.0, what: str = "") -> object:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.lua(f"return {lua_expr}")
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what or lua_expr}:\n{self.tmux.screen()}")
+            time.sleep(0.02)
+
+    def mode(self) -> str:
+        return self.nvim.api.get_mode()["mode"]
+
+    def chat_lines(self) -> list[str]:
+        return self.lua(f"local v = {CHAT}; return vim.api.nvim_buf_get_lines(v.buf, 0, -1, false)")
+
+    def ticks(self) -> dict[str, int]:
+        """b:changedtick of every buffer but the chat's (which the daemon's items change)."""
+        return self.lua(
+            f"local chat = {CHAT}.buf; local out = {{}};"
+            " for _, b in ipairs(vim.api.nvim_list_bufs()) do"
+            "  if b ~= chat and vim.api.nvim_buf_is_loaded(b) then"
+            "   out[tostring(b) .. ' ' .. vim.api.nvim_buf_get_name(b)] = vim.b[b].changedtick end end;"
+            " return out"
+        )
+
+    def close(self) -> None:
+        try:
+            self.nvim.close()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.tmux.keys("Escape", ":qa!", "Enter")
+        time.sleep(0.5)
+        self.tmux.kill()
+
+
+@pytest.fixture
+def setting(tmp_path):
+    """A workspace with a scripted model, its private runtime folder, and what was opened."""
+    runtime = runtime_dir()
+    opened = []
+    yield tmp_path, runtime, opened
+    problems = []
+    for thing in opened:
+        if hasattr(thing, "lua_errors"):
+            problems += thing.lua_errors()
+        thing.close()
+    stop_daemons(runtime, wait_s=IDLE_S + 8)
+    assert not problems, problems
+
+
+def workspace_with(tmp_path: Path, replies: list[dict]) -> Path:
+    root = tmp_path / "ws"
+    (root / ".dsh").mkdir(parents=True)
+    (root / ".dsh" / "config.toml").write_text(CONFIG, encoding="utf-8")
+    (root / "script.json").write_text(json.dumps({"replies": replies}), encoding="utf-8")
+    (root / "notes.txt").write_text("first line\nsecond line\n", encoding="utf-8")
+    return root
+
+
+def open_chat_with_session(tui: TuiNeovim) -> str:
+    tui.tmux.keys(":Dsh session new", "Enter")
+    tui.tmux.wait_for("◎ no goal")
+    tui.tmux.keys(":Dsh chat", "Enter")
+    tui.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://chat/', 1, true) ~= nil", what="the chat window")
+    return tui.lua("return select(2, require('dsh').current())")
+
+
+def prompt_in_chat(tui: TuiNeovim, text: str) -> None:
+    # (<C-s> is flow control on many terminals: <CR> in Normal mode sends.)
+    tui.tmux.keys("i", text, "Escape", "Enter")
+
+
+def test_keys_right_after_another_client_answered_go_nowhere(setting):
+    tmp_path, runtime, opened = setting
+    # The reply after the approval is slow: the chat holds still while the keys are checked.
+    workspace = workspace_with(tmp_path, [{"text": "ready to plan"}, EXIT_WITH_PLAN, {"text": "on it", "delayMs": 4000}])
+    tui = TuiNeovim(tmp_path, workspace, runtime, "nvim A")
+    opened.append(tui)
+    session_id = open_chat_with_session(tui)
+    other = shared_editor(workspace, runtime, "nvim B")
+    opened.append(other)
+    other.typed(f"Dsh session open {session_id}")
+    other.wait_for(f"select(2, require('dsh').current()) == '{session_id}'", timeout=30, what="B on the session")
+
+    # Control: with no float closing, `a` in the chat starts Insert mode (the probe sees it).
+    prompt_in_chat(tui, "hello")
+    tui.tmux.wait_for("ready to plan")
+    tui.wait_for("not require('dsh.state').busy()", what="the first turn over")
+    tui.tmux.keys("a")
+    tui.wait_for("vim.api.nvim_get_mode().mode == 'i'", timeout=5, what="Insert mode from `a` (control)")
+    tui.tmux.keys("Escape")
+    tui.wait_for("vim.api.nvim_get_mode().mode == 'n'", timeout=5)
+
+    tui.tmux.keys(":Dsh plan on", "Enter")
+    tui.tmux.wait_for("◎ plan · no goal")
+    prompt_in_chat(tui, "add retries")
+    tui.wait_for("#require('dsh.review').list() == 1", what="A's plan review")
+    other.wait_for("#require('dsh.review').list() == 1", timeout=30, what="B's plan review")
+    # The person in A goes to the review and reads it.
+    tui.tmux.keys(":Dsh answer", "Enter")
+    tui.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win", what="A's float focused")
+    chat_win = tui.lua(f"return vim.fn.win_findbuf({CHAT}.buf)[1]")
+    write_artifact("tui-closed-float-1-review-open.txt", tui.tmux.screen())
+    ticks_before = tui.ticks()
+
+    # B approves first; A's float closes under the person, who presses `a` (and `x`, `dd`).
+    other.typed("Dsh answer")
+    other.wait_for("vim.api.nvim_get_current_win() == require('dsh.review').list()[1].win", what="B's float focused")
+    time.sleep(0.6)
+    other.feed("a")
+    tui.wait_for("#require('dsh.review').list() == 0", timeout=20, what="A's float to close")
+    tui.tmux.keys("a")
+    tui.tmux.keys("x")
+    tui.tmux.keys("d", "d")
+    screen = tui.tmux.wait_for("approved by nvim B")
+    write_artifact("tui-closed-float-2-answered-elsewhere.txt", screen)
+    time.sleep(0.3)
+    assert tui.mode() == "n", tui.tmux.screen()
+    assert "The keys you press now do nothing" in screen, screen
+
+    # The notice goes by itself; the person is back in the chat, in Normal mode, nothing edited.
+    screen = tui.tmux.wait_gone("The keys you press now do nothing", timeout=10)
+    write_artifact("tui-closed-float-3-after.txt", screen)
+    assert tui.lua("return vim.api.nvim_get_current_win()") == chat_win
+    assert tui.mode() == "n"
+    assert tui.lua(f"return {CHAT}.builder:prompt_lines()") == [""]
+    ticks_after = tui.ticks()
+    assert ticks_after and all(ticks_before.get(name) == tick for name, tick in ticks_after.items()), ticks_after
+    assert tui.lua("return vim.tbl_filter(function(b) return vim.bo[b].modified end, vim.api.nvim_list_bufs())") == []
+    tui.wait_for("not require('dsh.state').busy()", timeout=30, what="the turn over")
+    tui.tmux.wait_for("on it")
+    assert tui.chat_lines() == tui.lua(RENDERED)
+    assert "add retries" in "\n".join(tui.chat_lines())
+    # The plan was approved, by B's answer.
+    events = [json.loads(line) for line in
+              (workspace / ".dsh" / "sessions" / session_id / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    calls = {e["data"]["callId"] for e in events if e["type"] == "tool/call" and e["data"]["name"] == "exit_plan_mode"}
+    results = [e["data"] for e in events if e["type"] == "tool/result" and e["data"]["callId"] in calls]
+    assert [r["ok"] for r in results] == [True]
+
+    # Control once more: now the same key does what it always does.
+    tui.tmux.keys("a")
+    tui.wait_for("vim.api.nvim_get_mode().mode == 'i'", timeout=5, what="Insert mode from `a` (control)")
+    tui.tmux.keys("Escape")
+
+
+def test_e_bang_and_edit_in_the_chat_bring_it_back_whole(setting):
+    tmp_path, runtime, opened = setting
+    workspace = workspace_with(tmp_path, [{"text": "first answer"}, {"text": "second answer"}, {"text": "third answer"}])
+    tui = TuiNeovim(tmp_path, workspace, runtime, "nvim A")
+    opened.append(tui)
+    open_chat_with_session(tui)
+    prompt_in_chat(tui, "first question")
+    tui.tmux.wait_for("first answer")
+    tui.wait_for("not require('dsh.state').busy()", what="the first turn over")
+    prompt_in_chat(tui, "second question")
+    tui.tmux.wait_for("second answer")
+    tui.wait_for("not require('dsh.state').busy()", what="the second turn over")
+    # A draft in the prompt area is kept too.
+    tui.tmux.keys("i", "a draft", "Escape")
+    tui.wait_for(f"{CHAT}.builder:prompt_lines()[1] == 'a draft'", timeout=5)
+    tui.wait_for("vim.api.nvim_get_mode().mode == 'n'", timeout=5)
+    tui.tmux.wait_gone("-- INSERT --", timeout=5)
+    before = tui.chat_lines()
+    write_artifact("tui-chat-before-e-bang.txt", tui.tmux.screen())
+    assert any("second answer" in line for line in before)
+
+    for command in ("e!", "edit", "e"):
+        tui.tmux.keys(f":{command}", "Enter")
+        time.sleep(0.5)
+        screen = tui.tmux.screen()
+        write_artifact(f"tui-chat-after-{command.replace('!', '-bang')}.txt", screen)
+        assert tui.chat_lines() == before, (command, tui.chat_lines())
+        assert "second answer" in screen and "first question" in screen, screen
+        assert tui.lua("return vim.api.nvim_buf_get_name(0)").startswith("dsh://chat/")
+    # Still a live chat: the next item arrives in the same buffer, the draft sent with it.
+    tui.tmux.keys("Enter")
+    tui.tmux.wait_for("a draft")
+    tui.wait_for("not require('dsh.state').busy()", what="the third turn over")
+    assert tui.chat_lines() == tui.lua(RENDERED)
