@@ -237,8 +237,43 @@ local function new_view(agent_id, session_id)
       set_window_options(vim.api.nvim_get_current_win())
     end,
   })
+  -- :e! and :edit on the chat read no file: Neovim empties the buffer, then asks this
+  -- autocmd to read it; the chat is laid out again from the items it holds, with what
+  -- the person had typed below them (kept as the buffer unloads).
+  vim.api.nvim_create_autocmd('BufUnload', {
+    buffer = buf,
+    callback = function()
+      local ok, prompt = pcall(view.builder.prompt_lines, view.builder)
+      view.typed = ok and prompt or nil
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufReadCmd', {
+    buffer = buf,
+    callback = function()
+      M.reread(view)
+    end,
+  })
   load(view)
   return view
+end
+
+--- Lay the chat of `view` out again after its buffer was emptied (:e!); a page still
+--- being read is laid out when it arrives.
+function M.reread(view)
+  local typed = view.typed
+  view.typed = nil
+  vim.bo[view.buf].modifiable = true
+  if view.loading or not view.store then
+    return
+  end
+  rebuild(view)
+  if typed and (#typed > 1 or typed[1] ~= '') then
+    view.builder:set_prompt(typed)
+  end
+  local last = vim.api.nvim_buf_line_count(view.buf)
+  for _, win in ipairs(vim.fn.win_findbuf(view.buf)) do
+    vim.api.nvim_win_set_cursor(win, { last, 0 })
+  end
 end
 
 --- The chat item under the cursor of the current window (on `view`'s buffer), or nil.
