@@ -6,7 +6,7 @@ Bad lines never stop the loop and never go unanswered where JSON-RPC says to ans
 - not JSON (NaN, Infinity and 1e999 included), or a line over ``MAX_LINE`` bytes:
   -32700 Parse error, ``id: null``;
 - a JSON array (ACP has no batches), a non-object, no ``"jsonrpc": "2.0"``, an id that
-  is not a string or an integer, a method that is not a string, an object that is
+  is not a string or an integer (a request's ``"id": null`` too), a method that is not a string, an object that is
   neither a request, a notification nor a response: -32600 Invalid Request (with the
   id when it is usable).
 
@@ -47,6 +47,8 @@ def problem(message: Any) -> tuple[int, str, Any] | None:
     if "id" in message and msg_id is not None and not _usable_id(msg_id):
         return -32600, "Invalid Request: id must be a string or an integer", None
     if "method" in message:
+        if "id" in message and msg_id is None:  # a request with "id": null: neither a request nor a notification
+            return -32600, "Invalid Request: id must be a string or an integer, not null", None
         if not isinstance(message["method"], str):
             return -32600, "Invalid Request: method must be a string", answer_id
         if "params" in message and not isinstance(message["params"], (dict, list)):

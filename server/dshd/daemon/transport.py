@@ -5,7 +5,8 @@ daemon), no thread hop per message; each decoded message goes to the server
 
 Bad bytes never stop the loop: a header block without a usable ``Content-Length`` is
 skipped; a body that is not JSON gets a -32700 Parse error; a message that is not a
-JSON-RPC 2.0 object gets -32600 Invalid Request when it carries an id.
+JSON-RPC 2.0 object gets -32600 Invalid Request when it carries an id (a request whose id
+is ``null`` too, answered with ``"id": null``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ async def read_messages(
             on_bad_message(-32600, "Invalid Request: not a JSON-RPC 2.0 object", msg_id)
             continue
         msg_id = message.get("id")
+        if msg_id is None and "id" in message and "method" in message:
+            # JSON-RPC 2.0: a request's id is a string or a number; "id": null is neither
+            # a request we could answer by id nor a notification (which has no id at all).
+            on_bad_message(-32600, "Invalid Request: id must be a string or a number, not null", None)
+            continue
         if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, float))):
             on_bad_message(-32600, "Invalid Request: id must be a string or a number", None)
             continue
