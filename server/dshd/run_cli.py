@@ -237,6 +237,10 @@ class Output:
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
         self.progress_on = not as_json and sys.stderr.isatty()
+        # stdout on a terminal as well (one screen, as in a shell): the progress line, drawn
+        # back at the line's start, would erase a line the agent has not ended; it waits
+        # until that line ends. With stdout a pipe or a file, nothing shares its screen.
+        self._waits_for_lines = self.progress_on and sys.stdout.isatty()
         self._progress_shown = False
         self._progress_text = ""
         self._printed: dict[str, int] = {}  # assistant item id -> characters written
@@ -291,17 +295,40 @@ class Output:
         print(f"dshd run: {shown(text)}", file=sys.stderr, flush=True)
 
     def progress(self, text: str) -> None:
-        if self.progress_on and not (self._progress_shown and text == self._progress_text):
-            # Our own control sequence (back to the start, clear the line); the text escaped.
-            sys.stderr.write("\r\x1b[K" + shown(text))
-            sys.stderr.flush()
-            self._progress_shown, self._progress_text = True, text
+        if not self.progress_on or (self._progress_shown and text == self._progress_text):
+            return
+        if self._waits_for_lines and self._open_line:
+            return  # drawn by the first update once the agent's line has ended
+        # Our own control sequence (back to the start, clear the line); the text escaped and
+        # kept within one row (a wrapped line would leave its first row behind when redrawn).
+        sys.stderr.write("\r\x1b[K" + _one_row(shown(text), _columns()))
+        sys.stderr.flush()
+        self._progress_shown, self._progress_text = True, text
 
     def _clear_progress(self) -> None:
         if self._progress_shown:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
             self._progress_shown = False
+
+
+def _columns() -> int:
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
+
+
+def _one_row(text: str, columns: int) -> str:
+    """``text`` cut to fit in one row short of ``columns`` (wide characters take two)."""
+    import unicodedata
+
+    width = 0
+    for end, char in enumerate(text):
+        width += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        if width > columns - 1:
+            return text[: max(end - 1, 0)] + "…"
+    return text
 
 
 class Run:
