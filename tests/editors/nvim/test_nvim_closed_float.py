@@ -279,3 +279,51 @@ def test_e_bang_and_edit_in_the_chat_bring_it_back_whole(setting):
     tui.tmux.wait_for("a draft")
     tui.wait_for("not require('dsh.state').busy()", what="the third turn over")
     assert tui.chat_lines() == tui.lua(RENDERED)
+
+
+def test_an_approval_answered_in_the_other_neovim_takes_no_key_of_this_one(setting):
+    """The same for an approval, in two headless Neovims: B allows the edit first; the `a`,
+    `x` and `dd` typed in A right after its float closed change nothing, and A's `a` right
+    after the notice left starts Insert mode as usual (the control)."""
+    tmp_path, runtime, opened = setting
+    workspace = workspace_with(tmp_path, [
+        {"toolCalls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "x\n"}}]},
+        {"text": "done", "delayMs": 3000},
+    ])
+    a, b = shared_editor(workspace, runtime, "nvim A"), shared_editor(workspace, runtime, "nvim B")
+    opened += [a, b]
+    a.typed("Dsh session new")
+    a.wait_for("require('dsh').current() ~= nil", timeout=30, what="a session")
+    session_id = a.lua("return select(2, require('dsh').current())")
+    b.typed(f"Dsh session open {session_id}")
+    b.wait_for(f"select(2, require('dsh').current()) == '{session_id}'", timeout=30)
+    a.cmd("edit notes.txt")
+    notes = a.lua("return vim.api.nvim_get_current_buf()")
+    a.typed("Dsh prompt write a file")
+    for editor in (a, b):
+        editor.wait_for("#require('dsh.approvals').list() == 1", timeout=30, what="the approval float")
+        editor.typed("Dsh answer")
+        editor.wait_for("vim.api.nvim_get_current_win() == require('dsh.approvals').list()[1].win")
+    time.sleep(0.6)
+    tick = a.lua("return vim.b[...].changedtick", notes)
+    b.feed("a")
+    a.wait_for("#require('dsh.approvals').list() == 0", timeout=20, what="A's float to close")
+    a.feed("a")
+    a.feed("x")
+    a.feed("dd")
+    assert a.nvim.api.get_mode()["mode"] == "n"
+    # The notice has the focus (a float), saying who answered.
+    assert a.lua("return vim.api.nvim_win_get_config(0).relative") == "editor"
+    assert "allowed once by nvim B" in "\n".join(a.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    a.wait_for("vim.api.nvim_get_current_buf() == ...".replace("...", str(notes)), timeout=5,
+               what="the focus back on notes.txt")
+    assert a.nvim.api.get_mode()["mode"] == "n"
+    assert a.lua("return vim.api.nvim_buf_get_lines(...)", notes, 0, -1, False) == ["first line", "second line"]
+    assert a.lua("return vim.b[...].changedtick", notes) == tick
+    assert a.lua("return vim.bo[...].modified", notes) is False
+    assert any("allowed once by nvim B" in m for m in a.messages()), a.messages()
+    assert (workspace / "a.txt").read_text(encoding="utf-8") == "x\n"
+    # Control: the same key, with no float closing, does what it always does.
+    a.feed("a")
+    assert a.nvim.api.get_mode()["mode"] == "i"
+    a.feed("<Esc>")
