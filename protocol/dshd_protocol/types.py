@@ -522,6 +522,7 @@ class UserMessageChatItem:
     # the checkpoint "Rewind to here" restores: the first one taken after this message in
     # its turn (absent until then, and when no step of it could change files)
     checkpoint: PositiveInt | None = None
+    from_client: str | None = None  # another client did this: its name (absent: the receiving client, or nobody)
 
 
 @attrs.frozen(kw_only=True)
@@ -591,6 +592,7 @@ class PlanReviewChatItem:
     previous_id: str | None = None
     partial: bool
     discarded: bool | None = None  # only ever true
+    from_client: str | None = None  # another client did this: its name (absent: the receiving client, or nobody)
 
 
 @attrs.frozen(kw_only=True)
@@ -609,6 +611,7 @@ class PermissionChatItem:
     feedback: str | None = None
     tool_item_id: str | None = None  # the tool-call item it answers
     text: str
+    from_client: str | None = None  # another client did this: its name (absent: the receiving client, or nobody)
 
 
 @attrs.frozen(kw_only=True)
@@ -632,6 +635,7 @@ class GoalChatItem:
     max_tokens: PositiveInt | None = None
     blocked_reason: ChatBlockedReason | None = None
     text: str
+    from_client: str | None = None  # another client did this: its name (absent: the receiving client, or nobody)
 
 
 @attrs.frozen(kw_only=True)
@@ -657,6 +661,7 @@ class TurnEndChatItem:
     stop_reason: str
     error: ChatTurnError | None = None
     text: str
+    from_client: str | None = None  # another client did this: its name (absent: the receiving client, or nobody)
 
 
 @attrs.frozen(kw_only=True)

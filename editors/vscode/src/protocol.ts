@@ -396,6 +396,7 @@ export interface UserMessageChatItem {
    * an integer from 1 to 2^53-1
    */
   checkpoint?: number;
+  fromClient?: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -493,6 +494,7 @@ export interface PlanReviewChatItem {
   previousId?: string;
   partial: boolean;
   discarded?: boolean;
+  fromClient?: string;
 }
 /**
  * A person's (or a policy's) answer to a tool call that needed permission.
@@ -525,6 +527,7 @@ export interface PermissionChatItem {
   feedback?: string;
   toolItemId?: string;
   text: string;
+  fromClient?: string;
 }
 /**
  * A durable goal change; after ``clear`` only ``goalId`` and ``revision`` (the cleared one) are left. ``text`` has no revision; ``revision`` is for detail views.
@@ -576,6 +579,7 @@ export interface GoalChatItem {
   maxTokens?: number;
   blockedReason?: ChatBlockedReason;
   text: string;
+  fromClient?: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
@@ -629,6 +633,7 @@ export interface TurnEndChatItem {
   stopReason: string;
   error?: ChatTurnError;
   text: string;
+  fromClient?: string;
 }
 /**
  * This interface was referenced by `DshProtocolTypes`'s JSON-Schema
