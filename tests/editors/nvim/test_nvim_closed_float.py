@@ -327,3 +327,48 @@ def test_an_approval_answered_in_the_other_neovim_takes_no_key_of_this_one(setti
     a.feed("a")
     assert a.nvim.api.get_mode()["mode"] == "i"
     a.feed("<Esc>")
+
+
+def test_the_notice_only_when_the_closing_float_had_the_focus():
+    """dsh.float alone, in a headless Neovim: a focused float closed by itself leaves the
+    notice (keys dropped, `q` closes it, the focus back where it was); an unfocused one,
+    or one closed while the person is on the command line, leaves none."""
+    from nvim_harness import Editor
+
+    editor = Editor()
+    try:
+        editor.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'text'})")
+        home = editor.lua("return vim.api.nvim_get_current_win()")
+        make = ("local f = require('dsh.float'); local b = vim.api.nvim_create_buf(false, true);"
+                " vim.api.nvim_buf_set_lines(b, 0, -1, false, {'question'});"
+                " return f.open(b, { title = 'Q', enter = ... })")
+        # Focused: the notice; a, x, dd do nothing; a multi-line text is shown whole.
+        win = editor.lua(make, True)
+        notice = editor.lua("return require('dsh.float').close_by_itself(..., 'answered\\nby B')", win)
+        assert notice and editor.lua("return vim.api.nvim_get_current_win()") == notice
+        assert editor.lua("return vim.api.nvim_buf_get_lines(0, 0, 2, false)") == ["answered", "by B"]
+        editor.feed("a")
+        editor.feed("x")
+        editor.feed("dd")
+        assert editor.nvim.api.get_mode()["mode"] == "n"
+        assert editor.lua("return vim.api.nvim_get_current_win()") == notice
+        editor.feed("q")
+        editor.wait_for(f"vim.api.nvim_get_current_win() == {home}", timeout=2, what="the focus back home")
+        assert editor.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["text"]
+        assert editor.lua("return #vim.api.nvim_list_wins()") == 1
+        # Not focused: no notice, the keys act where the person is.
+        win = editor.lua(make, False)
+        assert editor.lua("return require('dsh.float').close_by_itself(..., 'answered')", win) is None
+        editor.feed("a")
+        assert editor.nvim.api.get_mode()["mode"] == "i"
+        editor.feed("<Esc>")
+        # Focused, but the person is on the command line: no notice either.
+        win = editor.lua(make, True)
+        editor.lua("local w = ...; vim.keymap.set('c', '<F2>', function()"
+                   " _G.closed = require('dsh.float').close_by_itself(w, 'answered') or false end)", win)
+        editor.feed(":<F2><Esc>")
+        assert editor.lua("return _G.closed") is False
+        assert editor.lua("return #vim.api.nvim_list_wins()") == 1
+        assert editor.lua("return vim.fn.execute('messages')").count("E5108") == 0
+    finally:
+        editor.close()

@@ -225,12 +225,14 @@ end
 --- The notice of M.close_by_itself: focused, keys swallowed until it closes.
 function M.hold(text, back_to)
   local buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, { text, '', 'The keys you press now do nothing.' })
+  local lines = vim.split(text, '\n', { plain = true })
+  vim.list_extend(lines, { '', 'The keys you press now do nothing.' })
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   vim.bo[buf].bufhidden = 'wipe'
   local win = M.open(buf, { title = 'Closed', keys = 'closes by itself · q closes now', number = false, width = 80 })
   vim.wo[win].cursorline = false
-  local ns = vim.api.nvim_create_namespace('dsh.float.hold')
+  local ns -- this notice's own on_key callback (two notices never drop each other's)
   local done = false
   local function finish()
     if done then
@@ -248,7 +250,7 @@ function M.hold(text, back_to)
   end
   -- Every key is dropped before Neovim reads it (mappings included); one that means
   -- "dismiss" closes the notice sooner. Another window taking the focus ends the hold.
-  vim.on_key(function(_, typed)
+  ns = vim.on_key(function(_, typed)
     if done then
       return
     end
@@ -256,7 +258,7 @@ function M.hold(text, back_to)
       vim.schedule(finish)
     end
     return ''
-  end, ns)
+  end)
   vim.api.nvim_create_autocmd('WinLeave', {
     buffer = buf,
     once = true,
