@@ -456,7 +456,7 @@ class SharedDaemon:
         for client in list(self.host.clients.values()):
             if isinstance(client, DshDaemon):
                 try:
-                    client.protocol.notify("window/showMessage", {"type": 2, "message": message})
+                    client.protocol.notify("window/showMessage", {"type": 3, "message": message})  # Info
                     told += 1
                 except Exception:  # a connection on its way out: nothing to tell
                     log.debug("could not tell a client", exc_info=True)

@@ -68,7 +68,7 @@ def test_a_second_client_with_another_model_is_told_which_keys_differ_and_an_equ
         assert "result" in same.initialize(options=model("model-x"))
         assert "result" in other.initialize(options=model("model-y"))
         said = shown_messages(other, 1.0)
-        notices = [m for m in said if m.startswith("Your dsh settings are not in force")]
+        notices = [m for m in said if m.startswith("Your settings are not in force")]
         assert len(notices) == 1, said
         assert "model.model (yours: model-y; in force: model-x)" in notices[0]
         assert "dshd serve" in notices[0] and "dshd daemon restart" in notices[0] and ":Dsh restart" in notices[0]

@@ -13,7 +13,7 @@ NOT_COMPARED = frozenset({"daemon", "trust"})
 MAX_KEYS_NAMED = 8
 
 # The words the editors look for to offer the ways out as buttons (VS Code) or a hint.
-NOTICE_START = "Your dsh settings are not in force"
+NOTICE_START = "Your settings are not in force"
 
 
 def differing_keys(mine: dict[str, Any], live: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -58,9 +58,8 @@ def notice(differ: list[tuple[str, Any, Any]], trust_differs: bool = False) -> s
     if not parts:
         return None
     return (
-        f"{NOTICE_START}: this editor joined the workspace's shared dshd daemon, which another "
-        f"client started with other settings: {'; '.join(parts)}. "
-        "To use yours: open the session in a daemon of this editor's own (`dshd serve`: "
+        f"{NOTICE_START}: {'; '.join(parts)}. This editor joined the workspace's shared dshd "
+        "daemon, which keeps the settings of the client that started it. To use yours: open the session in a daemon of this editor's own (`dshd serve`: "
         "VS Code's dsh.server.mode \"serve\", Neovim's server = 'serve'), or restart the "
         "workspace's daemon (VS Code: \"dsh: Restart Workspace Daemon\"; Neovim: :Dsh restart; "
         "a terminal: dshd daemon restart): every client reattaches, and the first to reattach "

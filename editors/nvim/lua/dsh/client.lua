@@ -53,6 +53,7 @@ function M.start(path)
   local argv = cfg.cmd
   -- `dshd connect`: the workspace's shared daemon, which outlives this client.
   M.shared = type(argv) == 'table' and argv[2] == 'connect'
+  M.argv = M.shared and { argv[1], root } or nil -- dshd and the workspace, for `dshd daemon`
   cfg.cmd = M.guard_initialize(argv, cfg)
   local id
   if has_011 then
@@ -151,6 +152,16 @@ function M.on_exit(code, signal, client_id)
     if ours or expected then
       return
     end
+    local announced = M.restart_announced and vim.uv.now() - M.restart_announced < 30000
+    M.restart_announced = nil
+    if announced and M.shared and session_id then
+      -- `dshd daemon restart` (from another client or a terminal): reattach, after the
+      -- client that asked for it has (its settings are the next daemon's).
+      require('dsh.errors').notify("the workspace's daemon restarted; reopening your session", vim.log.levels.INFO)
+      return vim.defer_fn(function()
+        require('dsh.commands').open_session(session_id, false, 'reopened')
+      end, M.reattach_delay_ms)
+    end
     local crashed = code ~= 0 or (signal and signal ~= 0)
     -- Each said in one line: a message wider than the screen waits for Enter.
     local how = crashed and ('dshd crashed (%s)'):format(M.describe_exit(code, signal)) or 'dshd stopped'
@@ -173,6 +184,49 @@ function M.on_exit(code, signal, client_id)
     require('dsh.commands').open_session(session_id, false, 'reopened')
   end)
 end
+
+--- `dshd daemon restart` for this client's workspace. `on_gone()` once this client's
+--- connection to the old daemon is gone (its exit is expected: it says nothing and is
+--- no crash), so this editor reattaches first and the next daemon starts with its
+--- settings; `on_result(ok, said)` when the command ends. The other clients of the
+--- daemon reattach by themselves, a moment later (M.on_exit).
+function M.restart_shared(client, on_gone, on_result)
+  local id = client.id
+  stopping[id] = true
+  local argv = { M.argv[1], 'daemon', 'restart', '--workspace', M.argv[2] }
+  local timer = vim.uv.new_timer()
+  local waited = 0
+  local function stop_timer()
+    if not timer:is_closing() then
+      timer:stop()
+      timer:close()
+    end
+  end
+  timer:start(50, 50, vim.schedule_wrap(function()
+    waited = waited + 50
+    local old = vim.lsp.get_client_by_id(id)
+    if old == nil or (old.is_stopped and old:is_stopped()) then
+      stop_timer()
+      on_gone()
+    elseif waited > 30000 then
+      stop_timer()
+    end
+  end))
+  vim.system(argv, { text = true }, function(result)
+    vim.schedule(function()
+      local said = vim.trim((result.code == 0 and result.stdout or result.stderr) or '')
+      if result.code ~= 0 then
+        stopping[id] = nil
+        stop_timer()
+      end
+      on_result(result.code == 0, said ~= '' and said or ('exit code ' .. tostring(result.code)))
+    end)
+  end)
+end
+
+-- When the daemon said it is restarting (vim.uv.now()): its end is then no crash.
+M.restart_announced = nil
+M.reattach_delay_ms = 1500 -- the editor that asked for the restart reattaches first
 
 --- `cmd` as a function (|vim.lsp.ClientConfig|): the real RPC client for `argv`, except
 --- that a failed `initialize` (an invalid workspace config) is reported by error kind

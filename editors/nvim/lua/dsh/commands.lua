@@ -871,10 +871,17 @@ M.actions = {
       return client.with_client(started)
     end
     local id = running.id
-    if client.shared then
-      -- Only this connection restarts: the daemon serves others too and keeps the
-      -- settings it started with until it exits (after its last client, idleTimeoutS).
-      notify('reconnecting to the shared daemon; it keeps the settings it started with until it exits (:help dsh-shared)')
+    if client.shared and client.argv then
+      -- The workspace's shared daemon: `dshd daemon restart` stops it (every client is
+      -- told) and starts the next; each editor on it, this one too, reattaches.
+      return client.restart_shared(running, function()
+        client.with_client(started)
+      end, function(ok, said)
+        if not ok then
+          return notify('dshd daemon restart failed: ' .. said, vim.log.levels.ERROR)
+        end
+        notify(said, vim.log.levels.INFO)
+      end)
     end
     client.stop()
     -- Wait for the old process to go (it writes checkpoints on shutdown), then start

@@ -110,8 +110,15 @@ function M.on_show_message(err, params, ctx)
   local function pass_on()
     notify(tostring(params and params.message or ''), level)
   end
+  if type(params) == 'table' and type(params.message) == 'string'
+    and vim.startswith(params.message, "The workspace's dshd daemon is restarting") then
+    client.restart_announced = vim.uv.now() -- its end is then no crash (dsh.client.on_exit)
+  end
   if type(params) ~= 'table' or params.type ~= 2 then
     return pass_on()
+  end
+  if type(params.message) == 'string' and vim.startswith(params.message, 'Your settings are not in force') then
+    return pass_on() -- the shared daemon runs with another client's settings: said as it is
   end
   client.request(protocol.requests.config_get, vim.empty_dict(), function(result)
     local notice = M.notice(type(result) == 'table' and result.ignored or nil)
