@@ -278,7 +278,20 @@ def test_e_bang_and_edit_in_the_chat_bring_it_back_whole(setting):
     tui.tmux.keys("Enter")
     tui.tmux.wait_for("a draft")
     tui.wait_for("not require('dsh.state').busy()", what="the third turn over")
+    tui.tmux.wait_for("third answer")
     assert tui.chat_lines() == tui.lua(RENDERED)
+
+    # The transcript (the session's log, read-only) is read again by `:e!` too.
+    tui.tmux.keys(":Dsh transcript", "Enter")
+    tui.wait_for("vim.api.nvim_buf_get_name(0):find('dsh://transcript/', 1, true) ~= nil", what="the transcript")
+    tui.wait_for("vim.iter(vim.api.nvim_buf_get_lines(0, 0, -1, false))"
+                 ":any(function(l) return l:find('third answer', 1, true) end)", what="the transcript read")
+    transcript = tui.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    tui.tmux.keys(":e!", "Enter")
+    tui.wait_for("#vim.api.nvim_buf_get_lines(0, 0, -1, false) >= " + str(len(transcript)), timeout=10,
+                 what="the transcript read again")
+    assert tui.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == transcript
+    write_artifact("tui-transcript-after-e-bang.txt", tui.tmux.screen())
 
 
 def test_an_approval_answered_in_the_other_neovim_takes_no_key_of_this_one(setting):

@@ -160,6 +160,14 @@ function M.open()
     end)
   end
   page(0)
+  -- :e! and :edit read no file: Neovim empties the buffer; the log is read again.
+  vim.api.nvim_create_autocmd('BufReadCmd', {
+    buffer = buf,
+    callback = function()
+      view.last_seq, view.calls, view.loading, view.pending = 0, {}, true, {}
+      page(0)
+    end,
+  })
   return buf
 end
 
