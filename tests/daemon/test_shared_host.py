@@ -162,10 +162,10 @@ async def test_first_plan_review_answer_wins_and_the_late_one_is_told(tmp_path, 
     assert cancels == [ask_a["id"]]
     assert not [n for n in b.notes if n["method"] == "$/cancelRequest"]
     note = await a.until(lambda: [p["message"] for p in a.of("window/showMessage") if "changed nothing" in p["message"]])
-    assert "Beta answered it first (approve)" in note[0]
+    assert "answered in Beta first (approved)" in note[0]
     assert not [p for p in b.of("window/showMessage") if "changed nothing" in p["message"]]
     [result] = exit_results(read_log(tmp_path, sid))
-    assert result["ok"] is True and result["review"] == {"outcome": "approved"}
+    assert result["ok"] is True and result["review"] == {"outcome": "approved", "client": "Beta"}
     assert (await a.call("dsh/plan/get", {"agentId": agent}))["active"] is False
 
 
@@ -190,7 +190,7 @@ async def test_first_approval_answer_wins_reject_before_allow(tmp_path, host):
         await conn.until(lambda c=conn: c.of("dsh/question/resolved"))
         assert conn.of("dsh/question/resolved") == [resolved]
     note = await b.until(lambda: [p["message"] for p in b.of("window/showMessage") if "changed nothing" in p["message"]])
-    assert "Alpha answered it first (reject)" in note[0]
+    assert "answered in Alpha first (rejected)" in note[0]
 
 
 async def test_a_client_attaching_mid_question_is_asked_and_may_answer(tmp_path, host):

@@ -249,7 +249,7 @@ def test_the_first_answer_wins_between_a_dsh_and_an_acp_client(workspace: Path, 
             assert cancel["params"] == {"id": ask["id"]}
             dsh.reply_to(ask, {"outcome": "reject"})  # too late
             note = dsh.pump(lambda: [p["message"] for p in dsh.of("window/showMessage") if "changed nothing" in p["message"]])
-            assert "raw-acp answered it first (allow-once)" in note[0]
+            assert "answered in raw-acp first (allowed once)" in note[0]
             winner, outcome = acp, "allow-once"
         assert dsh.result_of(prompt)["stopReason"] == "end-turn"
 

@@ -37,6 +37,7 @@ import attrs
 from dshd.tools.config import Mutability, Sandbox, ToolsConfig
 from dshd.agent.tools import Change, Policy, Tool, ToolContext, ToolKind, ToolOutcome, describe_call
 from dshd.errors import DshError
+from dshd.services.acting import answered_by, with_client
 
 log = logging.getLogger(__name__)
 
@@ -233,14 +234,14 @@ async def run_tool(
         )
     feedback = (answer.feedback or "").strip() or None
     if answer.outcome == "reject":
-        record(_decision(ctx.call_id, tool.name, "reject", "person", feedback))
+        record(with_client(_decision(ctx.call_id, tool.name, "reject", "person", feedback), answered_by.get()))
         text = f"The person rejected this {tool.name} call; nothing was changed."
         if feedback:
             text += f"\nTheir feedback: {feedback}"
         return ToolOutcome.failure(text)
     if answer.outcome == "allow-session":
         permissions.allow_for_session(tool.name)
-    record(_decision(ctx.call_id, tool.name, answer.outcome, "person", feedback))
+    record(with_client(_decision(ctx.call_id, tool.name, answer.outcome, "person", feedback), answered_by.get()))
     outcome = await tool.run(attrs.evolve(ctx, approved=change), arguments)
     if feedback:
         # Feedback that came with a yes still reaches the model.

@@ -53,6 +53,7 @@ import attrs
 import msgspec
 
 from dshd.agent import compaction, transcript
+from dshd.services.acting import acting, unattributed, with_client
 from dshd.agent.call_ids import CallIds, ReplyCallIds
 from dshd.agent.activity import Activity, ActivityListener, AskingApprovals, AskingQuestions
 from dshd.agent.approvals import Approvals, NoApprovals, Permissions, run_tool
@@ -141,7 +142,8 @@ class Agent:
         self.plugins: dict[str, Any] = {}  # name -> the plugin's object, set by the Workspace
         self.closed = False
         self._turn_task: asyncio.Task | None = None
-        self._steered: list[str] = []
+        self._steered: list[dict[str, Any]] = []  # user/message data queued for the running turn
+        self._cancelled_by: str | None = None  # the client whose cancel ends the running turn
         self._open_calls: list[str] = []  # tool calls of the running step without a result
         self._call_ids = CallIds(store)  # each call's own id in the session (agent/call_ids.py)
         self._detachers: list[Callable[[], None]] = []
@@ -307,7 +309,7 @@ class Agent:
         if not isinstance(text, str) or not text.strip():
             raise DshError("invalid-params", "text must be non-empty", field="text")
         if self.turn_running:
-            self._steered.append(text)
+            self._steered.append(with_client({"text": text, "source": "user"}, acting.get()))
             return True
         self.start_turn(text, cause="steer")
         return False
@@ -316,10 +318,14 @@ class Agent:
         """End the running turn with "cancelled" (an open question is withdrawn with
         it: the tool fails closed) and disarm the goal (no durable change)."""
         self._require_live()
+        self._cancelled_by = acting.get()  # the turn/close names who stopped it
         # Hooks first (the goal disarms), so the continuation driver sees it when the turn ends.
         for hook in list(self._cancel_hooks):
             hook()
-        await self.cancel_turn()
+        try:
+            await self.cancel_turn()
+        finally:
+            self._cancelled_by = None  # no turn ran, or its turn/close took it
 
     async def cancel_turn(self) -> None:
         """End the running turn with "cancelled" as :meth:`cancel` does, leaving the goal
@@ -348,6 +354,8 @@ class Agent:
             message["plugin"] = plugin
         if goal_round is not None:
             message["goalRound"] = msgspec.to_builtins(goal_round)
+        elif source == "user":
+            with_client(message, acting.get())
         try:
             self.store.commit("user/message", message, turn=turn)
         except Exception:
@@ -371,7 +379,8 @@ class Agent:
         return turn
 
     def _run_in_task(self, turn: int) -> asyncio.Task:
-        self._turn_task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn-{turn}")
+        # What the turn does is nobody's act (the client whose prompt opened it is on its message).
+        self._turn_task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn-{turn}", context=unattributed())
         return self._turn_task
 
     async def _compact_command(self, agent: "Agent", rest: str) -> None:
@@ -454,8 +463,11 @@ class Agent:
         # Steered text no step took (max-steps, rejected, cancelled) is still recorded:
         # nothing the person said is dropped, and the next turn's model sees it.
         while self._steered:
-            self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
+            self.store.commit("user/message", self._steered.pop(0), turn=turn)
         close: dict[str, Any] = {"turn": turn, "stopReason": reason}
+        cancelled_by, self._cancelled_by = self._cancelled_by, None
+        if reason == "cancelled":
+            with_client(close, cancelled_by)
         error, self._turn_error = self._turn_error, None
         if error is not None:
             close["error"] = error
@@ -513,7 +525,7 @@ class Agent:
                 await asyncio.sleep(0)
             step += 1
             while self._steered:
-                self.store.commit("user/message", {"text": self._steered.pop(0), "source": "user"}, turn=turn)
+                self.store.commit("user/message", self._steered.pop(0), turn=turn)
             rendered = self._render(turn, step)
             fit = await self._fit_context(turn, step, rendered, first_of_compact_turn=compact_turn and step == 1,
                                           just_compacted=just_compacted)

@@ -106,6 +106,7 @@ class UserMessageItem(_Committed, tag="user-message", kw_only=True):
     plugin: str | None = None
     goal_round: GoalRoundInfo | None = None
     checkpoint: int | None = None  # the first checkpoint taken after it in its turn (rewind to here)
+    from_client: str | None = None  # another client did it (its name); absent: this client, or nobody
 
 
 class _Streamed(_Item, kw_only=True):
@@ -155,6 +156,7 @@ class PlanReviewItem(_Streamed, tag="plan-review", kw_only=True):
     previous_id: str | None = None
     partial: bool
     discarded: bool = False
+    from_client: str | None = None  # another client did it (its name); absent: this client, or nobody
 
 
 class PermissionItem(_Committed, tag="permission", kw_only=True):
@@ -165,6 +167,7 @@ class PermissionItem(_Committed, tag="permission", kw_only=True):
     feedback: str | None = None
     tool_item_id: str | None = None
     text: str
+    from_client: str | None = None  # another client did it (its name); absent: this client, or nobody
 
 
 class GoalItem(_Committed, tag="goal", kw_only=True):
@@ -179,6 +182,7 @@ class GoalItem(_Committed, tag="goal", kw_only=True):
     max_tokens: int | None = None
     blocked_reason: Reason | None = None
     text: str
+    from_client: str | None = None  # another client did it (its name); absent: this client, or nobody
 
 
 class PlanModeItem(_Committed, tag="plan-mode", kw_only=True):
@@ -193,6 +197,7 @@ class TurnEndItem(_Item, tag="turn-end", kw_only=True):
     stop_reason: str
     error: TurnError | None = None
     text: str
+    from_client: str | None = None  # another client did it (its name); absent: this client, or nobody
 
 
 class CompactionItem(_Committed, tag="compaction", kw_only=True):
@@ -365,10 +370,11 @@ class ChatProjection:
 
     @classmethod
     def replayed(
-        cls, events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = (), tools: ToolCatalogue | None = None
+        cls, events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = (), tools: ToolCatalogue | None = None,
+        me: str | None = None,
     ) -> ChatProjection:
         """A projection fed a whole log (then the deltas of a turn still streaming)."""
-        projection = cls(tools)
+        projection = cls(tools, me=me)
         for event in events:
             projection.apply_event(event)
         for delta in deltas:
@@ -376,16 +382,19 @@ class ChatProjection:
         return projection
 
     @classmethod
-    def resumed(cls, carry: ChatCarry, after_seq: int, tools: ToolCatalogue | None = None) -> ChatProjection:
+    def resumed(cls, carry: ChatCarry, after_seq: int, tools: ToolCatalogue | None = None, me: str | None = None) -> ChatProjection:
         """A projection to be fed the log from seq ``after_seq + 1`` on, where no turn was
         open (a boundary at which ``resumable()`` held) and ``carry`` was the carry."""
-        projection = cls(tools)
+        projection = cls(tools, me=me)
         projection._reviewed_plan_id = carry.reviewed_plan_id
         projection._goal_rounds = dict(carry.goal_rounds)
         projection.last_seq = after_seq
         return projection
 
-    def __init__(self, tools: ToolCatalogue | None = None) -> None:
+    def __init__(self, tools: ToolCatalogue | None = None, *, me: str | None = None) -> None:
+        # ``me``: the name of the client that reads these items. Its own acts say "You";
+        # another client's name its (``from_client``); None: a reader that is no client.
+        self.me = me
         # Tool items are titled by the tools themselves (Tool.describe): the agent's
         # catalogue, or every known plugin's tools for a log read without its agent.
         self._tools = tools if tools is not None else known_tools()
@@ -573,6 +582,7 @@ class ChatProjection:
 
     # user/message
     def _user(self, seq, at, turn, data, changed) -> None:
+        other = None
         text = _str(data.get("text"))
         plugin = data.get("plugin") if isinstance(data.get("plugin"), str) else None
         round_data = _dict(data.get("goalRound"))
@@ -587,9 +597,11 @@ class ChatProjection:
             # dshd's own note to the model, named for the person (no internal words).
             sender, label = "plugin", PLUGIN_LABELS.get(plugin or "", "Note from dshd")
         else:
-            sender, label = "person", "You"
+            other = words.other_client(data.get("client"), self.me)
+            sender, label = "person", words.user_label(other)
         item = UserMessageItem(
-            id=f"user-{seq}", seq=seq, at=at, turn=turn, text=text, sender=sender, label=label, plugin=plugin, goal_round=goal_round
+            id=f"user-{seq}", seq=seq, at=at, turn=turn, text=text, sender=sender, label=label, plugin=plugin, goal_round=goal_round,
+            from_client=other if sender == "person" else None,
         )
         self._put(item, changed)
         if turn is not None:
@@ -665,8 +677,10 @@ class ChatProjection:
             outcome, feedback, detail = _review_outcome(ok, content, data.get("review"), plan)
             if outcome != "not-reviewed":
                 self._reviewed_plan_id = item.id
+            other = words.other_client(_dict(data.get("review")).get("client"), self.me) if outcome != "not-reviewed" else None
             item = msgspec.structs.replace(
-                item, outcome=outcome, outcome_text=words.PLAN_OUTCOMES[outcome], feedback=feedback, detail=detail
+                item, outcome=outcome, outcome_text=words.plan_outcome_text(outcome, other), feedback=feedback, detail=detail,
+                from_client=other,
             )
         elif isinstance(item, ToolCallItem):
             item = msgspec.structs.replace(item, status="ok" if ok else "failed", result=content)
@@ -681,9 +695,11 @@ class ChatProjection:
         tool = _str(data.get("tool"), "a tool")
         outcome = _str(data.get("outcome"), "?")
         feedback = data.get("feedback") if isinstance(data.get("feedback"), str) and data["feedback"].strip() else None
+        other = words.other_client(data.get("client"), self.me) if by in (None, "person") else None
         item = PermissionItem(
             id=f"permission-{seq}", seq=seq, at=at, turn=turn, call_id=call_id, tool=tool, outcome=outcome, by=by,
-            feedback=feedback, tool_item_id=self._calls.get((turn, call_id)), text=words.permission_text(tool, outcome, by, feedback),
+            feedback=feedback, tool_item_id=self._calls.get((turn, call_id)),
+            text=words.permission_text(tool, outcome, by, feedback, other), from_client=other,
         )  # fmt: skip
         self._put(item, changed)
         if outcome.startswith("allow"):
@@ -697,12 +713,13 @@ class ChatProjection:
     # goal/change
     def _goal(self, seq, at, turn, data, changed) -> None:
         op = _str(data.get("op"), "?")
-        text = words.goal_change_text(op, data)
+        other = words.other_client(data.get("client"), self.me)
+        text = words.by_other(words.goal_change_text(op, data), other)
         if op == "clear":
             cleared = _dict(data.get("cleared"))
             item = GoalItem(
                 id=f"goal-{seq}", seq=seq, at=at, turn=turn, op=op, goal_id=_str(cleared.get("id")),
-                revision=_int(cleared.get("revision")) or 0, text=text,
+                revision=_int(cleared.get("revision")) or 0, text=text, from_client=other,
             )  # fmt: skip
         else:
             goal = _dict(data.get("goal"))
@@ -718,7 +735,7 @@ class ChatProjection:
                 objective=_str(goal.get("objective")), phase=_str(goal.get("phase")), rounds_used=_int(data.get("roundsStarted")),
                 max_rounds=max_rounds, tokens_used=_int(data.get("tokensUsed")), max_tokens=_int(goal.get("maxTokens")),
                 blocked_reason=Reason(code=_str(reason.get("code")), message=_str(reason.get("message"))) if reason else None,
-                text=text,
+                text=text, from_client=other,
             )  # fmt: skip
         ended_in_round = op != "clear" and item.phase != "active" and turn is not None and turn == self._goal_round_turn
         self._goal_ended = (item.id, data) if ended_in_round else None
@@ -735,7 +752,7 @@ class ChatProjection:
             return
         data = {**data, "tokensUsed": (_int(data.get("tokensUsed")) or 0) + tokens}
         self._goal_ended = (item_id, data)
-        text = words.goal_change_text(item.op, data)
+        text = words.by_other(words.goal_change_text(item.op, data), item.from_client)
         self._put(msgspec.structs.replace(item, tokens_used=data["tokensUsed"], text=text), changed)
 
     # turn/close
@@ -747,8 +764,13 @@ class ChatProjection:
         stop = _str(data.get("stopReason"), "?")
         error_data = _dict(data.get("error"))
         error = TurnError(kind=_str(error_data.get("kind")), message=_str(error_data.get("message"))) if error_data else None
-        text = words.turn_end_text(number, stop, error_data or None)
-        self._put(TurnEndItem(id=f"turn-end-{number}", seq=seq, at=at, turn=number, stop_reason=stop, error=error, text=text), changed)
+        other = words.other_client(data.get("client"), self.me) if stop == "cancelled" else None
+        text = words.turn_end_text(number, stop, error_data or None, other)
+        failure = _str(data.get("failure")) if stop == "error" else ""
+        if failure:  # a disk error stopped it: the path and the OS error, as the person reads them
+            text = f"Turn {number} stopped: {shown(failure)}"
+        item = TurnEndItem(id=f"turn-end-{number}", seq=seq, at=at, turn=number, stop_reason=stop, error=error, text=text, from_client=other)
+        self._put(item, changed)
 
     # context/compact
     def _compact(self, seq, at, turn, data, changed) -> None:
@@ -966,6 +988,7 @@ def counted_items(items: Iterable[ChatItem]) -> int:
     return sum(1 for item in items if getattr(item, "seq", None) is not None)
 
 
-def project(events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = ()) -> list[ChatItem]:
-    """The items of a whole log (then the deltas, for a turn still streaming)."""
-    return ChatProjection.replayed(events, deltas).items()
+def project(events: Iterable[dict[str, Any]], deltas: Iterable[AgentDelta] = (), me: str | None = None) -> list[ChatItem]:
+    """The items of a whole log (then the deltas, for a turn still streaming), as the
+    client named ``me`` reads them."""
+    return ChatProjection.replayed(events, deltas, me=me).items()

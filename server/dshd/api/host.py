@@ -42,6 +42,7 @@ from dshd.agent.workspace import Workspace
 from dshd.api.escape import shown
 from dshd.api.unchosen_model import workspace_model
 from dshd.folds.events import TurnClose
+from dshd.services.acting import answered_by
 from dshd.services.goals import GoalService
 
 log = logging.getLogger("dshd.host")
@@ -275,6 +276,18 @@ class Host:
         client.headless = False
         self.clients[client.client_id] = client
 
+    def name(self, client: Client, name: str) -> str:
+        """Give the client ``name`` (from :func:`client_name`), told apart from every other
+        live client's: a name one of them holds gets " 2", " 3"... (two editors that give
+        the same name are "Neovim" and "Neovim 2" to the people reading the chat)."""
+        taken = {c.client_name for c in self.clients.values() if c is not client}
+        unique, number = name, 1
+        while unique in taken:
+            number += 1
+            unique = f"{name} {number}"
+        client.client_name = unique
+        return unique
+
     def disconnect(self, client: Client) -> None:
         """A connection left: it is detached from every agent (their goals disarmed when it
         was the last one there), its open asks end; ``on_empty`` when none is left."""
@@ -425,6 +438,7 @@ class Host:
                 "update its dshd extension, or open the folder in an editor that can"
             )
         question = OpenQuestion(self, agent, kind, question_id, ask_one, outcome_of, unavailable)
+        answered_by.set(None)  # set to the winner's name below: what records the answer names it
         open_questions = self._open.setdefault(agent.agent_id, {})
         open_questions[question_id] = question
         try:
@@ -442,6 +456,7 @@ class Host:
             if not question.answer.done():
                 question.answer.cancel()
         if question.resolution is not None:
+            answered_by.set(question.resolution.by_client_name)
             for client in self.clients_of(agent):
                 try:
                     client.question_resolved(question.resolution)

@@ -173,6 +173,12 @@ class Hub:
         feed.removers.clear()
         self._forget(agent_id)
 
+    def reader_name(self) -> str | None:
+        """The name of the client this hub's door serves: its own acts say "You" in the chat
+        items it gets, another client's name theirs (set at initialize, before any chat)."""
+        name = getattr(self.door, "client_name", None)
+        return name if isinstance(name, str) else None
+
     def attached(self, agent_id: str) -> bool:
         return agent_id in self._feeds
 
@@ -241,7 +247,8 @@ class Hub:
         projection, yielding when a slice is used up; with ``record``, a mark is
         recorded at each boundary that is due. Answers the first pages waiting as they settle."""
         agent = feed.agent
-        projection = ChatProjection.resumed(mark.carry, mark.seq, agent.tools) if mark.seq else ChatProjection(agent.tools)
+        me = self.reader_name()
+        projection = ChatProjection.resumed(mark.carry, mark.seq, agent.tools, me=me) if mark.seq else ChatProjection(agent.tools, me=me)
         marks = feed.marks if record else None
         previous = None  # the line before the one read (a mark's fingerprint)
         slice_end = time.perf_counter() + SLICE_S

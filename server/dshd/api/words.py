@@ -81,8 +81,11 @@ ERROR_KINDS = {
 }
 
 
-def turn_end_text(turn: int, stop_reason: str, error: dict[str, Any] | None = None) -> str:
-    """``Turn 3 finished``; ``Turn 4 stopped: model error (rate limited): <message>``."""
+def turn_end_text(turn: int, stop_reason: str, error: dict[str, Any] | None = None, other: str | None = None) -> str:
+    """``Turn 3 finished``; ``Turn 4 stopped: model error (rate limited): <message>``;
+    cancelled by another client (``other``, its name): ``Turn 5 stopped in Neovim 2``."""
+    if stop_reason == "cancelled" and other is not None and error is None:
+        return f"Turn {turn} stopped in {other}"
     if error is not None:
         kind = str(error.get("kind", ""))
         words = ERROR_KINDS.get(kind, kind or "error")
@@ -107,14 +110,64 @@ def compaction_text(before: int, after: int) -> str:
     return f"Context compacted: {tokens(before)} -> {tokens(after)} tokens"
 
 
+# ---- who did it (several clients on one session) -------------------------------------------
+
+CLIENT_NAME_WIDTH = 80  # characters of a client's name shown (a log from elsewhere may hold any)
+
+
+def other_client(client: object, me: str | None) -> str | None:
+    """The name to show for an act recorded with ``client``, as the client named ``me``
+    reads it: None when it was ``me`` (the words then say "You"), or the log names no
+    client (written before clients were named, or nobody's act); else the other client's
+    name, escaped and cut to one short line."""
+    if not isinstance(client, str) or not client.strip() or client == me:
+        return None
+    return clip(shown(client), CLIENT_NAME_WIDTH)
+
+
+def user_label(other: str | None) -> str:
+    """Who sent a person's message: ``You``, or ``From Neovim (pid 4242)``."""
+    return "You" if other is None else f"From {other}"
+
+
+def by_other(text: str, other: str | None) -> str:
+    """A goal change's line as another client's act: ``Goal paused (…) — from VS Code — ws-a``."""
+    return text if other is None else f"{text} — from {other}"
+
+
+def late_answer_text(what: str, winner: str | None, outcome: str | None) -> str:
+    """What a client whose answer lost is told, once: ``Your answer to the approval changed
+    nothing: answered in Neovim 2 first (allowed once).``"""
+    if winner is None:
+        return f"Your answer to the {what} changed nothing: the question had already closed."
+    said = OUTCOME_WORDS.get(outcome or "", outcome or "")
+    return f"Your answer to the {what} changed nothing: answered in {winner} first" + (f" ({said})." if said else ".")
+
+
+OUTCOME_WORDS = {
+    "approve": "approved",
+    "revise": "sent back",
+    "allow-once": "allowed once",
+    "allow-session": "allowed for this session",
+    "reject": "rejected",
+}
+
+
 # ---- tools (a call's title is the tool's own: agent/tools.py, Tool.describe) --------------------
 
 
-def permission_text(tool: str, outcome: str, by: str | None, feedback: str | None) -> str:
+def permission_text(tool: str, outcome: str, by: str | None, feedback: str | None, other: str | None = None) -> str:
     """``You allowed run_command once``; ``You rejected write_file: <feedback>``;
-    ``run_command not run: no one could answer``."""
+    ``run_command not run: no one could answer``; another client's answer (``other``, its
+    name): ``edit_file allowed once, approved in Neovim 2``, ``edit_file rejected in Neovim 2``."""
     if by == "fail-closed":
         text = f"{tool} not run: no one could answer"
+    elif other is not None and by in (None, "", "person", "user"):
+        text = {
+            "allow-once": f"{tool} allowed once, approved in {other}",
+            "allow-session": f"{tool} allowed for this session, approved in {other}",
+            "reject": f"{tool} rejected in {other}",
+        }.get(outcome, f"{tool}: {outcome}, answered in {other}")
     elif by in (None, "", "person", "user"):
         text = {
             "allow-once": f"You allowed {tool} once",
@@ -149,6 +202,14 @@ PLAN_OUTCOMES = {
     "sent-back": "sent back with feedback",
     "not-reviewed": "not reviewed",
 }
+
+
+def plan_outcome_text(outcome: str, other: str | None) -> str:
+    """``approved``; another client's verdict: ``approved in VS Code — ws-a``."""
+    text = PLAN_OUTCOMES[outcome]
+    if other is None or outcome not in ("approved", "sent-back"):
+        return text
+    return f"approved in {other}" if outcome == "approved" else f"sent back with feedback in {other}"
 
 
 def plan_mode_text(active: bool) -> str:

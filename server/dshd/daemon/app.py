@@ -124,7 +124,8 @@ class DshDaemon(HostClient, DshServer):
         self.approvals.client_can_answer = isinstance(dsh_caps, dict) and dsh_caps.get("permissions") is True
         # A headless run (dshd run) says so; the Host's headless rules go by this, never by a name.
         self.headless = isinstance(dsh_caps, dict) and dsh_caps.get("headless") is True
-        self.client_name = client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name)
+        # What every chat says for this client's acts, told apart from the others' names.
+        self.host.name(self, client_name(getattr(getattr(params, "client_info", None), "name", None), self.client_name))
         # Shared with every connection on this folder: the first one's config stands.
         self.dsh_workspace, self.config_report = self.host.workspace(root, loaded, editor_trust=True)
         self.settings_notice = None

@@ -10,7 +10,8 @@ calls with this connection's seams and notifications.
   outcome, by: {clientName}}``; the host then withdraws this connection's own ask, if it
   was still open (``$/cancelRequest``).
 - ``late_answer``: a reply to an ask that was withdrawn (answered elsewhere, or the turn
-  ended) gets a ``window/showMessage`` saying it changed nothing, and who answered.
+  ended) gets a ``window/showMessage`` saying it changed nothing, and who answered
+  ("answered in Neovim 2 first"): once per question, however the lateness was seen.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+from dshd.api import words
 from dshd.api.host import AttachedClient, Resolution
 
 logger = logging.getLogger("dshd.daemon")
@@ -33,6 +35,7 @@ class HostClient:
 
     def _init_host_client(self) -> None:
         self._resolutions: OrderedDict[tuple[str, str], Resolution] = OrderedDict()
+        self._told_late: OrderedDict[tuple[Any, Any], None] = OrderedDict()  # questions this client was told it lost
 
     # ---- the host's calls ------------------------------------------------------------
 
@@ -83,18 +86,22 @@ class HostClient:
             questions = params.get("questions") or [{}]
             question_id, what = questions[0].get("id"), "plan review"
         resolution = self._resolutions.get((params.get("agentId"), question_id))
-        self._tell_too_late(what, resolution)
+        self._tell_too_late((params.get("agentId"), question_id), what, resolution)
 
     def answer_too_late(self, resolution: Resolution) -> None:
         """This connection answered after the winner, before its ask was withdrawn."""
-        self._tell_too_late("plan review" if resolution.kind == "plan-review" else "approval", resolution)
+        what = "plan review" if resolution.kind == "plan-review" else "approval"
+        self._tell_too_late((resolution.agent_id, resolution.question_id), what, resolution)
 
-    def _tell_too_late(self, what: str, resolution: Resolution | None) -> None:
-        if resolution is not None:
-            why = f"{resolution.by_client_name} answered it first ({resolution.outcome})"
-        else:
-            why = "the question had already closed"
-        message = f"Your answer to the {what} came too late: {why}. Your answer changed nothing."
+    def _tell_too_late(self, key: tuple[Any, Any], what: str, resolution: Resolution | None) -> None:
+        if key in self._told_late:
+            return  # said once (the late reply and the withdrawn ask are one answer)
+        self._told_late[key] = None
+        while len(self._told_late) > KEPT_RESOLUTIONS:
+            self._told_late.popitem(last=False)
+        message = words.late_answer_text(
+            what, resolution.by_client_name if resolution else None, resolution.outcome if resolution else None
+        )
         logger.info("%s", message)
         self._host_notify("window/showMessage", {"type": SHOW_INFO, "message": message})
 

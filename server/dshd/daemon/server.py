@@ -24,6 +24,7 @@ imports ``lsprotocol.types``, 50-70% of what ``dshd serve`` took to answer
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import functools
 import gc
@@ -42,6 +43,7 @@ from dshd.daemon import transport
 from dshd.daemon.rpc_errors import DshRpcError
 from dshd.formats import shown, shown_lines
 from dshd.models import errors
+from dshd.services.acting import acting
 from dshd.transport import stdio
 
 logger = logging.getLogger("dshd.daemon")
@@ -455,7 +457,11 @@ class DshServer:
             return
         # A task per request, also for a synchronous handler: tasks run in the order they
         # were created, so requests take effect in the order they arrived.
-        task = asyncio.ensure_future(handler(params) if inspect.iscoroutinefunction(handler) else _call(handler, params))
+        # The request runs as this client's act: what it writes to a log names the client.
+        context = contextvars.copy_context()
+        context.run(acting.set, getattr(self, "client_name", None))
+        coro = handler(params) if inspect.iscoroutinefunction(handler) else _call(handler, params)
+        task = asyncio.get_running_loop().create_task(coro, context=context)
         self._handling[msg_id] = task
         task.add_done_callback(functools.partial(self._answer, msg_id))
 

@@ -64,6 +64,7 @@ class TurnCloseData(_Data):
     turn: int
     stopReason: str
     error: TurnError | None = None  # only with stopReason "model-error"
+    client: str | None = None  # the name of the client that cancelled it (stopReason "cancelled" only): absent for older logs
 
 
 class GoalRound(_Data):
@@ -77,6 +78,7 @@ class UserMessageData(_Data):
     source: Literal["user", "plugin"]
     plugin: str | None = None
     goalRound: GoalRound | None = None
+    client: str | None = None  # the name of the client that sent it (a person's prompt or steer): absent for older logs
 
 
 class RequestHeaderData(_Data):
@@ -126,6 +128,7 @@ class ReviewData(_Data):
     outcome: Literal["approved", "revise", "failed"]
     feedback: str | None = None  # the person's words, as given
     comments: list[ReviewComment] | None = None  # line comments, as given
+    client: str | None = None  # the name of the client that gave the verdict: absent for older logs
 
 
 class ToolResultData(_Data):
@@ -166,6 +169,7 @@ class PermissionDecisionData(_Data):
     outcome: Literal["allow-once", "allow-session", "reject"]
     by: Literal["person", "session", "policy", "fail-closed"]
     feedback: str | None = None
+    client: str | None = None  # the name of the client that answered (by "person" only): absent for older logs
 
 
 class McpServerData(_Data):
@@ -225,6 +229,7 @@ class GoalChangeData(_Data):
     cleared: GoalRef | None = None
     clearedAt: str | None = None
     check: GoalCheck | None = None  # only on a complete whose check passed (G-23)
+    client: str | None = None  # the name of the client that asked for the change (a person's write): absent for older logs
 
 
 class CheckpointTakenData(_Data):

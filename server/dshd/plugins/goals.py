@@ -39,6 +39,7 @@ from dshd.errors import DshError
 from dshd.folds.events import GoalCheck, GoalRef
 from dshd.formats import clip
 from dshd.tools.run import RunCommand
+from dshd.services.acting import unattributed
 from dshd.services.goals import GoalNotice, GoalService, GoalView, goal_view
 
 if TYPE_CHECKING:
@@ -313,7 +314,8 @@ class ContinuationDriver:
         except RuntimeError:
             log.warning("goal armed outside an event loop: no continuation driver")
             return
-        self.task = loop.create_task(self._run(), name=f"goal-driver-{self.agent.agent_id}")
+        # Its rounds and what they end in are nobody's act (the person's arming is logged on its own).
+        self.task = loop.create_task(self._run(), name=f"goal-driver-{self.agent.agent_id}", context=unattributed())
 
     def hold(self) -> None:
         self.held = True

@@ -23,6 +23,7 @@ from dshd.errors import DshError
 from dshd.folds import plans
 from dshd.folds.events import ToolCall
 from dshd.folds.plans import APPROVED_WITH_FEEDBACK, SENT_BACK, first_heading
+from dshd.services.acting import answered_by
 from dshd.services.plan_mode import PlanModeController
 from dshd.services.plan_records import PlanRecords
 
@@ -221,7 +222,11 @@ class PlanPlugin:
             return ToolOutcome.failure(FAIL_CLOSED.format(why=f"the review failed: {exc}"))
         if not self.attached:  # PM-20: unloaded while the person was reviewing
             return ToolOutcome.failure(FAIL_CLOSED.format(why="the plan plugin was unloaded during review"))
-        return self._judge(question["id"], plan, answers)
+        outcome = self._judge(question["id"], plan, answers)
+        by = answered_by.get()  # the client whose answer won (the host sets it)
+        if by and outcome.review is not None and outcome.review.get("outcome") in ("approved", "revise"):
+            outcome = ToolOutcome(outcome.ok, outcome.content, {**outcome.review, "client": by})
+        return outcome
 
     def previous_review(self, call_id: str) -> dict[str, Any] | None:
         """P-23: what the person asked for last time, when they sent the plan before this

@@ -36,6 +36,7 @@ from dshd.folds import GoalState
 from dshd.folds.goal_phases import may
 from dshd.folds.events import AssistantMessage, BlockedReason, GoalCheck, GoalRef, GoalRound, GoalSnapshot, UserMessage
 from dshd.formats import is_kebab_case, utc_now
+from dshd.services.acting import acting, with_client
 
 if TYPE_CHECKING:
     from dshd.services.store import SessionStore
@@ -332,6 +333,7 @@ class GoalService:
             "cleared": {"id": goal.id, "revision": goal.revision},
             "clearedAt": utc_now(),
         }
+        with_client(data, acting.get())
         self._store.commit("goal/change", data, turn=self._open_turn(), writer="goals")
         self._armed = False
         returned = GoalRef(id=goal.id, revision=goal.revision + 1)
@@ -442,6 +444,7 @@ class GoalService:
         }
         if check is not None:
             data["check"] = msgspec.to_builtins(check)
+        with_client(data, acting.get())  # a person's write (the model's and the driver's run unattributed)
         self._store.commit("goal/change", data, turn=self._open_turn(), writer="goals")
 
     def _notify(self, op: str) -> GoalView:
