@@ -402,6 +402,12 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
             print(f"config    NOT ok: {_shown(exc.message)}{where}\nunhealthy")
         return EXIT_FAIL
 
+    import logging
+
+    # A server that fails is reported below, whole, on its own line: its log record would
+    # say it a second time on stderr (other records, e.g. tools left out, still go there).
+    logging.getLogger("dshd.mcp.servers").addFilter(_not_a_server_failure)
+
     async def both():
         return await asyncio.gather(check(loaded.config), _mcp_states(workspace, loaded.config))
 
@@ -447,6 +453,10 @@ def _doctor(workspace: Path, as_json: bool, trusted: bool = False) -> int:
     return EXIT_OK if healthy else EXIT_FAIL
 
 
+def _not_a_server_failure(record) -> bool:
+    return not (isinstance(record.msg, str) and record.msg.startswith("MCP server %s failed"))
+
+
 async def _mcp_states(workspace: Path, config) -> list:
     """The configured MCP servers, started as a session starts them (in the command
     sandbox, each bounded by its startupTimeoutS), as they stood once all were up or
@@ -469,6 +479,9 @@ async def _mcp_states(workspace: Path, config) -> list:
         await servers.aclose()
 
 
+MCP_REASON_MAX = 4000  # characters of a failed server's reason shown
+
+
 def _mcp_lines(loaded, states: list, ignored: list) -> list[str]:
     """One line per server: name, where it was configured, how it is reached, its state
     and why, its tools; names and reasons escaped (a server's own words, a cloned repository's names)."""
@@ -486,7 +499,9 @@ def _mcp_lines(loaded, states: list, ignored: list) -> list[str]:
             names = ", ".join(shown(t) for t in state.tools) or "none"
             lines.append(f"{head}ready, {len(state.tools)} tool{'' if len(state.tools) == 1 else 's'}: {names}")
         elif state.state == "failed":
-            lines.append(f"{head}FAILED: {clip(shown(state.reason or 'no reason given'), 300)}")
+            # Whole: the reason ends with the fix (a hint can be long); capped only against
+            # a server that writes pages to stderr.
+            lines.append(f"{head}FAILED: {clip(shown(state.reason or 'no reason given'), MCP_REASON_MAX)}")
         else:
             lines.append(f"{head}{state.state}" + (f": {shown(state.reason)}" if state.reason else ""))
     for item in ignored:
@@ -519,6 +534,55 @@ def for_people(*, as_json: bool, log_records: bool = False, prefix: str = "dshd"
         handler = logging.StreamHandler()  # sys.stderr as it is now: the escaping one
         handler.setFormatter(RedactingFormatter(f"{prefix}: %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
+# ---- a reader that leaves early ---------------------------------------------------------
+
+
+class StdoutMayClose:
+    """``sys.stdout`` for a command whose reader may leave before it ends (`| head`): once
+    the pipe is closed, the rest of the output goes to /dev/null, so the command finishes
+    what it does and exits with the status it would have had, with no traceback and no
+    "Exception ignored" at exit (docs/choices.md)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.reader_left = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_left:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._to_devnull()
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+            self._stream.flush()  # what was buffered for the pipe: to /dev/null now
+
+    def _to_devnull(self) -> None:
+        self.reader_left = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...
+        return getattr(self._stream, name)
+
+
+def _stdout_may_close() -> None:
+    if not isinstance(sys.stdout, StdoutMayClose):
+        sys.stdout = StdoutMayClose(sys.stdout)  # type: ignore[assignment]
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -575,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run_external("dshd.acp.app:main", "acp", [arg for arg in argv[1:] if arg != "--stdio"])
     if argv[0] == "connect":
         return _run_external("dshd_connect:connect_main", "connect", argv[1:])
+    if argv[0] in ("log", "doctor", "goal", "run") or (argv[0] == "daemon" and argv[1:2] in (["status"], ["stop"], ["restart"])):
+        _stdout_may_close()  # commands whose output a person pipes on (JSON to `jq`, `| head`)
     if argv[0] == "daemon":
         if argv[1:2] and argv[1] in ("status", "stop", "restart"):
             return _run_external("dshd.daemon_cli:main", "daemon", argv[1:])

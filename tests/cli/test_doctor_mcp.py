@@ -124,3 +124,23 @@ def test_doctor_never_shows_a_value_mcp_json_expanded(tmp_path, monkeypatch):
     assert servers["printer"]["state"] == "failed" and "token ${DSHD_TEST_DOC_SECRET}" in servers["printer"]["reason"]
     assert servers["missing"]["state"] == "failed" and "/opt/${DSHD_TEST_DOC_SECRET}/srv" in servers["missing"]["reason"]
     assert "mcp       printer (workspace, stdio): FAILED" in text.stdout
+
+
+@needs_sandbox
+def test_doctor_says_a_failed_server_once_and_whole_with_its_fix(tmp_path):
+    """A package runner's server that cannot start in the sandbox: its reason ends with the
+    fix (install it once, or sandbox = "none" knowingly). The doctor's report gives it once,
+    whole; stderr does not repeat it (it did, and the report cut the fix off at 300 characters)."""
+    user = '[mcp.servers.runner]\ncommand = "npx"\nargs = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]\nstartupTimeoutS = 2\n'
+    root, home = setup(tmp_path, user, workspace_config='plugins = ["mcp"]\n')
+    done = doctor(root, home)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("mcp       runner (user, stdio): FAILED: ")]
+    reason = line.split("FAILED: ", 1)[1]
+    assert len(reason) > 300 and reason.endswith('set sandbox = "none" for this server in your user config'), reason
+    assert "…" not in reason
+    both = done.stdout + done.stderr
+    assert both.count("package runner") == 1 and "Traceback" not in done.stderr, both
+    # Control: --json gives the same reason, so the text above is the server's whole reason.
+    servers = json.loads(doctor(root, home, "--json").stdout)["mcp"]["servers"]
+    assert [s["reason"] for s in servers if s["name"] == "runner"] == [reason]
