@@ -201,8 +201,11 @@ class RawDaemon:
             message["params"] = params
         self.send(message)
 
-    def initialize(self, *, questions: bool = True, permissions: bool = False, options: dict | None = None) -> dict:
-        """``initialize`` + ``initialized``; returns the whole response."""
+    def initialize(
+        self, *, questions: bool = True, permissions: bool = False, options: dict | None = None, name: str | None = None
+    ) -> dict:
+        """``initialize`` + ``initialized``; returns the whole response. ``name``: the
+        client's ``clientInfo.name`` (none sent without it)."""
         dsh = {"questions": True} if questions else {}
         if permissions:
             dsh["permissions"] = True
@@ -213,6 +216,8 @@ class RawDaemon:
         }
         if options is not None:
             params["initializationOptions"] = options
+        if name is not None:
+            params["clientInfo"] = {"name": name}
         reply = self.call("initialize", params)
         if "result" in reply:
             self.notify("initialized", {})

@@ -295,7 +295,7 @@ def test_a_plan_review_answered_in_an_acp_client_closes_it_in_the_dsh_client(wor
                             "outcome": "approve", "by": {"clientName": "raw-acp"}}  # fmt: skip
         assert dsh.pump(lambda: [n for n in dsh.notifications if n["method"] == "$/cancelRequest"])[0]["params"] == {"id": ask["id"]}
         reviews = [e["data"].get("review") for e in log_events(workspace, sid) if e["type"] == "tool/result"]
-        assert reviews == [{"outcome": "approved"}]
+        assert reviews == [{"outcome": "approved", "client": "raw-acp"}]  # who approved it, in the log
         assert dsh.request("dsh/plan/get", {"agentId": agent})["active"] is False
     finally:
         acp.close()

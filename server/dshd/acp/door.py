@@ -40,6 +40,7 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from dshd import __version__
+from dshd.services.acting import acting
 from dshd.acp import goals as goal_requests
 from dshd.acp.convert import (
     MODE_CONFIG_ID,
@@ -163,7 +164,7 @@ class AcpDoor(AcpHostClient):
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
         self._questions = AcpQuestions(self.peer, timeout_s=timeout)
         self._approvals = AcpApprovals(self.peer, timeout_s=timeout)
-        self.client_name = client_name(getattr(client_info, "name", None), self.client_name)
+        self.host.name(self, client_name(getattr(client_info, "name", None), self.client_name))
         # Shared with every connection on this folder (the first one's config stands);
         # the folder's model left out when untrusted: prompts say so.
         self.workspace, loaded = self.host.workspace(self.root, loaded, editor_trust=False)
@@ -242,6 +243,7 @@ class AcpDoor(AcpHostClient):
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         live = self._live(session_id)
+        acting.set(self.client_name)  # this request's task: its message names this client
         try:
             result = await live.prompt(prompt_text(prompt, self.root))
         except DshError as exc:
@@ -268,6 +270,7 @@ class AcpDoor(AcpHostClient):
         if live is None:
             log.info("session/cancel for %s, which is not open here", session_id)
             return
+        acting.set(self.client_name)
         await live.agent.cancel()
 
     # ---- plan mode ---------------------------------------------------------------------
