@@ -63,6 +63,8 @@ class AcpTestClient:
         self.stderr_path = stderr_path
         self.updates: list[dict] = []  # session/update params, in arrival order
         self.permission_requests: list[dict] = []
+        # Both, in the order they arrived: ("update" | "permission", params).
+        self.wire: list[tuple[str, dict]] = []
         # How permission requests are answered; the default fails the test loudly.
         self.answer_permission: PermissionAnswer = self._unexpected_permission
         self._waiters: list[tuple[Callable[[dict], bool], asyncio.Future]] = []
@@ -84,12 +86,14 @@ class AcpTestClient:
 
     def _on_update(self, params: dict) -> None:
         self.updates.append(params)
+        self.wire.append(("update", params))
         for pred, future in list(self._waiters):
             if not future.done() and pred(params):
                 future.set_result(params)
 
     async def _on_permission(self, params: dict) -> dict:
         self.permission_requests.append(params)
+        self.wire.append(("permission", params))
         answer = self.answer_permission(params)
         if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
             answer = await answer

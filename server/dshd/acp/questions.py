@@ -69,7 +69,9 @@ class AcpQuestions(PermissionAsk):
             tool_call_id=str(question["id"]).removeprefix("plan-review-"),
             kind=described.kind,
             title=shown(described.title),
-            status="pending",
+            # Running: the plan tool waits for this answer, and the client was told
+            # in_progress when it started; a status never goes back on the wire.
+            status="in_progress",
             content=[text(shown_lines(plan)), *previous_review_content(question.get("previous"))],
             raw_input={"plan": plan},
         )
