@@ -102,14 +102,15 @@ async def test_plan_review_approved_leaves_plan_mode(clients):
     assert tool["title"] == "Plan: add the parser tests"
     assert tool["content"] == [{"type": "content", "content": {"type": "text", "text": PLAN}}]
     assert [(o["optionId"], o["name"], o["kind"]) for o in asked["options"]] == [
-        ("approve", "Approve", "allow_once"),
-        ("approve-goal", "Approve and start a goal", "allow_once"),  # goals are on, none stands
+        ("approve", "Approve", "allow_once"),  # one option per kind: a blind pick approves, no more
         ("keep-planning", "Keep planning", "reject_once"),
     ]
     [result] = finished(client, sid)
     assert result["status"] == "completed"
     assert modes_told(client, sid) == ["plan", "default"]
-    assert client.agent_text(sid) == "Starting the work"
+    # Goals are on and none stands: the chat says how to start one (the review offers none).
+    hint = "\n\nNote: the plan is approved. To have dshd carry it out as a goal (rounds until it is done, within the configured budgets), send /goal.\n"
+    assert hint in client.agent_text(sid) and client.agent_text(sid).replace(hint, "") == "Starting the work"
     events = read_log(clients.workspace, sid)
     assert [e["data"]["active"] for e in of_type(events, "plan/mode")] == [True, False]
 

@@ -286,7 +286,7 @@ def test_a_plan_review_answered_in_an_acp_client_closes_it_in_the_dsh_client(wor
         ask = dsh.ask("dsh/questions/ask")
         [question] = ask["params"]["questions"]
         request = acp.permission_request()  # the same review, as ACP asks it
-        assert [o["optionId"] for o in request["params"]["options"]] == ["approve", "approve-goal", "keep-planning"]
+        assert [o["optionId"] for o in request["params"]["options"]] == ["approve", "keep-planning"]  # one per kind
         acp.send({"id": request["id"], "result": {"outcome": {"outcome": "selected", "optionId": "approve"}}})
 
         assert dsh.result_of(prompt)["stopReason"] == "end-turn"

@@ -59,6 +59,7 @@ from dshd.acp.convert import (
 )
 from dshd.acp.host_client import AcpHostClient
 from dshd.acp.errors import INVALID_REQUEST, from_dsh, from_validation, invalid_params
+from dshd.acp.goal_command import goal_command_rest, start_goal
 from dshd.acp.live import LiveSession
 from dshd.acp.peer import Peer
 from dshd.acp.permissions import AcpApprovals
@@ -162,7 +163,7 @@ class AcpDoor(AcpHostClient):
             log.warning("%s", self._config_note)
         assert self.peer is not None
         timeout = self.question_timeout_s  # one patience for the person: reviews and approvals
-        self._questions = AcpQuestions(self.peer, timeout_s=timeout)
+        self._questions = AcpQuestions(self.peer, timeout_s=timeout, on_approved=self._hint_goal)
         self._approvals = AcpApprovals(self.peer, timeout_s=timeout)
         self.host.name(self, client_name(getattr(client_info, "name", None), self.client_name))
         # Shared with every connection on this folder (the first one's config stands);
@@ -244,8 +245,13 @@ class AcpDoor(AcpHostClient):
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         live = self._live(session_id)
         acting.set(self.client_name)  # this request's task: its message names this client
+        text = prompt_text(prompt, self.root)
+        goal_rest = goal_command_rest(text)
+        if goal_rest is not None:  # the door's own command: the person starts a goal
+            live.send_text(f"\n\n{start_goal(live.agent, goal_rest)}\n")
+            return PromptResponse(stop_reason="end_turn")
         try:
-            result = await live.prompt(prompt_text(prompt, self.root))
+            result = await live.prompt(text)
         except DshError as exc:
             if exc.kind == "invalid-params" and exc.data.get("field") == "text":  # e.g. an unknown /command
                 raise invalid_params("prompt", exc.message) from None
@@ -335,6 +341,11 @@ class AcpDoor(AcpHostClient):
             )
         if additional_directories:
             raise invalid_params("additionalDirectories", "dshd works in one folder: additional directories are not supported")
+
+    def _hint_goal(self, session_id: str, call_id: str) -> None:
+        live = self.sessions.get(session_id)
+        if live is not None:
+            live.hint_goal_after(call_id)
 
     def _open(self, agent: Any) -> LiveSession:
         old = self.sessions.pop(agent.session_id, None)

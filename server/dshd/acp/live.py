@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from acp.schema import AvailableCommand, AvailableCommandsUpdate, SessionInfoUpdate, UnstructuredCommandInput
 
+from dshd.acp import goal_command
 from dshd.acp.convert import TurnUsage, goal_meta, goal_update, mode_updates
 from dshd.acp.updates import UpdateTranslator, agent_text, user_text
 from dshd.agent.turn_end import TurnEnd
@@ -58,6 +59,9 @@ class LiveSession:
         self._own_prompts: deque[str] = deque(maxlen=KEPT_OWN_PROMPTS)
         # Each turn's tokens (its model calls' usage summed), for the prompt's answer.
         self._usage: OrderedDict[int, TurnUsage] = OrderedDict()
+        # Plan reviews this client approved while a goal could start: once the approval is
+        # in the log, the chat names /goal (the review offers no option that starts one).
+        self._goal_hints: deque[str] = deque(maxlen=KEPT_OWN_PROMPTS)
 
     def close(self) -> None:
         for waiters in self._waiters.values():
@@ -96,7 +100,20 @@ class LiveSession:
                     input=UnstructuredCommandInput(hint="optional: what follows the command"),
                 )
             )
+        if goal_command.offered(self.agent):  # the door's own (goal_command.py)
+            commands.append(
+                AvailableCommand(
+                    name=goal_command.NAME,
+                    description=goal_command.DESCRIPTION,
+                    input=UnstructuredCommandInput(hint="optional: the goal's objective (default: carry out the approved plan)"),
+                )
+            )
         self._send([AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands)])
+
+    def hint_goal_after(self, call_id: str) -> None:
+        """This client approves the plan of ``call_id``: once that approval is in the log
+        (another client's answer may win first), the chat says how to start a goal."""
+        self._goal_hints.append(call_id)
 
     def send_text(self, text: str) -> None:
         self._send([agent_text(text)])
@@ -130,6 +147,10 @@ class LiveSession:
             else:  # another client's prompt
                 self._send([user_text(data, f"user-{event.get('seq')}")])
         self._send(self.translator.event(event))
+        if event.get("type") == "tool/result" and data.get("callId") in self._goal_hints:
+            self._goal_hints.remove(data["callId"])
+            if (data.get("review") or {}).get("outcome") == "approved" and goal_command.can_start(self.agent):
+                self.send_text(f"\n\nNote: {goal_command.HINT}\n")
         if event.get("type") == "assistant/message":
             self._count_usage(event.get("turn"), data.get("usage"))
         if event.get("type") == "turn/close":
