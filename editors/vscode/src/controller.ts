@@ -40,6 +40,8 @@ function listedActivity(s: { activity?: string; question?: string }): string {
 
 /** How long "Approve and start a goal" waits for the approval to be recorded before it asks for the goal. */
 const APPROVAL_RECORDED_MS = 10_000;
+/** How long a window waits to reattach after another client restarted the daemon (that one goes first). */
+const REATTACH_DELAY_MS = 1500;
 /** A daemon that crashes again within this long after being restarted for a crash is not restarted on its own. */
 const AUTO_RESTART_INTERVAL_MS = 60_000;
 
@@ -176,6 +178,7 @@ export class Controller implements vscode.Disposable {
       }
     }));
     cmd('dsh.server.restart', () => this.startDaemon());
+    cmd('dsh.daemon.restart', () => this.restartWorkspaceDaemon());
     cmd('dsh.session.new', (a?: { title?: string }) => this.newSession(a?.title));
     cmd('dsh.session.open', (a?: { sessionId?: string; reload?: boolean }) => this.openSession(a?.sessionId, a?.reload));
     cmd('dsh.session.fork', () => this.forkSession());
@@ -266,12 +269,48 @@ export class Controller implements vscode.Disposable {
     void this.memento?.update(REMEMBERED_KEY, this.remembered);
   }
 
+  /** Set while this window's own `dshd daemon restart` runs: the end of its connection is expected. */
+  private restartingOwn = false;
+
+  /**
+   * "DSH: Restart Workspace Daemon": `dshd daemon restart` (every client of the workspace's
+   * daemon is told and reattaches to its session); with a daemon of this window's own, a restart.
+   */
+  private async restartWorkspaceDaemon(): Promise<void> {
+    if (!this.folder || this.daemon.mode !== 'connect' || !this.daemon.running) {
+      await this.startDaemon();
+      return;
+    }
+    this.restartingOwn = true;
+    const { ok, said } = await this.daemon.restartWorkspaceDaemon(this.folder);
+    if (!ok) {
+      this.restartingOwn = false;
+      void vscode.window.showErrorMessage(`dshd daemon restart failed: ${said}`, 'Show Log').then((pick) => { if (pick === 'Show Log') this.daemon.showLog(); });
+      return;
+    }
+    this.daemon.log(said);
+  }
+
   /**
    * The daemon ended on its own. One message says so, with how it ended; the daemon is started
    * again at once (unless it crashed less than a minute after the last such restart: then the
    * person decides) and the session is opened again.
    */
   private async recover(exit: ExitInfo | undefined): Promise<void> {
+    if (this.restartingOwn || (this.daemon.restartAnnounced !== undefined && Date.now() - this.daemon.restartAnnounced < 30_000)) {
+      // `dshd daemon restart`: no crash. The window that asked reattaches at once (the next
+      // daemon starts with its settings); the others a moment later.
+      const own = this.restartingOwn;
+      this.restartingOwn = false;
+      this.daemon.restartAnnounced = undefined;
+      if (!own) await new Promise((r) => setTimeout(r, REATTACH_DELAY_MS));
+      if (await this.startDaemon()) {
+        const s = this.session;
+        const reopened = s ? `; reopened ${s.title ? `"${s.title}"` : 'your session'}` : '';
+        void vscode.window.showInformationMessage(`The workspace's dshd daemon restarted${reopened}${s?.goal?.phase === 'active' ? ' (the goal waits for you to resume)' : ''}.`);
+      }
+      return;
+    }
     const how = exit ? describeExit(exit.code, exit.signal) : 'exit status unknown';
     // With the shared daemon the process this window started is the forwarder: it ends when the daemon does.
     const ended = this.daemon.mode === 'connect' ? `The shared dshd daemon went away (its dshd connect: ${how})` : `dshd crashed (${how})`;

@@ -1,6 +1,6 @@
 // The connection to dshd: a vscode-languageclient over stdio (the daemon speaks LSP framing), plus
 // the `experimental.dsh` capability, typed requests and the error kinds of SPEC section 6.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -219,13 +219,28 @@ export class Daemon implements vscode.Disposable {
     if (generation !== this.generation) return;
     this.sharedSettingsNotInForce = differ;
     if (!differ.length) return;
-    const message = `This window joined the workspace's shared dshd daemon, which another client started with other settings: ${differ.join('; ')}. `
-      + 'Yours apply when the daemon starts again (once every editor on this folder has left it), or in a daemon of this window\'s own.';
-    this.output.appendLine(message);
-    const own = 'Use a Daemon of This Window\'s Own';
-    void vscode.window.showWarningMessage(message, own, 'Show Log').then(async (pick) => {
-      if (pick === own) await vscode.workspace.getConfiguration('dsh').update('server.mode', 'serve', vscode.ConfigurationTarget.Workspace);
-      if (pick === 'Show Log') this.output.show();
+    // The daemon says it itself (window/showMessage, the keys and the ways out): the log only here.
+    this.output.appendLine(`not in force in the shared daemon: ${differ.join('; ')}`);
+  }
+
+  /** When the daemon last said it is restarting (`dshd daemon restart`): its end is then no crash. */
+  restartAnnounced: number | undefined;
+
+  /**
+   * `dshd daemon restart` for this folder: the workspace's daemon tells every client, stops, and
+   * the next one starts; `said` is the command's own line (the new pid) or why it failed.
+   */
+  restartWorkspaceDaemon(folder: vscode.WorkspaceFolder): Promise<{ ok: boolean; said: string }> {
+    const command = vscode.workspace.getConfiguration('dsh', folder.uri).get<string>('server.command', 'dshd');
+    const cwd = folder.uri.fsPath;
+    const resolved = resolveCommand(command, cwd);
+    if (!resolved) return Promise.resolve({ ok: false, said: `"${command}" was not found` });
+    return new Promise((resolve) => {
+      execFile(resolved, ['daemon', 'restart', '--workspace', cwd], { cwd, timeout: 60_000 }, (error, stdout, stderr) => {
+        const said = lastLine(error ? `${stdout}\n${stderr}` : stdout) || (error ? error.message : '');
+        this.output.appendLine(`dshd daemon restart: ${said}`);
+        resolve({ ok: !error, said });
+      });
     });
   }
 
@@ -272,6 +287,19 @@ export class Daemon implements vscode.Disposable {
   /** A `window/showMessage` from dshd; in an untrusted folder it offers to trust it (then restart). */
   private async showDaemonMessage(m: { type: number; message: string }): Promise<void> {
     this.output.appendLine(m.message);
+    if (m.message.startsWith('The workspace\'s dshd daemon is restarting')) this.restartAnnounced = Date.now();
+    if (m.message.startsWith('Your settings are not in force')) {
+      // The shared daemon runs with another client's settings: the two ways out, as buttons.
+      const restart = 'Restart Workspace Daemon';
+      const own = 'Use a Daemon of This Window\'s Own';
+      const pick = await vscode.window.showWarningMessage(m.message, restart, own);
+      if (pick === restart) await vscode.commands.executeCommand('dsh.daemon.restart');
+      if (pick === own) {
+        await vscode.workspace.getConfiguration('dsh').update('server.mode', 'serve', vscode.ConfigurationTarget.Workspace);
+        await vscode.commands.executeCommand('dsh.server.restart');
+      }
+      return;
+    }
     const show = m.type === 1 ? vscode.window.showErrorMessage : m.type === 2 ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
     const trust = 'Manage Workspace Trust';
     const pick = await show(m.message, ...(vscode.workspace.isTrusted ? [] : [trust]));
