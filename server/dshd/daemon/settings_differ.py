@@ -61,7 +61,7 @@ def notice(differ: list[tuple[str, Any, Any]], trust_differs: bool = False) -> s
         f"{NOTICE_START}: {'; '.join(parts)}. This editor joined the workspace's shared dshd "
         "daemon, which keeps the settings of the client that started it. To use yours: open the session in a daemon of this editor's own (`dshd serve`: "
         "VS Code's dsh.server.mode \"serve\", Neovim's server = 'serve'), or restart the "
-        "workspace's daemon (VS Code: \"dsh: Restart Workspace Daemon\"; Neovim: :Dsh restart; "
+        "workspace's daemon (VS Code: \"DSH: Restart Workspace Daemon\"; Neovim: :Dsh restart; "
         "a terminal: dshd daemon restart): every client reattaches, and the first to reattach "
         "sets the settings."
     )
