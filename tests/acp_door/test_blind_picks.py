@@ -8,9 +8,11 @@ person's own ``/goal``. A plan review's tool call never goes back from ``in_prog
 to ``pending`` on the wire.
 
 - Both SDK clients (the official Python and TypeScript SDKs), answering as CodeCompanion
-  documents its Accept: the first option whose kind is ``allow_once``. (CodeCompanion
-  itself is a Neovim plugin on GitHub and luarocks, which this machine's set-up cannot
-  install: this is a client of our own that picks the same way, not CodeCompanion.)
+  does: it maps each kind to an option (a later option of a kind replaces an earlier one)
+  and its Accept answers with the ``allow_once`` one; its dialog labels each option by its
+  kind alone ("2 Allow"), so the person never reads the names. (CodeCompanion itself is a
+  Neovim plugin published on GitHub and luarocks, neither of which this machine's set-up
+  can install from: this is a client of our own that picks the same way, not CodeCompanion.)
 - acpx 0.19.1 (pinned, tests/acp_door/setup.sh), the real CLI: ``--approve-all``, and its
   interactive ``y`` typed on a terminal (a pty).
 """
@@ -39,8 +41,17 @@ OBJECTIVE = 'Carry out the approved plan "Plan: add the parser tests"'
 STATUS_RANK = {"pending": 0, "in_progress": 1, "completed": 2, "failed": 2}
 
 
+def codecompanion_accept(params: dict) -> dict:
+    """CodeCompanion's Accept: the option its kind map holds for allow_once (the map is
+    built in order, so the last option of a kind wins)."""
+    by_kind = {}
+    for option in params["options"]:
+        by_kind[option["kind"]] = option["optionId"]
+    return selected(by_kind["allow_once"])
+
+
 def first_of_kind(kind: str):
-    """A client that picks blindly by kind (CodeCompanion's Accept: allow_once)."""
+    """acpx's pick: the first option of the kind."""
     return lambda params: selected(next(o["optionId"] for o in params["options"] if o["kind"] == kind))
 
 
@@ -75,7 +86,7 @@ async def test_a_blind_allow_once_pick_approves_the_plan_and_starts_no_goal(clie
     root = write_workspace(clients.workspace, [EXIT_WITH_PLAN, EDIT, {"text": "done"}], plugins=TOOLS)
     (root / "notes.txt").write_text("one\n")
     client = await clients.start()
-    client.answer_permission = first_of_kind("allow_once")
+    client.answer_permission = codecompanion_accept
     sid = (await client.new_session())["sessionId"]
     await client.set_mode(sid, "plan")
 
@@ -85,6 +96,8 @@ async def test_a_blind_allow_once_pick_approves_the_plan_and_starts_no_goal(clie
     review, approval = client.permission_requests
     for request in client.permission_requests:
         assert len(kinds_offered(request)) == len(set(kinds_offered(request))), request["options"]
+        # So the first allow_once (acpx) and the last (CodeCompanion) are one option.
+        assert first_of_kind("allow_once")(request) == codecompanion_accept(request)
     assert [o["optionId"] for o in review["options"]] == ["approve", "keep-planning"]
     assert kinds_offered(approval) == ["allow_once", "allow_always", "reject_once"]
 
