@@ -38,6 +38,10 @@ from dshd.formats import shown
 from dshd.errors import DshError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# resume/raise written, but no client is on the session to run the rounds: what `dshd run`
+# exits when a person is needed (docs/headless.md).
+EXIT_NOT_RUNNING = 3
+STARTS_ROUNDS = ("resume", "raise")
 OPS = ("status", "create", "edit", "raise", "pause", "resume", "complete", "clear")
 CLIENT_NAME = "dshd goal"
 # Pausing waits for a running goal round to end; a person's patience, not a network's.
@@ -67,6 +71,7 @@ class LogGoals:
     """The goal of a session nobody holds: its log opened (and locked) here."""
 
     via = "log"
+    others_attached = 0  # no process holds the session: no client is on it
 
     def __init__(self, workspace: Path, session_id: str) -> None:
         from dshd.agent.config_layers import load_layers, user_config_path
@@ -124,6 +129,9 @@ class DaemonGoals:
         self._frames = Frames(connection.first)
         self._next_id = 0
         self.daemon_pid = connection.pid
+        # The clients on the session besides this one, as the daemon last listed them
+        # (dsh/session/clients, sent on attach); None until it did.
+        self.others_attached: int | None = None
         self.request(
             "initialize",
             {
@@ -168,7 +176,9 @@ class DaemonGoals:
             if "method" in reply:
                 if "id" in reply:  # a request of the daemon's: this client answers none
                     self._send({"jsonrpc": "2.0", "id": reply["id"], "error": {"code": -32601, "message": "dshd goal answers no requests"}})
-                continue  # notifications are for editors
+                elif reply["method"] == "dsh/session/clients":
+                    self._note_clients(reply.get("params"))
+                continue  # other notifications are for editors
             if reply.get("id") != msg_id:
                 continue
             if "error" in reply:
@@ -177,6 +187,11 @@ class DaemonGoals:
                 kind = data.pop("kind", "error")
                 raise GoalCommandError(kind, str(error.get("message", "the daemon refused")), {"code": error.get("code"), **data})
             return reply.get("result")
+
+    def _note_clients(self, params: Any) -> None:
+        clients = params.get("clients") if isinstance(params, dict) else None
+        if isinstance(clients, list):
+            self.others_attached = sum(1 for c in clients if isinstance(c, dict) and c.get("you") is not True)
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
@@ -263,6 +278,13 @@ def newest_session(workspace: Path) -> str:
 
 def run(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]) -> tuple[str, Any]:
     """(session id, the wire answer) of ``op`` on the goal of ``session_id`` (default: the newest)."""
+    session_id, answer, _ = run_on(workspace, op, session_id, fields)
+    return session_id, answer
+
+
+def run_on(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]) -> tuple[str, Any, tuple[str, int | None]]:
+    """As :func:`run`, with where it went ("log" or "daemon") and how many other clients
+    were on the session (None: not known)."""
     if session_id is None:
         session_id = newest_session(workspace)
     else:
@@ -276,7 +298,7 @@ def run(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]
     goals = open_goals(workspace, session_id)
     try:
         if op == "status":
-            return session_id, goals.get()
+            return session_id, goals.get(), (goals.via, goals.others_attached)
         ref = None
         if op != "create":
             current = goals.get()
@@ -284,10 +306,18 @@ def run(workspace: Path, op: str, session_id: str | None, fields: dict[str, Any]
                 raise GoalCommandError("no-goal", f"session {session_id} has no goal: `dshd goal create OBJECTIVE` makes one")
             ref = {"id": current["id"], "revision": current["revision"]}
             if op == "raise":
-                return session_id, raise_and_resume(goals, current, fields)
-        return session_id, goals.write(op, ref, fields)
+                return session_id, raise_and_resume(goals, current, fields), (goals.via, goals.others_attached)
+        return session_id, goals.write(op, ref, fields), (goals.via, goals.others_attached)
     finally:
         goals.close()
+
+
+def nothing_runs(session_id: str, via: str) -> str:
+    """What happens after a resume no client will act on, in a person's words."""
+    where = ("no editor or run has the session open" if via == "log"
+             else "no editor or run is attached to the session (the shared daemon disarms the goal once this command leaves)")
+    return (f"the goal is resumed, but nothing runs yet: {where}. Rounds start when an editor opens "
+            f"session {session_id} and you resume the goal there, or when `dshd run --session {session_id}` runs it here.")
 
 
 def raise_and_resume(goals: LogGoals | DaemonGoals, current: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -397,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         if not workspace.is_dir():
             raise GoalCommandError("invalid-params", f"no such folder: {workspace}", {"field": "workspace"})
         try:
-            session_id, answer = run(workspace, args.op, args.session, _fields(args))
+            session_id, answer, (via, others) = run_on(workspace, args.op, args.session, _fields(args))
         except DshError as exc:
             raise GoalCommandError.of(exc) from None
         except OSError as exc:  # what no layer below turned into a DshError
@@ -408,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dshd goal {args.op}: {shown(exc.message)}", file=sys.stderr)
         return EXIT_FAIL
     print(json.dumps(answer, ensure_ascii=False) if args.json else describe(args.op, session_id, answer))
+    if args.op in STARTS_ROUNDS and answer.get("phase") == "active" and not others:
+        # Asked to run, and no client will: said, and not a success (docs/headless.md).
+        print(f"dshd goal {args.op}: {nothing_runs(session_id, via)}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
     return EXIT_OK
 
 

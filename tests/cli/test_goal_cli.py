@@ -10,6 +10,7 @@ that is not the shared daemon is refused, naming it, and nothing is written.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,9 +60,16 @@ def goal(runtime: Runtime, workspace: Path, *args: str) -> subprocess.CompletedP
     )
 
 
-def answer(proc: subprocess.CompletedProcess):
-    assert proc.returncode == 0, proc.stderr
+def answer(proc: subprocess.CompletedProcess, status: int = 0):
+    assert proc.returncode == status, proc.stderr
     return json.loads(proc.stdout)
+
+
+def not_running(proc: subprocess.CompletedProcess):
+    """A resume (or raise) written where no client will run its rounds: the answer, exit 3
+    and the words saying what happens next."""
+    assert "nothing runs yet" in proc.stderr and "dshd run --session " in proc.stderr, proc.stderr
+    return answer(proc, 3)
 
 
 def goal_ops(workspace: Path, session_id: str) -> list[str]:
@@ -80,7 +88,7 @@ def test_goal_commands_on_a_log_nobody_holds(runtime, workspace):
     assert (paused["phase"], paused["revision"]) == ("paused", 2)
     edited = answer(goal(runtime, workspace, "edit", "--max-rounds", "9", "--objective", "Ship it", "--json"))
     assert (edited["maxRounds"], edited["objective"], edited["phase"], edited["revision"]) == (9, "Ship it", "paused", 3)
-    resumed = answer(goal(runtime, workspace, "resume", "--json"))
+    resumed = not_running(goal(runtime, workspace, "resume", "--json"))
     assert (resumed["phase"], resumed["revision"]) == ("active", 4)
     people = goal(runtime, workspace, "status")
     assert people.returncode == 0 and people.stdout.startswith(f"{created['id']} · {resumed['status']['text']}\n")
@@ -235,7 +243,7 @@ def test_goal_raise_edits_then_resumes_on_the_log_and_through_the_daemon(runtime
     assert goal_ops(workspace, session) == ["create", "block"]
 
     # On the log nobody holds: both writes; nothing runs rounds here, so it waits disarmed.
-    raised = answer(goal(runtime, workspace, "raise", "--rounds", "2", "--json"))
+    raised = not_running(goal(runtime, workspace, "raise", "--rounds", "2", "--json"))
     assert (raised["phase"], raised["maxRounds"], raised["revision"]) == ("active", 2, blocked["revision"] + 2)
     assert raised["activation"] == "disarmed" and "blockedReason" not in raised
     assert goal_ops(workspace, session) == ["create", "block", "edit", "resume"]
@@ -260,3 +268,47 @@ def test_goal_raise_edits_then_resumes_on_the_log_and_through_the_daemon(runtime
         assert ops[ops.index("edit"):][:3] == ["edit", "resume", "round"]  # the editor saw both writes, then the round
         assert editor.shutdown_and_exit() == 0
     assert goal_ops(workspace, session) == ["create", "block", "edit", "resume", "block", "edit", "resume", "block"]
+
+
+def test_goal_resume_with_no_client_attached_says_nothing_runs_and_exits_3(runtime, workspace):
+    """V-5: resumed on the log nobody holds, the goal waits: the command says so, names
+    what picks it up (an editor, or `dshd run --session ID`), and exits 3. That is true:
+    nothing ran, and `dshd run --session ID` then runs the goal to its end. Control: the
+    same resume with an editor on the session (through the shared daemon) exits 0."""
+    write_workspace(workspace, replies=[{"text": "round one"}, {"text": "round two"}], plugins=["plan", "goals"])
+    session = new_session(workspace)
+    answer(goal(runtime, workspace, "create", "Say", "it", "--max-rounds", "1", "--json"))
+    answer(goal(runtime, workspace, "pause", "--json"))
+    proc = goal(runtime, workspace, "resume")
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert "waiting for you to resume" in proc.stdout  # the goal's own status, as editors show it
+    said = " ".join(proc.stderr.split())
+    assert said.startswith("dshd goal resume: the goal is resumed, but nothing runs yet: no editor or run has the session open."), said
+    assert f"an editor opens session {session} and you resume the goal there" in said
+    assert f"`dshd run --session {session}`" in said
+    # docs/headless.md shows these words: the same, but for the session's id.
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "headless.md").read_text()
+    [shown] = [line for line in docs.splitlines() if line.startswith("dshd goal resume: ")]
+    example = re.search(r"s-[0-9a-z]{26}", shown).group(0)
+    assert proc.stderr == shown.replace(example, session) + "\n"
+    assert goal_ops(workspace, session) == ["create", "pause", "resume"]  # nothing ran: no round
+    # What it says picks the session up does: the goal's round runs, and the budget ends it.
+    ran = subprocess.run(COMMAND + ["run", "--session", session, "--json"], cwd=workspace,
+                         env={**__import__("os").environ, **runtime.env}, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 4, ran.stdout + ran.stderr  # the round budget (1) spent
+    result = json.loads(ran.stdout.splitlines()[-1])
+    assert (result["goal"]["roundsStarted"], result["goal"]["blockedReason"]["code"]) == (1, "round-budget-exhausted")
+    assert [i["item"]["text"] for i in map(json.loads, ran.stdout.splitlines()[1:-1])
+            if i["item"]["kind"] == "assistant-message" and not i["item"]["partial"]] == ["round one"]
+    assert goal_ops(workspace, session) == ["create", "pause", "resume", "block"]
+
+    # Control: an editor on the session through the shared daemon runs what is resumed.
+    answer(goal(runtime, workspace, "edit", "--max-rounds", "2", "--json"))
+    with RawDaemon(workspace, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()
+        agent = editor.request("dsh/session/open", {"sessionId": session})["agentId"]
+        resumed = goal(runtime, workspace, "resume", "--json")
+        assert resumed.returncode == 0 and "nothing runs" not in resumed.stderr, resumed.stderr
+        assert json.loads(resumed.stdout)["activation"] == "armed"
+        poll_goal(editor, agent, lambda v: v["phase"] == "blocked" and v["roundsStarted"] == 2)
+        assert editor.shutdown_and_exit() == 0
