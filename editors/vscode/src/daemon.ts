@@ -24,6 +24,27 @@ class DshCapabilities implements StaticFeature {
 }
 
 /**
+ * The name the people at other clients of a shared session read for this window (initialize's
+ * clientInfo.name, which the daemon makes distinct): `dsh.clientName`, else "VS Code — <folder>".
+ */
+export function clientName(setting: unknown, folderName: string): string {
+  const given = typeof setting === 'string' ? setting.replace(/\s+/g, ' ').trim() : '';
+  return given || `VS Code — ${folderName}`;
+}
+
+/** Sends `clientName` as initialize's clientInfo.name (languageclient would send the app's name). */
+class DshClientName implements StaticFeature {
+  constructor(private readonly name: string) {}
+  fillInitializeParams(params: { clientInfo?: { name: string; version?: string } }): void {
+    params.clientInfo = { ...(params.clientInfo ?? {}), name: this.name };
+  }
+  fillClientCapabilities(): void {}
+  initialize(): void {}
+  getState() { return { kind: 'static' as const }; }
+  clear(): void {}
+}
+
+/**
  * languageclient writes its errors to the output channel and pops some up too ("couldn't create
  * connection to server" beside our own message when a start fails). This extension says what went
  * wrong itself, once, with the fix: the client's own errors go to the log only.
@@ -143,6 +164,7 @@ export class Daemon implements vscode.Disposable {
     };
     const client = new QuietLanguageClient('dshd', 'dshd', serverOptions, clientOptions);
     client.registerFeature(new DshCapabilities());
+    client.registerFeature(new DshClientName(clientName(config.get<string>('clientName'), folder.name)));
     let started = false;
     client.onDidChangeState((e) => {
       if (e.newState !== State.Stopped || this.client !== client || this.stopping || !started) return;

@@ -1359,7 +1359,7 @@ def test_an_answer_that_came_second_is_told_it_changed_nothing(editor):
     # Another answer won: the person learns theirs did nothing.
     editor.lua(RESOLVED, {"agentId": "a-1", "sessionId": SID, "questionId": "c-9", "kind": "permission",
                           "outcome": "reject", "by": {"clientName": "Zed"}})
-    assert "dsh: approval of Edit a.txt: rejected by Zed first; your answer changed nothing" in editor.messages()
+    assert "dsh: approval of Edit a.txt: answered in Zed first (rejected); your answer changed nothing" in editor.messages()
     # The daemon's own notice of the same (the answer reached it after it withdrew the ask)
     # is not said twice; any other notice still is.
     show = "require('dsh.handlers').table()['window/showMessage'](nil, ...)"
@@ -1367,5 +1367,5 @@ def test_an_answer_that_came_second_is_told_it_changed_nothing(editor):
                                             " first (reject). Your answer changed nothing."})
     editor.lua(show, {"type": 3, "message": "something else"})
     assert [m for m in editor.messages() if "changed nothing" in m] == [
-        "dsh: approval of Edit a.txt: rejected by Zed first; your answer changed nothing"]
+        "dsh: approval of Edit a.txt: answered in Zed first (rejected); your answer changed nothing"]
     assert any("something else" in m for m in editor.messages())

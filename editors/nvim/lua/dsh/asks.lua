@@ -193,9 +193,11 @@ function M.repeats_lost_notice(message)
 end
 
 --- The line for an answer of this editor that came second (pure):
---- `approval of Edit a.txt: allowed once by VS Code first; your answer changed nothing`.
+--- `approval of Edit a.txt: answered in VS Code first (allowed once); your answer changed nothing`.
 function M.lost_message(label, outcome, by)
-  return M.resolved_message(label, outcome, by) .. ' first; your answer changed nothing'
+  local words = M.outcome_words[outcome] or tostring(outcome)
+  return ('%s: answered in %s first (%s); your answer changed nothing'):format(
+    tostring(label or 'a question'), tostring(by or 'another client'), words)
 end
 
 --- `$/cancelRequest` from the daemon: it stopped waiting for request `id` (another

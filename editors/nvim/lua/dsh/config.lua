@@ -157,6 +157,16 @@ function M.command(root_dir)
 end
 
 --- The full vim.lsp.ClientConfig for the workspace at `root_dir`.
+--- The name people at other clients of a shared session read for this Neovim: the
+--- `client_name` option, else "Neovim (pid <pid>)" (two Neovims are told apart).
+function M.client_name()
+  local given = M.options.client_name
+  if type(given) == 'string' and vim.trim(given) ~= '' then
+    return vim.trim(given)
+  end
+  return ('Neovim (pid %d)'):format(vim.fn.getpid())
+end
+
 function M.client_config(root_dir)
   local cfg = base_lsp_config()
   cfg.name = 'dsh'
