@@ -5,6 +5,11 @@
 # attack test runs it, node_modules/.bin/acpx). Both run on the Node 24 that
 # editors/vscode/scripts/setup.sh installs into the same cache ($DSHD_VSCODE_CACHE,
 # default <repo>/.cache/vscode, git-ignored). Idempotent: a second run takes a moment.
+# acpx also answers plan reviews in tests/acp_door/test_blind_picks.py (its y and
+# --approve-all take the first allow_once option). CodeCompanion.nvim is not installed:
+# it is published on GitHub and luarocks only (not on npm, PyPI or Debian, the registries
+# this set-up may use), so that test's other blind client is our own, picking as
+# CodeCompanion's Accept does.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${DSHD_VSCODE_CACHE:-$REPO/.cache/vscode}
