@@ -11,8 +11,8 @@ M.defaults = {
   -- The whole command instead (overrides `server` and `dshd`), e.g. { '/opt/dshd', 'serve' };
   -- nil takes `cmd` from lsp/dsh.lua unless that is the shipped default.
   cmd = nil,
-  -- The name other clients of a shared session see for this Neovim
-  -- (initialize's clientInfo.name); nil: Neovim's own ("Neovim").
+  -- The name other clients of a shared session see for this Neovim (initialize's
+  -- clientInfo.name: "From …", "approved in …" in their chat); nil: "Neovim (pid <pid>)".
   client_name = nil,
   -- Files or directories that mark the workspace root, nearest first.
   root_markers = nil,
@@ -181,9 +181,9 @@ function M.client_config(root_dir)
   end
   -- A `dshd connect` without --workspace takes its working directory's daemon.
   cfg.cmd_cwd = cfg.cmd_cwd or root_dir
-  if M.options.client_name then
+  do
     local before_init = cfg.before_init
-    local name = M.options.client_name
+    local name = M.client_name()
     cfg.before_init = function(params, config)
       params.clientInfo = vim.tbl_extend('force', params.clientInfo or {}, { name = name })
       if type(before_init) == 'function' then
