@@ -227,12 +227,16 @@ class SharedDaemon:
         # reattaches, rather than a connection ended on purpose (status 0).
         self.restarting = False
         self._held: list[int] = []
+        self._last_client = time.monotonic()  # when the last client's connection ended (or the start)
 
     # ---- lifetime ----------------------------------------------------------------------
 
     def _arm_idle(self) -> None:
         if self._idle is None and not self.connections:
-            self._idle = asyncio.get_running_loop().call_later(self.idle_s, self._idle_out)
+            # Counted from the end of the last client's connection: a `dshd daemon status`
+            # (a control connection) in between does not keep the daemon alive.
+            left = self.idle_s - (time.monotonic() - self._last_client)
+            self._idle = asyncio.get_running_loop().call_later(max(0.0, left), self._idle_out)
 
     def _idle_out(self) -> None:
         self._idle = None
@@ -291,14 +295,17 @@ class SharedDaemon:
 
     async def _on_connection(self, conn: socket.socket) -> None:
         task = asyncio.current_task()
+        control = False
         try:
-            await self._serve(conn)
+            control = await self._serve(conn) == b"control"
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("a connection failed")
         finally:
             self.connections.discard(task)
+            if not control:
+                self._last_client = time.monotonic()
             if self.restarting:
                 try:
                     self._held.append(os.dup(conn.fileno()))
@@ -308,7 +315,8 @@ class SharedDaemon:
             if not self._stop.is_set():
                 self._arm_idle()
 
-    async def _serve(self, conn: socket.socket) -> None:
+    async def _serve(self, conn: socket.socket) -> bytes | None:
+        """Serve one connection; returns its protocol (None before one was named)."""
         loop = asyncio.get_running_loop()
         try:
             uid = dshd_connect.peer_uid(conn)
@@ -347,7 +355,7 @@ class SharedDaemon:
         await loop.sock_sendall(conn, self.greeting)
         if protocol == b"control":
             await self._serve_control(loop, conn, options)
-            return
+            return protocol
         if options.get("fds") is True:
             if early:
                 await loop.sock_sendall(conn, b"error nothing may follow the protocol line before the answer when passing fds\n")

@@ -79,9 +79,14 @@ def test_a_second_client_with_another_model_is_told_which_keys_differ_and_an_equ
             assert client.shutdown_and_exit() == 0
 
 
+@pytest.mark.parametrize("mode", ["pass", "copy"])
 def test_status_then_restart_makes_a_new_daemon_and_both_clients_reattach_to_their_session(
-    workspace: Path, runtime: Runtime
+    workspace: Path, runtime: Runtime, mode: str
 ) -> None:
+    """``pass``: the forwarders hand their pipes to the daemon (what editors get); ``copy``:
+    they copy the bytes themselves (a terminal, or DSHD_CONNECT_COPY=1)."""
+    if mode == "copy":
+        runtime.extra["DSHD_CONNECT_COPY"] = "1"
     assert cli(runtime, "status", "--workspace", str(workspace)).returncode == 3  # none runs yet
     a = forwarder(workspace, runtime)
     b = forwarder(workspace, runtime)
@@ -145,3 +150,17 @@ def test_stop_tells_the_clients_and_ends_the_daemon(workspace: Path, runtime: Ru
         assert again.returncode == 3 and "no dshd daemon runs" in again.stdout
     finally:
         a.kill()
+
+
+def test_status_queries_do_not_keep_an_idle_daemon_alive(tmp_path: Path, runtime: Runtime) -> None:
+    workspace = write_workspace(tmp_path / "idle", extra_config="\n[daemon]\nidleTimeoutS = 3\n")
+    with forwarder(workspace, runtime) as a:
+        assert "result" in a.initialize()
+        pid = runtime.daemon_pid()
+        assert a.shutdown_and_exit() == 0
+    left = time.monotonic()
+    while alive(pid) and time.monotonic() - left < 15:
+        assert cli(runtime, "status", "--workspace", str(workspace)).returncode in (0, 3)
+        time.sleep(0.3)
+    assert not alive(pid), "status queries kept the daemon alive past its idle time"
+    assert time.monotonic() - left < 7
