@@ -102,6 +102,16 @@ def tool_arguments_cap(max_write_bytes: int) -> int:
 LIVE_ARGUMENTS_CHARS = 256 * 1024
 
 
+def _said(end: TurnEnd) -> TurnEnd:
+    """A prompt's turn that stopped on a disk error answers with it (``io-error`` naming
+    the path and the OS error), not with a bare stop reason; any other end as it is."""
+    error = end.error or {}
+    if end.stop_reason == "error" and error.get("kind") == "io-error":
+        data = {k: v for k, v in error.items() if k not in ("kind", "message")}
+        raise DshError("io-error", f"turn {end.turn} stopped: {error.get('message')}", **data)
+    return end
+
+
 def new_agent_id() -> str:
     return "a-" + secrets.token_hex(8)
 
@@ -160,6 +170,8 @@ class Agent:
         # /compact: the focus text of a compaction asked for and not yet done (in process only).
         self._compact_asked: str | None = None
         self._turn_error: dict[str, str] | None = None  # turn/close.error of the ending turn
+        # The disk error (io-error) a turn stopped on, until a turn/close says it (failure).
+        self._turn_failure: DshError | None = None
         self.commands.add(
             Command("compact", "/compact [focus]: replace the conversation so far with a summary", self._compact_command)
         )
@@ -297,10 +309,10 @@ class Agent:
             before = self._turn_task
             await command.run(self, rest)
             if self._turn_task is not None and self._turn_task is not before:
-                return await self._turn_task
+                return _said(await self._turn_task)
             return TurnEnd(None, "command")
         task = self.start_turn(text, cause="prompt")
-        return await task
+        return _said(await task)
 
     def steer(self, text: str) -> bool:
         """Queue ``text`` for the running turn (True), or start a turn with cause
@@ -449,11 +461,23 @@ class Agent:
         except DshError as exc:  # e.g. io-error (disk full): said to the client, no traceback here
             log.warning("turn %d of session %s stopped: %s", turn, self.session_id, exc.message)
             reason = "error"
+            if exc.kind == "io-error":  # said where the person looks: the chat and the prompt's answer
+                self._turn_failure = exc
         except Exception:
             log.exception("turn %d of session %s failed", turn, self.session_id)
             reason = "error"
+        failure = self._turn_failure if reason == "error" else None
         if not self.closed and self.store.state.turn.open:
-            self._close_turn(turn, reason)
+            try:
+                self._close_turn(turn, reason)
+            except DshError as exc:
+                if failure is None:
+                    raise
+                # The disk still refuses: the turn stays open in the log, and the next turn's
+                # open closes it, saying this failure (it is kept until written).
+                log.warning("turn %d of session %s: its close could not be written either: %s", turn, self.session_id, exc.message)
+        if failure is not None:
+            return TurnEnd(turn, reason, {"kind": failure.kind, "message": failure.message, **failure.data})
         return TurnEnd(turn, reason)
 
     def _close_turn(self, turn: int, reason: str) -> None:
@@ -471,7 +495,10 @@ class Agent:
         error, self._turn_error = self._turn_error, None
         if error is not None:
             close["error"] = error
+        if reason == "error" and self._turn_failure is not None:
+            close["failure"] = self._turn_failure.message
         self.store.commit("turn/close", close, turn=turn)
+        self._turn_failure = None
 
     def _close_left_open_turn(self, reason: str) -> None:
         state = self.store.state.turn

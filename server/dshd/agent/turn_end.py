@@ -15,4 +15,6 @@ class TurnEnd:
 
     turn: int | None
     stop_reason: str
-    error: dict[str, Any] | None = None  # {kind, message} of a model error, when a door has it
+    # {kind, message} of a model error, when a door has it; or the io-error (disk full,
+    # read-only, EIO: with its path and errno) a turn stopped on
+    error: dict[str, Any] | None = None

@@ -65,6 +65,7 @@ class TurnCloseData(_Data):
     stopReason: str
     error: TurnError | None = None  # only with stopReason "model-error"
     client: str | None = None  # the name of the client that cancelled it (stopReason "cancelled" only): absent for older logs
+    failure: str | None = None  # stopReason "error" on a disk error: what failed, its path and the OS error
 
 
 class GoalRound(_Data):
