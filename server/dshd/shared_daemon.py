@@ -635,6 +635,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dshd daemon",
         description="Run the shared daemon of a workspace on its Unix socket (dshd connect starts it when needed).",
+        epilog="dshd daemon status|stop|restart [--workspace DIR] [--json]: see, stop or restart a running one.",
     )
     parser.add_argument("--workspace", type=Path, default=Path.cwd(), metavar="DIR", help="the workspace (default: here)")
     parser.add_argument(
