@@ -18,7 +18,7 @@ let c: Controller;
 let peer: Peer;
 const folder = () => vscode.workspace.workspaceFolders![0].uri.fsPath;
 const dshd = () => vscode.workspace.getConfiguration('dsh.server').get<string>('command')!;
-const myName = () => vscode.env.appName;
+const myName = () => `VS Code — ${path.basename(folder())}`; // the extension's default dsh.clientName
 
 /** Chat item texts of one kind in the chat page. */
 const chatTexts = (kind: string, part = '') => chat.texts(`#log [data-kind="${kind}"]${part}`);
