@@ -18,5 +18,5 @@ await Promise.all([
   build({ bundle: true, platform: 'browser', format: 'iife', target: 'es2022', logLevel: 'warning', absWorkingDir: root,
     entryPoints: ['webview/main.ts'], outfile: 'dist/webview.js', minify: true, legalComments: 'linked' }),
   build({ ...common, entryPoints: unitTests, outdir: 'out/unit' }),
-  build({ ...common, entryPoints: ['test/integration/suite.ts', 'test/integration/withoutDaemon.ts', 'test/integration/chat.ts', 'test/integration/models.ts', 'test/integration/untrusted.ts', 'test/integration/hands.ts', 'test/integration/shared.ts', 'test/integration/twoEditors.ts', 'test/integration/chatPages.ts', 'test/integration/plans.ts', 'test/integration/checkpoints.ts', 'test/integration/daemonRestart.ts', 'test/integration/attribution.ts'], outdir: 'out/integration', external: ['vscode'] }),
+  build({ ...common, entryPoints: ['test/integration/suite.ts', 'test/integration/withoutDaemon.ts', 'test/integration/chat.ts', 'test/integration/models.ts', 'test/integration/untrusted.ts', 'test/integration/hands.ts', 'test/integration/shared.ts', 'test/integration/twoEditors.ts', 'test/integration/chatPages.ts', 'test/integration/plans.ts', 'test/integration/checkpoints.ts', 'test/integration/exampleWorkspace.ts', 'test/integration/daemonRestart.ts', 'test/integration/attribution.ts'], outdir: 'out/integration', external: ['vscode'] }),
 ]);

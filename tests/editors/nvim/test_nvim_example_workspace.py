@@ -1,5 +1,5 @@
 """The example workspace's README walked in Neovim's own terminal UI (tmux) against the real
-daemon, on a copy of `examples/workspace` as it is committed-to-be: the plan sent back and
+daemon, on a copy of `examples/workspace` (trusted through the user config): the plan sent back and
 approved, a goal whose round 1 edits `http/client.py` (each edit allowed with `a` in its
 float), whose round 2 calls the example's own MCP server (in the sandbox, no network), then
 `R` on the edit's tool card rewinds it and the statusline shows the goal's tokens. Screens are
