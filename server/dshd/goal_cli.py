@@ -49,6 +49,16 @@ DAEMON_TIMEOUT_S = 60.0
 GOALS_OFF = 'goals are turned off in this workspace: add "goals" to `plugins` in .dsh/config.toml'
 
 
+class NobodyToRun(Exception):
+    """A resume (or raise) refused before anything was written: the shared daemon holds the
+    session but no other client is on it, so the resume would start a round with nobody
+    watching. ``goal`` is the goal as it stands."""
+
+    def __init__(self, session_id: str, goal: dict[str, Any]) -> None:
+        super().__init__(session_id)
+        self.session_id, self.goal = session_id, goal
+
+
 class GoalCommandError(Exception):
     """A refusal to report: the wire's error kind, its message and data."""
 
@@ -305,6 +315,10 @@ def run_on(workspace: Path, op: str, session_id: str | None, fields: dict[str, A
             if current is None:
                 raise GoalCommandError("no-goal", f"session {session_id} has no goal: `dshd goal create OBJECTIVE` makes one")
             ref = {"id": current["id"], "revision": current["revision"]}
+            if op in STARTS_ROUNDS and goals.via == "daemon" and not goals.others_attached:
+                # The live agent would arm and start a round at once, and disarm when this
+                # command leaves: a round with nobody watching. Nothing is written.
+                raise NobodyToRun(session_id, current)
             if op == "raise":
                 return session_id, raise_and_resume(goals, current, fields), (goals.via, goals.others_attached)
         return session_id, goals.write(op, ref, fields), (goals.via, goals.others_attached)
@@ -314,10 +328,13 @@ def run_on(workspace: Path, op: str, session_id: str | None, fields: dict[str, A
 
 def nothing_runs(session_id: str, via: str) -> str:
     """What happens after a resume no client will act on, in a person's words."""
-    where = ("no editor or run has the session open" if via == "log"
-             else "no editor or run is attached to the session (the shared daemon disarms the goal once this command leaves)")
-    return (f"the goal is resumed, but nothing runs yet: {where}. Rounds start when an editor opens "
-            f"session {session_id} and you resume the goal there, or when `dshd run --session {session_id}` runs it here.")
+    if via == "log":
+        return (f"the goal is resumed, but nothing runs yet: no editor or run has the session open. Rounds start "
+                f"when an editor opens session {session_id} and you resume the goal there, or when "
+                f"`dshd run --session {session_id}` runs it here.")
+    return (f"nothing was changed and nothing runs: session {session_id} is open in the workspace's shared daemon, "
+            "but no editor or run is on it, and a resume there would start a round with nobody watching. Resume "
+            f"the goal in an editor that opens session {session_id}, or run it here with `dshd run --session {session_id}`.")
 
 
 def raise_and_resume(goals: LogGoals | DaemonGoals, current: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -428,6 +445,10 @@ def main(argv: list[str] | None = None) -> int:
             raise GoalCommandError("invalid-params", f"no such folder: {workspace}", {"field": "workspace"})
         try:
             session_id, answer, (via, others) = run_on(workspace, args.op, args.session, _fields(args))
+        except NobodyToRun as refused:
+            print(json.dumps(refused.goal, ensure_ascii=False) if args.json else describe(args.op, refused.session_id, refused.goal))
+            print(f"dshd goal {args.op}: {nothing_runs(refused.session_id, 'daemon')}", file=sys.stderr)
+            return EXIT_NOT_RUNNING
         except DshError as exc:
             raise GoalCommandError.of(exc) from None
         except OSError as exc:  # what no layer below turned into a DshError

@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,36 @@ def test_goal_resume_with_no_client_attached_says_nothing_runs_and_exits_3(runti
         assert json.loads(resumed.stdout)["activation"] == "armed"
         poll_goal(editor, agent, lambda v: v["phase"] == "blocked" and v["roundsStarted"] == 2)
         assert editor.shutdown_and_exit() == 0
+
+
+def test_goal_resume_through_the_shared_daemon_with_no_client_on_the_session_changes_nothing(runtime, workspace):
+    """The shared daemon still holds the session after its editor left: a resume there would
+    arm the live agent, start a round with nobody watching, and be disarmed when the command
+    leaves (it did: a turn ran after "nothing runs yet"). Refused before anything is
+    written, exit 3, the way out named; `dshd run --session ID` then runs the goal."""
+    write_workspace(workspace, replies=[{"text": "round one"}, {"text": "round two"}], plugins=["plan", "goals"])
+    session = new_session(workspace)
+    answer(goal(runtime, workspace, "create", "Say", "it", "--max-rounds", "1", "--json"))
+    paused = answer(goal(runtime, workspace, "pause", "--json"))
+    with RawDaemon(workspace, env=runtime.env, command=connect_command()) as editor:
+        editor.initialize()
+        editor.request("dsh/session/open", {"sessionId": session})
+        assert editor.shutdown_and_exit() == 0  # the editor left; the daemon keeps the session
+    daemons = runtime.daemon_pids()
+    assert daemons
+    proc = goal(runtime, workspace, "resume", "--json")
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["phase"] == "paused" and json.loads(proc.stdout)["revision"] == paused["revision"]
+    said = " ".join(proc.stderr.split())
+    assert said.startswith(f"dshd goal resume: nothing was changed and nothing runs: session {session} is open in the workspace's shared daemon"), said
+    assert f"`dshd run --session {session}`" in said
+    time.sleep(1.5)  # a round started by a resume would be in the log by now
+    assert goal_ops(workspace, session) == ["create", "pause"]
+    assert not [e for e in log_events(workspace, session) if e["type"] == "turn/open"]
+    assert runtime.daemon_pids() == daemons  # it went through that daemon (and started none)
+    # What it names runs the goal: the run attaches to the daemon's session and resumes it.
+    ran = subprocess.run(COMMAND + ["run", "--session", session, "--json"], cwd=workspace,
+                         env={**__import__("os").environ, **runtime.env}, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 4, ran.stdout + ran.stderr  # its one round ran, the budget spent
+    assert json.loads(ran.stdout.splitlines()[0])["via"] == "daemon"
+    assert goal_ops(workspace, session) == ["create", "pause", "resume", "block"]
