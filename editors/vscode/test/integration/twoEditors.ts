@@ -34,7 +34,8 @@ test('VS Code starts a session on the shared daemon and hands it to Neovim', asy
   c = (await started({ showChat: true })).controller;
   assert.equal(c.daemon.mode, 'connect');
   await vscode.commands.executeCommand('dsh.session.new', { title: 'VS Code and Neovim' });
-  done('vscode-session', { sessionId: c.session!.sessionId, clientName: vscode.env.appName });
+  // The name the daemon knows this window by: the extension's default dsh.clientName.
+  done('vscode-session', { sessionId: c.session!.sessionId, clientName: `VS Code — ${path.basename(vscode.workspace.workspaceFolders![0].uri.fsPath)}` });
 });
 
 test('Neovim attaches: VS Code names it; Neovim\'s prompt and its reply show in VS Code', async () => {
