@@ -32,6 +32,7 @@ from tests.acp_door.clients import NODE, NODE_CACHE, AcpError, dshd_acp_command
 from tests.acp_door.support import PLAN, idle, selected, tool_call, wait_log
 from tests.e2e.conftest import write_workspace
 from tests.e2e.support import of_type, read_log
+from tests.shared_daemon_support import Runtime
 
 ACPX = NODE_CACHE / "acp-client" / "node_modules" / ".bin" / "acpx"
 TOOLS = ["plan", "goals", "tools"]
@@ -183,8 +184,8 @@ def _acpx_env(tmp_path: Path) -> dict:
     return {**os.environ, "HOME": str(home), "PATH": f"{NODE.parent}:{os.environ.get('PATH', '')}"}
 
 
-def _acpx_args(workspace: Path, *flags: str) -> list[str]:
-    agent = " ".join(dshd_acp_command(shared=False))
+def _acpx_args(workspace: Path, *flags: str, shared: bool = False) -> list[str]:
+    agent = " ".join(dshd_acp_command(shared=shared))
     # `/plan <message>` turns plan mode on and sends the message: the model presents a plan.
     return [str(ACPX), "--agent", agent, "--cwd", str(workspace), *flags, "--format", "text", "--timeout", "60",
             "exec", "/plan add the parser tests"]  # fmt: skip
@@ -204,12 +205,23 @@ def _assert_approved_and_no_goal(workspace: Path, out: str) -> None:
 
 
 @needs_acpx
-def test_acpx_approve_all_approves_the_plan_and_starts_no_goal(tmp_path: Path):
+@pytest.mark.parametrize("shared", [False, True], ids=["stdio", "shared-daemon"])
+def test_acpx_approve_all_approves_the_plan_and_starts_no_goal(tmp_path: Path, shared: bool):
+    # `dshd acp --stdio`, and `dshd acp` as editors run it: the forwarder to the workspace's
+    # shared daemon (in a private runtime folder).
     workspace = write_workspace(tmp_path / "ws", [EXIT_WITH_PLAN, {"text": "Starting the work"}])
-    ran = subprocess.run(_acpx_args(workspace, "--approve-all"), env=_acpx_env(tmp_path), cwd=workspace,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert ran.returncode == 0, (ran.stdout, ran.stderr)
-    _assert_approved_and_no_goal(workspace, ran.stdout)
+    runtime = Runtime() if shared else None
+    try:
+        env = {**_acpx_env(tmp_path), **(runtime.env if runtime else {})}
+        ran = subprocess.run(_acpx_args(workspace, "--approve-all", shared=shared), env=env, cwd=workspace,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert ran.returncode == 0, (ran.stdout, ran.stderr)
+        if runtime is not None:
+            assert runtime.daemon_pids(), "the session did not run in the shared daemon"
+        _assert_approved_and_no_goal(workspace, ran.stdout)
+    finally:
+        if runtime is not None:
+            runtime.stop()
 
 
 @needs_acpx
