@@ -3,7 +3,8 @@
 :class:`AcpHostClient` is mixed into the door (one per connection). ACP has a way to ask
 (``session/request_permission``, for plan reviews and approvals alike) but no
 notification for who else is attached or for a question answered elsewhere: when another
-client answers first, the host withdraws this connection's ask, and the peer cancels the
+client answers first, this connection's chat gets the word as an agent message ("Answered
+in Neovim 2: allowed once"), then the host withdraws its ask and the peer cancels the
 client's request with ``$/cancel_request`` (peer.py), which closes its prompt.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+
+from dshd.api import words
 
 log = logging.getLogger("dshd.acp")
 
@@ -44,6 +47,13 @@ class AcpHostClient:
             "session %s: %s %s answered %s by %s",
             resolution.session_id, resolution.kind, resolution.question_id, resolution.outcome, resolution.by_client_name,
         )
+        if resolution.by_client_name == self.client_name:
+            return  # its own answer: its prompt closed on it
+        live = self.sessions.get(resolution.session_id)
+        if live is not None:  # before its request is withdrawn: the word, then the cancel
+            what = "Plan review" if resolution.kind == "plan-review" else "Approval"
+            said = words.OUTCOME_WORDS.get(resolution.outcome, resolution.outcome)
+            live.send_text(f"\n\n{what} answered in {resolution.by_client_name}: {said}.\n")
 
     def answer_too_late(self, resolution: Any) -> None:
         # ACP has no message for it: the client's choice simply changed nothing.

@@ -184,6 +184,10 @@ class OpenQuestion:
                     agent.agent_id, agent.session_id, self.question_id, self.kind, outcome, client.client_name
                 )
                 self.answer.set_result((client, answer, outcome))
+                # The word goes now, in the step that takes the answer: nothing that comes
+                # after it (another reply, a withdrawal, the asking turn cancelled before it
+                # resumes) can leave a client with its ask withdrawn and no word of who won.
+                self.host.tell_resolution(agent, self.resolution)
                 return
             self._invalid.append(answer)
         if any(client_id not in self._settled for client_id in self.asks):
@@ -456,14 +460,18 @@ class Host:
             if not question.answer.done():
                 question.answer.cancel()
         if question.resolution is not None:
-            answered_by.set(question.resolution.by_client_name)
-            for client in self.clients_of(agent):
-                try:
-                    client.question_resolved(question.resolution)
-                except Exception:
-                    log.exception("a door failed to take a resolution")
+            answered_by.set(question.resolution.by_client_name)  # (every client was told when it was taken)
         question.withdraw()  # after the news: the others' windows close on it
         return answer
+
+    def tell_resolution(self, agent: Any, resolution: Resolution) -> None:
+        """Every client attached to the agent is told who answered what (the one that
+        answered too), before any ask of the question is withdrawn."""
+        for client in self.clients_of(agent):
+            try:
+                client.question_resolved(resolution)
+            except Exception:
+                log.exception("a door failed to take a resolution")
 
     def open_questions(self, agent: Any) -> list[OpenQuestion]:
         return list(self._open.get(agent.agent_id, {}).values())
