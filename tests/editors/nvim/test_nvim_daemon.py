@@ -1607,8 +1607,13 @@ require('dsh').setup({{
 vim.o.statusline = "%f %= %{{v:lua.require'dsh'.statusline()}} "
 """, encoding="utf-8")
         import os
+        # The person trusts the folder as the example's README says ([trust] folders here), so
+        # the only notice is about the script (untrusted, its MCP server would be named first).
+        (tmp_path / "xdg" / "dsh").mkdir(parents=True)
+        (tmp_path / "xdg" / "dsh" / "config.toml").write_text(f"[trust]\nfolders = [{json.dumps(str(workspace))}]\n")
         tui = Tmux(f"dsh-readme-{os.getpid()}", workspace,
                    ["env", "TERM=xterm-256color", f"DSH_LOOPBACK_KEY={KEY}", "PATH=/usr/bin:/bin",
+                    f"XDG_CONFIG_HOME={tmp_path / 'xdg'}",
                     nvim_binary(), "-n", "-i", "NONE", "-u", str(init), "http/client.py"], width=110, height=40)
         started_at = time.monotonic()
         try:
