@@ -58,8 +58,8 @@ async def test_a_reused_call_id_keeps_each_call_its_own_approval_decision_and_it
     # Both people's answers were asked for and recorded, each under its own call.
     assert [a["callId"] for a in asked] == ids
     assert [d["data"] for d in of_type(events, "permission/decision")] == [
-        {"callId": ids[0], "tool": "write_file", "outcome": "allow-once", "by": "person"},
-        {"callId": ids[1], "tool": "write_file", "outcome": "reject", "by": "person", "feedback": REASON},
+        {"callId": ids[0], "tool": "write_file", "outcome": "allow-once", "by": "person", "client": "client 1"},
+        {"callId": ids[1], "tool": "write_file", "outcome": "reject", "by": "person", "feedback": REASON, "client": "client 1"},
     ]
     results = {e["data"]["callId"]: e["data"] for e in of_type(events, "tool/result")}
     assert results[ids[0]]["ok"] is True and results[ids[1]]["ok"] is False

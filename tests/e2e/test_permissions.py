@@ -86,7 +86,7 @@ async def test_allow_once_applies_the_edit_the_person_saw(workspace, daemons):
     assert params["title"] == "Edit src/app.py"
     assert "-    print('hi')" in params["diff"] and "+    print('hello')" in params["diff"]
     assert "command" not in params and "cwd" not in params
-    assert decisions(events) == [{"callId": call["data"]["callId"], "tool": "edit_file", "outcome": "allow-once", "by": "person"}]
+    assert decisions(events) == [{"callId": call["data"]["callId"], "tool": "edit_file", "outcome": "allow-once", "by": "person", "client": "client 1"}]
     [result] = results_of(events, "edit_file")
     assert result["ok"] is True and "+    print('hello')" in result["content"]
     # The decision is recorded between the call and its result.
@@ -280,7 +280,7 @@ async def test_cancel_withdraws_the_ask_and_fails_closed(workspace, daemons):
     assert decision["outcome"] == "reject" and decision["by"] == "fail-closed"
     [result] = results_of(events, "edit_file")
     assert result["ok"] is False and "cancelled" in result["content"]
-    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled", "client": "client 1"}  # who cancelled
 
 
 async def test_close_withdraws_the_ask(workspace, daemons):
