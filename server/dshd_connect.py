@@ -109,10 +109,11 @@ def _ours(path: str, uid: int) -> bool:
 _MAX_SOCKET_DIR = 107 - len("/0123456789abcdef.sock")
 
 
-def fallback_socket_dir(env, uid: int) -> str:
-    """This user's private folder for the sockets when ``/tmp/dshd-<uid>`` is not usable:
-    ``$XDG_STATE_HOME/dsh/run``, else ``<home>/.local/state/dsh/run`` (the home of
-    ``$HOME`` when it is a folder of ours, else the one the user database names)."""
+def state_dir(env, uid: int) -> str:
+    """This user's dshd state folder, the one rule for it: ``$XDG_STATE_HOME/dsh``, else
+    ``<home>/.local/state/dsh`` (the home of ``$HOME`` when it is a folder of ours, else
+    the one the user database names). The sandbox hides it whole (the state key and the
+    fallback socket folder live in it)."""
     state = env.get("XDG_STATE_HOME")
     if not (state and os.path.isabs(state) and _ours(state, uid)):
         home = env.get("HOME")
@@ -124,7 +125,13 @@ def fallback_socket_dir(env, uid: int) -> str:
             except KeyError:
                 raise ConnectError(f"uid {uid} has no entry in the user database (no home folder)") from None
         state = os.path.join(home, ".local", "state")
-    return os.path.join(os.path.normpath(state), "dsh", "run")
+    return os.path.join(os.path.normpath(state), "dsh")
+
+
+def fallback_socket_dir(env, uid: int) -> str:
+    """This user's private folder for the sockets when ``/tmp/dshd-<uid>`` is not usable:
+    ``run`` in :func:`state_dir`."""
+    return os.path.join(state_dir(env, uid), "run")
 
 
 def _check_ancestors(path: str, uid: int) -> None:

@@ -34,32 +34,15 @@ _keys: dict[tuple[str, str], bytes] = {}
 
 
 def state_dir() -> Path:
-    """The user's dshd state folder (made by :func:`state_key` when needed), chosen by the
-    rule ``dshd_connect`` uses for the shared daemon's fallback socket folder (``dsh/run``
-    inside it), so the sandbox hides this whole folder, the key with it:
-    ``$XDG_STATE_HOME`` when it is an absolute path to a folder of ours, else
-    ``<home>/.local/state`` (``$HOME`` when it is such a folder, else the user database's)."""
-    uid = os.getuid()
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if not (state and os.path.isabs(state) and _ours(state, uid)):
-        home = os.environ.get("HOME", "")
-        if not (home and os.path.isabs(home) and _ours(home, uid)):
-            import pwd
+    """The user's dshd state folder (made by :func:`state_key` when needed), by the one rule
+    ``dshd_connect.state_dir`` keeps (the shared daemon's fallback socket folder is ``run``
+    inside it), so the sandbox, which hides that folder whole, hides the key with it."""
+    import dshd_connect
 
-            try:
-                home = pwd.getpwuid(uid).pw_dir
-            except KeyError:
-                home = str(Path.home())
-        state = os.path.join(home, ".local", "state")
-    return Path(os.path.normpath(state)) / "dsh"
-
-
-def _ours(path: str, uid: int) -> bool:
     try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    return st.st_uid == uid and stat.S_ISDIR(st.st_mode)
+        return Path(dshd_connect.state_dir(os.environ, os.getuid()))
+    except dshd_connect.ConnectError as exc:  # no home folder at all: nothing can be trusted
+        raise UnsafePath("$XDG_STATE_HOME/dsh", str(exc)) from None
 
 
 def state_key() -> bytes:

@@ -109,19 +109,14 @@ def daemon_folders() -> tuple[str, ...]:
     and the fallback in the user's state folder) and that state folder itself (its key
     marks dshd's own state), each only when it is this user's own folder (not a link,
     not another user's: that one is not ours to hide)."""
-    uid = os.getuid()
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    candidates = [os.path.join(runtime, "dshd")] if os.path.isabs(runtime) else []
-    candidates.append(f"/tmp/dshd-{uid}")
-    try:
-        import dshd_connect
+    import dshd_connect
 
-        fallback = getattr(dshd_connect, "fallback_socket_dir", None)
-        if callable(fallback):
-            # <state>/dsh/run: the whole <state>/dsh goes (the state key lives there too).
-            candidates.append(os.path.dirname(fallback(os.environ, uid)))
-    except Exception:  # noqa: BLE001 - no home: the other folders are still hidden
-        pass
+    uid = os.getuid()
+    candidates = dshd_connect.candidate_socket_dirs()
+    try:
+        candidates.append(dshd_connect.state_dir(os.environ, uid))  # the fallback's parent: the key too
+    except dshd_connect.ConnectError:
+        pass  # no home: the other folders are still hidden
     found: list[str] = []
     for folder in candidates:
         try:
