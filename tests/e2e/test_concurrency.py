@@ -99,7 +99,7 @@ async def test_requests_answer_during_a_slow_model_call_and_cancel_disarms(works
 
     events = read_log(workspace, session_id)
     assert events[-1]["type"] == "turn/close"
-    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled", "client": "client 1"}
     assert not of_type(events, "assistant/message")  # the reply never came
     assert len(of_type(events, "goal/change")) == 1  # the create only: a disarm writes nothing
     # Disarmed: no continuation round starts after the cancelled turn.
@@ -153,7 +153,7 @@ async def test_cancel_during_a_continuation_round_stops_the_rounds_until_resume(
     await in_flight
     assert await client.request("dsh/agent/cancel", {"agentId": agent}) is None
     events = read_log(workspace, session_id)
-    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+    assert events[-1]["data"] == {"turn": 1, "stopReason": "cancelled", "client": "client 1"}
     [turn_open] = of_type(events, "turn/open")
     assert turn_open["data"]["cause"] == "continuation"
     ops = [n["params"]["op"] for n in client.notifications if n["method"] == "dsh/goal/changed"]

@@ -222,7 +222,7 @@ async def test_steer_with_no_turn_starts_one(workspace: Path, daemons) -> None:
     assert note["params"]["event"]["data"] == {"turn": 1, "stopReason": "end-turn"}
     events = read_log(workspace, created["sessionId"])
     assert events[1]["type"] == "turn/open" and events[1]["data"] == {"turn": 1, "cause": "steer"}
-    assert events[2]["data"] == {"text": "nudge", "source": "user"}
+    assert events[2]["data"] == {"text": "nudge", "source": "user", "client": "client 1"}
 
 
 async def test_cancel_ends_the_running_turn(workspace: Path, daemons) -> None:
@@ -236,7 +236,7 @@ async def test_cancel_ends_the_running_turn(workspace: Path, daemons) -> None:
     assert await call(client, "dsh/agent/cancel", {"agentId": agent}) is None
     assert await asyncio.wait_for(prompt, 5) == {"turn": 1, "stopReason": "cancelled"}
     events = read_log(workspace, created["sessionId"])
-    assert events[-1]["type"] == "turn/close" and events[-1]["data"] == {"turn": 1, "stopReason": "cancelled"}
+    assert events[-1]["type"] == "turn/close" and events[-1]["data"] == {"turn": 1, "stopReason": "cancelled", "client": "client 1"}
     assert "assistant/message" not in types_of(events)
     # Cancel with nothing running is fine and writes nothing.
     assert await call(client, "dsh/agent/cancel", {"agentId": agent}) is None

@@ -52,7 +52,7 @@ async def test_approve_then_create_a_goal_named_after_the_plan(workspace, daemon
     events = await wait_idle(client, agent)
     assert events == read_log(workspace, sid)
     [review] = [r for r in of_type(events, "tool/result") if r["data"].get("review")]
-    assert review["data"]["review"] == {"outcome": "approved"}
+    assert review["data"]["review"] == {"outcome": "approved", "client": "client 1"}
     [create] = [g for g in of_type(events, "goal/change") if g["data"]["op"] == "create"]
     assert review["seq"] < create["seq"]
     assert create["data"]["goal"]["objective"] == 'Carry out the approved plan "Plan: retries for the HTTP client"'

@@ -73,7 +73,7 @@ async def test_approve_exits_plan_mode_at_the_next_step_silently(workspace, daem
     [result_event] = exit_results(events)
     assert result_event["data"]["ok"] is True
     assert json.loads(result_event["data"]["content"]) == {"approved": True}
-    assert result_event["data"]["review"] == {"outcome": "approved"}  # P-20: the outcome as data
+    assert result_event["data"]["review"] == {"outcome": "approved", "client": "client 1"}  # P-20: the outcome as data
 
     headers = of_type(events, "request/header")
     assert [h["data"]["planActive"] for h in headers] == [True, False]
@@ -124,7 +124,7 @@ async def test_revise_returns_feedback_with_each_commented_line(workspace, daemo
         assert f"Line {comment['line']}: {plan_lines[comment['line'] - 1]}" in content
         assert comment["text"] in content
     assert "keep planning" in content.lower()
-    assert result_event["data"]["review"] == {"outcome": "revise", "feedback": feedback, "comments": comments}
+    assert result_event["data"]["review"] == {"outcome": "revise", "feedback": feedback, "comments": comments, "client": "client 1"}
     # Plan mode stays on: no plan/mode false, the next request still plans.
     assert [m["data"] for m in of_type(events, "plan/mode")] == [{"active": True}]
     assert [h["data"]["planActive"] for h in of_type(events, "request/header")] == [True, True]

@@ -175,7 +175,7 @@ async def test_plan_commands_through_prompt(workspace, daemons):
     assert mode["seq"] < turn_open["seq"]
     assert turn_open["data"]["cause"] == "steer"
     [message] = of_type(events, "user/message")
-    assert message["data"] == {"text": "Sketch the retry policy", "source": "user"}
+    assert message["data"] == {"text": "Sketch the retry policy", "source": "user", "client": "client 1"}
     [header] = of_type(events, "request/header")
     assert header["data"]["planActive"] is True and "plan:policy" in header["data"]["sections"]
     assert message["seq"] < header["seq"]
