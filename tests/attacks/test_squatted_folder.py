@@ -6,10 +6,16 @@ cannot hold a socket, it says which folder, whose, and what to do.
 
 Run for real: a real unprivileged user (made here with useradd when missing), `dshd
 connect` run as that user with setpriv, the squatter's folder chowned to another uid.
+
+That user, its /tmp/dshd-<uid> and its state folder are one per machine, shared by every
+run (xdist workers, other clones): a test holds a machine-wide lock on them, and starts
+and ends with none of the user's processes and none of its dshd folders (whatever an
+earlier, killed run left).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
@@ -17,26 +23,45 @@ import shutil
 import signal
 import stat
 import subprocess
+import sysconfig
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import split_frames
-from tests.shared_daemon_support import daemons_of, is_shared_daemon, wait_gone
+from tests.shared_daemon_support import alive, daemons_of
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "dshdsquat"
 SQUATTER_UID = 65534  # nobody
-SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's interpreter lives under /root, which the user cannot read
-SITE = REPO / ".venv" / "lib" / "python3.11" / "site-packages"
+SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's interpreter may live where the user cannot read
+SITE = Path(sysconfig.get_paths()["purelib"])  # this venv's packages, for the system Python (3.11 both)
+LOCK = "/var/tmp/dshd-squat-user.lock"  # one user per machine: one test at a time uses it
 
-pytestmark = pytest.mark.skipif(
-    os.getuid() != 0 or not shutil.which("setpriv") or not shutil.which("useradd") or not Path(SYSTEM_PYTHON).exists()
-    or not SITE.is_dir(),
-    reason="needs root, setpriv, useradd and a system Python 3.11 to run dshd as a real unprivileged user",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        os.getuid() != 0 or not shutil.which("setpriv") or not shutil.which("useradd") or not Path(SYSTEM_PYTHON).exists()
+        or not SITE.is_dir(),
+        reason="needs root, setpriv, useradd and a system Python 3.11 to run dshd as a real unprivileged user",
+    ),
+    pytest.mark.xdist_group("squat-user"),  # one worker (the lock below keeps other runs out)
+]
+
+
+@contextmanager
+def machine_lock() -> Iterator[None]:
+    """The test user and its folders to ourselves, against other workers and other runs."""
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 class User:
@@ -47,40 +72,124 @@ class User:
             subprocess.run(["useradd", "--create-home", "--shell", "/usr/sbin/nologin", USER], check=True, capture_output=True)
             entry = pwd.getpwnam(USER)
         self.uid, self.gid, self.home = entry.pw_uid, entry.pw_gid, Path(entry.pw_dir)
-        if not self.home.is_dir():
-            self.home.mkdir(mode=0o700)
-            os.chown(self.home, self.uid, self.gid)
+        assert self.uid != 0, f"{USER} is root"
         self.shared = Path(f"/tmp/dshd-{self.uid}")
-        self.fallback = self.home / ".local" / "state" / "dsh" / "run"
+        self.state = self.home / ".local" / "state" / "dsh"
+        self.fallback = self.state / "run"
+        self.code = [REPO / "server", REPO / "protocol", SITE]  # what the user imports dshd from
 
     def env(self, **extra: str) -> dict[str, str]:
         """A clean environment of the user's own: no $XDG_RUNTIME_DIR (what sends dshd to /tmp)."""
         return {"HOME": str(self.home), "USER": USER, "LOGNAME": USER, "PATH": "/usr/bin:/bin",
-                "PYTHONPATH": ":".join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "server"), str(REPO / "protocol"), str(SITE)])),
+                "PYTHONPATH": ":".join(str(path) for path in self.code),
                 "DSHD_LOG_LEVEL": "INFO", **extra}
 
+    def processes(self) -> list[int]:
+        """This user's live processes (any of their uids is the user's)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    status = (entry / "status").read_text()
+                except OSError:
+                    continue
+                uids = next((line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")), [])
+                if str(self.uid) in uids and alive(int(entry.name)):
+                    found.append(int(entry.name))
+        return found
+
     def clear(self) -> None:
-        """Stop the daemons this user's folders name, remove the folders (as root)."""
-        for folder in (self.shared, self.fallback):
-            if folder.is_dir() and not folder.is_symlink():
-                for lock in folder.glob("*.lock"):
-                    text = lock.read_text().strip()
-                    if text.isdigit() and is_shared_daemon(int(text)):
-                        os.kill(int(text), signal.SIGKILL)
-                        wait_gone(int(text), 10)
+        """As root: kill every process of this (test-only) user (daemons of earlier runs
+        included), remove its /tmp/dshd-<uid> and its dshd state folder, and leave it a home
+        of its own to put a new one in."""
+        deadline = time.monotonic() + 10
+        while pids := self.processes():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            assert time.monotonic() < deadline, f"{USER}'s processes {pids} do not die"
+            time.sleep(0.02)
         if self.shared.is_symlink() or self.shared.is_file():
             self.shared.unlink()
         elif self.shared.exists():
             shutil.rmtree(self.shared)
-        shutil.rmtree(self.fallback, ignore_errors=True)
+        if not self.home.is_dir() or self.home.is_symlink():
+            if self.home.is_symlink() or self.home.exists():
+                self.home.unlink()
+            self.home.mkdir(mode=0o700, parents=True)
+        os.chown(self.home, self.uid, self.gid, follow_symlinks=False)
+        for folder in (self.home / ".local", self.home / ".local" / "state"):
+            st = folder.lstat() if folder.is_symlink() or folder.exists() else None
+            if st is not None and (not stat.S_ISDIR(st.st_mode) or st.st_uid != self.uid):
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(folder)
+                else:
+                    folder.unlink()
+        if self.state.is_symlink() or self.state.is_file():
+            self.state.unlink()
+        elif self.state.exists():
+            shutil.rmtree(self.state)
+
+
+def _reachable_by(user: User, paths: list[Path]) -> bool:
+    """Whether the user can read every file (and enter every folder) of ``paths``."""
+    probe = (
+        "import os, sys\n"
+        "for top in sys.argv[1:]:\n"
+        "    if not os.access(top, os.R_OK | os.X_OK): sys.exit(1)\n"
+        "    for folder, dirs, files in os.walk(top):\n"
+        "        for name in dirs:\n"
+        "            path = os.path.join(folder, name)\n"
+        "            if not os.path.islink(path) and not os.access(path, os.R_OK | os.X_OK): sys.exit(1)\n"
+        "        for name in files:\n"
+        "            if not os.access(os.path.join(folder, name), os.R_OK): sys.exit(1)\n"
+    )
+    argv = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--",
+            SYSTEM_PYTHON, "-I", "-c", probe, *map(str, paths)]
+    return subprocess.run(argv, capture_output=True, cwd="/", env={"PATH": "/usr/bin:/bin"}, timeout=120).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def code() -> Iterator[list[Path]]:
+    """Where the user imports dshd from: the clone and this venv when the user can read
+    them, else (a clone or venv under /root, a 0700 folder, root's umask 077) a copy of
+    them the user can read, for this session."""
+    with machine_lock():
+        user = User()
+        reachable = _reachable_by(user, user.code)
+    if reachable:
+        yield user.code
+        return
+    staged = Path(tempfile.mkdtemp(prefix="dshd-squat-code-", dir="/var/tmp"))
+    try:
+        paths = []
+        for path, name in zip(user.code, ("server", "protocol", "site-packages")):
+            shutil.copytree(path, staged / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+            paths.append(staged / name)
+        for folder, _dirs, files in os.walk(staged):
+            os.chmod(folder, 0o755)
+            for name in files:
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    os.chmod(path, os.stat(path).st_mode & 0o7777 | 0o444)
+        yield paths
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 @pytest.fixture
-def user():
-    u = User()
-    u.clear()
-    yield u
-    u.clear()
+def user(code: list[Path]) -> Iterator[User]:
+    with machine_lock():
+        u = User()
+        u.code = code
+        u.clear()
+        try:
+            yield u
+        finally:
+            u.clear()
+
 
 
 @pytest.fixture
