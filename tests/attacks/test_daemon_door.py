@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import dshd_connect
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import RawDaemon
 from tests.sandbox_support import AVAILABLE, PYTHON, WHY_NOT
@@ -120,11 +121,16 @@ def test_a_peer_in_a_sandboxs_pid_namespace_is_refused_unanswered(tmp_path: Path
 # Run by the sandboxed command (and, as the control, by the test itself): `dshd connect` to
 # the workspace's daemon, initialize as trusted with full-access and no approvals, open a
 # session, prompt. The daemon's scripted agent then runs `touch <outside>/ESCAPED`.
+# `dshd connect` is dshd's own launcher module (dshd_connect.py, the standard library only,
+# with the package's __init__.py beside it for the version in the socket's name) run by this
+# interpreter: the driver gets the path of a copy in the workspace, because the console
+# script of a checkout under /tmp is not in a workspace-write sandbox (its /tmp is its own),
+# and an attacker brings its own client anyway.
 DRIVER = r"""
 import json, os, subprocess, sys, threading
 dshd, workspace, runtime = sys.argv[1:4]
 env = {**os.environ, "XDG_RUNTIME_DIR": runtime}
-proc = subprocess.Popen([dshd, "connect", "--workspace", workspace, "--no-start"], env=env,
+proc = subprocess.Popen([sys.executable, "-I", dshd, "connect", "--workspace", workspace, "--no-start"], env=env,
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 timer = threading.Timer(60, proc.kill)
 timer.daemon = True
@@ -188,7 +194,8 @@ def test_a_sandboxed_command_cannot_make_the_shared_daemon_write_outside_the_wor
     outside.mkdir()
     escaped = outside / "ESCAPED"
     workspace = tmp_path / "ws"
-    driver = f"{PYTHON} -I driver.py {dshd} {workspace} {runtime.path}"
+    connect = workspace / "client" / "dshd_connect.py"  # copied below, with driver.py
+    driver = f"{PYTHON} -I driver.py {connect} {workspace} {runtime.path}"
     write_workspace(
         workspace,
         replies=[{"toolCalls": [{"name": "run_command", "arguments": {"command": driver, "timeoutMs": 90000}}]}, {"text": "done"}],
@@ -196,6 +203,9 @@ def test_a_sandboxed_command_cannot_make_the_shared_daemon_write_outside_the_wor
         extra_config=f'\n[tools]\nsandbox = "{mode}"\nnetwork = true\napprove = []\n',
     )
     (workspace / "driver.py").write_text(DRIVER)
+    (connect.parent / "dshd").mkdir(parents=True)
+    shutil.copyfile(dshd_connect.__file__, connect)
+    shutil.copyfile(Path(dshd_connect.__file__).with_name("dshd") / "__init__.py", connect.parent / "dshd" / "__init__.py")
     (workspace / "inner.json").write_text(json.dumps({"replies": [
         {"toolCalls": [{"name": "run_command", "arguments": {"command": f"touch {escaped}"}}]}, {"text": "written"}]}))
     user = tmp_path / "config-home"
@@ -220,7 +230,7 @@ def test_a_sandboxed_command_cannot_make_the_shared_daemon_write_outside_the_wor
             assert "driver: prompted" not in run.stdout, run.stdout[-2000:]
             assert not escaped.exists(), "the shared daemon wrote outside the workspace for a sandboxed command"
             # Control: the same driver, run by the test, gets the daemon's agent to write there.
-            control = subprocess.run([PYTHON, "-I", str(workspace / "driver.py"), dshd, str(workspace), str(runtime.path)],
+            control = subprocess.run([PYTHON, "-I", str(workspace / "driver.py"), str(connect), str(workspace), str(runtime.path)],
                                      capture_output=True, text=True, timeout=120, env=env)
             assert "driver: prompted" in control.stdout, (control.stdout, control.stderr)
             assert escaped.exists(), (control.stdout, next(runtime.sockets.glob("*.log")).read_text())

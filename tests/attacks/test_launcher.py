@@ -112,8 +112,10 @@ async def test_an_mcp_servers_env_value_is_on_no_command_line(tmp_path):
     from tests.mcp_agent_support import INSTANT, servers_of, workspace
 
     token = f"tok-{secrets.token_hex(8)}"
-    # Control: the scan finds a value put on a command line.
-    shown = subprocess.Popen(["/bin/sh", "-c", "sleep 5", token])
+    # Control: the scan finds a value put on a command line. A process that starts no other
+    # (`sh -c "sleep 5"` forks its sleep: a child killed with the shell or not yet exec'd
+    # still shows the shell's command line, token and all, after the shell is gone).
+    shown = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)", token])
     try:
         assert await wait_for(lambda: cmdlines_holding(token), "a value on a command line")
     finally:
@@ -122,8 +124,11 @@ async def test_an_mcp_servers_env_value_is_on_no_command_line(tmp_path):
     assert not cmdlines_holding(token)
 
     seen = tmp_path / "ws" / "seen.txt"
-    script = f'printf %s "$SERVER_TOKEN" > {seen}; exec {sys.executable} {INSTANT}'
-    ws = workspace(tmp_path, [{"text": "done"}], {"tokened": {"command": "/bin/sh", "args": ["-c", script], "env": {"SERVER_TOKEN": token}}})
+    # The interpreter and the server as arguments (exec "$@"): where this checkout is under
+    # /tmp, dshd shows its folder to the sandbox for a path argument, not for a word in a script.
+    script = f'printf %s "$SERVER_TOKEN" > {seen}; exec "$@"'
+    tokened = {"command": "/bin/sh", "args": ["-c", script, "tokened", sys.executable, INSTANT], "env": {"SERVER_TOKEN": token}}
+    ws = workspace(tmp_path, [{"text": "done"}], {"tokened": tokened})
     agent = ws.create_session()
     try:
         await agent.prompt("go")

@@ -59,8 +59,11 @@ async def test_an_mcp_server_does_not_see_them_either(tmp_path, dshd_folders):
 
     sockets, state = dshd_folders
     report = tmp_path / "ws" / "report.txt"
-    script = f"{{ ls -A {sockets} 2>/dev/null | wc -l; ls -A {state} | wc -l; }} > {report}; exec {sys.executable} {INSTANT}"
-    agent = workspace(tmp_path, [{"text": "done"}], {"looker": {"command": "/bin/sh", "args": ["-c", script]}}).create_session()
+    # The interpreter and the server as arguments (exec "$@"): where this checkout is under
+    # /tmp, dshd shows its folder to the sandbox for a path argument, not for a word in a script.
+    script = f'{{ ls -A {sockets} 2>/dev/null | wc -l; ls -A {state} | wc -l; }} > {report}; exec "$@"'
+    looker = {"command": "/bin/sh", "args": ["-c", script, "looker", sys.executable, INSTANT]}
+    agent = workspace(tmp_path, [{"text": "done"}], {"looker": looker}).create_session()
     try:
         await agent.prompt("go")
         [server] = servers_of(agent).states()

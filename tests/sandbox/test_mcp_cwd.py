@@ -18,12 +18,15 @@ pytestmark = needs_sandbox
 
 
 def server_in(outside: Path, report: Path) -> dict:
-    """A server that writes where it started and whether it could write there, then serves."""
+    """A server that writes where it started and whether it could write there, then serves.
+    The interpreter and the server are arguments (``exec "$@"``), not words inside the
+    script: dshd shows a program's folder under /tmp (a checkout there, its venv) to the
+    sandbox only when it is the command or a path argument, as a person's config names it."""
     script = (
         f'{{ pwd -P; touch probe.txt 2>/dev/null && echo writable || echo read-only; }} > {report}; '
-        f"exec {sys.executable} {INSTANT}"
+        'exec "$@"'
     )
-    return {"command": "/bin/sh", "args": ["-c", script], "cwd": str(outside)}
+    return {"command": "/bin/sh", "args": ["-c", script, "server", sys.executable, INSTANT], "cwd": str(outside)}
 
 
 async def test_a_user_config_server_starts_in_an_absolute_folder_outside_read_only(tmp_path):

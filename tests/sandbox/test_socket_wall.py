@@ -22,7 +22,7 @@ from dshd.sandbox import run, seccomp
 from dshd.sandbox.host import host_policy
 from dshd.sandbox.launcher import sandbox_start
 from dshd.tools.run import RunCommand
-from tests.sandbox_support import needs_sandbox
+from tests.sandbox_support import PYTHON, needs_sandbox
 
 probe_module = sys.modules["dshd.sandbox.probe"]  # the package's ``probe`` is the function
 
@@ -51,12 +51,12 @@ except OSError as e:
 @pytest.mark.parametrize("mode", ["read-only", "workspace-write", "full-access"])
 async def test_the_edges_of_the_family_allowlist(tmp_path, mode):
     ws = tmp_path.resolve()
-    plain = subprocess.run([sys.executable, "-c", EDGES], capture_output=True, text=True, timeout=30)
+    plain = subprocess.run([PYTHON, "-c", EDGES], capture_output=True, text=True, timeout=30)
     lines = plain.stdout.splitlines()
     assert lines[0] == "high-bits ok" and lines[2] == "socketpair ok", plain.stdout  # the control
     assert lines[1] in ("io_uring ok", "io_uring ENOSYS")
     found = await probe_module.probe()
-    start = sandbox_start(host_policy(mode, False, ws, ()), [sys.executable, "-c", EDGES], ws, {"PATH": os.environ["PATH"]},
+    start = sandbox_start(host_policy(mode, False, ws, ()), [PYTHON, "-c", EDGES], ws, {"PATH": os.environ["PATH"]},
                           bwrap=found.bwrap or "bwrap")
     try:
         result = await run(start.argv, cwd=ws, env=start.env, timeout_s=30, output_cap=4096, pass_fds=start.pass_fds)
