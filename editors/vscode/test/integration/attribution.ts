@@ -8,10 +8,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Controller } from '../../src/controller';
 import { chat, runAll, screenshot, started, test, waitFor } from './harness';
 
-let c: Controller;
 const folder = () => vscode.workspace.workspaceFolders![0].uri.fsPath;
 const who = (name: string) => path.join(folder(), '.who', name);
 const said = (name: string) => (fs.existsSync(who(name)) ? fs.readFileSync(who(name), 'utf8') : undefined);
@@ -19,7 +17,7 @@ const tell = (name: string, text: string) => { fs.mkdirSync(path.join(folder(), 
 const texts = (selector: string) => chat.texts(`#log ${selector}`);
 
 test('VS Code opens a session and names itself after its folder', async () => {
-  c = (await started({ showChat: true })).controller;
+  await started({ showChat: true });
   const s = await vscode.commands.executeCommand<{ sessionId: string }>('dsh.session.new', { title: 'who did what' });
   assert.ok(s?.sessionId);
   tell('session', s.sessionId);
