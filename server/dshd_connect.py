@@ -253,7 +253,10 @@ def _dial(path: str, line: bytes) -> Connection | str | None:
     """A connection that the daemon answered; None when nobody listens; ``UNANSWERED``
     when the daemon ended it before answering (it was on its way out, or it refuses us:
     we run in a sandbox)."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError as exc:  # a sandbox's socket wall: no Unix socket can be made here
+        raise ConnectError(f"cannot make a Unix socket to reach {path}: {exc.strerror} (inside a sandbox?)") from None
     try:
         sock.connect(path)
     except (FileNotFoundError, ConnectionRefusedError):

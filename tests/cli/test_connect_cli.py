@@ -110,3 +110,43 @@ def test_a_daemon_that_fails_to_start_is_reported_with_its_exit_code(tmp_path: P
         frames += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     good = run(["connect"], workspace, {**runtime.env, "DSHD_CONNECT_COPY": "1"}, stdin=frames)
     assert good.returncode == 0 and b'"capabilities"' in good.stdout, good.stderr
+
+
+def test_connect_inside_the_socket_wall_says_why_without_a_traceback(tmp_path):
+    """In a sandbox whose socket wall refuses AF_UNIX, `dshd connect` says it cannot make a
+    Unix socket (exit 1, one `dshd:` line), never a traceback. Control: outside the wall the
+    same forwarder gets as far as dialling (it names the socket path, no wall word)."""
+    import shutil
+
+    from dshd.sandbox.seccomp import program
+    from tests.sandbox_support import PYTHON
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed (./run setup installs it)")
+    forwarder = Path(__file__).resolve().parents[2] / "server" / "dshd_connect.py"
+    copy = tmp_path / "client"
+    (copy / "dshd").mkdir(parents=True)
+    shutil.copy(forwarder, copy / "dshd_connect.py")
+    shutil.copy(forwarder.parent / "dshd" / "__init__.py", copy / "dshd" / "__init__.py")
+    argv = [PYTHON, "-I", str(copy / "dshd_connect.py"), "connect", "--workspace", str(tmp_path)]
+    read, write = os.pipe()
+    os.write(write, program("strict"))
+    os.close(write)
+    walled = subprocess.run(
+        [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+         "--seccomp", str(read), "--", *argv],
+        pass_fds=(read,), stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+    )
+    os.close(read)
+    assert walled.returncode == 1, walled
+    assert b"Traceback" not in walled.stderr
+    assert walled.stderr.startswith(b"dshd: cannot make a Unix socket to reach "), walled.stderr
+    assert b"Operation not permitted" in walled.stderr
+    # Control: without the wall the same copy makes its socket (it may then fail to start a
+    # daemon in this bare setting, but not for want of a socket).
+    plain = subprocess.run(
+        [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--", *argv],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    assert b"cannot make a Unix socket" not in plain.stderr, plain.stderr
