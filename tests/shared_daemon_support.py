@@ -112,3 +112,57 @@ def daemons_of(workspace: Path) -> list[int]:
                 if at + 1 < len(args) and os.path.realpath(args[at + 1]) == want and alive(int(entry.name)):
                     found.append(int(entry.name))
     return found
+
+
+# A client of a daemon's socket speaking dsh by hand, run as ``python -I -c DSH_PROBE SOCKET
+# [trusted]``: prints what it got as JSON ({"connect": errno} when it could not even connect;
+# "send"/"recv" when the daemon closed it). ``trusted``: it claims a trusted folder, as an
+# editor's settings would.
+DSH_PROBE = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print(json.dumps({"connect": exc.errno}))
+    sys.exit()
+params = {"processId": None, "rootUri": None, "capabilities": {}}
+if sys.argv[2:] == ["trusted"]:
+    params["initializationOptions"] = {"trusted": True}
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
+try:
+    s.sendall(b"dsh\n" + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+except OSError as exc:  # the daemon closed it first
+    print(json.dumps({"send": exc.errno, "got": ""}))
+    sys.exit()
+s.settimeout(30)
+data = b""
+while b'"capabilities"' not in data:
+    try:
+        chunk = s.recv(65536)
+    except OSError as exc:
+        print(json.dumps({"recv": exc.errno, "got": data.decode(errors="replace")}))
+        sys.exit()
+    if not chunk:
+        break
+    data += chunk
+print(json.dumps({"got": data.decode(errors="replace")}))
+"""
+
+
+def session_list_frames(workspace: Path) -> bytes:
+    """LSP-framed messages of one short editor visit: initialize, list the sessions, shut down."""
+    import json
+
+    out = b""
+    for message in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
+        {"jsonrpc": "2.0", "method": "exit"},
+    ):
+        body = json.dumps(message).encode()
+        out += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    return out

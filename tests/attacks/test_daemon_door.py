@@ -24,41 +24,9 @@ import dshd_connect
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import RawDaemon
 from tests.sandbox_support import AVAILABLE, PYTHON, WHY_NOT
-from tests.shared_daemon_support import DSHD, Runtime, connect_command
+from tests.shared_daemon_support import DSH_PROBE, DSHD, Runtime, connect_command
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(not AVAILABLE, reason=f"no sandbox here: {WHY_NOT}")]
-
-# A client of the daemon's socket speaking dsh by hand: prints what it got as JSON
-# ({"connect": errno} when it could not even connect).
-PROBE = r"""
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-except OSError as exc:
-    print(json.dumps({"connect": exc.errno}))
-    sys.exit()
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                   "params": {"processId": None, "rootUri": None, "capabilities": {},
-                              "initializationOptions": {"trusted": True}}}).encode()
-try:
-    s.sendall(b"dsh\n" + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-except OSError as exc:
-    print(json.dumps({"send": exc.errno, "got": ""}))
-    sys.exit()
-s.settimeout(30)
-data = b""
-while b'"capabilities"' not in data:
-    try:
-        chunk = s.recv(65536)
-    except OSError as exc:
-        print(json.dumps({"recv": exc.errno, "got": data.decode(errors="replace")}))
-        sys.exit()
-    if not chunk:
-        break
-    data += chunk
-print(json.dumps({"got": data.decode(errors="replace")}))
-"""
 
 
 @pytest.fixture
@@ -80,7 +48,7 @@ def _bwrap(sockets: Path, *, own_pid_namespace: bool) -> list[str]:
 
 
 def _probe(sock: Path, prefix: list[str]) -> dict:
-    out = subprocess.run(prefix + [PYTHON, "-I", "-c", PROBE, str(sock)], capture_output=True, text=True, timeout=60, cwd="/")
+    out = subprocess.run(prefix + [PYTHON, "-I", "-c", DSH_PROBE, str(sock), "trusted"], capture_output=True, text=True, timeout=60, cwd="/")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

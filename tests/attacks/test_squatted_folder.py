@@ -16,7 +16,6 @@ earlier, killed run left).
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import pwd
 import shutil
@@ -34,7 +33,7 @@ import pytest
 
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import split_frames
-from tests.shared_daemon_support import alive, daemons_of
+from tests.shared_daemon_support import alive, daemons_of, session_list_frames
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "dshdsquat"
@@ -191,7 +190,6 @@ def user(code: list[Path]) -> Iterator[User]:
             u.clear()
 
 
-
 @pytest.fixture
 def workspace(user: User):
     base = Path(tempfile.mkdtemp(prefix="dshd-squat-", dir="/var/tmp"))
@@ -204,25 +202,10 @@ def workspace(user: User):
     shutil.rmtree(base, ignore_errors=True)
 
 
-def _frames(workspace: Path) -> bytes:
-    out = b""
-    for message in (
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
-        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}},
-        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
-        {"jsonrpc": "2.0", "method": "exit"},
-    ):
-        body = json.dumps(message).encode()
-        out += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    return out
-
-
 def connect_as(user: User, workspace: Path, **env: str) -> subprocess.CompletedProcess:
     """`dshd connect --workspace WS` as the user (the forwarder copies a file's bytes)."""
     script = workspace.parent / "input.bin"
-    script.write_bytes(_frames(workspace))
+    script.write_bytes(session_list_frames(workspace))
     os.chown(script, user.uid, user.gid)
     argv = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--",
             SYSTEM_PYTHON, "-c", "import sys; from dshd_connect import main; sys.exit(main())",

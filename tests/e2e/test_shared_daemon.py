@@ -32,7 +32,7 @@ import pytest
 from dshd import __version__
 from tests.e2e.conftest import write_workspace
 from tests.e2e.raw_client import RawDaemon, log_events
-from tests.shared_daemon_support import Runtime, alive, connect_command, daemons_of, wait_gone
+from tests.shared_daemon_support import DSH_PROBE, Runtime, alive, connect_command, daemons_of, session_list_frames, wait_gone
 
 pytestmark = pytest.mark.slow
 
@@ -94,17 +94,7 @@ def test_the_first_connect_starts_the_daemon_and_the_next_reuses_it(workspace: P
 
 def test_stdin_from_a_regular_file_is_copied_through(workspace: Path, runtime: Runtime, tmp_path: Path) -> None:
     """A file cannot be handed to an event loop: the forwarder copies it (and the answers)."""
-    frames = b""
-    for message in (
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"processId": None, "rootUri": workspace.as_uri(), "capabilities": {}}},
-        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
-        {"jsonrpc": "2.0", "id": 2, "method": "dsh/session/list", "params": {}},
-        {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
-        {"jsonrpc": "2.0", "method": "exit"},
-    ):
-        body = json.dumps(message).encode()
-        frames += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    frames = session_list_frames(workspace)
     script = tmp_path / "input.bin"
     script.write_bytes(frames)
     with open(script, "rb") as stdin:
@@ -168,38 +158,8 @@ def test_a_killed_daemon_leaves_a_stale_socket_and_lock_that_the_next_connect_re
         assert b.shutdown_and_exit() == 0
 
 
-PROBE = r"""
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-except OSError as exc:
-    print(json.dumps({"connect": exc.errno}))
-    sys.exit()
-body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                   "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
-try:
-    s.sendall(b"dsh\n" + b"Content-Length: %d\r\n\r\n" % len(body) + body)
-except OSError as exc:  # the daemon closed it first
-    print(json.dumps({"send": exc.errno, "got": ""}))
-    sys.exit()
-s.settimeout(30)
-data = b""
-while b'"capabilities"' not in data:
-    try:
-        chunk = s.recv(65536)
-    except OSError as exc:
-        print(json.dumps({"recv": exc.errno, "got": data.decode(errors="replace")}))
-        sys.exit()
-    if not chunk:
-        break
-    data += chunk
-print(json.dumps({"got": data.decode(errors="replace")}))
-"""
-
-
 def _probe(sock: Path, as_nobody: bool) -> dict:
-    argv = ["/usr/bin/python3", "-I", "-c", PROBE, str(sock)]
+    argv = ["/usr/bin/python3", "-I", "-c", DSH_PROBE, str(sock)]
     if as_nobody:
         argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] + argv
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd="/")
